@@ -1,0 +1,12 @@
+#![doc = include_str!("../README.md")]
+
+mod event;
+mod ids;
+pub mod limits;
+mod payload;
+mod spec;
+
+pub use event::{Event, EventKind, OverrideTarget};
+pub use ids::{EventId, RunId, Seq, StepName};
+pub use payload::{BlobRef, Payload};
+pub use spec::{Backoff, Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, WorkflowSpec};

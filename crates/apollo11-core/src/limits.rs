@@ -1,0 +1,33 @@
+//! Every bound Apollo-11 enforces, in one place. Units are in the names.
+
+/// Largest payload kept inline in an event; larger payloads go to the blob store.
+pub const PAYLOAD_INLINE_BYTES_MAX: u32 = 4 * 1024;
+
+/// Largest encoded event record accepted by any decoder (a payload is inline only up to
+/// [`PAYLOAD_INLINE_BYTES_MAX`], so this leaves ample room for names and errors).
+pub const RECORD_BYTES_MAX: u32 = 64 * 1024;
+
+/// Largest error message kept in a `Failed` event; longer messages are cut at a char
+/// boundary by the writer (the full text belongs to the step's own logs).
+pub const ERROR_MESSAGE_BYTES_MAX: u32 = 2 * 1024;
+
+/// Largest run id or step name, in bytes.
+pub const NAME_BYTES_MAX: u32 = 256;
+
+/// Default number of steps a workflow may have.
+pub const DAG_NODES_MAX: u32 = 10_000;
+
+/// Default segment size of the file log before it rolls to a new segment.
+pub const SEGMENT_BYTES_MAX: u64 = 100 * 1024 * 1024;
+
+/// Default number of events between two snapshots.
+pub const SNAPSHOT_EVERY_EVENTS: u64 = 1_000;
+
+/// Most events one append batch may carry.
+pub const APPEND_BATCH_EVENTS_MAX: u32 = 10_000;
+
+/// Depth of every bounded queue between components (appenders to the log writer, etc.).
+pub const QUEUE_DEPTH_MAX: u32 = 4_096;
+
+/// Number of successful durations needed before `timeout = "auto"` trusts its p99.
+pub const AUTO_TIMEOUT_SAMPLES_MIN: u32 = 20;

@@ -1,0 +1,244 @@
+//! `decide`: the scheduling brain as a pure function. The runtime calls it after every
+//! change, executes the commands, appends the events they produce, and calls it again.
+
+use crate::rollback::{failed_for_good, to_undo};
+use crate::{retry_delay_ms, run_status, Policy, RunState, RunStatus, StepState, StepStatus};
+use apollo11_core::{Idempotency, OnFailure, StepName};
+use apollo11_dag::{Dag, NodeId};
+use std::collections::BTreeSet;
+
+/// The present as the runtime sees it: the time, and the steps whose attempt or
+/// compensation it is executing right now. A step the log says is running but that is not
+/// executing was left behind by a scheduler that died.
+#[derive(Clone, Copy, Debug)]
+pub struct Now<'a> {
+    /// Wall-clock milliseconds, on the same clock as events' `at_ms`.
+    pub ms: u64,
+    /// Steps being executed by the caller.
+    pub executing: &'a BTreeSet<StepName>,
+}
+
+/// One thing for the runtime to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Append `Started(attempt)` and run the step.
+    Start {
+        /// The step.
+        step: StepName,
+        /// The attempt to start.
+        attempt: u32,
+    },
+    /// Append `Failed {error, retryable: true}` for an attempt that timed out (stop it) or
+    /// that a dead scheduler left running (`"interrupted"`).
+    Fail {
+        /// The step.
+        step: StepName,
+        /// The attempt that failed.
+        attempt: u32,
+        /// `"timeout"` or `"interrupted"`.
+        error: String,
+    },
+    /// Append `Compensating` and run the step's compensation on the compensation queue.
+    Compensate {
+        /// The step.
+        step: StepName,
+        /// Its current attempt.
+        attempt: u32,
+    },
+    /// Run again a compensation that a dead scheduler left unfinished (no new event;
+    /// compensations are idempotent).
+    ResumeCompensation {
+        /// The step.
+        step: StepName,
+        /// Its current attempt.
+        attempt: u32,
+    },
+    /// Nothing more is due before this time (a retry backoff or a timeout); decide again then.
+    WakeAt {
+        /// Wall-clock milliseconds.
+        ms: u64,
+    },
+    /// The run reached a terminal status.
+    Finish {
+        /// How it ended.
+        status: RunStatus,
+    },
+}
+
+/// Decides what to do next for one run. Deterministic: commands come in topological order
+/// of their steps, ties broken by name. An empty result means "wait for an executing step".
+pub fn decide(state: &RunState, dag: &Dag, policy: &Policy, now: Now<'_>) -> Vec<Command> {
+    let urgent = interrupted_and_timed_out(state, dag, policy, now);
+    if !urgent.is_empty() {
+        return urgent;
+    }
+    let status = run_status(state, dag, policy);
+    if status.is_terminal() {
+        return vec![Command::Finish { status }];
+    }
+    let mut commands = if state.is_anomalous() {
+        Vec::new()
+    } else if failed_for_good(state, dag, policy) {
+        match policy.on_failure {
+            OnFailure::Pause => Vec::new(),
+            OnFailure::Rollback => rollback_wave(state, dag, policy),
+        }
+    } else {
+        progress(state, dag, policy, now)
+    };
+    let wake = commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::WakeAt { ms } => Some(*ms),
+            _ => None,
+        })
+        .chain(next_timeout_ms(state, dag, policy))
+        .min();
+    commands.retain(|c| !matches!(c, Command::WakeAt { .. }));
+    commands.extend(wake.map(|ms| Command::WakeAt { ms }));
+    commands
+}
+
+/// Steps left running or compensating by a dead scheduler, and attempts past their timeout.
+fn interrupted_and_timed_out(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    now: Now<'_>,
+) -> Vec<Command> {
+    let mut commands = Vec::new();
+    for &n in dag.topological_order() {
+        let name = dag.name(n);
+        let step = state.step(name);
+        let executing = now.executing.contains(name);
+        let step_name = StepName(name.to_owned());
+        let attempt = step.attempt;
+        match step.status {
+            StepStatus::Running if !executing => commands.push(Command::Fail {
+                step: step_name,
+                attempt,
+                error: "interrupted".into(),
+            }),
+            StepStatus::Running if timeout_at(&step, policy, n).is_some_and(|t| t <= now.ms) => {
+                commands.push(Command::Fail {
+                    step: step_name,
+                    attempt,
+                    error: "timeout".into(),
+                })
+            }
+            StepStatus::Compensating if !executing => commands.push(Command::ResumeCompensation {
+                step: step_name,
+                attempt,
+            }),
+            _ => {}
+        }
+    }
+    commands
+}
+
+fn timeout_at(step: &StepState, policy: &Policy, node: NodeId) -> Option<u64> {
+    let timeout = policy.step(node).timeout_ms?;
+    Some(step.started_ms?.saturating_add(timeout))
+}
+
+fn next_timeout_ms(state: &RunState, dag: &Dag, policy: &Policy) -> Option<u64> {
+    dag.nodes()
+        .filter_map(|n| {
+            let step = state.step(dag.name(n));
+            (step.status == StepStatus::Running)
+                .then(|| timeout_at(&step, policy, n))
+                .flatten()
+        })
+        .min()
+}
+
+/// Normal forward progress: start ready steps up to the concurrency limit, retry failed
+/// ones after their backoff, compensate failed `compensate`-class steps before their rerun.
+fn progress(state: &RunState, dag: &Dag, policy: &Policy, now: Now<'_>) -> Vec<Command> {
+    let running = state
+        .steps
+        .values()
+        .filter(|s| s.status == StepStatus::Running)
+        .count();
+    let mut slots = (policy.max_concurrency as usize).saturating_sub(running);
+    let mut commands = Vec::new();
+    for &n in dag.topological_order() {
+        let name = dag.name(n);
+        let step = state.step(name);
+        let deps_done = dag
+            .dependencies(n)
+            .iter()
+            .all(|&d| state.status(dag.name(d)).satisfies_dependents());
+        let due_ms = match step.status {
+            StepStatus::Pending => Some(0),
+            StepStatus::Failed if policy.step(n).idempotency == Idempotency::Compensate => {
+                commands.push(Command::Compensate {
+                    step: StepName(name.into()),
+                    attempt: step.attempt,
+                });
+                None
+            }
+            StepStatus::Failed | StepStatus::Compensated => {
+                Some(retry_due_ms(state, dag, policy, n))
+            }
+            StepStatus::Running
+            | StepStatus::Succeeded
+            | StepStatus::Compensating
+            | StepStatus::Skipped
+            | StepStatus::Anomalous => None,
+        };
+        match due_ms {
+            Some(due) if due > now.ms => commands.push(Command::WakeAt { ms: due }),
+            Some(_) if deps_done && slots > 0 => {
+                slots -= 1;
+                commands.push(Command::Start {
+                    step: StepName(name.into()),
+                    attempt: step.attempt + 1,
+                });
+            }
+            Some(_) | None => {}
+        }
+    }
+    commands
+}
+
+/// When a step that failed (or was compensated after failing) may start again; a step
+/// compensated after succeeding may rerun at once.
+fn retry_due_ms(state: &RunState, dag: &Dag, policy: &Policy, node: NodeId) -> u64 {
+    let name = dag.name(node);
+    let step = state.step(name);
+    step.last_error.as_ref().map_or(0, |failure| {
+        let delay = retry_delay_ms(
+            &policy.step(node).retry,
+            state.run_id.as_str(),
+            name,
+            step.attempt,
+        );
+        failure.at_ms.saturating_add(delay)
+    })
+}
+
+/// The next wave of a rollback: wait for running attempts to end, then compensate every
+/// step none of whose dependents still needs compensating.
+fn rollback_wave(state: &RunState, dag: &Dag, policy: &Policy) -> Vec<Command> {
+    if state
+        .steps
+        .values()
+        .any(|s| s.status == StepStatus::Running)
+    {
+        return Vec::new();
+    }
+    let undo = to_undo(state, dag, policy);
+    let Some(wave) = dag.compensation_plan(&undo).into_iter().next() else {
+        return Vec::new();
+    };
+    wave.into_iter()
+        .filter_map(|n| {
+            let step = state.step(dag.name(n));
+            (step.status != StepStatus::Compensating).then(|| Command::Compensate {
+                step: StepName(dag.name(n).into()),
+                attempt: step.attempt,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,17 @@
+#![doc = include_str!("../README.md")]
+
+mod backoff;
+mod decide;
+mod policy;
+mod rollback;
+mod state;
+mod status;
+mod table;
+
+pub use backoff::retry_delay_ms;
+pub use decide::{decide, Command, Now};
+pub use policy::{Policy, PolicyError, StepPolicy};
+pub use rollback::{run_status, RunStatus};
+pub use state::{fold, Anomaly, Failure, RunState, StepState};
+pub use status::StepStatus;
+pub use table::{transition, Rule, Transition};

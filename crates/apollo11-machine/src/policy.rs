@@ -1,0 +1,127 @@
+//! Per-step scheduling policy, compiled from a [`WorkflowSpec`] together with its graph.
+
+use apollo11_core::{limits, Idempotency, OnFailure, RetryPolicy, Timeout, WorkflowSpec};
+use apollo11_dag::{Dag, DagError, NodeId};
+use std::fmt;
+
+/// What `decide` needs to know about one step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepPolicy {
+    /// How the step is made safe to rerun.
+    pub idempotency: Idempotency,
+    /// Whether it has a compensation.
+    pub has_compensation: bool,
+    /// Its retry policy.
+    pub retry: RetryPolicy,
+    /// Timeout of one attempt, resolved (`auto` already turned into milliseconds).
+    pub timeout_ms: Option<u64>,
+}
+
+/// What `decide` needs to know about a workflow besides its graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// What to do on a failure with no retry left.
+    pub on_failure: OnFailure,
+    /// Most steps running at once.
+    pub max_concurrency: u32,
+    steps: Vec<StepPolicy>,
+}
+
+/// Why a workflow spec cannot be scheduled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PolicyError {
+    /// The graph is invalid.
+    Dag(DagError),
+    /// A step of class `compensate` has no compensation.
+    CompensationMissing {
+        /// The step.
+        step: String,
+    },
+    /// A step allows zero attempts.
+    ZeroAttempts {
+        /// The step.
+        step: String,
+    },
+    /// The workflow allows zero concurrent steps.
+    ZeroConcurrency,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyError::Dag(e) => e.fmt(f),
+            PolicyError::CompensationMissing { step } => write!(
+                f,
+                "step `{step}` has idempotency class `compensate` but no compensation"
+            ),
+            PolicyError::ZeroAttempts { step } => {
+                write!(
+                    f,
+                    "step `{step}` has max_attempts = 0; at least 1 is needed"
+                )
+            }
+            PolicyError::ZeroConcurrency => write!(f, "max_concurrency must be at least 1"),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+impl Policy {
+    /// Validates `spec` and builds its graph (node `i` is `spec.steps[i]`) and policy.
+    /// `auto_timeout_ms(step, fallback_ms)` resolves `timeout = "auto"` for a step.
+    pub fn compile(
+        spec: &WorkflowSpec,
+        auto_timeout_ms: impl Fn(&str, u64) -> u64,
+    ) -> Result<(Dag, Policy), PolicyError> {
+        let edges: Vec<(&str, Vec<&str>)> = spec
+            .steps
+            .iter()
+            .map(|s| {
+                (
+                    s.name.as_str(),
+                    s.depends_on.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        let dag = Dag::build(&edges, limits::DAG_NODES_MAX as usize).map_err(PolicyError::Dag)?;
+        if spec.max_concurrency == 0 {
+            return Err(PolicyError::ZeroConcurrency);
+        }
+        let mut steps = Vec::with_capacity(spec.steps.len());
+        for s in &spec.steps {
+            if s.idempotency == Idempotency::Compensate && !s.has_compensation {
+                return Err(PolicyError::CompensationMissing {
+                    step: s.name.clone(),
+                });
+            }
+            if s.retry.max_attempts == 0 {
+                return Err(PolicyError::ZeroAttempts {
+                    step: s.name.clone(),
+                });
+            }
+            let timeout_ms = match s.timeout {
+                Timeout::None => None,
+                Timeout::Fixed(ms) => Some(ms),
+                Timeout::Auto { fallback_ms } => Some(auto_timeout_ms(&s.name, fallback_ms)),
+            };
+            steps.push(StepPolicy {
+                idempotency: s.idempotency,
+                has_compensation: s.has_compensation,
+                retry: s.retry.clone(),
+                timeout_ms,
+            });
+        }
+        let policy = Policy {
+            on_failure: spec.on_failure,
+            max_concurrency: spec.max_concurrency,
+            steps,
+        };
+        Ok((dag, policy))
+    }
+
+    /// Policy of a step of the graph this policy was compiled with.
+    pub fn step(&self, node: NodeId) -> &StepPolicy {
+        &self.steps[node.index()]
+    }
+}

@@ -1,0 +1,114 @@
+//! The run-level view: whether a run has failed for good, what a rollback still has to undo,
+//! and the run's status. Derived from step states on every call: the log holds only step
+//! transitions, so the run status can never disagree with them.
+
+use crate::{Policy, RunState, StepPolicy, StepState, StepStatus};
+use apollo11_core::{Idempotency, OnFailure};
+use apollo11_dag::{Dag, NodeId};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Status of a run as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Work remains or is under way.
+    Running,
+    /// Every step succeeded or was skipped.
+    Succeeded,
+    /// The log of the run is anomalous: an operator must override the offending step.
+    Failed,
+    /// A step failed for good and every compensation has run.
+    RolledBack,
+    /// A step failed for good and the run waits for an operator.
+    Paused,
+}
+
+impl RunStatus {
+    /// Lower-case name, as shown to users.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::RolledBack => "rolled_back",
+            RunStatus::Paused => "paused",
+        }
+    }
+
+    /// True unless the run is still running.
+    pub fn is_terminal(self) -> bool {
+        self != RunStatus::Running
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The status of a run, from its state alone.
+pub fn run_status(state: &RunState, dag: &Dag, policy: &Policy) -> RunStatus {
+    let busy = state.steps.values().any(|s| s.status.is_busy());
+    let all_done = dag
+        .nodes()
+        .all(|n| state.status(dag.name(n)).satisfies_dependents());
+    if state.is_anomalous() {
+        return if busy {
+            RunStatus::Running
+        } else {
+            RunStatus::Failed
+        };
+    }
+    if all_done {
+        return RunStatus::Succeeded;
+    }
+    if busy || !failed_for_good(state, dag, policy) {
+        return RunStatus::Running;
+    }
+    match policy.on_failure {
+        OnFailure::Pause => RunStatus::Paused,
+        OnFailure::Rollback if to_undo(state, dag, policy).is_empty() => RunStatus::RolledBack,
+        OnFailure::Rollback => RunStatus::Running,
+    }
+}
+
+/// True when a step has failed with no retry left, which stops the run's progress.
+pub(crate) fn failed_for_good(state: &RunState, dag: &Dag, policy: &Policy) -> bool {
+    dag.nodes()
+        .any(|n| exhausted(&state.step(dag.name(n)), policy.step(n)))
+}
+
+fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
+    let after_failure = matches!(
+        step.status,
+        StepStatus::Failed | StepStatus::Compensating | StepStatus::Compensated
+    );
+    after_failure
+        && step
+            .last_error
+            .as_ref()
+            .is_some_and(|e| !e.retryable || step.attempt >= policy.retry.max_attempts)
+}
+
+/// Steps a rollback must still compensate or is compensating: every succeeded step with a
+/// compensation, and every failed step of class `compensate` (its failure may have left
+/// effects, which is why the class exists).
+pub(crate) fn to_undo(state: &RunState, dag: &Dag, policy: &Policy) -> Vec<NodeId> {
+    dag.nodes()
+        .filter(|&n| {
+            let p = policy.step(n);
+            p.has_compensation
+                && match state.status(dag.name(n)) {
+                    StepStatus::Succeeded | StepStatus::Compensating => true,
+                    StepStatus::Failed => p.idempotency == Idempotency::Compensate,
+                    StepStatus::Pending
+                    | StepStatus::Running
+                    | StepStatus::Compensated
+                    | StepStatus::Skipped
+                    | StepStatus::Anomalous => false,
+                }
+        })
+        .collect()
+}

@@ -1,0 +1,250 @@
+//! Run state as a fold over the run's events. Total and deterministic: the same events give
+//! the same state, and no event sequence makes it panic.
+
+use crate::{transition, Rule, StepStatus};
+use apollo11_core::{Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The last failure of a step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The error text of the `Failed` event (or of the override that failed the step).
+    pub error: String,
+    /// Whether a retry may help.
+    pub retryable: bool,
+    /// When it failed (wall clock of the event, for backoff).
+    pub at_ms: u64,
+}
+
+/// An event that broke the rules, and the state it hit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anomaly {
+    /// The offending event.
+    pub event_id: EventId,
+    /// Its kind, as named in the log.
+    pub kind: String,
+    /// Its attempt number.
+    pub event_attempt: u32,
+    /// The state the step (or run) was in.
+    pub from: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// State of one step, folded from its events.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepState {
+    /// Current state.
+    pub status: StepStatus,
+    /// Attempts started so far (0 before the first `Started`).
+    pub attempt: u32,
+    /// When the current state was entered.
+    pub since_ms: u64,
+    /// When the current or last attempt started.
+    pub started_ms: Option<u64>,
+    /// How long the last finished attempt took.
+    pub duration_ms: Option<u64>,
+    /// The last failure, kept until the step succeeds.
+    pub last_error: Option<Failure>,
+    /// Payload of the last `Succeeded` or `Failed` event: the output of a success, or the
+    /// marker a checkpoint step left before failing.
+    pub last_payload: Payload,
+    /// The first event that made the step anomalous, while it is.
+    pub anomaly: Option<Anomaly>,
+}
+
+/// State of one run, folded from its events.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunState {
+    /// The run.
+    pub run_id: RunId,
+    /// Workflow name from `RunCreated`, once seen.
+    pub workflow: Option<String>,
+    /// The pinned definition carried by `RunCreated`.
+    pub definition: Payload,
+    /// When the run was created.
+    pub created_ms: u64,
+    /// Sequence number of the last event applied.
+    pub last_seq: Seq,
+    /// Id of the last event applied: the watermark of this state.
+    pub last_event_id: EventId,
+    /// Steps that have had at least one event, by name.
+    pub steps: BTreeMap<StepName, StepState>,
+    /// The first run-level anomaly (an event out of sequence, before `RunCreated`, …).
+    pub anomaly: Option<Anomaly>,
+}
+
+/// Folds `events` of one run into its state.
+pub fn fold<'a>(run_id: &RunId, events: impl IntoIterator<Item = &'a Event>) -> RunState {
+    let mut state = RunState::new(run_id.clone());
+    for event in events {
+        state.apply(event);
+    }
+    state
+}
+
+impl RunState {
+    /// The state of a run with no events yet.
+    pub fn new(run_id: RunId) -> RunState {
+        RunState {
+            run_id,
+            ..RunState::default()
+        }
+    }
+
+    /// State of a step; steps without events are pending with attempt 0.
+    pub fn step(&self, name: &str) -> StepState {
+        self.steps.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Status of a step by name (pending when it has no events).
+    pub fn status(&self, name: &str) -> StepStatus {
+        self.steps
+            .get(name)
+            .map_or(StepStatus::Pending, |s| s.status)
+    }
+
+    /// True when the run or one of its steps is anomalous.
+    pub fn is_anomalous(&self) -> bool {
+        self.anomaly.is_some()
+            || self
+                .steps
+                .values()
+                .any(|s| s.status == StepStatus::Anomalous)
+    }
+
+    /// Applies one event and returns the rule it matched (`None` for run-level events and for
+    /// events that were only recorded as a run anomaly).
+    pub fn apply(&mut self, event: &Event) -> Option<Rule> {
+        if let Some(reason) = self.run_level_problem(event) {
+            self.record_run_anomaly(event, reason);
+            if event.run_id != self.run_id {
+                return None;
+            }
+        }
+        self.last_seq = event.seq;
+        self.last_event_id = event.event_id;
+        match (&event.step, &event.kind) {
+            (None, EventKind::RunCreated { workflow }) => {
+                if self.workflow.is_none() {
+                    self.workflow = Some(workflow.clone());
+                    self.definition = event.payload.clone();
+                    self.created_ms = event.at_ms;
+                }
+                None
+            }
+            (None, _) => None,
+            (Some(step), _) => Some(self.apply_to_step(step, event)),
+        }
+    }
+
+    fn run_level_problem(&self, event: &Event) -> Option<String> {
+        let created = self.workflow.is_some();
+        let expected_seq = self.last_seq.next();
+        if event.run_id != self.run_id {
+            Some(format!(
+                "event of run `{}` in run `{}`",
+                event.run_id, self.run_id
+            ))
+        } else if event.seq != expected_seq {
+            Some(format!(
+                "seq {} where {} was expected",
+                event.seq, expected_seq
+            ))
+        } else if let (None, EventKind::RunCreated { .. }) = (&event.step, &event.kind) {
+            created.then(|| "a second RunCreated".to_owned())
+        } else if event.step.is_none() {
+            Some("a step event without a step".to_owned())
+        } else if !created {
+            Some("a step event before RunCreated".to_owned())
+        } else {
+            None
+        }
+    }
+
+    fn record_run_anomaly(&mut self, event: &Event, reason: String) {
+        if self.anomaly.is_none() {
+            self.anomaly = Some(Anomaly {
+                event_id: event.event_id,
+                kind: event.kind.name().to_owned(),
+                event_attempt: event.attempt,
+                from: "run".to_owned(),
+                reason,
+            });
+        }
+    }
+
+    fn apply_to_step(&mut self, name: &StepName, event: &Event) -> Rule {
+        let step = self.steps.entry(name.clone()).or_default();
+        let t = transition(step.status, step.attempt, &event.kind, event.attempt);
+        let from = step.status;
+        step.status = t.next;
+        step.attempt = t.attempt;
+        if from != t.next {
+            step.since_ms = event.at_ms;
+        }
+        match t.rule {
+            Rule::Start | Rule::Retry | Rule::Rerun => step.started_ms = Some(event.at_ms),
+            Rule::Succeed => {
+                step.finish_attempt(event);
+                step.last_error = None;
+            }
+            Rule::Fail => {
+                step.finish_attempt(event);
+                if let EventKind::Failed { error, retryable } = &event.kind {
+                    step.last_error = Some(Failure {
+                        error: error.clone(),
+                        retryable: *retryable,
+                        at_ms: event.at_ms,
+                    });
+                }
+            }
+            Rule::Override => step.apply_override(event),
+            Rule::Anomaly => step.anomaly = Some(anomaly(event, from)),
+            Rule::CompensateFailure
+            | Rule::CompensateSuccess
+            | Rule::FinishCompensation
+            | Rule::StayAnomalous => {}
+        }
+        t.rule
+    }
+}
+
+impl StepState {
+    fn finish_attempt(&mut self, event: &Event) {
+        self.duration_ms = self.started_ms.map(|s| event.at_ms.saturating_sub(s));
+        self.last_payload = event.payload.clone();
+    }
+
+    fn apply_override(&mut self, event: &Event) {
+        self.anomaly = None;
+        if let EventKind::ManualOverride { to, by, reason } = &event.kind {
+            match to {
+                OverrideTarget::Failed => {
+                    self.last_error = Some(Failure {
+                        error: format!("failed by {by}: {reason}"),
+                        retryable: false,
+                        at_ms: event.at_ms,
+                    });
+                }
+                OverrideTarget::Succeeded | OverrideTarget::Skipped => self.last_error = None,
+                OverrideTarget::Pending => {}
+            }
+        }
+    }
+}
+
+fn anomaly(event: &Event, from: StepStatus) -> Anomaly {
+    Anomaly {
+        event_id: event.event_id,
+        kind: event.kind.name().to_owned(),
+        event_attempt: event.attempt,
+        from: from.name().to_owned(),
+        reason: format!(
+            "{} (attempt {}) is not allowed here",
+            event.kind.name(),
+            event.attempt
+        ),
+    }
+}

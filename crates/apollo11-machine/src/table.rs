@@ -1,0 +1,146 @@
+//! The step transition table of DESIGN §3, as one exhaustive `match` with no wildcard:
+//! adding a state or an event kind does not compile until every pair is decided here.
+//! `docs/ARCHITECTURE.md` mirrors this table.
+
+use crate::StepStatus;
+use apollo11_core::{EventKind, OverrideTarget};
+use serde::{Deserialize, Serialize};
+
+/// The row of the table that an event matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Rule {
+    /// pending(n) + Started(n+1) → running(n+1)
+    Start,
+    /// running(a) + Succeeded(a) → succeeded
+    Succeed,
+    /// running(a) + Failed(a) → failed(a)
+    Fail,
+    /// failed(a) + Started(a+1) → running(a+1)
+    Retry,
+    /// failed(a) + Compensating(a) → compensating
+    CompensateFailure,
+    /// succeeded(a) + Compensating(a) → compensating
+    CompensateSuccess,
+    /// compensating(a) + Compensated(a) → compensated
+    FinishCompensation,
+    /// compensated(a) + Started(a+1) → running(a+1)
+    Rerun,
+    /// any + ManualOverride{to} → to, attempt kept
+    Override,
+    /// anything else → anomalous
+    Anomaly,
+    /// anomalous + anything but an override → anomalous (the first offence stays recorded)
+    StayAnomalous,
+}
+
+impl Rule {
+    /// Every row of the table.
+    pub const ALL: [Rule; 11] = [
+        Rule::Start,
+        Rule::Succeed,
+        Rule::Fail,
+        Rule::Retry,
+        Rule::CompensateFailure,
+        Rule::CompensateSuccess,
+        Rule::FinishCompensation,
+        Rule::Rerun,
+        Rule::Override,
+        Rule::Anomaly,
+        Rule::StayAnomalous,
+    ];
+}
+
+/// Result of applying one event to one step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// The row that matched.
+    pub rule: Rule,
+    /// The step's next state.
+    pub next: StepStatus,
+    /// The step's attempt counter after the event.
+    pub attempt: u32,
+}
+
+/// Applies an event of `kind` carrying `event_attempt` to a step in `status` whose attempt
+/// counter is `attempt`. Total: every input gives a transition, never a panic.
+pub fn transition(
+    status: StepStatus,
+    attempt: u32,
+    kind: &EventKind,
+    event_attempt: u32,
+) -> Transition {
+    use EventKind as K;
+    use StepStatus as S;
+    let next_try = attempt.checked_add(1) == Some(event_attempt);
+    let same_try = attempt == event_attempt;
+    let (rule, next) = match (status, kind) {
+        (S::Pending, K::Started) if next_try => (Rule::Start, S::Running),
+        (S::Running, K::Succeeded) if same_try => (Rule::Succeed, S::Succeeded),
+        (S::Running, K::Failed { .. }) if same_try => (Rule::Fail, S::Failed),
+        (S::Failed, K::Started) if next_try => (Rule::Retry, S::Running),
+        (S::Failed, K::Compensating) if same_try => (Rule::CompensateFailure, S::Compensating),
+        (S::Succeeded, K::Compensating) if same_try => (Rule::CompensateSuccess, S::Compensating),
+        (S::Compensating, K::Compensated) if same_try => (Rule::FinishCompensation, S::Compensated),
+        (S::Compensated, K::Started) if next_try => (Rule::Rerun, S::Running),
+        (
+            S::Pending
+            | S::Running
+            | S::Succeeded
+            | S::Failed
+            | S::Compensating
+            | S::Compensated
+            | S::Skipped
+            | S::Anomalous,
+            K::ManualOverride { to, .. },
+        ) => (Rule::Override, override_target(*to)),
+        (
+            S::Anomalous,
+            K::RunCreated { .. }
+            | K::Started
+            | K::Succeeded
+            | K::Failed { .. }
+            | K::Compensating
+            | K::Compensated,
+        ) => (Rule::StayAnomalous, S::Anomalous),
+        (
+            S::Pending
+            | S::Running
+            | S::Succeeded
+            | S::Failed
+            | S::Compensating
+            | S::Compensated
+            | S::Skipped,
+            K::RunCreated { .. }
+            | K::Started
+            | K::Succeeded
+            | K::Failed { .. }
+            | K::Compensating
+            | K::Compensated,
+        ) => (Rule::Anomaly, S::Anomalous),
+    };
+    let attempt = match rule {
+        Rule::Start | Rule::Retry | Rule::Rerun => event_attempt,
+        Rule::Succeed
+        | Rule::Fail
+        | Rule::CompensateFailure
+        | Rule::CompensateSuccess
+        | Rule::FinishCompensation
+        | Rule::Override
+        | Rule::Anomaly
+        | Rule::StayAnomalous => attempt,
+    };
+    Transition {
+        rule,
+        next,
+        attempt,
+    }
+}
+
+fn override_target(to: OverrideTarget) -> StepStatus {
+    match to {
+        OverrideTarget::Succeeded => StepStatus::Succeeded,
+        OverrideTarget::Skipped => StepStatus::Skipped,
+        OverrideTarget::Pending => StepStatus::Pending,
+        OverrideTarget::Failed => StepStatus::Failed,
+    }
+}

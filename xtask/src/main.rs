@@ -1,0 +1,46 @@
+//! `cargo xtask <command>`: the project's automation, in Rust instead of Makefiles.
+
+mod tidy;
+
+use anyhow::{bail, Context, Result};
+use std::process::Command;
+
+const USAGE: &str = "usage: cargo xtask <ci|tidy>
+  ci    fmt check, clippy -D warnings, every test of the workspace (tidy included)
+  tidy  check crate layering and the purity of the core crates";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("tidy") => tidy::check(&tidy::workspace_root()?),
+        _ => bail!("{USAGE}"),
+    }
+}
+
+fn ci() -> Result<()> {
+    cargo(&["fmt", "--all", "--", "--check"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
+    cargo(&["test", "--workspace", "--locked"])?;
+    Ok(())
+}
+
+fn cargo(args: &[&str]) -> Result<()> {
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(args)
+        .status()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("cargo {} failed: {status}", args.join(" "));
+    }
+    Ok(())
+}

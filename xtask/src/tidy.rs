@@ -1,0 +1,264 @@
+//! Architecture checks that a reviewer would otherwise have to remember: dependencies point
+//! down the layers of DESIGN §1, and the pure crates stay pure. Runs as `cargo xtask tidy`
+//! and as a test under `cargo test`.
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// For each workspace crate, the workspace crates its normal dependencies may name.
+/// A crate not listed here is an error: adding a crate means placing it in the layers.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("apollo11-core", &[]),
+    ("apollo11-dag", &[]),
+    ("apollo11-machine", &["apollo11-core", "apollo11-dag"]),
+    ("apollo11-store", &["apollo11-core"]),
+    ("apollo11-log", &["apollo11-core", "apollo11-store"]),
+    ("apollo11-postgres", &["apollo11-core", "apollo11-store"]),
+    (
+        "apollo11-runtime",
+        &[
+            "apollo11-core",
+            "apollo11-dag",
+            "apollo11-machine",
+            "apollo11-store",
+        ],
+    ),
+    (
+        "apollo11-http",
+        &[
+            "apollo11-core",
+            "apollo11-dag",
+            "apollo11-machine",
+            "apollo11-store",
+            "apollo11-runtime",
+        ],
+    ),
+    (
+        "apollo11-cli",
+        &[
+            "apollo11-core",
+            "apollo11-dag",
+            "apollo11-machine",
+            "apollo11-store",
+            "apollo11-log",
+            "apollo11-postgres",
+            "apollo11-runtime",
+            "apollo11-http",
+        ],
+    ),
+    (
+        "apollo11-testkit",
+        &[
+            "apollo11-core",
+            "apollo11-dag",
+            "apollo11-machine",
+            "apollo11-store",
+        ],
+    ),
+    ("apollo11-bench", &["*"]),
+    ("xtask", &[]),
+];
+
+/// The pure crates and the only external crates they may depend on (normal dependencies).
+const PURE: &[(&str, &[&str])] = &[
+    ("apollo11-core", &["serde"]),
+    ("apollo11-dag", &[]),
+    ("apollo11-machine", &["serde"]),
+];
+
+/// Source text a pure crate must not contain: clocks, IO, threads, processes, randomness.
+const IMPURE_TOKENS: &[&str] = &[
+    "SystemTime",
+    "Instant",
+    "std::fs",
+    "std::net",
+    "std::process",
+    "std::thread",
+    "std::env",
+    "tokio",
+    "rand::",
+];
+
+pub fn workspace_root() -> Result<PathBuf> {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    Ok(here
+        .parent()
+        .context("xtask lives in the workspace root")?
+        .to_path_buf())
+}
+
+pub fn check(root: &Path) -> Result<()> {
+    let metadata = cargo_metadata(root)?;
+    let mut problems = layering_problems(&metadata);
+    problems.extend(purity_problems(root, &metadata)?);
+    if !problems.is_empty() {
+        bail!(
+            "tidy found {} problem(s):\n  {}",
+            problems.len(),
+            problems.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+fn cargo_metadata(root: &Path) -> Result<Value> {
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    if !output.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+/// `(package name, dependency name, kind)` for every dependency of every workspace package;
+/// kind is "normal", "dev" or "build".
+fn dependencies(metadata: &Value) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let kind = dep["kind"].as_str().unwrap_or("normal");
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            out.push((name.to_owned(), dep_name.to_owned(), kind.to_owned()));
+        }
+    }
+    out
+}
+
+fn layering_problems(metadata: &Value) -> Vec<String> {
+    let layers: BTreeMap<&str, &[&str]> = LAYERS.iter().copied().collect();
+    let mut problems = Vec::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        if !layers.contains_key(name) {
+            problems.push(format!(
+                "crate `{name}` has no place in the layers of tidy.rs"
+            ));
+        }
+    }
+    for (package, dep, kind) in dependencies(metadata) {
+        let Some(allowed) = layers.get(package.as_str()) else {
+            continue;
+        };
+        let internal = layers.contains_key(dep.as_str());
+        let ok = !internal
+            || allowed.contains(&"*")
+            || allowed.contains(&dep.as_str())
+            || (kind == "dev" && dev_dependency_allowed(&layers, &package, &dep));
+        if !ok {
+            problems.push(format!("`{package}` must not depend on `{dep}` ({kind})"));
+        }
+    }
+    problems
+}
+
+/// Tests may use the testkit and anything the testkit may use, but never a crate above.
+fn dev_dependency_allowed(layers: &BTreeMap<&str, &[&str]>, package: &str, dep: &str) -> bool {
+    let testkit = layers["apollo11-testkit"];
+    dep == "apollo11-testkit" || testkit.contains(&dep) || layers[package].contains(&dep)
+}
+
+fn purity_problems(root: &Path, metadata: &Value) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for (package, dep, kind) in dependencies(metadata) {
+        let Some((_, allowed)) = PURE.iter().find(|(p, _)| *p == package) else {
+            continue;
+        };
+        let internal = LAYERS.iter().any(|(l, _)| *l == dep);
+        if kind == "normal" && !internal && !allowed.contains(&dep.as_str()) {
+            problems.push(format!("pure crate `{package}` must not depend on `{dep}`"));
+        }
+    }
+    for (package, _) in PURE {
+        let src = root.join("crates").join(package).join("src");
+        for file in rust_files(&src)? {
+            let text = std::fs::read_to_string(&file)?;
+            for (line_no, line) in text.lines().enumerate() {
+                for token in IMPURE_TOKENS.iter().filter(|t| line.contains(**t)) {
+                    problems.push(format!(
+                        "{}:{}: pure crate `{package}` uses `{token}`",
+                        file.display(),
+                        line_no + 1
+                    ));
+                }
+            }
+        }
+    }
+    Ok(problems)
+}
+
+fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+    for entry in entries {
+        let path = entry?.path();
+        if path.is_dir() {
+            out.extend(rust_files(&path)?);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_is_tidy() {
+        check(&workspace_root().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn an_upward_dependency_is_reported() {
+        let metadata = serde_json::json!({"packages": [
+            {"name": "apollo11-core", "dependencies": [
+                {"name": "apollo11-machine", "kind": null},
+                {"name": "tokio", "kind": null}
+            ]},
+        ]});
+        let layering = layering_problems(&metadata);
+        assert_eq!(
+            layering,
+            ["`apollo11-core` must not depend on `apollo11-machine` (normal)"]
+        );
+        let purity = purity_problems(&workspace_root().unwrap(), &metadata).unwrap();
+        assert!(
+            purity
+                .iter()
+                .any(|p| p.contains("must not depend on `tokio`")),
+            "{purity:?}"
+        );
+    }
+
+    #[test]
+    fn a_dev_dependency_on_the_testkit_is_allowed_but_not_on_a_higher_layer() {
+        let metadata = serde_json::json!({"packages": [
+            {"name": "apollo11-dag", "dependencies": [
+                {"name": "apollo11-testkit", "kind": "dev"},
+                {"name": "apollo11-runtime", "kind": "dev"}
+            ]},
+        ]});
+        assert_eq!(
+            layering_problems(&metadata),
+            ["`apollo11-dag` must not depend on `apollo11-runtime` (dev)"]
+        );
+    }
+}
