@@ -30,6 +30,7 @@ pub struct Event {
 
 /// The kinds of event. `RunCreated` is run-level; every other kind names a step.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// A run was created; its payload pins the workflow definition it will always use.
     RunCreated {

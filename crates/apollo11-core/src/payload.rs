@@ -14,6 +14,7 @@ pub struct BlobRef {
 /// What an event carries besides its kind. Nothing is ever truncated: a payload over the
 /// inline limit is moved to the blob store and replaced by its [`BlobRef`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "Wire", from = "Wire")]
 pub enum Payload {
     /// No payload.
     #[default]
@@ -46,5 +47,65 @@ impl Payload {
             Payload::Inline(b) => Some(b),
             Payload::Empty | Payload::Blob(_) => None,
         }
+    }
+}
+
+/// How a payload is written: inline bytes that are UTF-8 as text, so logs and golden files
+/// stay readable; anything else as bytes. Both read back to the same `Payload::Inline`.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Wire {
+    Empty,
+    Text(String),
+    Bytes(Vec<u8>),
+    Blob(BlobRef),
+}
+
+impl From<Payload> for Wire {
+    fn from(p: Payload) -> Wire {
+        match p {
+            Payload::Empty => Wire::Empty,
+            Payload::Inline(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => Wire::Text(text),
+                Err(e) => Wire::Bytes(e.into_bytes()),
+            },
+            Payload::Blob(b) => Wire::Blob(b),
+        }
+    }
+}
+
+impl From<Wire> for Payload {
+    fn from(w: Wire) -> Payload {
+        match w {
+            Wire::Empty => Payload::Empty,
+            Wire::Text(text) => Payload::Inline(text.into_bytes()),
+            Wire::Bytes(bytes) => Payload::Inline(bytes),
+            Wire::Blob(b) => Payload::Blob(b),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_and_text_stays_readable() {
+        let cases = [
+            (Payload::Empty, r#""empty""#),
+            (Payload::inline("rows=10"), r#"{"text":"rows=10"}"#),
+            (Payload::Inline(vec![0xff, 0]), r#"{"bytes":[255,0]}"#),
+            (Payload::Inline(Vec::new()), r#"{"text":""}"#),
+        ];
+        for (payload, json) in cases {
+            assert_eq!(serde_json::to_string(&payload).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Payload>(json).unwrap(), payload);
+        }
+        let blob = Payload::Blob(BlobRef {
+            sha256: "ab".into(),
+            bytes: 9,
+        });
+        let json = serde_json::to_string(&blob).unwrap();
+        assert_eq!(serde_json::from_str::<Payload>(&json).unwrap(), blob);
     }
 }

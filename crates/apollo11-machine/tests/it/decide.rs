@@ -1,0 +1,562 @@
+//! `decide` with an explicit clock: every scheduling rule of DESIGN §4.
+
+use crate::sim::{Outcome, Sim};
+use crate::{pinned, spec};
+use apollo11_core::{
+    Backoff, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, StepName, Timeout,
+};
+use apollo11_machine::{decide, retry_delay_ms, Command, Now, Policy, RunStatus};
+use apollo11_testkit::{arb_dag_edges, History};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+fn start(step: &str, attempt: u32) -> Command {
+    Command::Start {
+        step: StepName::from(step),
+        attempt,
+    }
+}
+
+fn compensate(step: &str, attempt: u32) -> Command {
+    Command::Compensate {
+        step: StepName::from(step),
+        attempt,
+    }
+}
+
+fn executing(steps: &[&str]) -> BTreeSet<StepName> {
+    steps.iter().map(|s| StepName::from(*s)).collect()
+}
+
+#[test]
+fn ready_steps_start_in_parallel_up_to_the_concurrency_limit() {
+    let mut w = spec(
+        OnFailure::Pause,
+        &[
+            ("e", &[], I::Natural, false),
+            ("d", &[], I::Natural, false),
+            ("c", &[], I::Natural, false),
+            ("b", &[], I::Natural, false),
+            ("a", &[], I::Natural, false),
+            ("z", &["a"], I::Natural, false),
+        ],
+    );
+    w.max_concurrency = 2;
+    let mut sim = Sim::new(&w, |_, _| Outcome::Ok(100));
+    assert_eq!(
+        sim.decide(),
+        [start("a", 1), start("b", 1)],
+        "ties broken by name, two slots"
+    );
+    assert_eq!(sim.run(), RunStatus::Succeeded);
+    assert_eq!(sim.peak_running, 2);
+    assert_eq!(sim.steps_with("started"), ["a", "b", "c", "d", "e", "z"]);
+}
+
+#[test]
+fn a_failed_step_is_retried_after_its_backoff() {
+    let mut w = spec(OnFailure::Pause, &[("a", &[], I::Natural, false)]);
+    w.steps[0].retry = RetryPolicy {
+        max_attempts: 3,
+        backoff: Backoff::Exponential,
+        initial_ms: 1_000,
+        max_ms: 60_000,
+        jitter_pct: 0,
+    };
+    let (dag, policy) = Policy::compile(&w, |_, f| f).unwrap();
+    let none = executing(&[]);
+    let h = History::new("r")
+        .created("test", pinned(&w))
+        .at(10_000)
+        .started("a")
+        .at(10_500)
+        .failed("a", "boom", true);
+    let state = apollo11_machine::fold(h.run_id(), h.events());
+    let at = |ms| {
+        decide(
+            &state,
+            &dag,
+            &policy,
+            Now {
+                ms,
+                executing: &none,
+            },
+        )
+    };
+    assert_eq!(
+        at(10_600),
+        [Command::WakeAt { ms: 11_500 }],
+        "1 s after the first failure"
+    );
+    assert_eq!(at(11_500), [start("a", 2)]);
+    let h = h
+        .at(11_500)
+        .started("a")
+        .at(11_600)
+        .failed("a", "boom", true);
+    let state = apollo11_machine::fold(h.run_id(), h.events());
+    let at = |ms| {
+        decide(
+            &state,
+            &dag,
+            &policy,
+            Now {
+                ms,
+                executing: &none,
+            },
+        )
+    };
+    assert_eq!(
+        at(11_700),
+        [Command::WakeAt { ms: 13_600 }],
+        "2 s after the second failure"
+    );
+    assert_eq!(at(13_600), [start("a", 3)]);
+    let h = h
+        .at(13_600)
+        .started("a")
+        .at(13_700)
+        .failed("a", "boom", true);
+    let state = apollo11_machine::fold(h.run_id(), h.events());
+    assert_eq!(
+        decide(
+            &state,
+            &dag,
+            &policy,
+            Now {
+                ms: 99_999,
+                executing: &none
+            }
+        ),
+        [Command::Finish {
+            status: RunStatus::Paused
+        }],
+        "no attempt left"
+    );
+}
+
+#[test]
+fn backoff_is_capped_and_jitter_is_deterministic_and_bounded() {
+    let p = RetryPolicy {
+        max_attempts: 10,
+        backoff: Backoff::Exponential,
+        initial_ms: 1_000,
+        max_ms: 5_000,
+        jitter_pct: 0,
+    };
+    let plain: Vec<u64> = (1..=5).map(|a| retry_delay_ms(&p, "r", "s", a)).collect();
+    assert_eq!(plain, [1_000, 2_000, 4_000, 5_000, 5_000]);
+    let fixed = RetryPolicy {
+        backoff: Backoff::Fixed,
+        ..p.clone()
+    };
+    assert_eq!(retry_delay_ms(&fixed, "r", "s", 7), 1_000);
+    let jittered = RetryPolicy {
+        jitter_pct: 50,
+        ..p
+    };
+    let delays: Vec<u64> = (0..50)
+        .map(|i| retry_delay_ms(&jittered, &format!("run-{i}"), "s", 3))
+        .collect();
+    assert!(
+        delays.iter().all(|&d| (2_000..=4_000).contains(&d)),
+        "{delays:?}"
+    );
+    assert!(
+        delays.iter().collect::<BTreeSet<_>>().len() > 10,
+        "jitter spreads runs apart"
+    );
+    let again: Vec<u64> = (0..50)
+        .map(|i| retry_delay_ms(&jittered, &format!("run-{i}"), "s", 3))
+        .collect();
+    assert_eq!(delays, again);
+}
+
+#[test]
+fn an_attempt_past_its_timeout_is_failed_and_retried() {
+    let mut w = spec(OnFailure::Pause, &[("a", &[], I::Natural, false)]);
+    w.steps[0].timeout = Timeout::Fixed(500);
+    w.steps[0].retry.initial_ms = 100;
+    let mut sim = Sim::new(&w, |_, attempt| {
+        if attempt == 1 {
+            Outcome::Hang
+        } else {
+            Outcome::Ok(10)
+        }
+    });
+    assert_eq!(sim.decide(), [start("a", 1)]);
+    sim.run_until_started("a", 1);
+    assert_eq!(
+        sim.decide(),
+        [Command::WakeAt { ms: 1_500 }],
+        "wake at the deadline"
+    );
+    assert_eq!(sim.run(), RunStatus::Succeeded);
+    let failed = sim
+        .events
+        .iter()
+        .find(|e| e.kind.name() == "failed")
+        .unwrap();
+    assert_eq!(
+        (failed.at_ms, &failed.kind),
+        (
+            1_500,
+            &apollo11_core::EventKind::Failed {
+                error: "timeout".into(),
+                retryable: true
+            }
+        )
+    );
+    assert_eq!(sim.summary(), "a=succeeded#2");
+}
+
+#[test]
+fn a_step_left_running_by_a_dead_scheduler_is_failed_as_interrupted_then_retried() {
+    let w = spec(
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Keyed, false),
+            ("b", &["a"], I::Keyed, false),
+            ("c", &["b"], I::Keyed, false),
+        ],
+    );
+    let mut sim = Sim::new(&w, |_, _| Outcome::Ok(10));
+    sim.run_until_started("b", 1);
+    sim.crash();
+    let interrupted = Command::Fail {
+        step: StepName::from("b"),
+        attempt: 1,
+        error: "interrupted".into(),
+    };
+    assert_eq!(sim.decide(), [interrupted]);
+    assert_eq!(sim.run(), RunStatus::Succeeded);
+    assert_eq!(
+        sim.steps_with("started"),
+        ["a", "b", "b", "c"],
+        "a is not rerun"
+    );
+    assert_eq!(sim.summary(), "a=succeeded#1 b=succeeded#2 c=succeeded#1");
+}
+
+#[test]
+fn rollback_on_a_diamond_compensates_d_then_b_and_c_then_a() {
+    // A -> B, C -> D -> E; E fails for good; every step but E has a compensation.
+    let w = spec(
+        OnFailure::Rollback,
+        &[
+            ("a", &[], I::Keyed, true),
+            ("b", &["a"], I::Keyed, true),
+            ("c", &["a"], I::Keyed, true),
+            ("d", &["b", "c"], I::Keyed, true),
+            ("e", &["d"], I::Natural, false),
+        ],
+    );
+    let mut sim = Sim::new(&w, |step, _| {
+        if step == "e" {
+            Outcome::Err {
+                after_ms: 5,
+                retryable: false,
+            }
+        } else {
+            Outcome::Ok(10)
+        }
+    });
+    assert_eq!(sim.run(), RunStatus::RolledBack);
+    assert_eq!(sim.steps_with("compensating"), ["d", "b", "c", "a"]);
+    // b and c were compensated in parallel: both started before either finished.
+    let kinds: Vec<String> = sim
+        .events
+        .iter()
+        .filter(|e| matches!(e.step.as_ref().map(|s| s.as_str()), Some("b" | "c")))
+        .map(|e| e.kind.name().to_owned())
+        .collect();
+    assert_eq!(
+        kinds[kinds.len() - 4..],
+        ["compensating", "compensating", "compensated", "compensated"]
+    );
+    assert_eq!(
+        sim.summary(),
+        "a=compensated#1 b=compensated#1 c=compensated#1 d=compensated#1 e=failed#1"
+    );
+}
+
+#[test]
+fn rollback_waits_for_running_steps_before_compensating() {
+    let w = spec(
+        OnFailure::Rollback,
+        &[
+            ("a", &[], I::Keyed, true),
+            ("slow", &["a"], I::Keyed, true),
+            ("bad", &["a"], I::Natural, false),
+        ],
+    );
+    let mut sim = Sim::new(&w, |step, _| match step {
+        "slow" => Outcome::Ok(1_000),
+        "bad" => Outcome::Err {
+            after_ms: 1,
+            retryable: false,
+        },
+        _ => Outcome::Ok(1),
+    });
+    assert_eq!(sim.run(), RunStatus::RolledBack);
+    assert_eq!(sim.steps_with("compensating"), ["slow", "a"]);
+}
+
+#[test]
+fn a_compensate_class_step_is_compensated_before_it_reruns() {
+    let w = spec(
+        OnFailure::Pause,
+        &[
+            ("charge", &[], I::Compensate, true),
+            ("ship", &["charge"], I::Natural, false),
+        ],
+    );
+    let mut sim = Sim::new(&w, |step, attempt| {
+        if step == "charge" && attempt == 1 {
+            Outcome::Err {
+                after_ms: 5,
+                retryable: true,
+            }
+        } else {
+            Outcome::Ok(5)
+        }
+    });
+    sim.run_until_started("charge", 1);
+    sim.run_until_started("ship", 1);
+    let kinds: Vec<&str> = sim
+        .events
+        .iter()
+        .filter(|e| e.step.as_ref().map(|s| s.as_str()) == Some("charge"))
+        .map(|e| e.kind.name())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "started",
+            "failed",
+            "compensating",
+            "compensated",
+            "started",
+            "succeeded"
+        ]
+    );
+    assert_eq!(sim.run(), RunStatus::Succeeded);
+}
+
+#[test]
+fn pause_then_override_then_the_run_continues_downstream() {
+    let w = spec(
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Natural, false),
+            ("b", &["a"], I::Natural, false),
+            ("c", &["b"], I::Natural, false),
+        ],
+    );
+    let mut sim = Sim::new(&w, |step, _| {
+        if step == "b" {
+            Outcome::Err {
+                after_ms: 5,
+                retryable: false,
+            }
+        } else {
+            Outcome::Ok(5)
+        }
+    });
+    assert_eq!(sim.run(), RunStatus::Paused);
+    assert_eq!(sim.summary(), "a=succeeded#1 b=failed#1 c=pending#0");
+    sim.override_step("b", OverrideTarget::Succeeded, "fixed by hand");
+    assert_eq!(sim.decide(), [start("c", 1)]);
+    assert_eq!(sim.run(), RunStatus::Succeeded);
+}
+
+#[test]
+fn override_to_pending_reruns_with_the_next_attempt_and_skipped_unblocks_dependents() {
+    let w = spec(
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Natural, false),
+            ("b", &["a"], I::Natural, false),
+        ],
+    );
+    let mut sim = Sim::new(&w, |step, attempt| {
+        if step == "a" && attempt == 1 {
+            Outcome::Err {
+                after_ms: 5,
+                retryable: false,
+            }
+        } else {
+            Outcome::Ok(5)
+        }
+    });
+    assert_eq!(sim.run(), RunStatus::Paused);
+    sim.override_step("a", OverrideTarget::Pending, "try again");
+    assert_eq!(sim.decide(), [start("a", 2)]);
+    let mut skip = Sim::new(&w, |_, _| Outcome::Err {
+        after_ms: 5,
+        retryable: false,
+    });
+    assert_eq!(skip.run(), RunStatus::Paused);
+    skip.override_step("a", OverrideTarget::Skipped, "not needed");
+    assert_eq!(skip.decide(), [start("b", 1)]);
+}
+
+#[test]
+fn an_anomalous_run_fails_until_an_override_and_then_continues() {
+    let w = spec(
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Natural, false),
+            ("b", &["a"], I::Natural, false),
+        ],
+    );
+    let (dag, policy) = Policy::compile(&w, |_, f| f).unwrap();
+    let none = executing(&[]);
+    let h = History::new("r")
+        .created("test", pinned(&w))
+        .succeeded("a", "no start");
+    let state = apollo11_machine::fold(h.run_id(), h.events());
+    assert_eq!(
+        decide(
+            &state,
+            &dag,
+            &policy,
+            Now {
+                ms: 0,
+                executing: &none
+            }
+        ),
+        [Command::Finish {
+            status: RunStatus::Failed
+        }]
+    );
+    let h = h.overridden("a", OverrideTarget::Succeeded, "op", "checked the output");
+    let state = apollo11_machine::fold(h.run_id(), h.events());
+    assert_eq!(
+        decide(
+            &state,
+            &dag,
+            &policy,
+            Now {
+                ms: 0,
+                executing: &none
+            }
+        ),
+        [start("b", 1)]
+    );
+}
+
+#[test]
+fn a_compensation_left_unfinished_is_resumed_without_a_new_event() {
+    let w = spec(
+        OnFailure::Rollback,
+        &[("a", &[], I::Keyed, true), ("b", &["a"], I::Natural, false)],
+    );
+    let (dag, policy) = Policy::compile(&w, |_, f| f).unwrap();
+    let h = History::new("r")
+        .created("test", pinned(&w))
+        .started("a")
+        .succeeded("a", "x")
+        .started("b")
+        .failed("b", "no", false)
+        .compensating("a");
+    let state = apollo11_machine::fold(h.run_id(), h.events());
+    let none = executing(&[]);
+    assert_eq!(
+        decide(
+            &state,
+            &dag,
+            &policy,
+            Now {
+                ms: 0,
+                executing: &none
+            }
+        ),
+        [Command::ResumeCompensation {
+            step: StepName::from("a"),
+            attempt: 1
+        }]
+    );
+    let busy = executing(&["a"]);
+    assert_eq!(
+        decide(
+            &state,
+            &dag,
+            &policy,
+            Now {
+                ms: 0,
+                executing: &busy
+            }
+        ),
+        []
+    );
+    let h = h.compensated("a");
+    let state = apollo11_machine::fold(h.run_id(), h.events());
+    assert_eq!(
+        decide(
+            &state,
+            &dag,
+            &policy,
+            Now {
+                ms: 0,
+                executing: &none
+            }
+        ),
+        [Command::Finish {
+            status: RunStatus::RolledBack
+        }]
+    );
+    assert_eq!(
+        compensate("a", 1),
+        Command::Compensate {
+            step: StepName::from("a"),
+            attempt: 1
+        }
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Random graphs, random outcomes, random crashes: every run ends, never breaks the
+    /// table, the concurrency limit or a dependency, and never reruns a succeeded step.
+    #[test]
+    fn every_run_of_a_random_workflow_terminates_within_the_rules(
+        edges in arb_dag_edges(12),
+        seed in any::<u64>(),
+        rollback in any::<bool>(),
+        crash_at in proptest::option::of(0usize..30),
+    ) {
+        let steps: Vec<(&str, Vec<&str>)> = edges.iter().map(|(n, d)| (n.as_str(), d.iter().map(String::as_str).collect())).collect();
+        let owned: Vec<(&str, &[&str], I, bool)> = steps.iter().enumerate().map(|(i, (n, d))| {
+            let class = [I::Natural, I::Keyed, I::Checkpoint, I::Compensate][(seed as usize + i) % 4];
+            (*n, d.as_slice(), class, class == I::Compensate || i % 2 == 0)
+        }).collect();
+        let mut w = spec(if rollback { OnFailure::Rollback } else { OnFailure::Pause }, &owned);
+        w.max_concurrency = 3;
+        let mut sim = Sim::new(&w, move |step, attempt| {
+            let h = step.bytes().fold(seed ^ u64::from(attempt), |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+            match h % 5 { 0 => Outcome::Err { after_ms: h % 7, retryable: h % 3 != 0 }, _ => Outcome::Ok(h % 50) }
+        });
+        if let Some(rounds) = crash_at {
+            for _ in 0..rounds {
+                if sim.round().is_some() { break; }
+            }
+            sim.crash();
+        }
+        let status = sim.run();
+        prop_assert!(sim.peak_running <= 3);
+        match status {
+            RunStatus::Succeeded => prop_assert!(sim.summary().split(' ').all(|s| s.contains("=succeeded"))),
+            RunStatus::Paused => prop_assert!(!rollback),
+            RunStatus::RolledBack => {
+                prop_assert!(rollback);
+                for (name, _, _, has_compensation) in &owned {
+                    let left = sim.state.status(name);
+                    prop_assert!(!(*has_compensation && left == apollo11_machine::StepStatus::Succeeded), "{name} not undone");
+                }
+            }
+            RunStatus::Failed | RunStatus::Running => prop_assert!(false, "unexpected {status:?}"),
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Properties of the fold: deterministic, total, and snapshot + suffix == full replay.
+
+use apollo11_core::{Event, EventId, Payload, RunId, Seq, StepName};
+use apollo11_machine::{fold, RunState, StepStatus};
+use apollo11_testkit::{arb_event_kind, arb_history, History};
+use proptest::prelude::*;
+
+fn run() -> RunId {
+    RunId::from("run-p")
+}
+
+/// Events with every field arbitrary: other runs, any seq, step or no step.
+fn arb_wild_events() -> impl Strategy<Value = Vec<Event>> {
+    let event = (
+        prop_oneof![Just("run-p"), Just("other")],
+        0u32..6,
+        proptest::option::of(prop_oneof![Just("a"), Just("b")]),
+        arb_event_kind(),
+        0u32..4,
+        any::<u64>(),
+    )
+        .prop_map(|(run, seq, step, kind, attempt, at_ms)| Event {
+            event_id: EventId(u64::from(seq)),
+            run_id: RunId::from(run),
+            seq: Seq(seq),
+            step: step.map(StepName::from),
+            kind,
+            attempt,
+            at_ms,
+            instance: "x".into(),
+            payload: Payload::Empty,
+        });
+    proptest::collection::vec(event, 0..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn replaying_the_same_events_twice_gives_equal_states(events in arb_history(4, 60)) {
+        prop_assert_eq!(fold(&run(), &events), fold(&run(), &events));
+    }
+
+    #[test]
+    fn snapshot_of_any_prefix_plus_the_suffix_equals_full_replay(
+        events in arb_history(4, 60),
+        split in any::<prop::sample::Index>(),
+    ) {
+        let k = split.index(events.len() + 1);
+        let snapshot = serde_json::to_vec(&fold(&run(), &events[..k])).unwrap();
+        let mut restored: RunState = serde_json::from_slice(&snapshot).unwrap();
+        for e in &events[k..] {
+            restored.apply(e);
+        }
+        prop_assert_eq!(restored, fold(&run(), &events));
+    }
+
+    #[test]
+    fn the_fold_is_total_on_arbitrary_events(events in arb_wild_events()) {
+        let state = fold(&run(), &events);
+        // Whatever came in, the state only names steps that had events of this run.
+        for name in state.steps.keys() {
+            let step_events = events.iter().filter(|e| e.run_id == run() && e.step.as_ref() == Some(name));
+            prop_assert!(step_events.count() > 0);
+        }
+        if events.first().is_some_and(|e| e.run_id != run()) {
+            prop_assert!(state.anomaly.is_some());
+        }
+    }
+}
+
+#[test]
+fn an_event_the_table_forbids_makes_the_step_anomalous_and_names_the_event() {
+    let events = History::new("run-p")
+        .created("wf", Payload::Empty)
+        .started("a")
+        .succeeded("a", "out")
+        .succeeded("a", "again")
+        .started("b")
+        .into_events();
+    let state = fold(&run(), &events);
+    let a = state.step("a");
+    assert_eq!(a.status, StepStatus::Anomalous);
+    let anomaly = a.anomaly.unwrap();
+    assert_eq!(
+        (anomaly.event_id, anomaly.from.as_str()),
+        (EventId(4), "succeeded")
+    );
+    assert_eq!(
+        state.status("b"),
+        StepStatus::Running,
+        "other steps are not affected"
+    );
+    assert!(state.is_anomalous());
+}
+
+#[test]
+fn run_level_anomalies_are_recorded_once_with_the_first_offence() {
+    let mut events = History::new("run-p")
+        .started("a")
+        .created("wf", Payload::Empty)
+        .created("wf", Payload::Empty)
+        .into_events();
+    events[2].seq = Seq(9);
+    let state = fold(&run(), &events);
+    let anomaly = state.anomaly.unwrap();
+    assert_eq!(anomaly.event_id, EventId(1));
+    assert_eq!(anomaly.reason, "a step event before RunCreated");
+}
+
+#[test]
+fn durations_errors_and_payloads_are_kept() {
+    let events = History::new("run-p")
+        .created("wf", Payload::inline("def"))
+        .at(5_000)
+        .started("a")
+        .at(5_300)
+        .failed("a", "boom", true)
+        .at(6_000)
+        .started("a")
+        .at(6_250)
+        .succeeded("a", "rows=10")
+        .into_events();
+    let state = fold(&run(), &events);
+    assert_eq!(state.definition, Payload::inline("def"));
+    let a = state.step("a");
+    assert_eq!(
+        (a.status, a.attempt, a.duration_ms),
+        (StepStatus::Succeeded, 2, Some(250))
+    );
+    assert_eq!(a.last_payload, Payload::inline("rows=10"));
+    assert!(a.last_error.is_none(), "a success clears the last error");
+    assert_eq!(state.last_event_id, EventId(5));
+}

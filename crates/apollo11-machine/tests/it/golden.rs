@@ -1,0 +1,260 @@
+//! Golden histories: event logs checked in under `tests/data/` with the state each one must
+//! fold to, replayed on every test run. A change to the event format, the fold or the run
+//! status that alters any of them fails here. `APOLLO11_BLESS=1` rewrites the files from
+//! the builders below (review the diff before committing it).
+
+use crate::{pinned, spec};
+use apollo11_core::{Event, Idempotency as I, OnFailure, OverrideTarget, WorkflowSpec};
+use apollo11_machine::{fold, run_status, Policy, RunStatus};
+use apollo11_testkit::History;
+use std::path::PathBuf;
+
+struct Golden {
+    name: &'static str,
+    history: History,
+    status: RunStatus,
+    /// `step=status#attempt`, in declaration order.
+    steps: &'static str,
+}
+
+fn chain() -> WorkflowSpec {
+    spec(
+        OnFailure::Pause,
+        &[
+            ("collect", &[], I::Keyed, false),
+            ("clean", &["collect"], I::Natural, false),
+            ("persist", &["clean"], I::Keyed, false),
+        ],
+    )
+}
+
+fn diamond() -> WorkflowSpec {
+    spec(
+        OnFailure::Rollback,
+        &[
+            ("a", &[], I::Keyed, true),
+            ("b", &["a"], I::Keyed, true),
+            ("c", &["a"], I::Keyed, true),
+            ("d", &["b", "c"], I::Natural, false),
+        ],
+    )
+}
+
+fn payment() -> WorkflowSpec {
+    spec(
+        OnFailure::Pause,
+        &[
+            ("charge", &[], I::Compensate, true),
+            ("ship", &["charge"], I::Keyed, false),
+        ],
+    )
+}
+
+fn goldens() -> Vec<Golden> {
+    let chain_run = |h: History| h.created("test", pinned(&chain()));
+    vec![
+        Golden {
+            name: "happy_path",
+            history: chain_run(History::new("happy"))
+                .started("collect")
+                .succeeded("collect", "rows=100")
+                .started("clean")
+                .succeeded("clean", "rows=97")
+                .started("persist")
+                .succeeded("persist", "ok"),
+            status: RunStatus::Succeeded,
+            steps: "collect=succeeded#1 clean=succeeded#1 persist=succeeded#1",
+        },
+        Golden {
+            name: "crash_mid_step_then_resume",
+            history: chain_run(History::new("crash"))
+                .started("collect")
+                .succeeded("collect", "rows=100")
+                .started("clean")
+                .wait(60_000)
+                .failed("clean", "interrupted", true)
+                .started("clean")
+                .succeeded("clean", "rows=97")
+                .started("persist")
+                .succeeded("persist", "ok"),
+            status: RunStatus::Succeeded,
+            steps: "collect=succeeded#1 clean=succeeded#2 persist=succeeded#1",
+        },
+        Golden {
+            name: "retry_then_success",
+            history: chain_run(History::new("retry"))
+                .started("collect")
+                .failed("collect", "connection reset", true)
+                .wait(1_000)
+                .started("collect")
+                .failed("collect", "connection reset", true)
+                .wait(2_000)
+                .started("collect")
+                .succeeded("collect", "rows=100"),
+            status: RunStatus::Running,
+            steps: "collect=succeeded#3 clean=pending#0 persist=pending#0",
+        },
+        Golden {
+            name: "diamond_rollback",
+            history: History::new("diamond")
+                .created("test", pinned(&diamond()))
+                .started("a")
+                .succeeded("a", "A")
+                .started("b")
+                .started("c")
+                .succeeded("c", "C")
+                .succeeded("b", "B")
+                .started("d")
+                .failed("d", "disk full", false)
+                .compensating("b")
+                .compensating("c")
+                .compensated("c")
+                .compensated("b")
+                .compensating("a")
+                .compensated("a"),
+            status: RunStatus::RolledBack,
+            steps: "a=compensated#1 b=compensated#1 c=compensated#1 d=failed#1",
+        },
+        Golden {
+            name: "compensate_then_rerun",
+            history: History::new("pay")
+                .created("test", pinned(&payment()))
+                .started("charge")
+                .failed("charge", "gateway 502", true)
+                .compensating("charge")
+                .compensated("charge")
+                .wait(1_000)
+                .started("charge")
+                .succeeded("charge", "txn=42")
+                .started("ship")
+                .succeeded("ship", "parcel=7"),
+            status: RunStatus::Succeeded,
+            steps: "charge=succeeded#2 ship=succeeded#1",
+        },
+        Golden {
+            name: "override_out_of_anomaly",
+            history: chain_run(History::new("anomaly"))
+                .started("collect")
+                .succeeded("collect", "rows=100")
+                .succeeded("collect", "rows=100")
+                .overridden(
+                    "collect",
+                    OverrideTarget::Succeeded,
+                    "alice",
+                    "duplicate ack from a retried writer; output checked",
+                )
+                .started("clean")
+                .succeeded("clean", "rows=97"),
+            status: RunStatus::Running,
+            steps: "collect=succeeded#1 clean=succeeded#1 persist=pending#0",
+        },
+        Golden {
+            name: "pause_override_continue",
+            history: chain_run(History::new("pause"))
+                .started("collect")
+                .succeeded("collect", "rows=100")
+                .started("clean")
+                .failed("clean", "schema mismatch", false)
+                .overridden("clean", OverrideTarget::Succeeded, "bob", "cleaned by hand")
+                .started("persist")
+                .succeeded("persist", "ok"),
+            status: RunStatus::Succeeded,
+            steps: "collect=succeeded#1 clean=succeeded#1 persist=succeeded#1",
+        },
+    ]
+}
+
+fn data_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+fn read_history(name: &str) -> Vec<Event> {
+    let path = data_dir().join(format!("{name}.events.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+fn bless(g: &Golden) {
+    let events: Vec<String> = g
+        .history
+        .events()
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap())
+        .collect();
+    std::fs::write(
+        data_dir().join(format!("{}.events.jsonl", g.name)),
+        events.join("\n") + "\n",
+    )
+    .unwrap();
+    let state = fold(g.history.run_id(), g.history.events());
+    std::fs::write(
+        data_dir().join(format!("{}.state.json", g.name)),
+        serde_json::to_string_pretty(&state).unwrap() + "\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn golden_histories_replay_to_their_recorded_states() {
+    let blessing = std::env::var_os("APOLLO11_BLESS").is_some();
+    for g in goldens() {
+        if blessing {
+            bless(&g);
+        }
+        let events = read_history(g.name);
+        assert_eq!(
+            events,
+            g.history.events(),
+            "{}: the file no longer matches its builder",
+            g.name
+        );
+        let state = fold(g.history.run_id(), &events);
+        let expected_path = data_dir().join(format!("{}.state.json", g.name));
+        let expected: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&expected_path).unwrap()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&state).unwrap(),
+            expected,
+            "{}: state differs from {}",
+            g.name,
+            expected_path.display()
+        );
+        let spec: WorkflowSpec =
+            serde_json::from_slice(state.definition.inline_bytes().unwrap()).unwrap();
+        let (dag, policy) = Policy::compile(&spec, |_, f| f).unwrap();
+        assert_eq!(run_status(&state, &dag, &policy), g.status, "{}", g.name);
+        let steps: Vec<String> = dag
+            .nodes()
+            .map(|n| {
+                let s = state.step(dag.name(n));
+                format!("{}={}#{}", dag.name(n), s.status, s.attempt)
+            })
+            .collect();
+        assert_eq!(steps.join(" "), g.steps, "{}", g.name);
+    }
+}
+
+#[test]
+fn every_file_under_tests_data_is_a_replayed_golden() {
+    let known: Vec<String> = goldens()
+        .iter()
+        .flat_map(|g| {
+            [
+                format!("{}.events.jsonl", g.name),
+                format!("{}.state.json", g.name),
+            ]
+        })
+        .collect();
+    for entry in std::fs::read_dir(data_dir()).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(
+            known.contains(&name),
+            "tests/data/{name} is not replayed by any test"
+        );
+    }
+}

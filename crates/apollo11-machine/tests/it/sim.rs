@@ -1,0 +1,298 @@
+//! A miniature runtime for tests: drives `decide` with a virtual clock and scripted step
+//! outcomes, appends the events a real runtime would, and checks scheduling invariants on
+//! every step it takes.
+
+use crate::pinned;
+use apollo11_core::{
+    Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
+};
+use apollo11_dag::Dag;
+use apollo11_machine::{decide, Command, Now, Policy, RunState, RunStatus, StepStatus};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What an attempt does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Succeeds after this many ms.
+    Ok(u64),
+    /// Fails after this many ms.
+    Err { after_ms: u64, retryable: bool },
+    /// Never finishes by itself (only a timeout or a crash ends it).
+    Hang,
+}
+
+type Script = Box<dyn Fn(&str, u32) -> Outcome>;
+
+pub struct Sim {
+    pub dag: Dag,
+    pub policy: Policy,
+    pub state: RunState,
+    pub events: Vec<Event>,
+    pub now_ms: u64,
+    script: Script,
+    /// Executing work: step -> (finishes at, is a compensation, outcome).
+    executing: BTreeMap<StepName, (u64, bool, Outcome)>,
+    wake_ms: Option<u64>,
+    /// Most steps seen running at once.
+    pub peak_running: usize,
+}
+
+impl Sim {
+    pub fn new(spec: &WorkflowSpec, script: impl Fn(&str, u32) -> Outcome + 'static) -> Sim {
+        let (dag, policy) = Policy::compile(spec, |_, fallback| fallback).unwrap();
+        let mut sim = Sim {
+            dag,
+            policy,
+            state: RunState::new(RunId::from("run-1")),
+            events: Vec::new(),
+            now_ms: 1_000,
+            script: Box::new(script),
+            executing: BTreeMap::new(),
+            wake_ms: None,
+            peak_running: 0,
+        };
+        sim.append(
+            None,
+            EventKind::RunCreated {
+                workflow: spec.name.clone(),
+            },
+            0,
+            pinned(spec),
+        );
+        sim
+    }
+
+    fn append(&mut self, step: Option<&StepName>, kind: EventKind, attempt: u32, payload: Payload) {
+        let n = self.events.len() as u64 + 1;
+        let event = Event {
+            event_id: EventId(n),
+            run_id: self.state.run_id.clone(),
+            seq: Seq(n as u32),
+            step: step.cloned(),
+            kind,
+            attempt,
+            at_ms: self.now_ms,
+            instance: "sim".into(),
+            payload,
+        };
+        self.state.apply(&event);
+        self.events.push(event);
+        assert!(
+            !self.state.is_anomalous(),
+            "decide led to an anomaly: {:?}",
+            self.state
+        );
+    }
+
+    /// The commands `decide` gives now.
+    pub fn decide(&self) -> Vec<Command> {
+        let executing: BTreeSet<StepName> = self.executing.keys().cloned().collect();
+        decide(
+            &self.state,
+            &self.dag,
+            &self.policy,
+            Now {
+                ms: self.now_ms,
+                executing: &executing,
+            },
+        )
+    }
+
+    /// Carries out commands; returns the terminal status if one was reached.
+    fn execute(&mut self, commands: Vec<Command>) -> Option<RunStatus> {
+        for command in commands {
+            match command {
+                Command::Start { step, attempt } => self.start(step, attempt),
+                Command::Fail {
+                    step,
+                    attempt,
+                    error,
+                } => {
+                    self.executing.remove(&step);
+                    self.append(
+                        Some(&step),
+                        EventKind::Failed {
+                            error,
+                            retryable: true,
+                        },
+                        attempt,
+                        Payload::Empty,
+                    );
+                }
+                Command::Compensate { step, attempt } => {
+                    self.append(
+                        Some(&step),
+                        EventKind::Compensating,
+                        attempt,
+                        Payload::Empty,
+                    );
+                    self.executing
+                        .insert(step, (self.now_ms + 5, true, Outcome::Ok(5)));
+                }
+                Command::ResumeCompensation { step, .. } => {
+                    self.executing
+                        .insert(step, (self.now_ms + 5, true, Outcome::Ok(5)));
+                }
+                Command::WakeAt { ms } => {
+                    assert!(
+                        ms > self.now_ms,
+                        "WakeAt({ms}) is not in the future ({})",
+                        self.now_ms
+                    );
+                    self.wake_ms = Some(ms);
+                }
+                Command::Finish { status } => return Some(status),
+            }
+        }
+        None
+    }
+
+    fn start(&mut self, step: StepName, attempt: u32) {
+        let node = self.dag.node(step.as_str()).unwrap();
+        for &d in self.dag.dependencies(node) {
+            assert!(
+                self.state.status(self.dag.name(d)).satisfies_dependents(),
+                "{step} started before {}",
+                self.dag.name(d)
+            );
+        }
+        assert_ne!(
+            self.state.status(step.as_str()),
+            StepStatus::Succeeded,
+            "{step} rerun after success"
+        );
+        self.append(Some(&step), EventKind::Started, attempt, Payload::Empty);
+        let outcome = (self.script)(step.as_str(), attempt);
+        let ends = match outcome {
+            Outcome::Ok(ms) | Outcome::Err { after_ms: ms, .. } => self.now_ms + ms,
+            Outcome::Hang => u64::MAX,
+        };
+        self.executing.insert(step, (ends, false, outcome));
+        let running = self
+            .state
+            .steps
+            .values()
+            .filter(|s| s.status == StepStatus::Running)
+            .count();
+        self.peak_running = self.peak_running.max(running);
+        assert!(
+            running <= self.policy.max_concurrency as usize,
+            "concurrency limit broken"
+        );
+    }
+
+    /// Advances the clock to the next completion or wake-up and completes what is due.
+    fn advance(&mut self) {
+        let next_end = self.executing.values().map(|(t, _, _)| *t).min();
+        let next = [next_end, self.wake_ms].into_iter().flatten().min();
+        let next =
+            next.expect("nothing executing and nothing to wait for, but the run is not finished");
+        assert!(
+            next != u64::MAX,
+            "only hung steps remain and no timeout will end them"
+        );
+        self.now_ms = self.now_ms.max(next);
+        self.wake_ms = None;
+        let due: Vec<StepName> = self
+            .executing
+            .iter()
+            .filter(|(_, (t, _, _))| *t <= self.now_ms)
+            .map(|(s, _)| s.clone())
+            .collect();
+        for step in due {
+            let (_, compensation, outcome) = self.executing.remove(&step).unwrap();
+            let attempt = self.state.step(step.as_str()).attempt;
+            let kind = match (compensation, outcome) {
+                (true, _) => EventKind::Compensated,
+                (false, Outcome::Ok(_)) => EventKind::Succeeded,
+                (false, Outcome::Err { retryable, .. }) => EventKind::Failed {
+                    error: "boom".into(),
+                    retryable,
+                },
+                (false, Outcome::Hang) => unreachable!("a hung step never comes due"),
+            };
+            let payload = if kind == EventKind::Succeeded {
+                Payload::inline(format!("{step}#{attempt}"))
+            } else {
+                Payload::Empty
+            };
+            self.append(Some(&step), kind, attempt, payload);
+        }
+    }
+
+    /// One decision and its execution; when it decided nothing but waiting, the clock moves
+    /// to the next completion or wake-up. Returns the terminal status once reached.
+    pub fn round(&mut self) -> Option<RunStatus> {
+        let commands = self.decide();
+        let acted = commands
+            .iter()
+            .any(|c| !matches!(c, Command::WakeAt { .. }));
+        if let Some(status) = self.execute(commands) {
+            assert!(self.executing.is_empty(), "finished with work executing");
+            return Some(status);
+        }
+        if !acted {
+            self.advance();
+        }
+        None
+    }
+
+    /// Runs until the run is terminal.
+    pub fn run(&mut self) -> RunStatus {
+        for _ in 0..100_000 {
+            if let Some(status) = self.round() {
+                return status;
+            }
+        }
+        panic!("the run made no progress in 100,000 decisions");
+    }
+
+    /// The scheduler dies: everything executing is forgotten.
+    pub fn crash(&mut self) {
+        self.executing.clear();
+        self.wake_ms = None;
+    }
+
+    /// Runs decisions until `step` has started `attempt` (then stops, as if killed mid-step).
+    pub fn run_until_started(&mut self, step: &str, attempt: u32) {
+        for _ in 0..10_000 {
+            let s = self.state.step(step);
+            if s.status == StepStatus::Running && s.attempt == attempt {
+                return;
+            }
+            assert!(self.round().is_none(), "run ended before {step} started");
+        }
+        panic!("{step} never started attempt {attempt}");
+    }
+
+    pub fn override_step(&mut self, step: &str, to: OverrideTarget, reason: &str) {
+        let attempt = self.state.step(step).attempt;
+        let kind = EventKind::ManualOverride {
+            to,
+            by: "operator".into(),
+            reason: reason.into(),
+        };
+        self.append(Some(&StepName::from(step)), kind, attempt, Payload::Empty);
+    }
+
+    /// `step=status#attempt` for every step, in declaration order.
+    pub fn summary(&self) -> String {
+        self.dag
+            .nodes()
+            .map(|n| {
+                let s = self.state.step(self.dag.name(n));
+                format!("{}={}#{}", self.dag.name(n), s.status, s.attempt)
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The order in which events of `kind` name steps.
+    pub fn steps_with(&self, kind: &str) -> Vec<String> {
+        self.events
+            .iter()
+            .filter(|e| e.kind.name() == kind)
+            .filter_map(|e| e.step.as_ref().map(|s| s.to_string()))
+            .collect()
+    }
+}

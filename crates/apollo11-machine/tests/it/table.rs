@@ -1,0 +1,117 @@
+//! The transition table, pair by pair: every (state, event kind) combination is applied and
+//! its outcome checked against DESIGN §3, and every row of the table must be reached.
+
+use apollo11_core::{EventKind, OverrideTarget};
+use apollo11_machine::{transition, Rule, StepStatus};
+use std::collections::BTreeSet;
+
+fn kinds() -> Vec<EventKind> {
+    vec![
+        EventKind::RunCreated {
+            workflow: "w".into(),
+        },
+        EventKind::Started,
+        EventKind::Succeeded,
+        EventKind::Failed {
+            error: "e".into(),
+            retryable: true,
+        },
+        EventKind::Compensating,
+        EventKind::Compensated,
+        EventKind::ManualOverride {
+            to: OverrideTarget::Skipped,
+            by: "op".into(),
+            reason: "r".into(),
+        },
+    ]
+}
+
+/// The expected (rule, next state) for a step at attempt 2, with the event's attempt being
+/// the right one for the pair (3 for `Started`, 2 otherwise).
+fn expected(status: StepStatus, kind: &EventKind) -> (Rule, StepStatus) {
+    use StepStatus as S;
+    match (status, kind) {
+        (_, EventKind::ManualOverride { .. }) => (Rule::Override, S::Skipped),
+        (S::Anomalous, _) => (Rule::StayAnomalous, S::Anomalous),
+        (S::Pending, EventKind::Started) => (Rule::Start, S::Running),
+        (S::Running, EventKind::Succeeded) => (Rule::Succeed, S::Succeeded),
+        (S::Running, EventKind::Failed { .. }) => (Rule::Fail, S::Failed),
+        (S::Failed, EventKind::Started) => (Rule::Retry, S::Running),
+        (S::Failed, EventKind::Compensating) => (Rule::CompensateFailure, S::Compensating),
+        (S::Succeeded, EventKind::Compensating) => (Rule::CompensateSuccess, S::Compensating),
+        (S::Compensating, EventKind::Compensated) => (Rule::FinishCompensation, S::Compensated),
+        (S::Compensated, EventKind::Started) => (Rule::Rerun, S::Running),
+        _ => (Rule::Anomaly, S::Anomalous),
+    }
+}
+
+#[test]
+fn every_pair_of_the_table_gives_the_designed_outcome() {
+    let mut reached = BTreeSet::new();
+    for status in StepStatus::ALL {
+        for kind in kinds() {
+            let right_attempt = if kind == EventKind::Started { 3 } else { 2 };
+            let t = transition(status, 2, &kind, right_attempt);
+            assert_eq!(
+                (t.rule, t.next),
+                expected(status, &kind),
+                "{status} + {}",
+                kind.name()
+            );
+            let attempt = if matches!(t.rule, Rule::Start | Rule::Retry | Rule::Rerun) {
+                3
+            } else {
+                2
+            };
+            assert_eq!(t.attempt, attempt, "{status} + {}: attempt", kind.name());
+            reached.insert(t.rule);
+        }
+    }
+    let missing: Vec<Rule> = Rule::ALL
+        .into_iter()
+        .filter(|r| !reached.contains(r))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "rows of the table never exercised: {missing:?}"
+    );
+}
+
+#[test]
+fn a_wrong_attempt_number_is_an_anomaly_even_on_an_allowed_transition() {
+    for (status, kind, wrong) in [
+        (StepStatus::Pending, EventKind::Started, 2),
+        (StepStatus::Running, EventKind::Succeeded, 3),
+        (
+            StepStatus::Running,
+            EventKind::Failed {
+                error: "e".into(),
+                retryable: true,
+            },
+            1,
+        ),
+        (StepStatus::Failed, EventKind::Started, 2),
+        (StepStatus::Failed, EventKind::Compensating, 3),
+        (StepStatus::Succeeded, EventKind::Compensating, 1),
+        (StepStatus::Compensating, EventKind::Compensated, 3),
+        (StepStatus::Compensated, EventKind::Started, 5),
+    ] {
+        let attempt_now = if status == StepStatus::Pending { 0 } else { 2 };
+        let t = transition(status, attempt_now, &kind, wrong);
+        assert_eq!(
+            (t.rule, t.next),
+            (Rule::Anomaly, StepStatus::Anomalous),
+            "{status} + {kind:?}"
+        );
+        assert_eq!(
+            t.attempt, attempt_now,
+            "an anomaly keeps the attempt counter"
+        );
+    }
+}
+
+#[test]
+fn attempt_counter_at_its_maximum_does_not_overflow() {
+    let t = transition(StepStatus::Failed, u32::MAX, &EventKind::Started, 0);
+    assert_eq!(t.rule, Rule::Anomaly);
+}
