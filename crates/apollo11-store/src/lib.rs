@@ -1,0 +1,15 @@
+#![doc = include_str!("../README.md")]
+
+mod blob;
+#[cfg(feature = "testing")]
+pub mod conformance;
+mod error;
+mod mem;
+mod traits;
+mod validate;
+
+pub use blob::{offload, resolve, sha256_hex};
+pub use error::StoreError;
+pub use mem::MemStore;
+pub use traits::{BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore};
+pub use validate::{validate, INLINE_PAYLOAD_BYTES_HARD_MAX};

@@ -1,0 +1,157 @@
+//! The in-memory store: the reference behaviour for the conformance suite, and the store
+//! for tests and for embedding without persistence.
+
+use crate::blob::check_blob;
+use crate::{
+    sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
+    StoreError,
+};
+use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// Everything in memory, behind one mutex.
+#[derive(Debug, Default)]
+pub struct MemStore {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    events: Vec<Event>,
+    /// Indices into `events` of each run's events, in seq order.
+    runs: BTreeMap<RunId, Vec<usize>>,
+    snapshot: Option<Snapshot>,
+    blobs: BTreeMap<String, Vec<u8>>,
+}
+
+impl MemStore {
+    /// An empty store.
+    pub fn new() -> MemStore {
+        MemStore::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave `Inner` half-updated: every mutation
+        // is a push after all checks passed.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[async_trait]
+impl EventStore for MemStore {
+    async fn append(
+        &self,
+        run_id: &RunId,
+        expected_seq: Seq,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventId>, StoreError> {
+        validate(run_id, &events)?;
+        let mut inner = self.lock();
+        let actual = inner.runs.get(run_id).map_or(0, |ix| ix.len() as u32);
+        if expected_seq.0 != actual + 1 {
+            return Err(StoreError::Conflict {
+                run_id: run_id.clone(),
+                expected: expected_seq,
+                actual: Seq(actual),
+            });
+        }
+        let mut ids = Vec::with_capacity(events.len());
+        for (i, new) in events.into_iter().enumerate() {
+            let id = EventId(inner.events.len() as u64 + 1);
+            let seq = Seq(expected_seq.0 + i as u32);
+            let index = inner.events.len();
+            inner.events.push(new.into_event(id, run_id.clone(), seq));
+            inner.runs.entry(run_id.clone()).or_default().push(index);
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
+        let inner = self.lock();
+        let Some(indices) = inner.runs.get(run_id) else {
+            return Ok(Vec::new());
+        };
+        let skip = from_seq.0.saturating_sub(1) as usize;
+        Ok(indices
+            .iter()
+            .skip(skip)
+            .map(|&i| inner.events[i].clone())
+            .collect())
+    }
+
+    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
+        let inner = self.lock();
+        let start = from.0.saturating_sub(1) as usize;
+        Ok(inner
+            .events
+            .iter()
+            .skip(start)
+            .take(max_events as usize)
+            .cloned()
+            .collect())
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .runs
+            .iter()
+            .map(|(run_id, ix)| {
+                let last = &inner.events[*ix.last().expect("a listed run has events")];
+                RunSummary {
+                    run_id: run_id.clone(),
+                    last_seq: last.seq,
+                    last_event_id: last.event_id,
+                }
+            })
+            .collect())
+    }
+
+    async fn last_event_id(&self) -> Result<EventId, StoreError> {
+        Ok(EventId(self.lock().events.len() as u64))
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for MemStore {
+    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        self.lock().snapshot = Some(snapshot);
+        Ok(())
+    }
+
+    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
+        Ok(self.lock().snapshot.clone())
+    }
+}
+
+#[async_trait]
+impl BlobStore for MemStore {
+    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
+        let blob = BlobRef {
+            sha256: sha256_hex(&bytes),
+            bytes: bytes.len() as u64,
+        };
+        self.lock()
+            .blobs
+            .entry(blob.sha256.clone())
+            .or_insert(bytes);
+        Ok(blob)
+    }
+
+    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
+        let inner = self.lock();
+        let bytes = inner
+            .blobs
+            .get(&blob.sha256)
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("blob {}", blob.sha256),
+            })?;
+        check_blob(blob, bytes, "memory")?;
+        Ok(bytes.clone())
+    }
+}

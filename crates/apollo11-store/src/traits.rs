@@ -1,0 +1,109 @@
+//! The storage traits. Async so that network backends fit; the file log answers from its
+//! own writer thread and page cache.
+
+use crate::StoreError;
+use apollo11_core::{BlobRef, Event, EventId, EventKind, Payload, RunId, Seq, StepName};
+use async_trait::async_trait;
+
+/// An event before the store assigns it an id; its run and seq come from the append call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewEvent {
+    /// The step, or `None` for run-level events.
+    pub step: Option<StepName>,
+    /// What happened.
+    pub kind: EventKind,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Wall-clock milliseconds.
+    pub at_ms: u64,
+    /// Writer instance.
+    pub instance: String,
+    /// Payload (inline up to the store's limit, else a blob reference).
+    pub payload: Payload,
+}
+
+impl NewEvent {
+    /// The stored event, once the store assigned its id.
+    pub fn into_event(self, event_id: EventId, run_id: RunId, seq: Seq) -> Event {
+        Event {
+            event_id,
+            run_id,
+            seq,
+            step: self.step,
+            kind: self.kind,
+            attempt: self.attempt,
+            at_ms: self.at_ms,
+            instance: self.instance,
+            payload: self.payload,
+        }
+    }
+}
+
+/// A run as listed by [`EventStore::list_runs`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSummary {
+    /// The run.
+    pub run_id: RunId,
+    /// Its last seq.
+    pub last_seq: Seq,
+    /// Id of its last event.
+    pub last_event_id: EventId,
+}
+
+/// The append-only event log.
+#[async_trait]
+pub trait EventStore: Send + Sync {
+    /// Appends `events` to `run_id`, the first getting seq `expected_seq` and the others the
+    /// following seqs. Fails with `Conflict`, writing nothing, unless the run's last seq is
+    /// `expected_seq - 1` (0 for a new run). On success every event is durable (in the
+    /// store's durability mode) and the assigned ids are returned, strictly increasing.
+    async fn append(
+        &self,
+        run_id: &RunId,
+        expected_seq: Seq,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventId>, StoreError>;
+
+    /// Events of `run_id` with seq ≥ `from_seq`, in seq order. Empty for an unknown run.
+    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError>;
+
+    /// At most `max_events` events with id ≥ `from`, in id order: for tailing the log from
+    /// a watermark without re-reading it.
+    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError>;
+
+    /// Every run, ordered by run id.
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// Id of the last event in the store (0 when empty).
+    async fn last_event_id(&self) -> Result<EventId, StoreError>;
+}
+
+/// A cached fold of the log: opaque bytes and the last event id they cover.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The last event id folded into `state`.
+    pub watermark: EventId,
+    /// The serialized state (the runtime's business).
+    pub state: Vec<u8>,
+}
+
+/// Where snapshots live.
+#[async_trait]
+pub trait SnapshotStore: Send + Sync {
+    /// Saves a snapshot atomically: after a crash either it or the previous one is loaded.
+    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError>;
+
+    /// The newest valid snapshot, if any; a damaged one is skipped for an older one.
+    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError>;
+}
+
+/// Content-addressed storage for payloads over the inline limit.
+#[async_trait]
+pub trait BlobStore: Send + Sync {
+    /// Stores `bytes` durably and returns their address. Storing the same bytes twice
+    /// returns the same reference.
+    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError>;
+
+    /// The bytes of a blob, checked against its hash.
+    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError>;
+}

@@ -1,0 +1,87 @@
+//! Checks every backend applies to an append before writing anything, so that all stores
+//! accept and refuse exactly the same inputs and no record can exceed the record limit.
+
+use crate::{NewEvent, StoreError};
+use apollo11_core::{limits, EventKind, Payload, RunId};
+
+/// Largest inline payload any store accepts. The runtime's configurable inline limit
+/// (default `limits::PAYLOAD_INLINE_BYTES_MAX`) must not exceed it; bigger payloads go to
+/// the blob store.
+pub const INLINE_PAYLOAD_BYTES_HARD_MAX: u32 = 32 * 1024;
+
+/// Validates one append: batch size, names, error texts and inline payload sizes.
+pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
+    if events.is_empty() {
+        return Err(invalid("append", "no events"));
+    }
+    let count = events.len() as u64;
+    check_len(
+        "events in one append",
+        count,
+        limits::APPEND_BATCH_EVENTS_MAX,
+    )?;
+    check_name("run id", run_id.as_str())?;
+    for event in events {
+        if let Some(step) = &event.step {
+            check_name("step name", step.as_str())?;
+        }
+        check_len(
+            "instance name",
+            event.instance.len() as u64,
+            limits::NAME_BYTES_MAX,
+        )?;
+        match &event.kind {
+            EventKind::Failed { error, .. } => check_len(
+                "error message",
+                error.len() as u64,
+                limits::ERROR_MESSAGE_BYTES_MAX,
+            )?,
+            EventKind::ManualOverride { by, reason, .. } => {
+                check_len("override author", by.len() as u64, limits::NAME_BYTES_MAX)?;
+                check_len(
+                    "override reason",
+                    reason.len() as u64,
+                    limits::ERROR_MESSAGE_BYTES_MAX,
+                )?;
+            }
+            EventKind::RunCreated { workflow } => check_name("workflow name", workflow)?,
+            EventKind::Started
+            | EventKind::Succeeded
+            | EventKind::Compensating
+            | EventKind::Compensated => {}
+        }
+        if let Payload::Inline(bytes) = &event.payload {
+            check_len(
+                "inline payload",
+                bytes.len() as u64,
+                INLINE_PAYLOAD_BYTES_HARD_MAX,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn check_name(what: &str, name: &str) -> Result<(), StoreError> {
+    if name.is_empty() {
+        return Err(invalid(what, "empty"));
+    }
+    check_len(what, name.len() as u64, limits::NAME_BYTES_MAX)
+}
+
+fn check_len(what: &str, bytes: u64, max: u32) -> Result<(), StoreError> {
+    if bytes > u64::from(max) {
+        return Err(StoreError::TooLarge {
+            what: what.to_owned(),
+            bytes,
+            max: u64::from(max),
+        });
+    }
+    Ok(())
+}
+
+fn invalid(what: &str, reason: &str) -> StoreError {
+    StoreError::Invalid {
+        what: what.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
