@@ -23,11 +23,19 @@ pub const SEGMENT_BYTES_MAX: u64 = 100 * 1024 * 1024;
 /// Default number of events between two snapshots.
 pub const SNAPSHOT_EVERY_EVENTS: u64 = 1_000;
 
-/// Most events one append batch may carry.
-pub const APPEND_BATCH_EVENTS_MAX: u32 = 10_000;
+/// Most events one append may carry. With `RECORD_BYTES_MAX` this bounds one append to
+/// 64 MiB, which keeps every record offset of the file log inside a `u32`.
+pub const APPEND_BATCH_EVENTS_MAX: u32 = 1_000;
 
 /// Depth of every bounded queue between components (appenders to the log writer, etc.).
 pub const QUEUE_DEPTH_MAX: u32 = 4_096;
 
 /// Number of successful durations needed before `timeout = "auto"` trusts its p99.
 pub const AUTO_TIMEOUT_SAMPLES_MIN: u32 = 20;
+
+/// Largest segment size the file log accepts as an option (record offsets are `u32`).
+pub const SEGMENT_BYTES_MAX_LIMIT: u64 = 1024 * 1024 * 1024;
+
+/// The file log's writer stops gathering queued appends into one write once it holds this
+/// many bytes: group commit amortizes fsync without unbounded memory.
+pub const GROUP_COMMIT_BYTES_MAX: u32 = 8 * 1024 * 1024;

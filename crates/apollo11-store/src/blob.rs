@@ -38,7 +38,7 @@ pub async fn resolve(blobs: &dyn BlobStore, payload: &Payload) -> Result<Vec<u8>
 }
 
 /// Checks fetched blob bytes against their reference.
-pub(crate) fn check_blob(blob: &BlobRef, bytes: &[u8], origin: &str) -> Result<(), StoreError> {
+pub fn check_blob(blob: &BlobRef, bytes: &[u8], origin: &str) -> Result<(), StoreError> {
     let actual = sha256_hex(bytes);
     if actual != blob.sha256 || bytes.len() as u64 != blob.bytes {
         return Err(StoreError::Corrupted {

@@ -8,7 +8,7 @@ mod mem;
 mod traits;
 mod validate;
 
-pub use blob::{offload, resolve, sha256_hex};
+pub use blob::{check_blob, offload, resolve, sha256_hex};
 pub use error::StoreError;
 pub use mem::MemStore;
 pub use traits::{BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore};

@@ -1,0 +1,148 @@
+//! The in-memory index rebuilt on open: where every event's record is, and each run's event
+//! ids, so reads go straight to their records and never scan the log.
+
+use crate::codec::decode_event;
+use crate::fs::FsFile;
+use crate::record::{parse, Parsed, HEADER_BYTES, KIND_EVENT};
+use apollo11_core::{limits, Event, EventId, RunId, Seq};
+use apollo11_store::{RunSummary, StoreError};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// One segment: its file and the record offset of each of its events.
+pub struct SegmentIndex {
+    /// First event id in the segment.
+    pub base: u64,
+    /// File name, for error messages.
+    pub name: String,
+    /// The open file.
+    pub file: Arc<dyn FsFile>,
+    /// `offsets[i]` is the record offset of event `base + i`.
+    pub offsets: Vec<u32>,
+}
+
+/// Everything a reader needs, updated by the writer after each durable batch.
+#[derive(Default)]
+pub struct Index {
+    /// Segments in event-id order.
+    pub segments: Vec<SegmentIndex>,
+    /// Each run's event ids, in seq order (seq `i + 1` is `runs[run][i]`).
+    pub runs: BTreeMap<RunId, Vec<u64>>,
+    /// Id of the last durable event.
+    pub last_event_id: u64,
+}
+
+impl Index {
+    /// Records a durable event.
+    pub fn push(&mut self, run_id: &RunId, event_id: u64, offset: u32) {
+        assert_eq!(
+            event_id,
+            self.last_event_id + 1,
+            "event ids are consecutive"
+        );
+        let segment = self
+            .segments
+            .last_mut()
+            .expect("an event lives in a segment");
+        assert_eq!(segment.base + segment.offsets.len() as u64, event_id);
+        segment.offsets.push(offset);
+        match self.runs.get_mut(run_id) {
+            Some(ids) => ids.push(event_id),
+            None => {
+                self.runs.insert(run_id.clone(), vec![event_id]);
+            }
+        }
+        self.last_event_id = event_id;
+    }
+
+    /// The run's last seq (0 for an unknown run).
+    pub fn last_seq(&self, run_id: &RunId) -> u32 {
+        self.runs.get(run_id).map_or(0, |ids| ids.len() as u32)
+    }
+
+    /// Reads one event by id, checking its CRC and that it is the event asked for.
+    pub fn read(&self, event_id: u64) -> Result<Event, StoreError> {
+        let position = self.segments.partition_point(|s| s.base <= event_id);
+        let segment = position
+            .checked_sub(1)
+            .map(|i| &self.segments[i])
+            .filter(|s| event_id - s.base < s.offsets.len() as u64)
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("event {event_id}"),
+            })?;
+        let offset = u64::from(segment.offsets[(event_id - segment.base) as usize]);
+        let corrupted = |reason: String| StoreError::Corrupted {
+            file: segment.name.clone(),
+            offset,
+            reason,
+        };
+        let mut header = [0u8; HEADER_BYTES];
+        segment
+            .file
+            .read_exact_at(&mut header, offset)
+            .map_err(|e| read_error(segment, offset, e))?;
+        let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+        if len == 0 || len > limits::RECORD_BYTES_MAX {
+            return Err(corrupted(format!("record length {len} on re-read")));
+        }
+        let mut record = vec![0u8; HEADER_BYTES + len as usize];
+        segment
+            .file
+            .read_exact_at(&mut record, offset)
+            .map_err(|e| read_error(segment, offset, e))?;
+        let event = match parse(&record, 0) {
+            Parsed::Record {
+                kind: KIND_EVENT,
+                body,
+                ..
+            } => decode_event(body).map_err(corrupted)?,
+            Parsed::Record { .. } => {
+                return Err(corrupted("not an event record on re-read".into()))
+            }
+            Parsed::End | Parsed::Invalid(_) => {
+                return Err(corrupted("record damaged since open".into()))
+            }
+        };
+        if event.event_id != EventId(event_id) {
+            return Err(corrupted(format!(
+                "record holds event {} on re-read",
+                event.event_id
+            )));
+        }
+        Ok(event)
+    }
+
+    /// The run's events from `from_seq` on.
+    pub fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
+        let Some(ids) = self.runs.get(run_id) else {
+            return Ok(Vec::new());
+        };
+        let skip = from_seq.0.saturating_sub(1) as usize;
+        ids.iter().skip(skip).map(|&id| self.read(id)).collect()
+    }
+
+    /// At most `max` events from id `from` on.
+    pub fn read_from(&self, from: EventId, max: u32) -> Result<Vec<Event>, StoreError> {
+        let first = from.0.max(1);
+        let last = self
+            .last_event_id
+            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
+        (first..=last).map(|id| self.read(id)).collect()
+    }
+
+    /// Every run with its last seq and event id.
+    pub fn list_runs(&self) -> Vec<RunSummary> {
+        self.runs
+            .iter()
+            .map(|(run_id, ids)| RunSummary {
+                run_id: run_id.clone(),
+                last_seq: Seq(ids.len() as u32),
+                last_event_id: EventId(*ids.last().expect("a run has events")),
+            })
+            .collect()
+    }
+}
+
+fn read_error(segment: &SegmentIndex, offset: u64, e: std::io::Error) -> StoreError {
+    StoreError::io(format!("reading {} at offset {offset}", segment.name), e)
+}

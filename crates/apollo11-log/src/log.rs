@@ -1,0 +1,452 @@
+//! `FileLog`: opening a data directory (with recovery), and the store traits on top of the
+//! index, the writer thread, snapshot files and blob files.
+
+use crate::files::{keep_torn, sync_dir_of, write_atomically};
+use crate::fs::{Fs, FsLock, Mode, RealFs};
+use crate::index::Index;
+use crate::recover::{add_to_index, inspect, segment_names, Inspected, Verdict};
+use crate::segment::{file_name, HEADER_BYTES};
+use crate::writer::{create_segment, AppendRequest, Shared, Tail, Writer};
+use crate::{snapshot, Options};
+use apollo11_core::{limits, BlobRef, Event, EventId, RunId, Seq};
+use apollo11_store::{
+    sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
+    StoreError,
+};
+use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard};
+use std::thread::JoinHandle;
+use tokio::sync::{mpsc, oneshot};
+
+/// What a writing open found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Segments opened.
+    pub segments: usize,
+    /// Committed events found.
+    pub events: u64,
+    /// A torn tail cut from the last segment: `(file, offset, bytes, kept in, reason)`.
+    pub torn: Option<TornTail>,
+}
+
+/// A torn tail removed at open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// The segment it was cut from.
+    pub file: String,
+    /// Where the committed data ends.
+    pub offset: u64,
+    /// Bytes removed.
+    pub bytes: u64,
+    /// Where those bytes were kept.
+    pub kept_in: String,
+    /// What was found at the cut.
+    pub reason: String,
+}
+
+/// The file backend: one data directory, one writer process.
+pub struct FileLog {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    options: Options,
+    shared: Arc<Shared>,
+    sender: Option<mpsc::Sender<AppendRequest>>,
+    writer: Option<JoinHandle<()>>,
+    recovery: Recovery,
+    _lock: Option<Box<dyn FsLock>>,
+}
+
+impl FileLog {
+    /// Opens `dir` for writing on the real file system, creating it if needed.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<FileLog, StoreError> {
+        FileLog::open_with(Arc::new(RealFs), dir, options)
+    }
+
+    /// Opens `dir` read-only on the real file system, without the lock.
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<FileLog, StoreError> {
+        FileLog::open_read_only_with(Arc::new(RealFs), dir)
+    }
+
+    /// Opens `dir` for writing on `fs`: takes the lock, recovers, starts the writer thread.
+    pub fn open_with(
+        fs: Arc<dyn Fs>,
+        dir: impl AsRef<Path>,
+        options: Options,
+    ) -> Result<FileLog, StoreError> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        for sub in ["segments", "snapshots", "blobs"] {
+            let path = dir.join(sub);
+            fs.create_dir_all(&path)
+                .map_err(|e| StoreError::io(format!("creating {}", path.display()), e))?;
+        }
+        let lock = take_lock(fs.as_ref(), &dir)?;
+        let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options)?;
+        let shared = Arc::new(Shared {
+            index: RwLock::new(index),
+            poison: OnceLock::new(),
+        });
+        let (sender, receiver) = mpsc::channel(limits::QUEUE_DEPTH_MAX as usize);
+        let writer = Writer {
+            fs: fs.clone(),
+            segments_dir: dir.join("segments"),
+            options: options.clone(),
+            shared: shared.clone(),
+            tail,
+            group_at: 0,
+        };
+        let handle = std::thread::Builder::new()
+            .name("apollo11-log-writer".into())
+            .spawn(move || writer.run(receiver))
+            .map_err(|e| StoreError::io("starting the log writer thread", e))?;
+        Ok(FileLog {
+            fs,
+            dir,
+            options,
+            shared,
+            sender: Some(sender),
+            writer: Some(handle),
+            recovery,
+            _lock: Some(lock),
+        })
+    }
+
+    /// Opens `dir` read-only on `fs`: no lock, no repair; reads stop at the last committed
+    /// batch, so a log being written by another process can be read safely.
+    pub fn open_read_only_with(
+        fs: Arc<dyn Fs>,
+        dir: impl AsRef<Path>,
+    ) -> Result<FileLog, StoreError> {
+        let dir = dir.as_ref().to_path_buf();
+        let names = segment_names(fs.as_ref(), &dir)?;
+        let mut index = Index::default();
+        for (i, name) in names.iter().enumerate() {
+            let inspected = inspect(fs.as_ref(), &dir, name, i + 1 == names.len(), Mode::Read)?;
+            if let Verdict::Damaged(damage) = &inspected.verdict {
+                return Err(damage.clone().into_error());
+            }
+            add_to_index(&mut index, &inspected)?;
+        }
+        let recovery = Recovery {
+            segments: names.len(),
+            events: index.last_event_id,
+            torn: None,
+        };
+        let shared = Arc::new(Shared {
+            index: RwLock::new(index),
+            poison: OnceLock::new(),
+        });
+        Ok(FileLog {
+            fs,
+            dir,
+            options: Options::default(),
+            shared,
+            sender: None,
+            writer: None,
+            recovery,
+            _lock: None,
+        })
+    }
+
+    /// What the open found and repaired.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn index(&self) -> RwLockReadGuard<'_, Index> {
+        self.shared.index.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn writable(&self) -> Result<&mpsc::Sender<AppendRequest>, StoreError> {
+        self.shared.check_poison()?;
+        self.sender.as_ref().ok_or(StoreError::ReadOnly)
+    }
+}
+
+impl Drop for FileLog {
+    fn drop(&mut self) {
+        // Closing the channel lets the writer finish what is queued and exit.
+        self.sender.take();
+        if let Some(handle) = self.writer.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+pub(crate) fn take_lock(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn FsLock>, StoreError> {
+    let path = dir.join("LOCK");
+    let holder = format!("pid {}", std::process::id());
+    match fs.try_lock(&path, &holder) {
+        Ok(Some(lock)) => Ok(lock),
+        Ok(None) => {
+            let holder = fs.open(&path, Mode::Read).and_then(|f| f.read_all()).ok();
+            let holder = holder
+                .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+                .filter(|h| !h.is_empty());
+            Err(StoreError::Locked {
+                path: path.display().to_string(),
+                holder,
+            })
+        }
+        Err(e) => Err(StoreError::io(format!("locking {}", path.display()), e)),
+    }
+}
+
+/// Loads every segment, cuts a torn tail off the last one, and decides where to write next.
+fn recover(
+    fs: &dyn Fs,
+    dir: &Path,
+    options: &Options,
+) -> Result<(Index, Tail, Recovery), StoreError> {
+    let names = segment_names(fs, dir)?;
+    let mut index = Index::default();
+    let mut recovery = Recovery {
+        segments: names.len(),
+        ..Recovery::default()
+    };
+    let mut tail = None;
+    for (i, name) in names.iter().enumerate() {
+        let last = i + 1 == names.len();
+        let inspected = inspect(
+            fs,
+            dir,
+            name,
+            last,
+            if last { Mode::Write } else { Mode::Read },
+        )?;
+        match &inspected.verdict {
+            Verdict::Damaged(damage) => return Err(damage.clone().into_error()),
+            Verdict::Torn {
+                offset,
+                bytes,
+                reason,
+            } => {
+                recovery.torn = Some(cut_torn_tail(
+                    fs, dir, &inspected, *offset, *bytes, reason, options,
+                )?);
+            }
+            Verdict::Clean => {}
+        }
+        add_to_index(&mut index, &inspected)?;
+        if let (true, Some(scanned)) = (last, &inspected.scanned) {
+            tail = Some(Tail {
+                name: inspected.name.clone(),
+                file: inspected.file.clone(),
+                write_at: scanned.end,
+            });
+        }
+    }
+    recovery.events = index.last_event_id;
+    let tail = match tail {
+        Some(tail) => tail,
+        None => {
+            let base = index.last_event_id + 1;
+            let path = dir.join("segments").join(file_name(base));
+            let file = create_segment(fs, &path, base, options)
+                .map_err(|e| StoreError::io(format!("creating {}", path.display()), e))?;
+            index.segments.push(crate::index::SegmentIndex {
+                base,
+                name: format!("segments/{}", file_name(base)),
+                file: file.clone(),
+                offsets: Vec::new(),
+            });
+            Tail {
+                name: format!("segments/{}", file_name(base)),
+                file,
+                write_at: HEADER_BYTES as u64,
+            }
+        }
+    };
+    Ok((index, tail, recovery))
+}
+
+/// Moves a torn tail's bytes to a `.torn` file and zeroes them in the segment. A segment
+/// whose header itself is torn is moved aside whole.
+fn cut_torn_tail(
+    fs: &dyn Fs,
+    dir: &Path,
+    inspected: &Inspected,
+    offset: u64,
+    bytes: u64,
+    reason: &str,
+    options: &Options,
+) -> Result<TornTail, StoreError> {
+    let path = dir.join(&inspected.name);
+    let io = |what: &str, e| StoreError::io(format!("{what} {}", path.display()), e);
+    let mut cut = vec![0u8; bytes as usize];
+    inspected
+        .file
+        .read_exact_at(&mut cut, offset)
+        .map_err(|e| io("reading the torn tail of", e))?;
+    let kept_in = keep_torn(fs, &path, offset, &cut)?;
+    if inspected.scanned.is_none() {
+        fs.remove(&path).map_err(|e| io("removing", e))?;
+        sync_dir_of(fs, &path)?;
+    } else {
+        inspected
+            .file
+            .set_len(offset)
+            .map_err(|e| io("truncating", e))?;
+        if options.preallocate && options.segment_bytes_max > offset {
+            inspected
+                .file
+                .set_len(options.segment_bytes_max)
+                .map_err(|e| io("preallocating", e))?;
+        }
+        inspected.file.sync_data().map_err(|e| io("syncing", e))?;
+    }
+    Ok(TornTail {
+        file: inspected.name.clone(),
+        offset,
+        bytes,
+        kept_in,
+        reason: reason.to_owned(),
+    })
+}
+
+#[async_trait]
+impl EventStore for FileLog {
+    async fn append(
+        &self,
+        run_id: &RunId,
+        expected_seq: Seq,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventId>, StoreError> {
+        validate(run_id, &events)?;
+        let sender = self.writable()?;
+        let (reply, answer) = oneshot::channel();
+        let request = AppendRequest {
+            run_id: run_id.clone(),
+            expected_seq,
+            events,
+            reply,
+        };
+        let stopped = || StoreError::Poisoned {
+            cause: self
+                .shared
+                .poison
+                .get()
+                .cloned()
+                .unwrap_or_else(|| "the writer stopped".into()),
+        };
+        sender.send(request).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
+        self.index().read_run(run_id, from_seq)
+    }
+
+    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
+        self.index().read_from(from, max_events)
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        Ok(self.index().list_runs())
+    }
+
+    async fn last_event_id(&self) -> Result<EventId, StoreError> {
+        Ok(EventId(self.index().last_event_id))
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for FileLog {
+    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        self.writable()?;
+        let last = self.index().last_event_id;
+        if snapshot.watermark.0 > last {
+            return Err(snapshot::beyond_log(snapshot.watermark.0, last));
+        }
+        let dir = self.dir.join("snapshots");
+        write_atomically(
+            self.fs.as_ref(),
+            &dir.join(snapshot::file_name(snapshot.watermark.0)),
+            &snapshot::encode(&snapshot),
+        )?;
+        let names = self.snapshot_names()?;
+        for old in names.iter().rev().skip(self.options.snapshots_kept) {
+            let path = dir.join(old);
+            self.fs
+                .remove(&path)
+                .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
+        }
+        self.fs
+            .sync_dir(&dir)
+            .map_err(|e| StoreError::io(format!("syncing {}", dir.display()), e))
+    }
+
+    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
+        let last = self.index().last_event_id;
+        for name in self.snapshot_names()?.iter().rev() {
+            let path = self.dir.join("snapshots").join(name);
+            let Ok(bytes) = self.fs.open(&path, Mode::Read).and_then(|f| f.read_all()) else {
+                continue;
+            };
+            match snapshot::decode(&bytes) {
+                Ok(s) if s.watermark.0 <= last => return Ok(Some(s)),
+                Ok(_) | Err(_) => continue,
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl FileLog {
+    fn snapshot_names(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.dir.join("snapshots");
+        let names = self
+            .fs
+            .list(&dir)
+            .map_err(|e| StoreError::io(format!("listing {}", dir.display()), e))?;
+        Ok(names
+            .into_iter()
+            .filter(|n| snapshot::is_snapshot(n))
+            .collect())
+    }
+}
+
+#[async_trait]
+impl BlobStore for FileLog {
+    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
+        self.writable()?;
+        let blob = BlobRef {
+            sha256: sha256_hex(&bytes),
+            bytes: bytes.len() as u64,
+        };
+        let path = self.dir.join("blobs").join(&blob.sha256);
+        if self.get_blob(&blob).await.is_err() {
+            write_atomically(self.fs.as_ref(), &path, &bytes)?;
+        }
+        Ok(blob)
+    }
+
+    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
+        let valid_name =
+            blob.sha256.len() == 64 && blob.sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        if !valid_name {
+            return Err(StoreError::Invalid {
+                what: "blob reference".into(),
+                reason: format!("`{}` is not a SHA-256", blob.sha256),
+            });
+        }
+        let path = self.dir.join("blobs").join(&blob.sha256);
+        let bytes = match self.fs.open(&path, Mode::Read).and_then(|f| f.read_all()) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound {
+                    what: format!("blob {}", blob.sha256),
+                })
+            }
+            Err(e) => return Err(StoreError::io(format!("reading {}", path.display()), e)),
+        };
+        apollo11_store::check_blob(blob, &bytes, &format!("blobs/{}", blob.sha256))?;
+        Ok(bytes)
+    }
+}

@@ -1,0 +1,61 @@
+//! Options of the file log.
+
+use apollo11_core::limits;
+use apollo11_store::StoreError;
+
+/// When an append is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// After `fdatasync`: an acknowledged event survives power loss. The default.
+    Fsync,
+    /// After `write`: survives a process crash, not power loss. Opt in explicitly.
+    Buffered,
+}
+
+/// How a file log is opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// When appends are acknowledged.
+    pub durability: Durability,
+    /// Roll to a new segment before a segment would grow past this.
+    pub segment_bytes_max: u64,
+    /// Give new segments their full size up front, so appends do not change file size.
+    pub preallocate: bool,
+    /// Snapshots kept on disk (older ones are removed after a new one is saved).
+    pub snapshots_kept: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            durability: Durability::Fsync,
+            segment_bytes_max: limits::SEGMENT_BYTES_MAX,
+            preallocate: true,
+            snapshots_kept: 3,
+        }
+    }
+}
+
+impl Options {
+    /// Checks the options against the format's limits.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        let min = 4096;
+        if !(min..=limits::SEGMENT_BYTES_MAX_LIMIT).contains(&self.segment_bytes_max) {
+            return Err(StoreError::Invalid {
+                what: "segment_bytes_max".into(),
+                reason: format!(
+                    "{} is outside {min}..={}",
+                    self.segment_bytes_max,
+                    limits::SEGMENT_BYTES_MAX_LIMIT
+                ),
+            });
+        }
+        if self.snapshots_kept == 0 {
+            return Err(StoreError::Invalid {
+                what: "snapshots_kept".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,194 @@
+//! Segment files: a header (magic, format version, base event id, CRC) then batches of
+//! records. Scanning a segment yields its committed events and where and why it stopped.
+
+use crate::codec::decode_event;
+use crate::record::{commit_fields, parse, Parsed, COMMIT_BODY_BYTES, KIND_COMMIT, KIND_EVENT};
+use apollo11_core::Event;
+
+/// Magic bytes at the start of every segment.
+pub const MAGIC: &[u8; 8] = b"APOLLO11";
+/// Format version written by this code (bincode 2 standard encoding of `Event`).
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes of the segment header.
+pub const HEADER_BYTES: usize = 24;
+
+/// File name of the segment whose first event id is `base`.
+pub fn file_name(base: u64) -> String {
+    format!("{base:020}.seg")
+}
+
+/// The base event id a segment file name stands for.
+pub fn parse_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".seg")?;
+    (digits.len() == 20).then(|| digits.parse().ok()).flatten()
+}
+
+/// The header of a new segment.
+pub fn header(base: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_BYTES);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&base.to_le_bytes());
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Checks a header; returns the base event id.
+pub fn read_header(bytes: &[u8]) -> Result<u64, String> {
+    if bytes.len() < HEADER_BYTES {
+        return Err(format!(
+            "{} bytes, too short for a segment header",
+            bytes.len()
+        ));
+    }
+    let stored = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
+    if crc32fast::hash(&bytes[..20]) != stored {
+        return Err("segment header checksum mismatch".into());
+    }
+    if &bytes[..8] != MAGIC {
+        return Err("not an Apollo-11 segment (bad magic)".into());
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != FORMAT_VERSION {
+        return Err(format!(
+            "segment format version {version}; this build reads {FORMAT_VERSION}"
+        ));
+    }
+    Ok(u64::from_le_bytes(
+        bytes[12..20].try_into().expect("8 bytes"),
+    ))
+}
+
+/// Why a scan stopped before the end of the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stop {
+    /// Offset of the first bad record (or of an uncommitted batch).
+    pub offset: u64,
+    /// What is wrong there.
+    pub reason: String,
+}
+
+/// The committed content of a segment.
+#[derive(Debug)]
+pub struct Scanned {
+    /// Base event id from the header.
+    pub base: u64,
+    /// Committed events with the offsets of their records.
+    pub events: Vec<(u32, Event)>,
+    /// Offset just after the last committed batch.
+    pub end: u64,
+    /// `None` when only zeros follow `end`.
+    pub stop: Option<Stop>,
+}
+
+/// Scans a whole segment. Events must carry consecutive ids from the header's base.
+pub fn scan(bytes: &[u8]) -> Result<Scanned, Stop> {
+    let base = read_header(bytes).map_err(|reason| Stop { offset: 0, reason })?;
+    let mut scanned = Scanned {
+        base,
+        events: Vec::new(),
+        end: HEADER_BYTES as u64,
+        stop: None,
+    };
+    let mut pending: Vec<(u32, Event)> = Vec::new();
+    let mut at = HEADER_BYTES;
+    let mut batch_start = at;
+    loop {
+        let stop = |offset: usize, reason: String| {
+            Some(Stop {
+                offset: offset as u64,
+                reason,
+            })
+        };
+        match parse(bytes, at) {
+            Parsed::End if pending.is_empty() => break,
+            Parsed::End => {
+                scanned.stop = stop(batch_start, "a batch without its commit record".into());
+                break;
+            }
+            Parsed::Invalid(reason) => {
+                scanned.stop = stop(at, reason);
+                break;
+            }
+            Parsed::Record {
+                kind: KIND_EVENT,
+                body,
+                next,
+            } => {
+                let expected = base + (scanned.events.len() + pending.len()) as u64;
+                match decode_event(body) {
+                    Ok(e) if e.event_id.0 == expected => pending.push((at as u32, e)),
+                    Ok(e) => {
+                        let reason =
+                            format!("event id {} where {expected} was expected", e.event_id);
+                        scanned.stop = stop(at, reason);
+                        break;
+                    }
+                    Err(e) => {
+                        scanned.stop = stop(at, format!("undecodable event: {e}"));
+                        break;
+                    }
+                }
+                at = next;
+            }
+            Parsed::Record { body, next, .. } => {
+                let closes = (pending.len() as u32, (at - batch_start) as u32);
+                if commit_fields(body) != Some(closes) || pending.is_empty() {
+                    scanned.stop = stop(at, "commit record does not match its batch".into());
+                    break;
+                }
+                scanned.events.append(&mut pending);
+                at = next;
+                batch_start = at;
+                scanned.end = at as u64;
+            }
+        }
+    }
+    Ok(scanned)
+}
+
+/// Whether a complete, valid batch starts after `offset`: if one does, the damage at
+/// `offset` is not a torn tail (a batch is only written after the previous one was synced).
+/// Looks for commit records first, since their length and kind are fixed.
+pub fn complete_batch_after(bytes: &[u8], offset: u64) -> Option<u64> {
+    let from = offset as usize + 1;
+    let commit_len = COMMIT_BODY_BYTES.to_le_bytes();
+    for p in from..bytes.len().saturating_sub(crate::record::HEADER_BYTES) {
+        if bytes[p..p + 4] != commit_len || bytes[p + 8] != KIND_COMMIT {
+            continue;
+        }
+        let Parsed::Record { body, .. } = parse(bytes, p) else {
+            continue;
+        };
+        let Some((count, batch_bytes)) = commit_fields(body) else {
+            continue;
+        };
+        let Some(start) = p.checked_sub(batch_bytes as usize).filter(|&s| s >= from) else {
+            continue;
+        };
+        if count > 0 && batch_is_valid(bytes, start, p, count) {
+            return Some(start as u64);
+        }
+    }
+    None
+}
+
+fn batch_is_valid(bytes: &[u8], start: usize, commit_at: usize, count: u32) -> bool {
+    let mut at = start;
+    let mut seen = 0;
+    while at < commit_at {
+        match parse(bytes, at) {
+            Parsed::Record {
+                kind: KIND_EVENT,
+                body,
+                next,
+            } if decode_event(body).is_ok() => {
+                seen += 1;
+                at = next;
+            }
+            _ => return false,
+        }
+    }
+    at == commit_at && seen == count
+}

@@ -1,0 +1,260 @@
+//! The single writer thread: group commit. It takes every append queued, checks each one's
+//! expected seq, encodes them into one buffer closed by a commit record, writes it, syncs
+//! once, and only then publishes the events to readers and acknowledges the appenders.
+//! A write or sync error poisons the store: nothing more is written or acknowledged.
+
+use crate::codec::encode_event;
+use crate::fs::{Fs, FsFile, Mode};
+use crate::index::{Index, SegmentIndex};
+use crate::record::{append_commit, append_record, KIND_EVENT};
+use crate::segment::{file_name, header, HEADER_BYTES};
+use crate::{Durability, Options};
+use apollo11_core::{limits, EventId, RunId, Seq};
+use apollo11_store::{NewEvent, StoreError};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock, RwLock};
+use tokio::sync::{mpsc, oneshot};
+
+/// What readers and appenders share with the writer.
+pub struct Shared {
+    /// The index of durable events.
+    pub index: RwLock<Index>,
+    /// Set once, by the writer, when a write or sync failed.
+    pub poison: OnceLock<String>,
+}
+
+impl Shared {
+    /// Fails if the store is poisoned.
+    pub fn check_poison(&self) -> Result<(), StoreError> {
+        match self.poison.get() {
+            Some(cause) => Err(StoreError::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One append waiting for the writer.
+pub struct AppendRequest {
+    pub run_id: RunId,
+    pub expected_seq: Seq,
+    pub events: Vec<NewEvent>,
+    pub reply: oneshot::Sender<Result<Vec<EventId>, StoreError>>,
+}
+
+/// An accepted append inside the group being committed.
+struct Accepted {
+    run_id: RunId,
+    reply: oneshot::Sender<Result<Vec<EventId>, StoreError>>,
+    /// Event ids with their record offsets relative to the group's buffer.
+    events: Vec<(u64, u32)>,
+}
+
+/// The segment being appended to.
+pub struct Tail {
+    pub name: String,
+    pub file: Arc<dyn FsFile>,
+    /// Where the next group is written.
+    pub write_at: u64,
+}
+
+pub struct Writer {
+    pub fs: Arc<dyn Fs>,
+    pub segments_dir: PathBuf,
+    pub options: Options,
+    pub shared: Arc<Shared>,
+    pub tail: Tail,
+    /// Offset of the last group written.
+    pub group_at: u64,
+}
+
+impl Writer {
+    /// Runs until every sender is dropped, or until a failure poisons the store.
+    pub fn run(mut self, mut requests: mpsc::Receiver<AppendRequest>) {
+        let mut buf = Vec::with_capacity(1 << 20);
+        let mut next = requests.blocking_recv();
+        while let Some(first) = next.take() {
+            let accepted = self.gather(first, &mut requests, &mut buf);
+            if accepted.is_empty() {
+                next = requests.blocking_recv();
+                continue;
+            }
+            if let Err(cause) = self.write_group(&accepted, &mut buf) {
+                self.poison(cause, accepted, requests);
+                return;
+            }
+            self.publish(accepted);
+            next = requests.blocking_recv();
+        }
+    }
+
+    /// Encodes `first` and whatever else is queued, up to the group byte limit. Appends whose
+    /// seq does not follow the run's last seq are answered with a conflict at once.
+    fn gather(
+        &self,
+        first: AppendRequest,
+        requests: &mut mpsc::Receiver<AppendRequest>,
+        buf: &mut Vec<u8>,
+    ) -> Vec<Accepted> {
+        buf.clear();
+        let index = self.shared.index.read().unwrap_or_else(|p| p.into_inner());
+        let mut next_id = index.last_event_id + 1;
+        let mut last_seqs: HashMap<RunId, u32> = HashMap::new();
+        let mut accepted = Vec::new();
+        let mut request = Some(first);
+        while let Some(r) = request.take() {
+            let last = last_seqs
+                .get(&r.run_id)
+                .copied()
+                .unwrap_or_else(|| index.last_seq(&r.run_id));
+            if r.expected_seq.0 != last + 1 {
+                let conflict = StoreError::Conflict {
+                    run_id: r.run_id,
+                    expected: r.expected_seq,
+                    actual: Seq(last),
+                };
+                let _ = r.reply.send(Err(conflict));
+            } else {
+                let count = r.events.len() as u32;
+                let mut events = Vec::with_capacity(r.events.len());
+                for (i, new) in r.events.into_iter().enumerate() {
+                    let event = new.into_event(
+                        EventId(next_id),
+                        r.run_id.clone(),
+                        Seq(r.expected_seq.0 + i as u32),
+                    );
+                    events.push((next_id, buf.len() as u32));
+                    append_record(buf, KIND_EVENT, |b| {
+                        encode_event(&event, b).expect("validated events always encode");
+                    });
+                    next_id += 1;
+                }
+                last_seqs.insert(r.run_id.clone(), last + count);
+                accepted.push(Accepted {
+                    run_id: r.run_id,
+                    reply: r.reply,
+                    events,
+                });
+            }
+            if buf.len() < limits::GROUP_COMMIT_BYTES_MAX as usize {
+                request = requests.try_recv().ok();
+            }
+        }
+        accepted
+    }
+
+    /// Writes the group with its commit record and syncs it; on success the group's record
+    /// offsets are relative to `self.group_at`.
+    fn write_group(&mut self, accepted: &[Accepted], buf: &mut Vec<u8>) -> Result<(), String> {
+        let count: usize = accepted.iter().map(|a| a.events.len()).sum();
+        let batch_bytes = buf.len() as u32;
+        append_commit(buf, count as u32, batch_bytes);
+        let first_id = accepted[0].events[0].0;
+        if self.tail.write_at > HEADER_BYTES as u64
+            && self.tail.write_at + buf.len() as u64 > self.options.segment_bytes_max
+        {
+            self.roll(first_id)?;
+        }
+        let at = self.tail.write_at;
+        let context = |what: &str, e: std::io::Error| {
+            format!("{what} {} at offset {at}: {e}", self.tail.name)
+        };
+        self.tail
+            .file
+            .write_all_at(buf, at)
+            .map_err(|e| context("writing", e))?;
+        if self.options.durability == Durability::Fsync {
+            self.tail
+                .file
+                .sync_data()
+                .map_err(|e| context("syncing", e))?;
+        }
+        self.group_at = at;
+        self.tail.write_at += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Makes a durable group visible to readers, then acknowledges its appenders.
+    fn publish(&mut self, accepted: Vec<Accepted>) {
+        let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
+        for a in &accepted {
+            for &(id, offset) in &a.events {
+                index.push(&a.run_id, id, (self.group_at + u64::from(offset)) as u32);
+            }
+        }
+        drop(index);
+        for a in accepted {
+            let ids = a.events.iter().map(|&(id, _)| EventId(id)).collect();
+            let _ = a.reply.send(Ok(ids));
+        }
+    }
+
+    /// Starts a new segment whose first event is `base`: create, header, preallocate, sync
+    /// the file and the directory, then trim the old segment's unused preallocation.
+    fn roll(&mut self, base: u64) -> Result<(), String> {
+        let name = file_name(base);
+        let path = self.segments_dir.join(&name);
+        let file = create_segment(self.fs.as_ref(), &path, base, &self.options)
+            .map_err(|e| format!("creating segment {}: {e}", path.display()))?;
+        let old = std::mem::replace(
+            &mut self.tail,
+            Tail {
+                name: format!("segments/{name}"),
+                file: file.clone(),
+                write_at: HEADER_BYTES as u64,
+            },
+        );
+        if self.options.preallocate {
+            // Not needed for correctness (zeros read as the end), only to give space back.
+            let _ = old
+                .file
+                .set_len(old.write_at)
+                .and_then(|()| old.file.sync_data());
+        }
+        let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
+        index.segments.push(SegmentIndex {
+            base,
+            name: self.tail.name.clone(),
+            file,
+            offsets: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Records the failure, answers every pending append with it, and stops.
+    fn poison(
+        &self,
+        cause: String,
+        accepted: Vec<Accepted>,
+        mut requests: mpsc::Receiver<AppendRequest>,
+    ) {
+        let _ = self.shared.poison.set(cause.clone());
+        let error = StoreError::Poisoned { cause };
+        for a in accepted {
+            let _ = a.reply.send(Err(error.clone()));
+        }
+        requests.close();
+        while let Some(r) = requests.blocking_recv() {
+            let _ = r.reply.send(Err(error.clone()));
+        }
+    }
+}
+
+/// Creates a segment file with its header, preallocated, synced, with its directory synced.
+pub fn create_segment(
+    fs: &dyn Fs,
+    path: &std::path::Path,
+    base: u64,
+    options: &Options,
+) -> std::io::Result<Arc<dyn FsFile>> {
+    let file: Arc<dyn FsFile> = fs.open(path, Mode::CreateNew)?.into();
+    file.write_all_at(&header(base), 0)?;
+    if options.preallocate {
+        file.set_len(options.segment_bytes_max)?;
+    }
+    file.sync_data()?;
+    fs.sync_dir(path.parent().expect("segments live in a directory"))?;
+    Ok(file)
+}

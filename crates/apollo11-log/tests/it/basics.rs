@@ -1,0 +1,193 @@
+//! Reopening, rolling, read-only opens, snapshots.
+
+use crate::common::{all_ids, append, buffered, created, sized, small};
+use apollo11_core::{EventId, RunId, Seq};
+use apollo11_log::{verify, FileLog, Options};
+use apollo11_store::{EventStore, Snapshot, SnapshotStore, StoreError};
+
+#[tokio::test]
+async fn events_survive_a_reopen_and_ids_and_seqs_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = FileLog::open(dir.path(), Options::default()).unwrap();
+        append(&log, "a", vec![created(), sized("s", 10)]).await;
+        append(&log, "b", vec![created()]).await;
+    }
+    let log = FileLog::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(log.recovery().events, 3);
+    assert_eq!(append(&log, "a", vec![sized("t", 5)]).await, [4]);
+    let seqs: Vec<u32> = log
+        .read_run(&RunId::from("a"), Seq(1))
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq.0)
+        .collect();
+    assert_eq!(seqs, [1, 2, 3]);
+    assert!(matches!(
+        log.append(&RunId::from("b"), Seq(1), vec![created()]).await,
+        Err(StoreError::Conflict { .. })
+    ));
+}
+
+#[tokio::test]
+async fn segments_roll_and_every_event_reads_back_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut expected = Vec::new();
+    {
+        let log = FileLog::open(dir.path(), buffered()).unwrap();
+        for i in 0..200 {
+            let run = format!("run-{}", i % 7);
+            let first = if i < 7 {
+                vec![created()]
+            } else {
+                vec![sized("s", 300)]
+            };
+            for id in append(&log, &run, first).await {
+                expected.push((id, run.clone()));
+            }
+        }
+    }
+    let report = verify(dir.path()).unwrap();
+    assert!(
+        report.segments.len() > 5,
+        "8 KiB segments must roll: {report:?}"
+    );
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.events, 200);
+    let log = FileLog::open(dir.path(), buffered()).unwrap();
+    assert_eq!(all_ids(&log).await, expected);
+    let page = log.read_from(EventId(150), 10).await.unwrap();
+    assert_eq!(
+        page.iter().map(|e| e.event_id.0).collect::<Vec<_>>(),
+        (150..160).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn a_read_only_open_reads_while_the_writer_runs_and_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = FileLog::open(dir.path(), small()).unwrap();
+    append(&writer, "a", vec![created(), sized("s", 10)]).await;
+    let reader = FileLog::open_read_only(dir.path()).unwrap();
+    assert_eq!(
+        reader
+            .read_run(&RunId::from("a"), Seq(1))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(matches!(
+        reader
+            .append(&RunId::from("a"), Seq(3), vec![sized("t", 1)])
+            .await,
+        Err(StoreError::ReadOnly)
+    ));
+    append(&writer, "a", vec![sized("t", 1)]).await;
+    let later = FileLog::open_read_only(dir.path()).unwrap();
+    assert_eq!(later.last_event_id().await.unwrap(), EventId(3));
+}
+
+#[tokio::test]
+async fn a_damaged_snapshot_falls_back_to_an_older_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = FileLog::open(dir.path(), small()).unwrap();
+    append(&log, "a", vec![created(), sized("s", 1), sized("t", 1)]).await;
+    for w in 1..=3 {
+        log.save_snapshot(Snapshot {
+            watermark: EventId(w),
+            state: format!("state-{w}").into_bytes(),
+        })
+        .await
+        .unwrap();
+    }
+    assert!(
+        log.save_snapshot(Snapshot {
+            watermark: EventId(9),
+            state: vec![]
+        })
+        .await
+        .is_err(),
+        "past the log"
+    );
+    let newest = dir.path().join("snapshots/00000000000000000003.snap");
+    let mut bytes = std::fs::read(&newest).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&newest, bytes).unwrap();
+    let loaded = log.load_snapshot().await.unwrap().unwrap();
+    assert_eq!(
+        (loaded.watermark, loaded.state),
+        (EventId(2), b"state-2".to_vec())
+    );
+    let report = verify(dir.path()).unwrap();
+    assert!(!report.is_clean());
+    let bad: Vec<&str> = report
+        .snapshots
+        .iter()
+        .filter(|s| s.problem.is_some())
+        .map(|s| s.file.as_str())
+        .collect();
+    assert_eq!(bad, ["snapshots/00000000000000000003.snap"]);
+}
+
+#[tokio::test]
+async fn old_snapshots_are_pruned_to_the_configured_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = FileLog::open(
+        dir.path(),
+        Options {
+            snapshots_kept: 2,
+            ..small()
+        },
+    )
+    .unwrap();
+    append(
+        &log,
+        "a",
+        vec![created(), sized("s", 1), sized("t", 1), sized("u", 1)],
+    )
+    .await;
+    for w in 1..=4 {
+        log.save_snapshot(Snapshot {
+            watermark: EventId(w),
+            state: vec![w as u8],
+        })
+        .await
+        .unwrap();
+    }
+    let mut names: Vec<String> = std::fs::read_dir(dir.path().join("snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["00000000000000000003.snap", "00000000000000000004.snap"]
+    );
+}
+
+#[test]
+fn options_outside_the_format_limits_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in [
+        Options {
+            segment_bytes_max: 100,
+            ..Options::default()
+        },
+        Options {
+            segment_bytes_max: 1 << 40,
+            ..Options::default()
+        },
+        Options {
+            snapshots_kept: 0,
+            ..Options::default()
+        },
+    ] {
+        assert!(matches!(
+            FileLog::open(dir.path(), bad),
+            Err(StoreError::Invalid { .. })
+        ));
+    }
+}

@@ -1,0 +1,150 @@
+//! T5: every single-bit flip in a record (its header included) is detected. In a segment
+//! that is not the last, or before a later complete batch, the open is refused with the file
+//! and offset; in the last batch of the log the flip is indistinguishable from a torn write,
+//! so it is cut, kept in a `.torn` file and reported, never read as data.
+
+use crate::common::{append, created, read, sized, write};
+use apollo11_log::{verify_with, FileLog, Options, SimFs};
+use apollo11_store::StoreError;
+use std::path::Path;
+use std::sync::Arc;
+
+const FIRST: &str = "segments/00000000000000000001.seg";
+
+struct Layout {
+    fs: Arc<SimFs>,
+    /// `(segment file, start, end)` of each single-event batch, in order.
+    batches: Vec<(String, usize, usize)>,
+}
+
+fn options() -> Options {
+    Options {
+        segment_bytes_max: 4096,
+        ..Options::default()
+    }
+}
+
+/// Five single-event batches: two in the first segment, three in the second (the last).
+async fn layout() -> Layout {
+    let fs = Arc::new(SimFs::new());
+    let log = FileLog::open_with(fs.clone(), "/d", options()).unwrap();
+    let mut batches = Vec::new();
+    let events = [
+        created(),
+        sized("a", 3000),
+        sized("b", 3000),
+        sized("c", 64),
+        sized("d", 64),
+    ];
+    for event in events {
+        let before = verify_with(fs.clone(), "/d").unwrap().segments;
+        append(&log, "r", vec![event]).await;
+        let after = verify_with(fs.clone(), "/d").unwrap().segments;
+        let last = after.last().unwrap();
+        let start = if after.len() > before.len() {
+            24
+        } else {
+            before.last().unwrap().bytes
+        };
+        batches.push((last.file.clone(), start as usize, last.bytes as usize));
+    }
+    assert_eq!(batches[1].0, FIRST);
+    assert_ne!(
+        batches[2].0, FIRST,
+        "the third batch rolled to a new segment"
+    );
+    Layout { fs, batches }
+}
+
+/// Flips every bit of `range` of `file` in turn and hands the outcome of a writing open.
+fn each_flip(
+    layout: &Layout,
+    file: &str,
+    range: std::ops::Range<usize>,
+    check: impl Fn(usize, Result<FileLog, StoreError>),
+) {
+    let path = Path::new("/d").join(file);
+    let original = read(layout.fs.as_ref(), &path);
+    for byte in range {
+        for bit in 0..8 {
+            let mut flipped = original.clone();
+            flipped[byte] ^= 1 << bit;
+            write(layout.fs.as_ref(), &path, &flipped);
+            check(byte, FileLog::open_with(layout.fs.clone(), "/d", options()));
+            write(layout.fs.as_ref(), &path, &original);
+        }
+    }
+}
+
+fn assert_refused(
+    result: Result<FileLog, StoreError>,
+    file: &str,
+    byte: usize,
+    range: (usize, usize),
+) {
+    match result {
+        Err(StoreError::Corrupted {
+            file: f,
+            offset,
+            reason,
+        }) => {
+            assert_eq!(f, file, "flip at {byte}: {reason}");
+            assert!(
+                (range.0 as u64..range.1 as u64).contains(&offset),
+                "flip at {byte} reported at {offset}: {reason}"
+            );
+        }
+        Err(other) => panic!("flip at {byte}: wrong error {other}"),
+        Ok(_) => panic!("flip at byte {byte} of {file} was not detected"),
+    }
+}
+
+#[tokio::test]
+async fn a_flip_in_a_segment_that_is_not_the_last_refuses_to_open() {
+    let layout = layout().await;
+    let (file, start, end) = layout.batches[0].clone();
+    each_flip(&layout, &file, start..end, |byte, r| {
+        assert_refused(r, &file, byte, (start, end))
+    });
+    each_flip(&layout, &file, 0..24, |byte, r| {
+        assert_refused(r, &file, byte, (0, 1))
+    });
+}
+
+#[tokio::test]
+async fn a_flip_followed_by_a_complete_batch_in_the_last_segment_refuses_to_open() {
+    let layout = layout().await;
+    let (file, start, end) = layout.batches[3].clone();
+    each_flip(&layout, &file, start..end, |byte, r| {
+        if let Err(StoreError::Corrupted { reason, .. }) = &r {
+            assert!(reason.contains("complete batch follows"), "{reason}");
+        }
+        assert_refused(r, &file, byte, (start, end));
+    });
+}
+
+#[tokio::test]
+async fn a_flip_in_the_last_batch_is_cut_as_a_torn_tail_and_reported() {
+    let layout = layout().await;
+    let (file, start, end) = layout.batches[4].clone();
+    let path = Path::new("/d").join(&file);
+    let original = read(layout.fs.as_ref(), &path);
+    for byte in start..end {
+        for bit in 0..8 {
+            let mut flipped = original.clone();
+            flipped[byte] ^= 1 << bit;
+            write(layout.fs.as_ref(), &path, &flipped);
+            let report = verify_with(layout.fs.clone(), "/d").unwrap();
+            let torn = report
+                .torn_tail
+                .unwrap_or_else(|| panic!("flip at {byte}.{bit} not reported"));
+            assert_eq!(
+                (torn.file.as_str(), torn.offset),
+                (file.as_str(), start as u64)
+            );
+            assert_eq!(report.events, 4, "the flipped batch is never read as data");
+            write(layout.fs.as_ref(), &path, &original);
+        }
+    }
+    assert_eq!(verify_with(layout.fs.clone(), "/d").unwrap().events, 5);
+}

@@ -1,0 +1,95 @@
+//! Helpers shared by the log tests.
+
+use apollo11_core::{EventKind, Payload, RunId, Seq};
+use apollo11_log::{Durability, FileLog, Fs, Options, SimFs};
+use apollo11_store::{conformance::event, EventStore, NewEvent};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A fresh log in a temporary directory that lives as long as the test process.
+pub fn real_log() -> Arc<FileLog> {
+    let dir = tempfile::tempdir().unwrap().keep();
+    Arc::new(FileLog::open(dir, Options::default()).unwrap())
+}
+
+/// A fresh log on a fresh simulated file system.
+pub fn sim_log() -> Arc<FileLog> {
+    Arc::new(FileLog::open_with(Arc::new(SimFs::new()), "/data", small()).unwrap())
+}
+
+/// Options with small segments, so tests roll often.
+pub fn small() -> Options {
+    Options {
+        segment_bytes_max: 8 * 1024,
+        ..Options::default()
+    }
+}
+
+/// Options for tests on the real file system that do not test durability.
+pub fn buffered() -> Options {
+    Options {
+        durability: Durability::Buffered,
+        ..small()
+    }
+}
+
+/// A step event with a payload of `bytes` bytes.
+pub fn sized(step: &str, bytes: usize) -> NewEvent {
+    let payload = if bytes == 0 {
+        Payload::Empty
+    } else {
+        Payload::inline("x".repeat(bytes))
+    };
+    event(Some(step), EventKind::Started, 1, payload)
+}
+
+pub fn created() -> NewEvent {
+    event(
+        None,
+        EventKind::RunCreated {
+            workflow: "wf".into(),
+        },
+        0,
+        Payload::Empty,
+    )
+}
+
+/// Appends `events` as the next seqs of `run`.
+pub async fn append(log: &FileLog, run: &str, events: Vec<NewEvent>) -> Vec<u64> {
+    let run = RunId::from(run);
+    let next = Seq(log.read_run(&run, Seq(1)).await.unwrap().len() as u32 + 1);
+    log.append(&run, next, events)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|id| id.0)
+        .collect()
+}
+
+/// Every event id and run in the log, in order.
+pub async fn all_ids(log: &FileLog) -> Vec<(u64, String)> {
+    let events = log
+        .read_from(apollo11_core::EventId(1), u32::MAX)
+        .await
+        .unwrap();
+    events
+        .into_iter()
+        .map(|e| (e.event_id.0, e.run_id.0))
+        .collect()
+}
+
+/// Reads a whole file through `fs`.
+pub fn read(fs: &dyn Fs, path: &Path) -> Vec<u8> {
+    fs.open(path, apollo11_log::Mode::Read)
+        .unwrap()
+        .read_all()
+        .unwrap()
+}
+
+/// Overwrites a whole file through `fs` (synced, so it is what a crash would find too).
+pub fn write(fs: &dyn Fs, path: &Path, bytes: &[u8]) {
+    let file = fs.open(path, apollo11_log::Mode::Write).unwrap();
+    file.set_len(0).unwrap();
+    file.write_all_at(bytes, 0).unwrap();
+    file.sync_data().unwrap();
+}

@@ -1,0 +1,21 @@
+//! Integration tests of the file log.
+
+mod basics;
+mod bitflip;
+mod common;
+mod compat;
+mod faults;
+mod model;
+mod power_loss;
+mod second_writer;
+mod torn;
+
+/// The conformance suite on the real file system.
+mod conformance_real {
+    apollo11_store::conformance_tests!(crate::common::real_log());
+}
+
+/// The conformance suite on the simulated file system.
+mod conformance_sim {
+    apollo11_store::conformance_tests!(crate::common::sim_log());
+}
