@@ -167,6 +167,19 @@ impl FileLog {
         self.shared.check_poison()?;
         self.sender.as_ref().ok_or(StoreError::ReadOnly)
     }
+
+    /// A failed write or sync of a snapshot or blob stops the store like one of the log's
+    /// own: after an fsync error nothing about the file's state can be trusted.
+    fn poison_on_io<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        match result {
+            Err(StoreError::Io { context, source }) => {
+                let cause = format!("{context}: {source}");
+                let _ = self.shared.poison.set(cause.clone());
+                Err(StoreError::Poisoned { cause })
+            }
+            other => other,
+        }
+    }
 }
 
 impl Drop for FileLog {
@@ -340,18 +353,22 @@ impl EventStore for FileLog {
     }
 
     async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
+        self.shared.check_poison()?;
         self.index().read_run(run_id, from_seq)
     }
 
     async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
+        self.shared.check_poison()?;
         self.index().read_from(from, max_events)
     }
 
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.shared.check_poison()?;
         Ok(self.index().list_runs())
     }
 
     async fn last_event_id(&self) -> Result<EventId, StoreError> {
+        self.shared.check_poison()?;
         Ok(EventId(self.index().last_event_id))
     }
 }
@@ -364,25 +381,12 @@ impl SnapshotStore for FileLog {
         if snapshot.watermark.0 > last {
             return Err(snapshot::beyond_log(snapshot.watermark.0, last));
         }
-        let dir = self.dir.join("snapshots");
-        write_atomically(
-            self.fs.as_ref(),
-            &dir.join(snapshot::file_name(snapshot.watermark.0)),
-            &snapshot::encode(&snapshot),
-        )?;
-        let names = self.snapshot_names()?;
-        for old in names.iter().rev().skip(self.options.snapshots_kept) {
-            let path = dir.join(old);
-            self.fs
-                .remove(&path)
-                .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
-        }
-        self.fs
-            .sync_dir(&dir)
-            .map_err(|e| StoreError::io(format!("syncing {}", dir.display()), e))
+        let result = self.write_snapshot(&snapshot);
+        self.poison_on_io(result)
     }
 
     async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
+        self.shared.check_poison()?;
         let last = self.index().last_event_id;
         for name in self.snapshot_names()?.iter().rev() {
             let path = self.dir.join("snapshots").join(name);
@@ -399,6 +403,18 @@ impl SnapshotStore for FileLog {
 }
 
 impl FileLog {
+    fn write_snapshot(&self, snapshot: &Snapshot) -> Result<(), StoreError> {
+        let dir = self.dir.join("snapshots");
+        let path = dir.join(snapshot::file_name(snapshot.watermark.0));
+        write_atomically(self.fs.as_ref(), &path, &snapshot::encode(snapshot))?;
+        let names = self.snapshot_names()?;
+        for old in names.iter().rev().skip(self.options.snapshots_kept) {
+            let path = dir.join(old);
+            self.fs.remove(&path).map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
+        }
+        self.fs.sync_dir(&dir).map_err(|e| StoreError::io(format!("syncing {}", dir.display()), e))
+    }
+
     fn snapshot_names(&self) -> Result<Vec<String>, StoreError> {
         let dir = self.dir.join("snapshots");
         let names = self
@@ -422,12 +438,14 @@ impl BlobStore for FileLog {
         };
         let path = self.dir.join("blobs").join(&blob.sha256);
         if self.get_blob(&blob).await.is_err() {
-            write_atomically(self.fs.as_ref(), &path, &bytes)?;
+            let written = write_atomically(self.fs.as_ref(), &path, &bytes);
+            self.poison_on_io(written)?;
         }
         Ok(blob)
     }
 
     async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
+        self.shared.check_poison()?;
         let valid_name =
             blob.sha256.len() == 64 && blob.sha256.bytes().all(|b| b.is_ascii_hexdigit());
         if !valid_name {

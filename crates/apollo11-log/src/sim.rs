@@ -17,9 +17,18 @@ pub enum Fault {
     /// The sync (`sync_data` or `sync_dir`) numbered `n` (from 0) and every later one fail
     /// with an IO error.
     FailSync(u32),
-    /// Writes fail with "no space" once the files hold this many bytes in all (what fits is
-    /// written first, as a real disk would).
+    /// Writes fail with "no space" once this many bytes were written in all (what fits is
+    /// written first, as a real disk would). `set_len` reserves nothing, like a sparse file.
     DiskFull(u64),
+    /// The machine loses power during the sync numbered `at`: the file system it leaves
+    /// (see [`SimFs::power_loss`] with `seed`) is kept for [`SimFs::crashed`], and that sync
+    /// and every later one fail.
+    PowerLossAtSync {
+        /// Which sync.
+        at: u32,
+        /// Decides what the pending operations become.
+        seed: u64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -50,6 +59,8 @@ struct State {
     locks: BTreeSet<PathBuf>,
     fault: Option<Fault>,
     syncs: u32,
+    written: u64,
+    crashed: Option<SimFs>,
 }
 
 /// The simulated file system. Clones share state.
@@ -161,25 +172,29 @@ impl SimFs {
         }
     }
 
+    /// The file system left by a [`Fault::PowerLossAtSync`] that struck.
+    pub fn crashed(&self) -> Option<SimFs> {
+        lock(&self.state).crashed.clone()
+    }
+
     fn sync(&self) -> io::Result<()> {
         let mut state = lock(&self.state);
         let n = state.syncs;
         state.syncs += 1;
         match state.fault {
-            Some(Fault::FailSync(at)) if n >= at => Err(io::Error::other(format!(
-                "injected sync failure (sync #{n})"
-            ))),
+            Some(Fault::FailSync(at)) if n >= at => {
+                Err(io::Error::other(format!("injected sync failure (sync #{n})")))
+            }
+            Some(Fault::PowerLossAtSync { at, seed }) if n >= at => {
+                if n == at {
+                    drop(state);
+                    let image = self.power_loss(seed);
+                    lock(&self.state).crashed = Some(image);
+                }
+                Err(io::Error::other(format!("power lost during sync #{n} (simulated)")))
+            }
             _ => Ok(()),
         }
-    }
-
-    fn used_bytes(&self) -> u64 {
-        let state = lock(&self.state);
-        state
-            .files
-            .values()
-            .map(|i| lock(i).data.len() as u64)
-            .sum()
     }
 }
 
@@ -360,30 +375,25 @@ impl FsFile for SimFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let fault = lock(&self.fs.state).fault;
         let mut bytes = buf;
         let mut full = false;
-        if let Some(Fault::DiskFull(limit)) = fault {
-            let growth =
-                (offset + buf.len() as u64).saturating_sub(lock(&self.inode).data.len() as u64);
-            let free = limit.saturating_sub(self.fs.used_bytes());
-            if growth > free {
-                bytes = &buf[..(buf.len() as u64 - (growth - free)) as usize];
-                full = true;
+        {
+            let mut state = lock(&self.fs.state);
+            if let Some(Fault::DiskFull(limit)) = state.fault {
+                let free = limit.saturating_sub(state.written);
+                if (buf.len() as u64) > free {
+                    bytes = &buf[..free as usize];
+                    full = true;
+                }
             }
+            state.written += bytes.len() as u64;
         }
         let mut inode = lock(&self.inode);
-        let op = DataOp::Write {
-            offset,
-            bytes: bytes.to_vec(),
-        };
+        let op = DataOp::Write { offset, bytes: bytes.to_vec() };
         apply(&mut inode.data, &op);
         inode.pending.push(op);
         if full {
-            return Err(io::Error::new(
-                io::ErrorKind::StorageFull,
-                "no space left on device (simulated)",
-            ));
+            return Err(io::Error::new(io::ErrorKind::StorageFull, "no space left on device (simulated)"));
         }
         Ok(())
     }
