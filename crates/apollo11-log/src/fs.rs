@@ -49,12 +49,12 @@ pub trait FsFile: Send + Sync {
     fn sync_data(&self) -> io::Result<()>;
     /// Sets the file's length, zero-filling when it grows.
     fn set_len(&self, len: u64) -> io::Result<()>;
-    /// The file's length.
-    fn len(&self) -> io::Result<u64>;
+    /// The file's length in bytes.
+    fn size(&self) -> io::Result<u64>;
 
     /// The whole file.
     fn read_all(&self) -> io::Result<Vec<u8>> {
-        let mut buf = vec![0; usize::try_from(self.len()?).map_err(io::Error::other)?];
+        let mut buf = vec![0; usize::try_from(self.size()?).map_err(io::Error::other)?];
         self.read_exact_at(&mut buf, 0)?;
         Ok(buf)
     }
@@ -145,7 +145,7 @@ impl FsFile for File {
         File::set_len(self, len)
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         Ok(self.metadata()?.len())
     }
 }

@@ -76,12 +76,16 @@ impl FileLog {
     ) -> Result<FileLog, StoreError> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        for sub in ["segments", "snapshots", "blobs"] {
-            let path = dir.join(sub);
-            fs.create_dir_all(&path)
-                .map_err(|e| StoreError::io(format!("creating {}", path.display()), e))?;
-        }
+        let mkdir = |path: &Path| {
+            fs.create_dir_all(path)
+                .map_err(|e| StoreError::io(format!("creating {}", path.display()), e))
+        };
+        mkdir(&dir)?;
+        // The lock comes first: a refused second writer must not create or change anything.
         let lock = take_lock(fs.as_ref(), &dir)?;
+        for sub in ["segments", "snapshots", "blobs"] {
+            mkdir(&dir.join(sub))?;
+        }
         let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options)?;
         let shared = Arc::new(Shared {
             index: RwLock::new(index),
@@ -410,9 +414,13 @@ impl FileLog {
         let names = self.snapshot_names()?;
         for old in names.iter().rev().skip(self.options.snapshots_kept) {
             let path = dir.join(old);
-            self.fs.remove(&path).map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
+            self.fs
+                .remove(&path)
+                .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
         }
-        self.fs.sync_dir(&dir).map_err(|e| StoreError::io(format!("syncing {}", dir.display()), e))
+        self.fs
+            .sync_dir(&dir)
+            .map_err(|e| StoreError::io(format!("syncing {}", dir.display()), e))
     }
 
     fn snapshot_names(&self) -> Result<Vec<String>, StoreError> {

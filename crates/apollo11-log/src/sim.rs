@@ -182,16 +182,18 @@ impl SimFs {
         let n = state.syncs;
         state.syncs += 1;
         match state.fault {
-            Some(Fault::FailSync(at)) if n >= at => {
-                Err(io::Error::other(format!("injected sync failure (sync #{n})")))
-            }
+            Some(Fault::FailSync(at)) if n >= at => Err(io::Error::other(format!(
+                "injected sync failure (sync #{n})"
+            ))),
             Some(Fault::PowerLossAtSync { at, seed }) if n >= at => {
                 if n == at {
                     drop(state);
                     let image = self.power_loss(seed);
                     lock(&self.state).crashed = Some(image);
                 }
-                Err(io::Error::other(format!("power lost during sync #{n} (simulated)")))
+                Err(io::Error::other(format!(
+                    "power lost during sync #{n} (simulated)"
+                )))
             }
             _ => Ok(()),
         }
@@ -389,11 +391,17 @@ impl FsFile for SimFile {
             state.written += bytes.len() as u64;
         }
         let mut inode = lock(&self.inode);
-        let op = DataOp::Write { offset, bytes: bytes.to_vec() };
+        let op = DataOp::Write {
+            offset,
+            bytes: bytes.to_vec(),
+        };
         apply(&mut inode.data, &op);
         inode.pending.push(op);
         if full {
-            return Err(io::Error::new(io::ErrorKind::StorageFull, "no space left on device (simulated)"));
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "no space left on device (simulated)",
+            ));
         }
         Ok(())
     }
@@ -416,7 +424,7 @@ impl FsFile for SimFile {
         Ok(())
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         Ok(lock(&self.inode).data.len() as u64)
     }
 }

@@ -207,11 +207,13 @@ impl Writer {
             },
         );
         if self.options.preallocate {
-            // Not needed for correctness (zeros read as the end), only to give space back.
-            let _ = old
+            // Gives the unused preallocation back. Zeros would read as the end anyway, but a
+            // failed sync is never ignored: after one, nothing about the file can be trusted.
+            let trimmed = old
                 .file
                 .set_len(old.write_at)
                 .and_then(|()| old.file.sync_data());
+            trimmed.map_err(|e| format!("trimming {}: {e}", old.name))?;
         }
         let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
         index.segments.push(SegmentIndex {

@@ -6,8 +6,10 @@
 //! `APOLLO11_SEED=N` replays one seed; `APOLLO11_SEEDS=N` runs N seeds (default 1,000).
 
 use apollo11_core::{Event, EventId, EventKind, Payload, RunId, Seq};
-use apollo11_log::{FileLog, Fault, Options, SimFs};
-use apollo11_store::{conformance::event, BlobStore, EventStore, NewEvent, Snapshot, SnapshotStore};
+use apollo11_log::{Fault, FileLog, Options, SimFs};
+use apollo11_store::{
+    conformance::event, BlobStore, EventStore, NewEvent, Snapshot, SnapshotStore,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -36,7 +38,11 @@ struct Acked {
 }
 
 fn options(rng: &mut Rng) -> Options {
-    Options { segment_bytes_max: 4096 + rng.below(12_288), preallocate: rng.below(2) == 0, ..Options::default() }
+    Options {
+        segment_bytes_max: 4096 + rng.below(12_288),
+        preallocate: rng.below(2) == 0,
+        ..Options::default()
+    }
 }
 
 async fn workload(log: &FileLog, rng: &mut Rng) -> Acked {
@@ -47,7 +53,14 @@ async fn workload(log: &FileLog, rng: &mut Rng) -> Acked {
             0 => {
                 let watermark = acked.events.len() as u64;
                 let state = format!("state@{watermark}").into_bytes();
-                if log.save_snapshot(Snapshot { watermark: EventId(watermark), state: state.clone() }).await.is_err() {
+                if log
+                    .save_snapshot(Snapshot {
+                        watermark: EventId(watermark),
+                        state: state.clone(),
+                    })
+                    .await
+                    .is_err()
+                {
                     acked.snapshot_in_flight = Some((watermark, state));
                     return acked;
                 }
@@ -65,11 +78,15 @@ async fn workload(log: &FileLog, rng: &mut Rng) -> Acked {
                 let seq = seqs.get(&run).copied().unwrap_or(0) + 1;
                 let events: Vec<NewEvent> = (0..1 + rng.below(3))
                     .map(|i| {
-                        let payload = Payload::Inline(vec![b'a' + (i as u8); rng.below(3_000) as usize]);
+                        let payload =
+                            Payload::Inline(vec![b'a' + (i as u8); rng.below(3_000) as usize]);
                         event(Some("s"), EventKind::Started, 1, payload)
                     })
                     .collect();
-                match log.append(&RunId::from(run.as_str()), Seq(seq), events.clone()).await {
+                match log
+                    .append(&RunId::from(run.as_str()), Seq(seq), events.clone())
+                    .await
+                {
                     Ok(_) => {
                         seqs.insert(run.clone(), seq + events.len() as u32 - 1);
                         for (i, e) in events.into_iter().enumerate() {
@@ -88,7 +105,10 @@ async fn workload(log: &FileLog, rng: &mut Rng) -> Acked {
 }
 
 fn same(found: &Event, run: &str, seq: u32, new: &NewEvent) -> bool {
-    found.run_id.as_str() == run && found.seq.0 == seq && found.kind == new.kind && found.payload == new.payload
+    found.run_id.as_str() == run
+        && found.seq.0 == seq
+        && found.kind == new.kind
+        && found.payload == new.payload
 }
 
 /// What one seed went through, to show the seeds cover the interesting cases.
@@ -104,7 +124,10 @@ async fn one_seed(seed: u64, coverage: &mut Coverage) {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let options = options(&mut rng);
     let fs = Arc::new(SimFs::new());
-    fs.set_fault(Some(Fault::PowerLossAtSync { at: rng.below(90) as u32, seed }));
+    fs.set_fault(Some(Fault::PowerLossAtSync {
+        at: rng.below(90) as u32,
+        seed,
+    }));
     let acked = match FileLog::open_with(fs.clone(), "/d", options.clone()) {
         Ok(log) => workload(&log, &mut rng).await,
         Err(_) => Acked::default(),
@@ -117,39 +140,96 @@ async fn one_seed(seed: u64, coverage: &mut Coverage) {
     coverage.acked_events += acked.events.len() as u64;
     let found = log.read_from(EventId(1), u32::MAX).await.unwrap();
     let ids: Vec<u64> = found.iter().map(|e| e.event_id.0).collect();
-    assert_eq!(ids, (1..=found.len() as u64).collect::<Vec<_>>(), "seed {seed}: ids not consecutive (I6)");
-    assert!(found.len() >= acked.events.len(), "seed {seed}: {} acknowledged, {} recovered (I1)", acked.events.len(), found.len());
+    assert_eq!(
+        ids,
+        (1..=found.len() as u64).collect::<Vec<_>>(),
+        "seed {seed}: ids not consecutive (I6)"
+    );
+    assert!(
+        found.len() >= acked.events.len(),
+        "seed {seed}: {} acknowledged, {} recovered (I1)",
+        acked.events.len(),
+        found.len()
+    );
     for (i, (run, seq, new)) in acked.events.iter().enumerate() {
-        assert!(same(&found[i], run, *seq, new), "seed {seed}: event {} differs from what was acknowledged (I1/I2)", i + 1);
+        assert!(
+            same(&found[i], run, *seq, new),
+            "seed {seed}: event {} differs from what was acknowledged (I1/I2)",
+            i + 1
+        );
     }
     let extra = &found[acked.events.len()..];
     if !extra.is_empty() {
         coverage.in_flight_recovered += 1;
-        let (run, seq, events) = acked.in_flight.as_ref().unwrap_or_else(|| panic!("seed {seed}: events recovered that were never written"));
-        assert_eq!(extra.len(), events.len(), "seed {seed}: the in-flight append came back partly");
+        let (run, seq, events) = acked
+            .in_flight
+            .as_ref()
+            .unwrap_or_else(|| panic!("seed {seed}: events recovered that were never written"));
+        assert_eq!(
+            extra.len(),
+            events.len(),
+            "seed {seed}: the in-flight append came back partly"
+        );
         for (i, e) in events.iter().enumerate() {
-            assert!(same(&extra[i], run, seq + i as u32, e), "seed {seed}: in-flight event {i} differs (I2)");
+            assert!(
+                same(&extra[i], run, seq + i as u32, e),
+                "seed {seed}: in-flight event {i} differs (I2)"
+            );
         }
     }
-    let loaded = log.load_snapshot().await.unwrap().map(|s| (s.watermark.0, s.state));
-    let newest_acked = acked.snapshots.iter().next_back().map(|(w, s)| (*w, s.clone()));
+    let loaded = log
+        .load_snapshot()
+        .await
+        .unwrap()
+        .map(|s| (s.watermark.0, s.state));
+    let newest_acked = acked
+        .snapshots
+        .iter()
+        .next_back()
+        .map(|(w, s)| (*w, s.clone()));
     match (&loaded, &newest_acked) {
         (None, None) => {}
         (None, Some(_)) => panic!("seed {seed}: an acknowledged snapshot was lost"),
         (Some(l), _) => {
-            let saved = acked.snapshots.get(&l.0) == Some(&l.1) || acked.snapshot_in_flight.as_ref() == Some(l);
+            let saved = acked.snapshots.get(&l.0) == Some(&l.1)
+                || acked.snapshot_in_flight.as_ref() == Some(l);
             assert!(saved, "seed {seed}: loaded a snapshot that was never saved");
-            assert!(newest_acked.is_none_or(|n| l.0 >= n.0), "seed {seed}: an older snapshot than the newest acknowledged");
+            assert!(
+                newest_acked.is_none_or(|n| l.0 >= n.0),
+                "seed {seed}: an older snapshot than the newest acknowledged"
+            );
         }
     }
     for (blob, bytes) in &acked.blobs {
-        assert_eq!(&log.get_blob(blob).await.unwrap_or_else(|e| panic!("seed {seed}: acknowledged blob lost: {e}")), bytes);
+        assert_eq!(
+            &log.get_blob(blob)
+                .await
+                .unwrap_or_else(|e| panic!("seed {seed}: acknowledged blob lost: {e}")),
+            bytes
+        );
     }
     let run = RunId::from("after");
-    log.append(&run, Seq(1), vec![event(None, EventKind::RunCreated { workflow: "w".into() }, 0, Payload::Empty)]).await.unwrap();
+    log.append(
+        &run,
+        Seq(1),
+        vec![event(
+            None,
+            EventKind::RunCreated {
+                workflow: "w".into(),
+            },
+            0,
+            Payload::Empty,
+        )],
+    )
+    .await
+    .unwrap();
     drop(log);
     let log = FileLog::open_with(image, "/d", options).unwrap();
-    assert_eq!(log.last_event_id().await.unwrap(), EventId(found.len() as u64 + 1), "seed {seed}");
+    assert_eq!(
+        log.last_event_id().await.unwrap(),
+        EventId(found.len() as u64 + 1),
+        "seed {seed}"
+    );
 }
 
 #[tokio::test]
@@ -157,7 +237,10 @@ async fn acknowledged_events_survive_power_loss_for_every_seed() {
     let seeds: Vec<u64> = match std::env::var("APOLLO11_SEED") {
         Ok(seed) => vec![seed.parse().expect("APOLLO11_SEED is a number")],
         Err(_) => {
-            let count = std::env::var("APOLLO11_SEEDS").ok().and_then(|n| n.parse().ok()).unwrap_or(1_000);
+            let count = std::env::var("APOLLO11_SEEDS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1_000);
             (1..=count).collect()
         }
     };
@@ -170,7 +253,13 @@ async fn acknowledged_events_survive_power_loss_for_every_seed() {
         seeds.len(), c.crashed_mid_workload, c.torn_tail_cut, c.in_flight_recovered, c.acked_events
     );
     if seeds.len() >= 100 {
-        assert!(c.crashed_mid_workload * 2 > seeds.len() as u32, "most seeds must crash mid-workload");
-        assert!(c.torn_tail_cut > 0 && c.in_flight_recovered > 0 && c.acked_events > 0, "the seeds miss a case");
+        assert!(
+            c.crashed_mid_workload * 2 > seeds.len() as u32,
+            "most seeds must crash mid-workload"
+        );
+        assert!(
+            c.torn_tail_cut > 0 && c.in_flight_recovered > 0 && c.acked_events > 0,
+            "the seeds miss a case"
+        );
     }
 }
