@@ -104,9 +104,8 @@ pub fn verify_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<VerifyRepor
                 reason,
             });
         }
-        if report.damage.is_none() {
-            report.events = index.last_event_id;
-        }
+        // Intact events up to the first damage, the damaged segment's intact prefix included.
+        report.events = index.last_event_id;
     }
     report.torn_files = fs
         .list(&dir.join("segments"))
@@ -198,8 +197,12 @@ pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairRepor
         if segment.file == damage.file {
             cutting = true;
             let bytes = file.read_all().map_err(io)?;
-            // Damage in the header takes the whole segment; elsewhere, keep its intact batches.
-            let cut_at = if damage.offset == 0 { 0 } else { segment.bytes };
+            // Damage in the header takes the whole segment; elsewhere, keep what is intact.
+            let cut_at = if damage.offset == 0 {
+                0
+            } else {
+                segment.bytes.min(damage.offset)
+            };
             kept_in.push(keep_torn(
                 fs.as_ref(),
                 &path,
@@ -223,9 +226,15 @@ pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairRepor
     let segments = dir.join("segments");
     fs.sync_dir(&segments)
         .map_err(|e| StoreError::io(format!("syncing {}", segments.display()), e))?;
+    let after = verify_with(fs, dir)?;
+    assert!(
+        after.damage.is_none(),
+        "repair left damage: {:?}",
+        after.damage
+    );
     Ok(RepairReport {
         damage: Some(damage),
-        events_kept: report.events,
+        events_kept: after.events,
         kept_in,
     })
 }

@@ -191,3 +191,45 @@ fn options_outside_the_format_limits_are_refused() {
         ));
     }
 }
+
+#[tokio::test]
+async fn repair_cuts_the_log_at_mid_log_damage_and_keeps_the_cut_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = FileLog::open(dir.path(), buffered()).unwrap();
+        append(&log, "a", vec![created()]).await;
+        for _ in 0..60 {
+            append(&log, "a", vec![sized("s", 300)]).await;
+        }
+    }
+    let before = verify(dir.path()).unwrap();
+    assert!(before.segments.len() >= 3);
+    let second = &before.segments[1];
+    let path = dir.path().join(&second.file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[second.bytes as usize / 2] ^= 0x10;
+    std::fs::write(&path, bytes).unwrap();
+    let refused = FileLog::open(dir.path(), buffered())
+        .err()
+        .expect("mid-log damage must refuse to open");
+    assert!(
+        matches!(&refused, StoreError::Corrupted { file, .. } if *file == second.file),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("apollo11 verify"), "{refused}");
+    let report = apollo11_log::repair(dir.path()).unwrap();
+    let kept = report.events_kept;
+    assert!(
+        kept >= before.segments[0].events && kept < before.events,
+        "{report:?}"
+    );
+    assert_eq!(
+        report.kept_in.len(),
+        before.segments.len() - 1,
+        "the damaged segment's tail and every later segment"
+    );
+    let log = FileLog::open(dir.path(), buffered()).unwrap();
+    assert_eq!(log.last_event_id().await.unwrap(), EventId(kept));
+    append(&log, "a", vec![sized("again", 1)]).await;
+    assert!(verify(dir.path()).unwrap().torn_files.len() >= report.kept_in.len());
+}
