@@ -1,0 +1,462 @@
+//! The driver of one run: fold, decide, append, execute, repeat. Every state change is
+//! appended before anything acts on it (a step starts only once its `Started` is durable),
+//! so a crash at any instant leaves a log from which `decide` knows what to do.
+
+use crate::engine::{Shared, Store};
+use crate::step::Cancel;
+use crate::{EngineError, Output, StepContext, StepError, Workflow, WorkflowError};
+use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
+use apollo11_dag::Dag;
+use apollo11_machine::{
+    decide, retry_delay_ms, Command, Now, Policy, RunState, RunStatus, StepStatus,
+};
+use apollo11_store::{resolve, NewEvent, StoreError};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use tokio::sync::{watch, Notify};
+use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
+use tracing::Instrument;
+
+/// An attempt or compensation being executed.
+struct Running {
+    attempt: u32,
+    compensation: bool,
+    cancel: watch::Sender<bool>,
+    abort: AbortHandle,
+}
+
+/// What an executed attempt or compensation came back with.
+struct Done {
+    step: StepName,
+    attempt: u32,
+    outcome: Outcome,
+}
+
+enum Outcome {
+    Ran(Result<Output, StepError>),
+    Compensated,
+}
+
+pub(crate) struct Driver<S: Store> {
+    shared: Arc<Shared<S>>,
+    workflow: Arc<Workflow>,
+    dag: Dag,
+    policy: Policy,
+    state: RunState,
+    notify: Arc<Notify>,
+    executing: BTreeMap<StepName, Running>,
+    tasks: JoinSet<Done>,
+    task_steps: HashMap<Id, (StepName, u32)>,
+    /// Set when events may have been appended by someone else (an override).
+    stale: bool,
+}
+
+impl<S: Store> Driver<S> {
+    pub async fn new(
+        shared: Arc<Shared<S>>,
+        workflow: Arc<Workflow>,
+        run_id: RunId,
+        notify: Arc<Notify>,
+    ) -> Result<Driver<S>, EngineError> {
+        let state = shared.run_state(&run_id).await?;
+        let spec = workflow.spec();
+        let mut auto = BTreeMap::new();
+        for step in &spec.steps {
+            if let Timeout::Auto { fallback_ms } = step.timeout {
+                auto.insert(
+                    step.name.clone(),
+                    shared
+                        .auto_timeout_ms(&spec.name, &step.name, fallback_ms)
+                        .await,
+                );
+            }
+        }
+        let (dag, policy) = Policy::compile(spec, |name, fallback| {
+            auto.get(name).copied().unwrap_or(fallback)
+        })
+        .map_err(WorkflowError::Invalid)?;
+        Ok(Driver {
+            shared,
+            workflow,
+            dag,
+            policy,
+            state,
+            notify,
+            executing: BTreeMap::new(),
+            tasks: JoinSet::new(),
+            task_steps: HashMap::new(),
+            stale: false,
+        })
+    }
+
+    pub async fn drive(mut self) -> Result<RunStatus, EngineError> {
+        let span = tracing::info_span!("run", run_id = %self.state.run_id, workflow = %self.workflow.spec().name);
+        async move {
+            loop {
+                if let Some(status) = self.turn().await? {
+                    tracing::info!(status = %status, "run finished");
+                    metrics::counter!("apollo11_runs_finished_total", "status" => status.name())
+                        .increment(1);
+                    return Ok(status);
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// One decision: act on it, or wait for something to happen.
+    async fn turn(&mut self) -> Result<Option<RunStatus>, EngineError> {
+        if std::mem::take(&mut self.stale) {
+            self.catch_up().await?;
+        }
+        let started = std::time::Instant::now();
+        let executing: BTreeSet<StepName> = self.executing.keys().cloned().collect();
+        let now = Now {
+            ms: self.shared.clock.now_ms(),
+            executing: &executing,
+        };
+        let commands = decide(&self.state, &self.dag, &self.policy, now);
+        metrics::histogram!("apollo11_scheduler_loop_seconds")
+            .record(started.elapsed().as_secs_f64());
+        let mut events = Vec::new();
+        let mut launches = Vec::new();
+        let mut wake = None;
+        for command in commands {
+            match command {
+                Command::Start { step, attempt } => {
+                    events.push(self.event(&step, EventKind::Started, attempt, Payload::Empty));
+                    launches.push((step, attempt, false));
+                }
+                Command::Fail {
+                    step,
+                    attempt,
+                    error,
+                } => {
+                    self.stop(&step);
+                    metrics::counter!("apollo11_step_outcomes_total", "outcome" => if error == "timeout" { "timeout" } else { "interrupted" }).increment(1);
+                    events.push(self.event(
+                        &step,
+                        EventKind::Failed {
+                            error,
+                            retryable: true,
+                        },
+                        attempt,
+                        Payload::Empty,
+                    ));
+                }
+                Command::Compensate { step, attempt } => {
+                    metrics::counter!("apollo11_compensations_total").increment(1);
+                    events.push(self.event(
+                        &step,
+                        EventKind::Compensating,
+                        attempt,
+                        Payload::Empty,
+                    ));
+                    launches.push((step, attempt, true));
+                }
+                Command::ResumeCompensation { step, attempt } => {
+                    launches.push((step, attempt, true))
+                }
+                Command::WakeAt { ms } => wake = Some(ms),
+                Command::Finish { status } => {
+                    assert!(self.executing.is_empty(), "a finished run executes nothing");
+                    return Ok(Some(status));
+                }
+            }
+        }
+        if events.is_empty() && launches.is_empty() {
+            self.wait(wake).await?;
+            return Ok(None);
+        }
+        if !events.is_empty() {
+            match self.append(events).await {
+                Err(StoreError::Conflict { .. }) => {
+                    self.stale = true;
+                    return Ok(None);
+                }
+                other => other?,
+            }
+        }
+        for (step, attempt, compensation) in launches {
+            self.launch(step, attempt, compensation);
+        }
+        Ok(None)
+    }
+
+    fn event(&self, step: &StepName, kind: EventKind, attempt: u32, payload: Payload) -> NewEvent {
+        NewEvent {
+            step: Some(step.clone()),
+            kind,
+            attempt,
+            at_ms: self.shared.clock.now_ms(),
+            instance: self.shared.config.instance.clone(),
+            payload,
+        }
+    }
+
+    /// Appends events as the run's next seqs and folds them in.
+    async fn append(&mut self, events: Vec<NewEvent>) -> Result<(), StoreError> {
+        let run_id = self.state.run_id.clone();
+        let first = Seq(self.state.last_seq.0 + 1);
+        let ids = self
+            .shared
+            .store
+            .append(&run_id, first, events.clone())
+            .await?;
+        self.shared.appended(ids.len() as u64);
+        for (i, (event, id)) in events.into_iter().zip(ids).enumerate() {
+            self.state
+                .apply(&event.into_event(id, run_id.clone(), Seq(first.0 + i as u32)));
+        }
+        Ok(())
+    }
+
+    /// Folds events someone else appended, and stops work they made stale.
+    async fn catch_up(&mut self) -> Result<(), StoreError> {
+        let from = Seq(self.state.last_seq.0 + 1);
+        for event in self.shared.store.read_run(&self.state.run_id, from).await? {
+            self.state.apply(&event);
+        }
+        let stale: Vec<StepName> = self
+            .executing
+            .iter()
+            .filter(|(step, r)| !self.still_current(step, r.attempt, r.compensation))
+            .map(|(step, _)| step.clone())
+            .collect();
+        for step in stale {
+            tracing::info!(step = %step, "stopping work an override made stale");
+            self.stop(&step);
+        }
+        Ok(())
+    }
+
+    fn still_current(&self, step: &StepName, attempt: u32, compensation: bool) -> bool {
+        let s = self.state.step(step.as_str());
+        let expected = if compensation {
+            StepStatus::Compensating
+        } else {
+            StepStatus::Running
+        };
+        s.status == expected && s.attempt == attempt
+    }
+
+    fn stop(&mut self, step: &StepName) {
+        if let Some(running) = self.executing.remove(step) {
+            let _ = running.cancel.send(true);
+            running.abort.abort();
+        }
+    }
+
+    fn launch(&mut self, step: StepName, attempt: u32, compensation: bool) {
+        let code = self
+            .workflow
+            .step(step.as_str())
+            .expect("decide only names steps of the workflow")
+            .clone();
+        let node = self
+            .dag
+            .node(step.as_str())
+            .expect("decide only names steps of the graph");
+        let retry = self.policy.step(node).retry.clone();
+        let recorded = self.state.step(step.as_str());
+        let succeeded_before = recorded.last_error.is_none();
+        let store = self.shared.store.clone();
+        let (cancel_tx, cancel) = Cancel::new();
+        let run_id = self.state.run_id.clone();
+        let span = tracing::info_span!("step", step = %step, attempt, compensation);
+        let task_step = step.clone();
+        let work = async move {
+            let payload = match resolve(store.as_ref(), &recorded.last_payload).await {
+                Ok(bytes) => (!recorded.last_payload.is_empty()).then_some(bytes),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the recorded payload could not be read");
+                    None
+                }
+            };
+            let ctx = StepContext {
+                idempotency_key: format!("{run_id}/{task_step}"),
+                run_id,
+                step: task_step.clone(),
+                attempt,
+                previous_payload: if compensation { None } else { payload.clone() },
+                output: if compensation && succeeded_before {
+                    payload
+                } else {
+                    None
+                },
+                cancel,
+            };
+            let outcome = if compensation {
+                compensate_until_done(code.as_ref(), &ctx, &retry).await;
+                Outcome::Compensated
+            } else {
+                Outcome::Ran(code.run(&ctx).await)
+            };
+            Done {
+                step: task_step,
+                attempt,
+                outcome,
+            }
+        };
+        let abort = self.tasks.spawn(work.instrument(span));
+        self.task_steps.insert(abort.id(), (step.clone(), attempt));
+        self.executing.insert(
+            step,
+            Running {
+                attempt,
+                compensation,
+                cancel: cancel_tx,
+                abort,
+            },
+        );
+    }
+
+    /// Waits for an attempt to finish, the wake-up time, or an override.
+    async fn wait(&mut self, wake: Option<u64>) -> Result<(), EngineError> {
+        let clock = self.shared.clock;
+        let sleep = async move {
+            match wake {
+                Some(ms) => clock.sleep_until_ms(ms).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            Some(first) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
+                let mut finished = vec![first];
+                while let Some(more) = self.tasks.try_join_next_with_id() {
+                    finished.push(more);
+                }
+                self.record(finished).await?;
+            }
+            () = sleep => {}
+            () = self.notify.notified() => self.stale = true,
+        }
+        Ok(())
+    }
+
+    /// Appends the outcome of finished work that is still current.
+    async fn record(
+        &mut self,
+        finished: Vec<Result<(Id, Done), JoinError>>,
+    ) -> Result<(), EngineError> {
+        let mut done = Vec::new();
+        for result in finished {
+            match result {
+                Ok((id, d)) => {
+                    self.task_steps.remove(&id);
+                    done.push(d);
+                }
+                Err(e) if e.is_cancelled() => {
+                    self.task_steps.remove(&e.id());
+                }
+                Err(e) => {
+                    let (step, attempt) = self
+                        .task_steps
+                        .remove(&e.id())
+                        .expect("every task is known");
+                    let failure = StepError::retryable(format!("step panicked: {e}"));
+                    done.push(Done {
+                        step,
+                        attempt,
+                        outcome: Outcome::Ran(Err(failure)),
+                    });
+                }
+            }
+        }
+        loop {
+            let mut events = Vec::new();
+            for d in &done {
+                let compensation = matches!(d.outcome, Outcome::Compensated);
+                if self
+                    .executing
+                    .get(&d.step)
+                    .is_some_and(|r| r.attempt == d.attempt)
+                    && self.still_current(&d.step, d.attempt, compensation)
+                {
+                    events.push(self.outcome_event(d).await?);
+                }
+            }
+            if events.is_empty() {
+                break;
+            }
+            match self.append(events).await {
+                Err(StoreError::Conflict { .. }) => self.catch_up().await?,
+                other => {
+                    other?;
+                    break;
+                }
+            }
+        }
+        for d in done {
+            if self
+                .executing
+                .get(&d.step)
+                .is_some_and(|r| r.attempt == d.attempt)
+            {
+                self.executing.remove(&d.step);
+            }
+        }
+        Ok(())
+    }
+
+    async fn outcome_event(&self, done: &Done) -> Result<NewEvent, StoreError> {
+        let (kind, payload, outcome) = match &done.outcome {
+            Outcome::Compensated => (EventKind::Compensated, Payload::Empty, "compensated"),
+            Outcome::Ran(Ok(output)) => (
+                EventKind::Succeeded,
+                Payload::inline(output.0.clone()),
+                "succeeded",
+            ),
+            Outcome::Ran(Err(e)) => {
+                let kind = EventKind::Failed {
+                    error: clip(&e.message),
+                    retryable: e.retryable,
+                };
+                (
+                    kind,
+                    e.payload.clone().map_or(Payload::Empty, Payload::inline),
+                    "failed",
+                )
+            }
+        };
+        metrics::counter!("apollo11_step_outcomes_total", "outcome" => outcome).increment(1);
+        let payload = self.shared.offload(payload).await?;
+        Ok(self.event(&done.step, kind, done.attempt, payload))
+    }
+}
+
+/// Runs a compensation until it succeeds, backing off per the step's retry policy between
+/// tries. Compensations are idempotent, and a run cannot move on while one is unfinished; an
+/// operator can override the step to stop it.
+async fn compensate_until_done(
+    code: &dyn crate::Step,
+    ctx: &StepContext,
+    retry: &apollo11_core::RetryPolicy,
+) {
+    let mut tries = 0u32;
+    loop {
+        tries += 1;
+        match code.compensate(ctx).await {
+            Ok(()) => return,
+            Err(e) => {
+                let delay = retry_delay_ms(retry, ctx.run_id.as_str(), ctx.step.as_str(), tries);
+                tracing::warn!(error = %e, tries, delay_ms = delay, "compensation failed; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+            }
+        }
+    }
+}
+
+/// Cuts an error message to the limit, at a character boundary.
+fn clip(message: &str) -> String {
+    let max = limits::ERROR_MESSAGE_BYTES_MAX as usize;
+    if message.len() <= max {
+        return message.to_owned();
+    }
+    let mut end = max;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message[..end].to_owned()
+}

@@ -1,0 +1,385 @@
+//! The engine: registers workflows, starts and resumes runs (one driver task each), lets
+//! operators override steps, and keeps the view of all runs with its snapshots.
+
+use crate::driver::Driver;
+use crate::view::View;
+use crate::{Clock, EngineError, Workflow};
+use apollo11_core::{EventKind, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec};
+use apollo11_machine::{RunState, RunStatus};
+use apollo11_store::{
+    offload, resolve, BlobStore, EventStore, NewEvent, SnapshotStore, StoreError,
+};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// What the engine needs of a store.
+pub trait Store: EventStore + SnapshotStore + BlobStore + 'static {}
+impl<T: EventStore + SnapshotStore + BlobStore + 'static> Store for T {}
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Written in every event as the writer's identity.
+    pub instance: String,
+    /// Payloads larger than this go to the blob store.
+    pub inline_payload_bytes_max: u32,
+    /// A snapshot of every run's state is saved after this many appended events.
+    pub snapshot_every_events: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            instance: format!("engine-{}", std::process::id()),
+            inline_payload_bytes_max: apollo11_core::limits::PAYLOAD_INLINE_BYTES_MAX,
+            snapshot_every_events: apollo11_core::limits::SNAPSHOT_EVERY_EVENTS,
+        }
+    }
+}
+
+/// State shared by the engine, its drivers and its snapshotter.
+pub(crate) struct Shared<S> {
+    pub store: Arc<S>,
+    pub config: EngineConfig,
+    pub clock: Clock,
+    workflows: Mutex<BTreeMap<String, Arc<Workflow>>>,
+    active: Mutex<BTreeMap<RunId, Arc<Notify>>>,
+    view: tokio::sync::Mutex<View>,
+    appended: AtomicU64,
+    snapshot_due: Arc<Notify>,
+}
+
+impl<S: Store> Shared<S> {
+    /// Counts appended events; wakes the snapshotter every `snapshot_every_events`.
+    pub fn appended(&self, events: u64) {
+        metrics::counter!("apollo11_events_appended_total").increment(events);
+        let before = self.appended.fetch_add(events, Ordering::Relaxed);
+        if before + events >= self.config.snapshot_every_events {
+            self.snapshot_due.notify_one();
+        }
+    }
+
+    /// Moves a payload over the inline limit to the blob store.
+    pub async fn offload(&self, payload: Payload) -> Result<Payload, StoreError> {
+        offload(
+            self.store.as_ref(),
+            payload,
+            self.config.inline_payload_bytes_max,
+        )
+        .await
+    }
+
+    /// Folds the log's new events into the view and returns the view's lock.
+    async fn caught_up_view(&self) -> Result<tokio::sync::MutexGuard<'_, View>, StoreError> {
+        let mut view = self.view.lock().await;
+        loop {
+            let from = apollo11_core::EventId(view.watermark.0 + 1);
+            let page = self.store.read_from(from, 10_000).await?;
+            if page.is_empty() {
+                return Ok(view);
+            }
+            for event in &page {
+                view.apply(event);
+            }
+        }
+    }
+
+    /// The current state of a run: the view's, plus any events it has not folded yet.
+    pub async fn run_state(&self, run_id: &RunId) -> Result<RunState, StoreError> {
+        let known = self.view.lock().await.runs.get(run_id).cloned();
+        let mut state = known.unwrap_or_else(|| RunState::new(run_id.clone()));
+        for event in self
+            .store
+            .read_run(run_id, Seq(state.last_seq.0 + 1))
+            .await?
+        {
+            state.apply(&event);
+        }
+        Ok(state)
+    }
+
+    /// `timeout = "auto"` for a step of a workflow.
+    pub async fn auto_timeout_ms(&self, workflow: &str, step: &str, fallback_ms: u64) -> u64 {
+        self.view
+            .lock()
+            .await
+            .auto_timeout_ms(workflow, step, fallback_ms)
+    }
+
+    fn finished(&self, run_id: &RunId) {
+        self.active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(run_id);
+    }
+}
+
+/// Runs workflows on a store. Cheap to share: clone the `Arc` it lives in.
+pub struct Engine<S: Store> {
+    shared: Arc<Shared<S>>,
+    snapshotter: JoinHandle<()>,
+}
+
+/// A run being driven; await its outcome.
+pub struct RunHandle {
+    run_id: RunId,
+    join: JoinHandle<Result<RunStatus, EngineError>>,
+}
+
+impl RunHandle {
+    /// The run.
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    /// Waits for the run to reach a terminal status.
+    pub async fn outcome(self) -> Result<RunStatus, EngineError> {
+        let run_id = self.run_id;
+        self.join.await.unwrap_or_else(|e| {
+            Err(EngineError::Stopped {
+                run_id,
+                reason: e.to_string(),
+            })
+        })
+    }
+
+    /// Stops driving the run at once, as a crash would (its running steps are aborted; a
+    /// later resume finds them interrupted).
+    pub fn abort(&self) {
+        self.join.abort();
+    }
+}
+
+impl<S: Store> Engine<S> {
+    /// Opens an engine on `store`: loads the newest snapshot and folds the events after it.
+    pub async fn open(store: Arc<S>, config: EngineConfig) -> Result<Engine<S>, EngineError> {
+        let started = std::time::Instant::now();
+        let view = View::from_snapshot(store.load_snapshot().await?);
+        let shared = Arc::new(Shared {
+            store,
+            config,
+            clock: Clock::system(),
+            workflows: Mutex::new(BTreeMap::new()),
+            active: Mutex::new(BTreeMap::new()),
+            view: tokio::sync::Mutex::new(view),
+            appended: AtomicU64::new(0),
+            snapshot_due: Arc::new(Notify::new()),
+        });
+        let runs = shared.caught_up_view().await?.runs.len();
+        let seconds = started.elapsed().as_secs_f64();
+        metrics::histogram!("apollo11_recovery_seconds").record(seconds);
+        tracing::info!(runs, seconds, "engine opened");
+        let snapshotter = tokio::spawn(snapshotter(
+            Arc::downgrade(&shared),
+            shared.snapshot_due.clone(),
+        ));
+        Ok(Engine {
+            shared,
+            snapshotter,
+        })
+    }
+
+    /// Makes a workflow's code available for starting and resuming its runs.
+    pub fn register(&self, workflow: Workflow) -> Arc<Workflow> {
+        let workflow = Arc::new(workflow);
+        let mut workflows = self
+            .shared
+            .workflows
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        workflows.insert(workflow.spec().name.clone(), workflow.clone());
+        workflow
+    }
+
+    /// Creates run `run_id` of a registered workflow (pinning its definition) and drives it.
+    pub async fn start(
+        &self,
+        workflow: &Arc<Workflow>,
+        run_id: RunId,
+    ) -> Result<RunHandle, EngineError> {
+        let definition = serde_json::to_vec(workflow.spec()).expect("a spec always serializes");
+        let payload = self.shared.offload(Payload::Inline(definition)).await?;
+        let created = NewEvent {
+            step: None,
+            kind: EventKind::RunCreated {
+                workflow: workflow.spec().name.clone(),
+            },
+            attempt: 0,
+            at_ms: self.shared.clock.now_ms(),
+            instance: self.shared.config.instance.clone(),
+            payload,
+        };
+        match self
+            .shared
+            .store
+            .append(&run_id, Seq(1), vec![created])
+            .await
+        {
+            Err(StoreError::Conflict { .. }) => return Err(EngineError::RunExists { run_id }),
+            other => other?,
+        };
+        self.shared.appended(1);
+        self.drive(run_id, workflow.clone()).await
+    }
+
+    /// Drives an existing run again (after a crash, a pause, or an override), with the
+    /// definition it was created with.
+    pub async fn resume(&self, run_id: RunId) -> Result<RunHandle, EngineError> {
+        let state = self.shared.run_state(&run_id).await?;
+        let pinned = self.pinned_spec(&state).await?;
+        let registered = self
+            .shared
+            .workflows
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&pinned.name)
+            .cloned();
+        let workflow = registered.ok_or_else(|| EngineError::UnknownWorkflow {
+            run_id: run_id.clone(),
+            workflow: pinned.name.clone(),
+        })?;
+        if *workflow.spec() != pinned {
+            return Err(EngineError::DefinitionChanged {
+                run_id,
+                workflow: pinned.name,
+            });
+        }
+        self.drive(run_id, workflow).await
+    }
+
+    /// Puts a step in a state by hand, recorded as a `ManualOverride` event with who and why.
+    /// A driver working on the run picks it up at once.
+    pub async fn override_step(
+        &self,
+        run_id: &RunId,
+        step: &str,
+        to: OverrideTarget,
+        by: &str,
+        reason: &str,
+    ) -> Result<(), EngineError> {
+        loop {
+            let state = self.shared.run_state(run_id).await?;
+            let spec = self.pinned_spec(&state).await?;
+            if !spec.steps.iter().any(|s| s.name == step) {
+                return Err(EngineError::UnknownStep {
+                    run_id: run_id.clone(),
+                    step: step.to_owned(),
+                });
+            }
+            let event = NewEvent {
+                step: Some(StepName::from(step)),
+                kind: EventKind::ManualOverride {
+                    to,
+                    by: by.to_owned(),
+                    reason: reason.to_owned(),
+                },
+                attempt: state.step(step).attempt,
+                at_ms: self.shared.clock.now_ms(),
+                instance: self.shared.config.instance.clone(),
+                payload: Payload::Empty,
+            };
+            match self
+                .shared
+                .store
+                .append(run_id, Seq(state.last_seq.0 + 1), vec![event])
+                .await
+            {
+                Err(StoreError::Conflict { .. }) => continue,
+                other => other?,
+            };
+            self.shared.appended(1);
+            let active = self
+                .shared
+                .active
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(run_id)
+                .cloned();
+            if let Some(notify) = active {
+                notify.notify_one();
+            }
+            return Ok(());
+        }
+    }
+
+    /// The current state of a run.
+    pub async fn state(&self, run_id: &RunId) -> Result<RunState, EngineError> {
+        let state = self.shared.run_state(run_id).await?;
+        if state.last_seq.0 == 0 {
+            return Err(EngineError::UnknownRun {
+                run_id: run_id.clone(),
+            });
+        }
+        Ok(state)
+    }
+
+    async fn pinned_spec(&self, state: &RunState) -> Result<WorkflowSpec, EngineError> {
+        if state.workflow.is_none() {
+            return Err(EngineError::UnknownRun {
+                run_id: state.run_id.clone(),
+            });
+        }
+        let bytes = resolve(self.shared.store.as_ref(), &state.definition).await?;
+        serde_json::from_slice(&bytes).map_err(|e| EngineError::BadDefinition {
+            run_id: state.run_id.clone(),
+            reason: e.to_string(),
+        })
+    }
+
+    async fn drive(
+        &self,
+        run_id: RunId,
+        workflow: Arc<Workflow>,
+    ) -> Result<RunHandle, EngineError> {
+        let notify = Arc::new(Notify::new());
+        {
+            let mut active = self.shared.active.lock().unwrap_or_else(|p| p.into_inner());
+            if active.contains_key(&run_id) {
+                return Err(EngineError::AlreadyRunning { run_id });
+            }
+            active.insert(run_id.clone(), notify.clone());
+        }
+        let driver = Driver::new(self.shared.clone(), workflow, run_id.clone(), notify).await;
+        let shared = self.shared.clone();
+        let id = run_id.clone();
+        let join = tokio::spawn(async move {
+            let outcome = match driver {
+                Ok(driver) => driver.drive().await,
+                Err(e) => Err(e),
+            };
+            shared.finished(&id);
+            outcome
+        });
+        Ok(RunHandle { run_id, join })
+    }
+}
+
+impl<S: Store> Drop for Engine<S> {
+    fn drop(&mut self) {
+        self.snapshotter.abort();
+    }
+}
+
+/// Saves a snapshot of the view whenever enough events were appended. A failed snapshot is
+/// logged and retried at the next trigger: the log stays the truth.
+async fn snapshotter<S: Store>(shared: std::sync::Weak<Shared<S>>, due: Arc<Notify>) {
+    loop {
+        due.notified().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        shared.appended.store(0, Ordering::Relaxed);
+        let saved = async {
+            let view = shared.caught_up_view().await?;
+            let snapshot = view.to_snapshot()?;
+            drop(view);
+            shared.store.save_snapshot(snapshot).await
+        };
+        if let Err(e) = saved.await {
+            tracing::warn!(error = %e, "snapshot not saved");
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Errors of the engine's API.
+
+use crate::WorkflowError;
+use apollo11_core::RunId;
+use apollo11_store::StoreError;
+
+/// Why an engine operation failed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The workflow is invalid.
+    #[error(transparent)]
+    Workflow(#[from] WorkflowError),
+    /// A run with this id exists already.
+    #[error("run `{run_id}` exists already")]
+    RunExists {
+        /// The run.
+        run_id: RunId,
+    },
+    /// No run with this id.
+    #[error("no run `{run_id}`")]
+    UnknownRun {
+        /// The run.
+        run_id: RunId,
+    },
+    /// The run's workflow is not registered with this engine.
+    #[error("run `{run_id}` uses workflow `{workflow}`, which this engine does not know; register it first")]
+    UnknownWorkflow {
+        /// The run.
+        run_id: RunId,
+        /// The workflow it pinned.
+        workflow: String,
+    },
+    /// The registered workflow differs from the definition the run pinned.
+    #[error("run `{run_id}` was created with a different definition of workflow `{workflow}`: a run always resumes with the definition it started with")]
+    DefinitionChanged {
+        /// The run.
+        run_id: RunId,
+        /// The workflow.
+        workflow: String,
+    },
+    /// The pinned definition cannot be read.
+    #[error("run `{run_id}` has an unreadable pinned definition: {reason}")]
+    BadDefinition {
+        /// The run.
+        run_id: RunId,
+        /// Why.
+        reason: String,
+    },
+    /// The workflow has no such step.
+    #[error("run `{run_id}` has no step `{step}`")]
+    UnknownStep {
+        /// The run.
+        run_id: RunId,
+        /// The step asked for.
+        step: String,
+    },
+    /// This engine is driving the run already.
+    #[error("run `{run_id}` is already being driven by this engine")]
+    AlreadyRunning {
+        /// The run.
+        run_id: RunId,
+    },
+    /// The run's driver stopped without an outcome (aborted or panicked).
+    #[error("the driver of run `{run_id}` stopped: {reason}")]
+    Stopped {
+        /// The run.
+        run_id: RunId,
+        /// Why.
+        reason: String,
+    },
+}

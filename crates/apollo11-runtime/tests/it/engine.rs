@@ -1,0 +1,701 @@
+//! The engine's scheduling, recovery and operator paths.
+
+use crate::scripted::{kinds, open, timeline, Act, Ledger, Scripted};
+use apollo11_core::EventKind;
+use apollo11_runtime::{
+    Backoff, EngineError, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, RunId,
+    RunStatus, StepBuilder, Timeout, Workflow, WorkflowError,
+};
+use apollo11_store::{MemStore, SnapshotStore};
+use std::sync::{Arc, Mutex};
+
+type Spec = (
+    &'static str,
+    &'static [&'static str],
+    I,
+    fn(u32) -> Act,
+    bool,
+);
+
+struct Fixture {
+    store: Arc<MemStore>,
+    ledger: Ledger,
+    gauge: Arc<Mutex<(u32, u32)>>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            store: Arc::new(MemStore::new()),
+            ledger: Ledger::default(),
+            gauge: Arc::default(),
+        }
+    }
+
+    fn workflow(&self, name: &str, on_failure: OnFailure, steps: &[Spec]) -> Workflow {
+        let retry = RetryPolicy {
+            max_attempts: 3,
+            backoff: Backoff::Exponential,
+            initial_ms: 1_000,
+            max_ms: 60_000,
+            jitter_pct: 0,
+        };
+        let mut builder = Workflow::builder(name)
+            .on_failure(on_failure)
+            .max_concurrency(4)
+            .defaults(retry, Timeout::None);
+        for &(step, deps, class, script, compensation) in steps {
+            let code = Scripted {
+                name: step,
+                script,
+                ledger: self.ledger.clone(),
+                compensation,
+                gauge: self.gauge.clone(),
+            };
+            builder = builder.step(
+                StepBuilder::new(step, code)
+                    .depends_on(deps)
+                    .idempotency(class),
+            );
+        }
+        builder.build().unwrap()
+    }
+
+    fn ledger(&self) -> Vec<(String, u32, &'static str)> {
+        self.ledger.lock().unwrap().clone()
+    }
+}
+
+fn ok(_: u32) -> Act {
+    Act::Ok(100)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_step_is_retried_with_exponential_backoff() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = engine.register(f.workflow(
+        "retry",
+        OnFailure::Pause,
+        &[(
+            "flaky",
+            &[],
+            I::Natural,
+            |a| {
+                if a < 3 {
+                    Act::Fail(10, true)
+                } else {
+                    Act::Ok(10)
+                }
+            },
+            false,
+        )],
+    ));
+    let status = engine
+        .start(&wf, RunId::from("r"))
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Succeeded);
+    let t = timeline(&f.store, "r").await;
+    let starts: Vec<u64> = t
+        .iter()
+        .filter(|(_, k, _)| *k == EventKind::Started)
+        .map(|(_, _, at)| *at)
+        .collect();
+    let fails: Vec<u64> = t
+        .iter()
+        .filter(|(_, k, _)| matches!(k, EventKind::Failed { .. }))
+        .map(|(_, _, at)| *at)
+        .collect();
+    assert_eq!((starts.len(), fails.len()), (3, 2));
+    assert_eq!(starts[1] - fails[0], 1_000, "1 s after the first failure");
+    assert_eq!(starts[2] - fails[1], 2_000, "2 s after the second");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_past_its_timeout_is_failed_then_retried() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let code = Scripted {
+        name: "slow",
+        script: |a| if a == 1 { Act::Hang } else { Act::Ok(10) },
+        ledger: f.ledger.clone(),
+        compensation: false,
+        gauge: f.gauge.clone(),
+    };
+    let wf = Workflow::builder("timeout")
+        .defaults(
+            RetryPolicy {
+                initial_ms: 100,
+                ..RetryPolicy::default()
+            },
+            Timeout::Fixed(500),
+        )
+        .step(StepBuilder::new("slow", code).idempotency(I::Natural))
+        .build()
+        .unwrap();
+    let wf = engine.register(wf);
+    assert_eq!(
+        engine
+            .start(&wf, RunId::from("r"))
+            .await
+            .unwrap()
+            .outcome()
+            .await
+            .unwrap(),
+        RunStatus::Succeeded
+    );
+    let t = timeline(&f.store, "r").await;
+    assert_eq!(
+        t[1].1,
+        EventKind::Failed {
+            error: "timeout".into(),
+            retryable: true
+        }
+    );
+    assert_eq!(t[1].2 - t[0].2, 500, "failed exactly at the deadline");
+    assert_eq!(
+        kinds(&f.store, "r", "slow").await,
+        ["started", "failed", "started", "succeeded"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn parallel_steps_respect_the_concurrency_limit() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let steps: Vec<Spec> = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+        .iter()
+        .map(|n| (*n, &[][..], I::Natural, ok as fn(u32) -> Act, false))
+        .collect();
+    let wf = engine.register(f.workflow("wide", OnFailure::Pause, &steps));
+    assert_eq!(
+        engine
+            .start(&wf, RunId::from("r"))
+            .await
+            .unwrap()
+            .outcome()
+            .await
+            .unwrap(),
+        RunStatus::Succeeded
+    );
+    assert_eq!(
+        f.gauge.lock().unwrap().1,
+        4,
+        "at most 4 at once, and 4 were used"
+    );
+    assert_eq!(f.ledger().len(), 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn rollback_on_a_diamond_compensates_d_then_b_and_c_in_parallel_then_a() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = engine.register(f.workflow(
+        "diamond",
+        OnFailure::Rollback,
+        &[
+            ("a", &[], I::Keyed, ok, true),
+            ("b", &["a"], I::Keyed, ok, true),
+            ("c", &["a"], I::Keyed, ok, true),
+            (
+                "d",
+                &["b", "c"],
+                I::Compensate,
+                |_| Act::Fail(10, false),
+                true,
+            ),
+        ],
+    ));
+    assert_eq!(
+        engine
+            .start(&wf, RunId::from("r"))
+            .await
+            .unwrap()
+            .outcome()
+            .await
+            .unwrap(),
+        RunStatus::RolledBack
+    );
+    let compensations: Vec<(String, &str)> = timeline(&f.store, "r")
+        .await
+        .into_iter()
+        .filter(|(_, k, _)| matches!(k, EventKind::Compensating | EventKind::Compensated))
+        .map(|(s, k, _)| (s, k.name()))
+        .collect();
+    let order: Vec<String> = compensations
+        .iter()
+        .map(|(s, k)| format!("{s}:{k}"))
+        .collect();
+    assert_eq!(order[..2], ["d:compensating", "d:compensated"]);
+    assert_eq!(
+        order[2..4],
+        ["b:compensating", "c:compensating"],
+        "b and c start together"
+    );
+    assert_eq!(order[6..], ["a:compensating", "a:compensated"]);
+    let state = engine.state(&RunId::from("r")).await.unwrap();
+    assert!(["a", "b", "c", "d"]
+        .iter()
+        .all(|s| state.status(s) == apollo11_machine::StepStatus::Compensated));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_compensate_class_step_is_compensated_then_rerun() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = engine.register(f.workflow(
+        "pay",
+        OnFailure::Pause,
+        &[(
+            "charge",
+            &[],
+            I::Compensate,
+            |a| {
+                if a == 1 {
+                    Act::Fail(10, true)
+                } else {
+                    Act::Ok(10)
+                }
+            },
+            true,
+        )],
+    ));
+    assert_eq!(
+        engine
+            .start(&wf, RunId::from("r"))
+            .await
+            .unwrap()
+            .outcome()
+            .await
+            .unwrap(),
+        RunStatus::Succeeded
+    );
+    assert_eq!(
+        kinds(&f.store, "r", "charge").await,
+        [
+            "started",
+            "failed",
+            "compensating",
+            "compensated",
+            "started",
+            "succeeded"
+        ]
+    );
+    assert_eq!(
+        f.ledger()
+            .iter()
+            .map(|(_, a, w)| format!("{a}{w}"))
+            .collect::<Vec<_>>(),
+        ["1run", "1compensate", "2run"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paused_run_continues_downstream_after_an_override() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = engine.register(f.workflow(
+        "ops",
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Natural, ok, false),
+            ("b", &["a"], I::Natural, |_| Act::Fail(10, false), false),
+            ("c", &["b"], I::Natural, ok, false),
+        ],
+    ));
+    let run = RunId::from("r");
+    assert_eq!(
+        engine
+            .start(&wf, run.clone())
+            .await
+            .unwrap()
+            .outcome()
+            .await
+            .unwrap(),
+        RunStatus::Paused
+    );
+    let err = engine
+        .override_step(&run, "nope", OverrideTarget::Succeeded, "ops", "x")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EngineError::UnknownStep { .. }), "{err}");
+    engine
+        .override_step(
+            &run,
+            "b",
+            OverrideTarget::Succeeded,
+            "alice",
+            "fixed the table by hand",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        engine
+            .resume(run.clone())
+            .await
+            .unwrap()
+            .outcome()
+            .await
+            .unwrap(),
+        RunStatus::Succeeded
+    );
+    assert_eq!(
+        kinds(&f.store, "r", "b").await,
+        ["started", "failed", "manual_override"]
+    );
+    let names: Vec<String> = f.ledger().into_iter().map(|(s, _, _)| s).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_override_reaches_a_run_that_is_being_driven() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = engine.register(f.workflow(
+        "live",
+        OnFailure::Pause,
+        &[
+            ("stuck", &[], I::Natural, |_| Act::Hang, false),
+            ("next", &["stuck"], I::Natural, ok, false),
+        ],
+    ));
+    let run = RunId::from("r");
+    let handle = engine.start(&wf, run.clone()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    engine
+        .override_step(
+            &run,
+            "stuck",
+            OverrideTarget::Skipped,
+            "bob",
+            "not needed today",
+        )
+        .await
+        .unwrap();
+    assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
+    assert_eq!(kinds(&f.store, "r", "next").await, ["started", "succeeded"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fresh_engine_resumes_a_crashed_run_without_rerunning_succeeded_steps() {
+    let f = Fixture::new();
+    let steps: &[Spec] = &[
+        ("s1", &[], I::Keyed, ok, false),
+        ("s2", &["s1"], I::Keyed, ok, false),
+        (
+            "s3",
+            &["s2"],
+            I::Checkpoint,
+            |a| if a == 1 { Act::Hang } else { Act::Ok(100) },
+            false,
+        ),
+        ("s4", &["s3"], I::Keyed, ok, false),
+        ("s5", &["s4"], I::Keyed, ok, false),
+    ];
+    let run = RunId::from("r");
+    {
+        let first = open(&f.store).await;
+        let wf = first.register(f.workflow("five", OnFailure::Pause, steps));
+        let handle = first.start(&wf, run.clone()).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        handle.abort();
+        let _ = handle.outcome().await;
+    }
+    let second = open(&f.store).await;
+    second.register(f.workflow("five", OnFailure::Pause, steps));
+    assert_eq!(
+        second
+            .resume(run.clone())
+            .await
+            .unwrap()
+            .outcome()
+            .await
+            .unwrap(),
+        RunStatus::Succeeded
+    );
+    let runs: Vec<String> = f
+        .ledger()
+        .into_iter()
+        .map(|(s, a, _)| format!("{s}#{a}"))
+        .collect();
+    assert_eq!(runs, ["s1#1", "s2#1", "s3#1", "s3#2", "s4#1", "s5#1"]);
+    let s3 = timeline(&f.store, "r")
+        .await
+        .into_iter()
+        .filter(|(s, _, _)| s == "s3")
+        .map(|(_, k, _)| k)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        s3[1],
+        EventKind::Failed {
+            error: "interrupted".into(),
+            retryable: true
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_checkpoint_step_gets_its_previous_attempts_marker_and_large_outputs_go_to_blobs() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = engine.register(f.workflow(
+        "ck",
+        OnFailure::Pause,
+        &[(
+            "ck",
+            &[],
+            I::Checkpoint,
+            |a| {
+                if a == 1 {
+                    Act::Fail(10, true)
+                } else {
+                    Act::Ok(10)
+                }
+            },
+            false,
+        )],
+    ));
+    engine
+        .start(&wf, RunId::from("r"))
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let state = engine.state(&RunId::from("r")).await.unwrap();
+    assert_eq!(
+        state.step("ck").last_payload,
+        apollo11_core::Payload::inline("ck#2 after marker-1")
+    );
+    let big = f.workflow(
+        "big",
+        OnFailure::Pause,
+        &[("x", &[], I::Natural, ok, false)],
+    );
+    let engine = apollo11_runtime::Engine::open(
+        f.store.clone(),
+        apollo11_runtime::EngineConfig {
+            inline_payload_bytes_max: 2,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let big = engine.register(big);
+    engine
+        .start(&big, RunId::from("b"))
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let payload = engine
+        .state(&RunId::from("b"))
+        .await
+        .unwrap()
+        .step("x")
+        .last_payload;
+    let apollo11_core::Payload::Blob(blob) = &payload else {
+        panic!("expected a blob, got {payload:?}")
+    };
+    assert_eq!(
+        apollo11_store::resolve(f.store.as_ref(), &payload)
+            .await
+            .unwrap(),
+        b"x#1"
+    );
+    assert_eq!(blob.bytes, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_changed_definition_or_unknown_workflow_is_an_error_not_a_silent_switch() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = engine.register(f.workflow(
+        "v",
+        OnFailure::Pause,
+        &[("a", &[], I::Natural, |_| Act::Fail(1, false), false)],
+    ));
+    engine
+        .start(&wf, RunId::from("r"))
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert!(matches!(
+        engine.start(&wf, RunId::from("r")).await,
+        Err(EngineError::RunExists { .. })
+    ));
+    let other = open(&f.store).await;
+    assert!(matches!(
+        other.resume(RunId::from("r")).await,
+        Err(EngineError::UnknownWorkflow { .. })
+    ));
+    other.register(f.workflow("v", OnFailure::Pause, &[("a", &[], I::Keyed, ok, false)]));
+    let err = other.resume(RunId::from("r")).await.err().unwrap();
+    assert!(
+        matches!(err, EngineError::DefinitionChanged { .. }),
+        "{err}"
+    );
+    assert!(matches!(
+        other.resume(RunId::from("nope")).await,
+        Err(EngineError::UnknownRun { .. })
+    ));
+}
+
+#[test]
+fn registration_refuses_missing_idempotency_missing_compensation_and_cycles() {
+    let f = Fixture::new();
+    let code = |n| Scripted {
+        name: n,
+        script: ok,
+        ledger: f.ledger.clone(),
+        compensation: false,
+        gauge: f.gauge.clone(),
+    };
+    let missing = Workflow::builder("w")
+        .step(StepBuilder::new("a", code("a")))
+        .build();
+    assert_eq!(
+        missing.err(),
+        Some(WorkflowError::MissingIdempotency { step: "a".into() })
+    );
+    let uncompensated = Workflow::builder("w")
+        .step(StepBuilder::new("a", code("a")).idempotency(I::Compensate))
+        .build();
+    assert!(uncompensated
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("`a` has idempotency class `compensate` but no compensation"));
+    let cycle = Workflow::builder("w")
+        .step(
+            StepBuilder::new("a", code("a"))
+                .idempotency(I::Natural)
+                .depends_on(&["b"]),
+        )
+        .step(
+            StepBuilder::new("b", code("b"))
+                .idempotency(I::Natural)
+                .depends_on(&["a"]),
+        )
+        .build();
+    assert_eq!(
+        cycle.err().unwrap().to_string(),
+        "dependency cycle: a -> b -> a"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_thousand_runs_share_one_engine_and_snapshots_are_taken() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = engine.register(f.workflow(
+        "many",
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Natural, ok, false),
+            ("b", &["a"], I::Natural, ok, false),
+        ],
+    ));
+    let mut handles = Vec::new();
+    for i in 0..1_000 {
+        handles.push(
+            engine
+                .start(&wf, RunId(format!("run-{i:04}")))
+                .await
+                .unwrap(),
+        );
+    }
+    for h in handles {
+        assert_eq!(h.outcome().await.unwrap(), RunStatus::Succeeded);
+    }
+    assert_eq!(f.ledger().len(), 2_000);
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let snapshot = f
+        .store
+        .load_snapshot()
+        .await
+        .unwrap()
+        .expect("5,000 events trigger snapshots");
+    assert!(snapshot.watermark.0 >= 1_000, "{}", snapshot.watermark);
+    let reopened = open(&f.store).await;
+    assert_eq!(
+        reopened
+            .state(&RunId::from("run-0999"))
+            .await
+            .unwrap()
+            .status("b"),
+        apollo11_machine::StepStatus::Succeeded
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_timeout_is_twice_the_p99_of_past_successful_durations() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let build = |script: fn(u32) -> Act| {
+        Workflow::builder("auto")
+            .defaults(
+                RetryPolicy {
+                    max_attempts: 1,
+                    ..RetryPolicy::default()
+                },
+                Timeout::Auto {
+                    fallback_ms: 60_000,
+                },
+            )
+            .step(
+                StepBuilder::new(
+                    "s",
+                    Scripted {
+                        name: "s",
+                        script,
+                        ledger: f.ledger.clone(),
+                        compensation: false,
+                        gauge: f.gauge.clone(),
+                    },
+                )
+                .idempotency(I::Natural),
+            )
+            .build()
+            .unwrap()
+    };
+    let wf = engine.register(build(|_| Act::Ok(100)));
+    for i in 0..25 {
+        engine
+            .start(&wf, RunId(format!("warm-{i}")))
+            .await
+            .unwrap()
+            .outcome()
+            .await
+            .unwrap();
+    }
+    // The engine's view learns durations from the log; a fresh engine starts from it.
+    let engine = open(&f.store).await;
+    let wf = engine.register(build(|_| Act::Hang));
+    assert_eq!(
+        engine
+            .start(&wf, RunId::from("hung"))
+            .await
+            .unwrap()
+            .outcome()
+            .await
+            .unwrap(),
+        RunStatus::Paused
+    );
+    let t = timeline(&f.store, "hung").await;
+    assert_eq!(
+        t[1].1,
+        EventKind::Failed {
+            error: "timeout".into(),
+            retryable: true
+        }
+    );
+    assert_eq!(t[1].2 - t[0].2, 200, "2 x p99 of 100 ms");
+}

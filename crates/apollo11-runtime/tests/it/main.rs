@@ -1,0 +1,4 @@
+//! Integration tests of the runtime, on the in-memory store with tokio's paused clock.
+
+mod engine;
+mod scripted;
