@@ -1,19 +1,22 @@
 //! `cargo xtask <command>`: the project's automation, in Rust instead of Makefiles.
 
+mod crash;
 mod tidy;
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy>
-  ci    fmt check, clippy -D warnings, every test of the workspace (tidy included)
-  tidy  check crate layering and the purity of the core crates";
+const USAGE: &str = "usage: cargo xtask <ci|tidy|crash>
+  ci     fmt check, clippy -D warnings, every test of the workspace (tidy included), crash test
+  tidy   check crate layering and the purity of the core crates
+  crash  [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&tidy::workspace_root()?),
+        Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }
 }
@@ -30,7 +33,7 @@ fn ci() -> Result<()> {
         "warnings",
     ])?;
     cargo(&["test", "--workspace", "--locked"])?;
-    Ok(())
+    crash::run(&tidy::workspace_root()?, crash::Args::parse(&[])?)
 }
 
 fn cargo(args: &[&str]) -> Result<()> {
