@@ -47,8 +47,13 @@ impl Dag {
         for (position, node) in topo.iter().enumerate() {
             rank[node.index()] = position as u32;
         }
+        let index = index
+            .into_iter()
+            .map(|(name, id)| (name.to_owned(), id))
+            .collect();
         Ok(Dag {
             names,
+            index,
             deps,
             dependents,
             topo,

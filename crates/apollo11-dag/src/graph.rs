@@ -1,7 +1,7 @@
 //! The validated graph and its queries. Edges point from a step to what it depends on;
 //! "dependents" are the reverse edges.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// Index of a step in its [`Dag`], stable for the life of the graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -18,6 +18,7 @@ impl NodeId {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dag {
     pub(crate) names: Vec<String>,
+    pub(crate) index: HashMap<String, NodeId>,
     pub(crate) deps: Vec<Vec<NodeId>>,
     pub(crate) dependents: Vec<Vec<NodeId>>,
     pub(crate) topo: Vec<NodeId>,

@@ -119,7 +119,7 @@ fn interrupted_and_timed_out(
                 attempt,
                 error: "interrupted".into(),
             }),
-            StepStatus::Running if timeout_at(&step, policy, n).is_some_and(|t| t <= now.ms) => {
+            StepStatus::Running if timeout_at(step, policy, n).is_some_and(|t| t <= now.ms) => {
                 commands.push(Command::Fail {
                     step: step_name,
                     attempt,
@@ -146,7 +146,7 @@ fn next_timeout_ms(state: &RunState, dag: &Dag, policy: &Policy) -> Option<u64> 
         .filter_map(|n| {
             let step = state.step(dag.name(n));
             (step.status == StepStatus::Running)
-                .then(|| timeout_at(&step, policy, n))
+                .then(|| timeout_at(step, policy, n))
                 .flatten()
         })
         .min()

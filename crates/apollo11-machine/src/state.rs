@@ -54,6 +54,18 @@ pub struct StepState {
     pub anomaly: Option<Anomaly>,
 }
 
+/// The state of a step that has had no event.
+static NOT_STARTED: StepState = StepState {
+    status: StepStatus::Pending,
+    attempt: 0,
+    since_ms: 0,
+    started_ms: None,
+    duration_ms: None,
+    last_error: None,
+    last_payload: Payload::Empty,
+    anomaly: None,
+};
+
 /// State of one run, folded from its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunState {
@@ -94,8 +106,8 @@ impl RunState {
     }
 
     /// State of a step; steps without events are pending with attempt 0.
-    pub fn step(&self, name: &str) -> StepState {
-        self.steps.get(name).cloned().unwrap_or_default()
+    pub fn step(&self, name: &str) -> &StepState {
+        self.steps.get(name).unwrap_or(&NOT_STARTED)
     }
 
     /// Status of a step by name (pending when it has no events).

@@ -49,6 +49,9 @@ pub(crate) struct Driver<S: Store> {
     task_steps: HashMap<Id, (StepName, u32)>,
     /// Set when events may have been appended by someone else (an override).
     stale: bool,
+    /// Outcomes already folded into `state` but not yet appended: they go out with the next
+    /// decision's events in one atomic batch, so a chain costs one sync per step.
+    unsent: Vec<NewEvent>,
 }
 
 impl<S: Store> Driver<S> {
@@ -86,6 +89,7 @@ impl<S: Store> Driver<S> {
             tasks: JoinSet::new(),
             task_steps: HashMap::new(),
             stale: false,
+            unsent: Vec::new(),
         })
     }
 
@@ -107,7 +111,7 @@ impl<S: Store> Driver<S> {
 
     /// One decision: act on it, or wait for something to happen.
     async fn turn(&mut self) -> Result<Option<RunStatus>, EngineError> {
-        if std::mem::take(&mut self.stale) {
+        if std::mem::take(&mut self.stale) && self.commit(Vec::new()).await? {
             self.catch_up().await?;
         }
         let started = std::time::Instant::now();
@@ -161,22 +165,17 @@ impl<S: Store> Driver<S> {
                 Command::WakeAt { ms } => wake = Some(ms),
                 Command::Finish { status } => {
                     assert!(self.executing.is_empty(), "a finished run executes nothing");
-                    return Ok(Some(status));
+                    // The outcomes that finished the run must be durable before it is reported.
+                    return Ok(self.commit(Vec::new()).await?.then_some(status));
                 }
             }
         }
-        if events.is_empty() && launches.is_empty() {
+        if events.is_empty() && launches.is_empty() && self.unsent.is_empty() {
             self.wait(wake).await?;
             return Ok(None);
         }
-        if !events.is_empty() {
-            match self.append(events).await {
-                Err(StoreError::Conflict { .. }) => {
-                    self.stale = true;
-                    return Ok(None);
-                }
-                other => other?,
-            }
+        if !self.commit(events).await? {
+            return Ok(None);
         }
         for (step, attempt, compensation) in launches {
             self.launch(step, attempt, compensation);
@@ -195,21 +194,70 @@ impl<S: Store> Driver<S> {
         }
     }
 
-    /// Appends events as the run's next seqs and folds them in.
-    async fn append(&mut self, events: Vec<NewEvent>) -> Result<(), StoreError> {
+    /// Appends the unsent outcomes and `events` as one batch, and folds `events` in. Returns
+    /// false on a conflict (someone else appended): the state is then rebuilt from the log,
+    /// outcomes still current are kept for the next batch, and `events` are dropped.
+    async fn commit(&mut self, events: Vec<NewEvent>) -> Result<bool, StoreError> {
+        let mut batch = std::mem::take(&mut self.unsent);
+        let unsent = batch.len();
+        if unsent + events.len() == 0 {
+            return Ok(true);
+        }
         let run_id = self.state.run_id.clone();
-        let first = Seq(self.state.last_seq.0 + 1);
-        let ids = self
+        let first = Seq(self.state.last_seq.0 + 1 - unsent as u32);
+        batch.extend(events.iter().cloned());
+        match self
             .shared
             .store
-            .append(&run_id, first, events.clone())
-            .await?;
-        self.shared.appended(ids.len() as u64);
-        for (i, (event, id)) in events.into_iter().zip(ids).enumerate() {
-            self.state
-                .apply(&event.into_event(id, run_id.clone(), Seq(first.0 + i as u32)));
+            .append(&run_id, first, batch.clone())
+            .await
+        {
+            Ok(ids) => {
+                self.shared.appended(ids.len() as u64);
+                let last = *ids.last().expect("a batch has events");
+                for (i, (event, id)) in events.into_iter().zip(&ids[unsent..]).enumerate() {
+                    let seq = Seq(first.0 + (unsent + i) as u32);
+                    self.state
+                        .apply(&event.into_event(*id, run_id.clone(), seq));
+                }
+                self.state.last_event_id = last;
+                Ok(true)
+            }
+            Err(StoreError::Conflict { .. }) => {
+                self.refold(batch.into_iter().take(unsent).collect())
+                    .await?;
+                Ok(false)
+            }
+            Err(e) => Err(e),
         }
+    }
+
+    /// Rebuilds the state from the log, then re-folds the unsent outcomes that still apply.
+    async fn refold(&mut self, unsent: Vec<NewEvent>) -> Result<(), StoreError> {
+        let events = self
+            .shared
+            .store
+            .read_run(&self.state.run_id, Seq(1))
+            .await?;
+        self.state = apollo11_machine::fold(&self.state.run_id.clone(), &events);
+        for event in unsent {
+            let step = event.step.clone().expect("outcomes name a step");
+            let compensation = event.kind == EventKind::Compensated;
+            if self.still_current(&step, event.attempt, compensation) {
+                self.fold_unsent(event);
+            }
+        }
+        self.stop_stale();
         Ok(())
+    }
+
+    /// Folds an outcome before it is appended (its event id is known only after).
+    fn fold_unsent(&mut self, event: NewEvent) {
+        let seq = Seq(self.state.last_seq.0 + 1);
+        let id = self.state.last_event_id;
+        self.state
+            .apply(&event.clone().into_event(id, self.state.run_id.clone(), seq));
+        self.unsent.push(event);
     }
 
     /// Folds events someone else appended, and stops work they made stale.
@@ -218,6 +266,12 @@ impl<S: Store> Driver<S> {
         for event in self.shared.store.read_run(&self.state.run_id, from).await? {
             self.state.apply(&event);
         }
+        self.stop_stale();
+        Ok(())
+    }
+
+    /// Stops executing work that the state no longer expects (an override changed the step).
+    fn stop_stale(&mut self) {
         let stale: Vec<StepName> = self
             .executing
             .iter()
@@ -228,7 +282,6 @@ impl<S: Store> Driver<S> {
             tracing::info!(step = %step, "stopping work an override made stale");
             self.stop(&step);
         }
-        Ok(())
     }
 
     fn still_current(&self, step: &StepName, attempt: u32, compensation: bool) -> bool {
@@ -261,14 +314,15 @@ impl<S: Store> Driver<S> {
         let retry = self.policy.step(node).retry.clone();
         let recorded = self.state.step(step.as_str());
         let succeeded_before = recorded.last_error.is_none();
+        let last_payload = recorded.last_payload.clone();
         let store = self.shared.store.clone();
         let (cancel_tx, cancel) = Cancel::new();
         let run_id = self.state.run_id.clone();
         let span = tracing::info_span!("step", step = %step, attempt, compensation);
         let task_step = step.clone();
         let work = async move {
-            let payload = match resolve(store.as_ref(), &recorded.last_payload).await {
-                Ok(bytes) => (!recorded.last_payload.is_empty()).then_some(bytes),
+            let payload = match resolve(store.as_ref(), &last_payload).await {
+                Ok(bytes) => (!last_payload.is_empty()).then_some(bytes),
                 Err(e) => {
                     tracing::warn!(error = %e, "the recorded payload could not be read");
                     None
@@ -364,36 +418,17 @@ impl<S: Store> Driver<S> {
                 }
             }
         }
-        loop {
-            let mut events = Vec::new();
-            for d in &done {
-                let compensation = matches!(d.outcome, Outcome::Compensated);
-                if self
-                    .executing
-                    .get(&d.step)
-                    .is_some_and(|r| r.attempt == d.attempt)
-                    && self.still_current(&d.step, d.attempt, compensation)
-                {
-                    events.push(self.outcome_event(d).await?);
-                }
-            }
-            if events.is_empty() {
-                break;
-            }
-            match self.append(events).await {
-                Err(StoreError::Conflict { .. }) => self.catch_up().await?,
-                other => {
-                    other?;
-                    break;
-                }
-            }
-        }
         for d in done {
-            if self
+            let compensation = matches!(d.outcome, Outcome::Compensated);
+            let mine = self
                 .executing
                 .get(&d.step)
-                .is_some_and(|r| r.attempt == d.attempt)
-            {
+                .is_some_and(|r| r.attempt == d.attempt);
+            if mine && self.still_current(&d.step, d.attempt, compensation) {
+                let event = self.outcome_event(&d).await?;
+                self.fold_unsent(event);
+            }
+            if mine {
                 self.executing.remove(&d.step);
             }
         }

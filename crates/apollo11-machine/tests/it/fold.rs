@@ -81,7 +81,7 @@ fn an_event_the_table_forbids_makes_the_step_anomalous_and_names_the_event() {
     let state = fold(&run(), &events);
     let a = state.step("a");
     assert_eq!(a.status, StepStatus::Anomalous);
-    let anomaly = a.anomaly.unwrap();
+    let anomaly = a.anomaly.clone().unwrap();
     assert_eq!(
         (anomaly.event_id, anomaly.from.as_str()),
         (EventId(4), "succeeded")

@@ -498,7 +498,8 @@ async fn a_checkpoint_step_gets_its_previous_attempts_marker_and_large_outputs_g
         .await
         .unwrap()
         .step("x")
-        .last_payload;
+        .last_payload
+        .clone();
     let apollo11_core::Payload::Blob(blob) = &payload else {
         panic!("expected a blob, got {payload:?}")
     };
@@ -698,4 +699,53 @@ async fn auto_timeout_is_twice_the_p99_of_past_successful_durations() {
         }
     );
     assert_eq!(t[1].2 - t[0].2, 200, "2 x p99 of 100 ms");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conflicting_append_is_refolded_and_outcomes_still_current_are_kept() {
+    use apollo11_store::EventStore;
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = engine.register(f.workflow(
+        "race",
+        OnFailure::Pause,
+        &[
+            ("stuck", &[], I::Natural, |_| Act::Hang, false),
+            ("quick", &[], I::Natural, ok, false),
+            ("next", &["stuck", "quick"], I::Natural, ok, false),
+        ],
+    ));
+    let run = RunId::from("r");
+    let handle = engine.start(&wf, run.clone()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // Another writer (not this engine, so nobody is notified) overrides `stuck` while `quick`
+    // is still running: the driver's next append must conflict.
+    let state = engine.state(&run).await.unwrap();
+    let over = apollo11_store::NewEvent {
+        step: Some("stuck".into()),
+        kind: EventKind::ManualOverride {
+            to: OverrideTarget::Skipped,
+            by: "other".into(),
+            reason: "race".into(),
+        },
+        attempt: 1,
+        at_ms: 0,
+        instance: "elsewhere".into(),
+        payload: apollo11_core::Payload::Empty,
+    };
+    f.store
+        .append(&run, apollo11_core::Seq(state.last_seq.0 + 1), vec![over])
+        .await
+        .unwrap();
+    assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
+    assert_eq!(
+        kinds(&f.store, "r", "quick").await,
+        ["started", "succeeded"],
+        "the outcome survived the conflict"
+    );
+    assert_eq!(
+        kinds(&f.store, "r", "stuck").await,
+        ["started", "manual_override"]
+    );
+    assert_eq!(kinds(&f.store, "r", "next").await, ["started", "succeeded"]);
 }
