@@ -77,7 +77,7 @@ pub fn run_status(state: &RunState, dag: &Dag, policy: &Policy) -> RunStatus {
 /// True when a step has failed with no retry left, which stops the run's progress.
 pub(crate) fn failed_for_good(state: &RunState, dag: &Dag, policy: &Policy) -> bool {
     dag.nodes()
-        .any(|n| exhausted(&state.step(dag.name(n)), policy.step(n)))
+        .any(|n| exhausted(state.step(dag.name(n)), policy.step(n)))
 }
 
 fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
