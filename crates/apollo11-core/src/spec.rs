@@ -3,6 +3,7 @@
 //! the front end; this is what the scheduler needs to decide.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// A workflow definition as the scheduler sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,6 +16,10 @@ pub struct WorkflowSpec {
     pub max_concurrency: u32,
     /// The steps, in declaration order.
     pub steps: Vec<StepSpec>,
+    /// What a front end pins with the run besides the schedule (the CLI keeps the workflow
+    /// file's folder here). Omitted from the encoding when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// One step of a workflow.
@@ -32,6 +37,10 @@ pub struct StepSpec {
     pub retry: RetryPolicy,
     /// Timeout of one attempt.
     pub timeout: Timeout,
+    /// What a front end pins with the step (the CLI keeps its shell commands here). Omitted
+    /// from the encoding when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// What a run does when a step fails and has no retry left.
@@ -121,6 +130,7 @@ impl StepSpec {
             has_compensation: false,
             retry: RetryPolicy::default(),
             timeout: Timeout::None,
+            attributes: BTreeMap::new(),
         }
     }
 }

@@ -38,6 +38,7 @@ pub struct WorkflowBuilder {
     max_concurrency: u32,
     defaults: (RetryPolicy, Timeout),
     steps: Vec<StepBuilder>,
+    attributes: BTreeMap<String, String>,
 }
 
 /// One step being declared.
@@ -48,6 +49,7 @@ pub struct StepBuilder {
     idempotency: Option<Idempotency>,
     retry: Option<RetryPolicy>,
     timeout: Option<Timeout>,
+    attributes: BTreeMap<String, String>,
 }
 
 impl StepBuilder {
@@ -60,7 +62,14 @@ impl StepBuilder {
             idempotency: None,
             retry: None,
             timeout: None,
+            attributes: BTreeMap::new(),
         }
+    }
+
+    /// Pins front-end data with the step (a run's definition includes it).
+    pub fn attribute(mut self, key: &str, value: &str) -> StepBuilder {
+        self.attributes.insert(key.to_owned(), value.to_owned());
+        self
     }
 
     /// Steps that must be done first.
@@ -98,6 +107,7 @@ impl Workflow {
             max_concurrency: 8,
             defaults: (RetryPolicy::default(), Timeout::None),
             steps: Vec::new(),
+            attributes: BTreeMap::new(),
         }
     }
 
@@ -131,6 +141,12 @@ impl WorkflowBuilder {
         self
     }
 
+    /// Pins front-end data with the workflow (a run's definition includes it).
+    pub fn attribute(mut self, key: &str, value: &str) -> WorkflowBuilder {
+        self.attributes.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
     /// Adds a step.
     pub fn step(mut self, step: StepBuilder) -> WorkflowBuilder {
         self.steps.push(step);
@@ -155,6 +171,7 @@ impl WorkflowBuilder {
                 has_compensation,
                 retry: s.retry.unwrap_or_else(|| self.defaults.0.clone()),
                 timeout: s.timeout.unwrap_or(self.defaults.1),
+                attributes: s.attributes,
             });
             code.insert(s.name, s.code);
         }
@@ -163,6 +180,7 @@ impl WorkflowBuilder {
             on_failure: self.on_failure,
             max_concurrency: self.max_concurrency,
             steps: specs,
+            attributes: self.attributes,
         };
         Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
         Ok(Workflow { spec, steps: code })

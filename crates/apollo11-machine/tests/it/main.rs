@@ -22,6 +22,7 @@ pub fn spec(on_failure: OnFailure, steps: &[(&str, &[&str], Idempotency, bool)])
                 ..StepSpec::new(name, deps, *idem)
             })
             .collect(),
+        attributes: Default::default(),
     }
 }
 
