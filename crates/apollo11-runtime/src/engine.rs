@@ -151,6 +151,11 @@ impl RunHandle {
     pub fn abort(&self) {
         self.join.abort();
     }
+
+    /// A handle that can [`abort`](RunHandle::abort) the run while `outcome` is awaited.
+    pub fn abort_handle(&self) -> tokio::task::AbortHandle {
+        self.join.abort_handle()
+    }
 }
 
 impl<S: Store> Engine<S> {

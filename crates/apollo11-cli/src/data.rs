@@ -1,0 +1,98 @@
+//! Opening the data directory, and turning store errors into the exit codes of DESIGN §6.
+
+use crate::Exit;
+use apollo11_core::{RunId, Seq, WorkflowSpec};
+use apollo11_log::{FileLog, Options};
+use apollo11_machine::{fold, run_status, Policy, RunState, RunStatus};
+use apollo11_runtime::EngineError;
+use apollo11_store::{resolve, EventStore, StoreError};
+use std::path::Path;
+
+/// Exit code and message for a store error.
+pub fn store_exit(e: StoreError) -> Exit {
+    match e {
+        StoreError::Locked { .. } => Exit::fail(
+            4,
+            format!("{e}; read-only commands (status, events, runs, plan, verify) still work"),
+        ),
+        StoreError::Corrupted { .. } => Exit::fail(3, e.to_string()),
+        other => Exit::fail(1, other.to_string()),
+    }
+}
+
+pub fn engine_exit(e: EngineError) -> Exit {
+    match e {
+        EngineError::Store(s) => store_exit(s),
+        EngineError::UnknownRun { .. }
+        | EngineError::UnknownStep { .. }
+        | EngineError::RunExists { .. } => Exit::fail(2, e.to_string()),
+        other => Exit::fail(1, other.to_string()),
+    }
+}
+
+/// Opens the data dir for writing (takes the lock).
+pub fn open_writer(dir: &Path) -> Result<FileLog, Exit> {
+    FileLog::open(dir, Options::default()).map_err(store_exit)
+}
+
+/// Opens the data dir read-only (no lock: works while a run is in progress).
+pub fn open_reader(dir: &Path) -> Result<FileLog, Exit> {
+    if !dir.join("segments").is_dir() {
+        return Err(Exit::fail(
+            2,
+            format!(
+                "{} holds no Apollo-11 data (nothing has run with this --data-dir yet)",
+                dir.display()
+            ),
+        ));
+    }
+    FileLog::open_read_only(dir).map_err(store_exit)
+}
+
+/// A run's events, folded state and pinned definition.
+pub struct Run {
+    pub state: RunState,
+    pub spec: WorkflowSpec,
+    pub events: Vec<apollo11_core::Event>,
+}
+
+impl Run {
+    pub fn status(&self) -> RunStatus {
+        match Policy::compile(&self.spec, |_, fallback| fallback) {
+            Ok((dag, policy)) => run_status(&self.state, &dag, &policy),
+            Err(_) => RunStatus::Failed,
+        }
+    }
+}
+
+/// Loads a run, optionally only up to event `at`.
+pub async fn load_run(store: &FileLog, run_id: &str, at: Option<u64>) -> Result<Run, Exit> {
+    let id = RunId::from(run_id);
+    let events = store.read_run(&id, Seq(1)).await.map_err(store_exit)?;
+    if events.is_empty() {
+        return Err(Exit::fail(
+            2,
+            format!("no run `{run_id}` in this data dir (see `apollo11 runs`)"),
+        ));
+    }
+    // The definition is pinned by the first event, whatever point in time is asked for.
+    let bytes = resolve(store, &events[0].payload)
+        .await
+        .map_err(store_exit)?;
+    let events: Vec<_> = events
+        .into_iter()
+        .filter(|e| at.is_none_or(|at| e.event_id.0 <= at))
+        .collect();
+    let state = fold(&id, &events);
+    let spec = serde_json::from_slice(&bytes).map_err(|e| {
+        Exit::fail(
+            1,
+            format!("run `{run_id}` has an unreadable definition: {e}"),
+        )
+    })?;
+    Ok(Run {
+        state,
+        spec,
+        events,
+    })
+}

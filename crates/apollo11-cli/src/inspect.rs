@@ -1,0 +1,173 @@
+//! Read-only commands: `status`, `events`, `runs`, `plan`. They open the log without the
+//! lock, so they work while a run is in progress, and change nothing.
+
+use crate::data::{load_run, open_reader, store_exit};
+use crate::{render, Exit};
+use apollo11_core::{EventKind, Payload, Seq};
+use apollo11_machine::{decide, Command, Now, Policy};
+use apollo11_store::EventStore;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+pub async fn status(dir: &Path, run_id: &str, at: Option<u64>, json: bool) -> Result<Exit, Exit> {
+    let store = open_reader(dir)?;
+    let run = load_run(&store, run_id, at).await?;
+    let status = run.status();
+    if json {
+        println!(
+            "{}",
+            render::status_json(&run.state.run_id, status, &run.state, &run.spec)
+        );
+    } else {
+        if let Some(at) = at {
+            println!("as of event {at}:");
+        }
+        println!(
+            "{}",
+            render::status_table(&run.state.run_id, status, &run.state, &run.spec, dir)
+        );
+    }
+    Ok(Exit::code(0))
+}
+
+pub async fn events(dir: &Path, run_id: &str, json: bool) -> Result<Exit, Exit> {
+    let store = open_reader(dir)?;
+    let run = load_run(&store, run_id, None).await?;
+    for e in &run.events {
+        if json {
+            println!("{}", render::event_json(e));
+        } else {
+            println!("{}", render::event_line(e));
+        }
+    }
+    Ok(Exit::code(0))
+}
+
+pub async fn runs(dir: &Path, json: bool) -> Result<Exit, Exit> {
+    let store = open_reader(dir)?;
+    let runs = store.list_runs().await.map_err(store_exit)?;
+    if !json {
+        println!(
+            "{:<40} {:<20} {:<12} {:>7}  LAST EVENT",
+            "RUN", "WORKFLOW", "STATE", "DONE"
+        );
+    }
+    for summary in runs {
+        let run = load_run(&store, summary.run_id.as_str(), None).await?;
+        let done = run
+            .spec
+            .steps
+            .iter()
+            .filter(|s| run.state.status(&s.name).satisfies_dependents())
+            .count();
+        let last = run.events.last().map_or(0, |e| e.at_ms);
+        if json {
+            let line = serde_json::json!({"run_id": summary.run_id.as_str(), "workflow": run.spec.name, "state": run.status().name(), "steps_done": done, "steps": run.spec.steps.len(), "last_event_id": summary.last_event_id.0});
+            println!("{line}");
+        } else {
+            let done = format!("{done}/{}", run.spec.steps.len());
+            let at = humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(last),
+            );
+            println!(
+                "{:<40} {:<20} {:<12} {:>7}  {at}",
+                summary.run_id,
+                run.spec.name,
+                run.status().name(),
+                done
+            );
+        }
+    }
+    Ok(Exit::code(0))
+}
+
+/// What `resume` would do now: the same `decide` the engine runs, on the same state, with
+/// nothing executing (as after a crash). Steps it would mark interrupted are folded as
+/// failed so the plan also shows what follows from that.
+pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
+    let store = open_reader(dir)?;
+    let run = load_run(&store, run_id, None).await?;
+    let (dag, policy) = Policy::compile(&run.spec, |_, fallback| fallback)
+        .map_err(|e| Exit::fail(1, e.to_string()))?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    let nothing = BTreeSet::new();
+    let mut state = run.state.clone();
+    println!("run {run_id} is {}; resume would:", run.status());
+    for _ in 0..2 {
+        let commands = decide(
+            &state,
+            &dag,
+            &policy,
+            Now {
+                ms: now_ms,
+                executing: &nothing,
+            },
+        );
+        let mut interrupted = Vec::new();
+        for command in &commands {
+            println!("  {}", describe(command, now_ms));
+            if let Command::Fail {
+                step,
+                attempt,
+                error,
+            } = command
+            {
+                interrupted.push((step.clone(), *attempt, error.clone()));
+            }
+        }
+        if interrupted.is_empty() {
+            break;
+        }
+        for (step, attempt, error) in interrupted {
+            let last = state.last_event_id.0;
+            let event = apollo11_core::Event {
+                event_id: apollo11_core::EventId(last + 1),
+                run_id: state.run_id.clone(),
+                seq: Seq(state.last_seq.0 + 1),
+                step: Some(step),
+                kind: EventKind::Failed {
+                    error,
+                    retryable: true,
+                },
+                attempt,
+                at_ms: now_ms,
+                instance: "plan".into(),
+                payload: Payload::Empty,
+            };
+            state.apply(&event);
+        }
+    }
+    println!("(nothing was changed)");
+    Ok(Exit::code(0))
+}
+
+fn describe(command: &Command, now_ms: u64) -> String {
+    match command {
+        Command::Start { step, attempt } if *attempt == 1 => format!("start {step}"),
+        Command::Start { step, attempt } => format!("rerun {step} as attempt {attempt}"),
+        Command::Fail {
+            step,
+            attempt,
+            error,
+        } if error == "interrupted" => {
+            format!("mark {step} attempt {attempt} as interrupted (it was running when the engine stopped), then retry it per its policy")
+        }
+        Command::Fail {
+            step,
+            attempt,
+            error,
+        } => format!("fail {step} attempt {attempt}: {error}"),
+        Command::Compensate { step, .. } => format!("compensate {step}"),
+        Command::ResumeCompensation { step, .. } => {
+            format!("run the unfinished compensation of {step} again")
+        }
+        Command::WakeAt { ms } => format!(
+            "wait {} for a retry or timeout",
+            render::millis(ms.saturating_sub(now_ms))
+        ),
+        Command::Finish { status } => format!("nothing: the run is {status}"),
+    }
+}

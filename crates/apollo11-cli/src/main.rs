@@ -1,0 +1,164 @@
+//! `apollo11`: run workflows of shell steps on the embedded file log, and inspect, resume,
+//! override and verify them. Exit codes: 0 succeeded, 1 failed / rolled back / paused,
+//! 2 usage or validation error, 3 damaged log, 4 data dir in use by another writer.
+
+mod data;
+mod definition;
+mod inspect;
+mod operate;
+mod render;
+mod run;
+mod shell;
+mod watch;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "apollo11",
+    version,
+    about = "Durable workflows of shell steps: run, resume, inspect, replay."
+)]
+struct Cli {
+    /// The data directory (event log, snapshots, blobs, step logs).
+    #[arg(
+        long,
+        global = true,
+        env = "APOLLO11_DATA_DIR",
+        default_value = ".apollo11"
+    )]
+    data_dir: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a new run of a workflow file; exit 0 if it succeeds, 1 if it fails, rolls back or pauses.
+    Run {
+        workflow: PathBuf,
+        #[arg(long)]
+        run_id: Option<String>,
+        /// Print the final status as JSON instead of a live view.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue an interrupted or paused run with the definition it started with.
+    Resume {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Step states rebuilt from the log (at a past event with --at).
+    Status {
+        run_id: String,
+        #[arg(long)]
+        at: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The run's events in order (JSON lines with --json).
+    Events {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every run with its state.
+    Runs {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a step in a state by hand; recorded with who and why.
+    Override {
+        run_id: String,
+        step: String,
+        #[arg(long, value_parser = ["succeeded", "skipped", "pending", "failed"])]
+        to: String,
+        #[arg(long)]
+        reason: String,
+        #[arg(long, env = "USER", default_value = "operator")]
+        by: String,
+    },
+    /// What `resume` would do (rerun, compensate), changing nothing.
+    Plan { run_id: String },
+    /// Check a workflow file; exit 0 or 2.
+    Validate { workflow: PathBuf },
+    /// Check every record, segment and snapshot; exit 0 clean, 3 damage.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// How a command ended, as an exit code and what to say on stderr.
+pub(crate) struct Exit {
+    pub(crate) code: i32,
+    pub(crate) message: Option<String>,
+}
+
+impl Exit {
+    pub(crate) fn code(code: i32) -> Exit {
+        Exit {
+            code,
+            message: None,
+        }
+    }
+
+    pub(crate) fn fail(code: i32, message: impl Into<String>) -> Exit {
+        Exit {
+            code,
+            message: Some(message.into()),
+        }
+    }
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let exit = runtime.block_on(dispatch(cli));
+    // Dropping the runtime drops every task, which kills the process groups of steps that an
+    // interrupt left running.
+    drop(runtime);
+    if let Some(message) = exit.message {
+        eprintln!("apollo11: {message}");
+    }
+    std::process::exit(exit.code);
+}
+
+async fn dispatch(cli: Cli) -> Exit {
+    let dir = cli.data_dir;
+    let result = match cli.command {
+        Command::Run {
+            workflow,
+            run_id,
+            json,
+        } => run::start(&dir, &workflow, run_id, json).await,
+        Command::Resume { run_id, json } => run::resume(&dir, &run_id, json).await,
+        Command::Status { run_id, at, json } => inspect::status(&dir, &run_id, at, json).await,
+        Command::Events { run_id, json } => inspect::events(&dir, &run_id, json).await,
+        Command::Runs { json } => inspect::runs(&dir, json).await,
+        Command::Override {
+            run_id,
+            step,
+            to,
+            reason,
+            by,
+        } => operate::override_step(&dir, &run_id, &step, &to, &reason, &by).await,
+        Command::Plan { run_id } => inspect::plan(&dir, &run_id).await,
+        Command::Validate { workflow } => operate::validate(&workflow),
+        Command::Verify { json } => operate::verify(&dir, json),
+    };
+    result.unwrap_or_else(|exit| exit)
+}

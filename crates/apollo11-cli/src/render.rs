@@ -1,0 +1,157 @@
+//! What the commands print: readable tables and timelines, and the JSON shapes of DESIGN §6.
+
+use apollo11_core::{Event, EventKind, Payload, RunId, WorkflowSpec};
+use apollo11_machine::{RunState, RunStatus};
+use serde_json::{json, Map, Value};
+use std::path::Path;
+
+/// `1.234s`, `850ms`, `2m05s`.
+pub fn millis(ms: u64) -> String {
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1_000..=59_999 => format!("{:.1}s", ms as f64 / 1e3),
+        _ => format!("{}m{:02}s", ms / 60_000, ms / 1_000 % 60),
+    }
+}
+
+fn time(at_ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// `{"run_id":…, "state":…, "steps":{NAME:{"state":…, "attempt":N}}}`.
+pub fn status_json(
+    run_id: &RunId,
+    status: RunStatus,
+    state: &RunState,
+    spec: &WorkflowSpec,
+) -> String {
+    let steps: Map<String, Value> = spec
+        .steps
+        .iter()
+        .map(|s| {
+            let step = state.step(&s.name);
+            (
+                s.name.clone(),
+                json!({"state": step.status.name(), "attempt": step.attempt}),
+            )
+        })
+        .collect();
+    json!({"run_id": run_id.as_str(), "state": status.name(), "steps": steps}).to_string()
+}
+
+/// A table of the steps, with the tail of the log of any step whose last attempt failed.
+pub fn status_table(
+    run_id: &RunId,
+    status: RunStatus,
+    state: &RunState,
+    spec: &WorkflowSpec,
+    data_dir: &Path,
+) -> String {
+    let mut out = format!("run {run_id} ({}): {status}\n", spec.name);
+    out.push_str(&format!(
+        "  {:<24} {:<13} {:>8} {:>9}  {}\n",
+        "STEP", "STATE", "ATTEMPTS", "DURATION", "LAST ERROR"
+    ));
+    let mut failures = Vec::new();
+    for s in &spec.steps {
+        let step = state.step(&s.name);
+        let error = step
+            .last_error
+            .as_ref()
+            .map_or(String::new(), |e| e.error.clone());
+        let duration = step.duration_ms.map_or("-".to_owned(), millis);
+        out.push_str(&format!(
+            "  {:<24} {:<13} {:>8} {:>9}  {}\n",
+            s.name,
+            step.status.name(),
+            step.attempt,
+            duration,
+            error
+        ));
+        if step.last_error.is_some() && !step.status.satisfies_dependents() {
+            failures.push((s.name.clone(), step.attempt));
+        }
+    }
+    for (step, attempt) in failures {
+        let log = crate::shell::log_path(data_dir, run_id.as_str(), &step, attempt, false);
+        if let Ok(text) = std::fs::read_to_string(&log) {
+            let tail: Vec<&str> = text.lines().rev().take(10).collect();
+            out.push_str(&format!(
+                "\n  last lines of {} (attempt {attempt}, {}):\n",
+                step,
+                log.display()
+            ));
+            for line in tail.into_iter().rev() {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+/// One readable line for an event.
+pub fn event_line(e: &Event) -> String {
+    let step = e.step.as_ref().map_or("-", |s| s.as_str());
+    let detail = match &e.kind {
+        EventKind::RunCreated { workflow } => format!(" workflow {workflow}"),
+        EventKind::Failed { error, retryable } => format!(
+            ": {error}{}",
+            if *retryable { "" } else { " (not retryable)" }
+        ),
+        EventKind::ManualOverride { to, by, reason } => {
+            format!(" -> {} by {by}: {reason}", to.name())
+        }
+        EventKind::Started
+        | EventKind::Succeeded
+        | EventKind::Compensating
+        | EventKind::Compensated => String::new(),
+    };
+    format!(
+        "{}  #{:<6} {:<24} {}({}){detail}",
+        time(e.at_ms),
+        e.event_id,
+        step,
+        e.kind.name(),
+        e.attempt
+    )
+}
+
+/// An event with the fields of DESIGN §2; the payload as JSON when it is JSON.
+pub fn event_json(e: &Event) -> Value {
+    let mut v = json!({
+        "event_id": e.event_id.0,
+        "run_id": e.run_id.as_str(),
+        "seq": e.seq.0,
+        "step": e.step.as_ref().map(|s| s.as_str()),
+        "kind": e.kind.name(),
+        "attempt": e.attempt,
+        "at_ms": e.at_ms,
+        "instance": e.instance,
+        "payload": payload_json(&e.payload),
+    });
+    let extra = match &e.kind {
+        EventKind::RunCreated { workflow } => json!({"workflow": workflow}),
+        EventKind::Failed { error, retryable } => json!({"error": error, "retryable": retryable}),
+        EventKind::ManualOverride { to, by, reason } => {
+            json!({"to": to.name(), "by": by, "reason": reason})
+        }
+        EventKind::Started
+        | EventKind::Succeeded
+        | EventKind::Compensating
+        | EventKind::Compensated => json!({}),
+    };
+    if let (Value::Object(map), Value::Object(more)) = (&mut v, extra) {
+        map.extend(more);
+    }
+    v
+}
+
+fn payload_json(p: &Payload) -> Value {
+    match p {
+        Payload::Empty => Value::Null,
+        Payload::Inline(bytes) => serde_json::from_slice(bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned())),
+        Payload::Blob(b) => json!({"blob": b.sha256, "bytes": b.bytes}),
+    }
+}
