@@ -30,9 +30,29 @@ pub fn engine_exit(e: EngineError) -> Exit {
     }
 }
 
+/// The data directory and how its log is laid out.
+pub struct DataDir {
+    pub path: std::path::PathBuf,
+    pub segment_bytes: u64,
+}
+
+impl std::ops::Deref for DataDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
 /// Opens the data dir for writing (takes the lock).
-pub fn open_writer(dir: &Path) -> Result<FileLog, Exit> {
-    FileLog::open(dir, Options::default()).map_err(store_exit)
+pub fn open_writer(dir: &DataDir) -> Result<FileLog, Exit> {
+    let options = Options {
+        segment_bytes_max: dir.segment_bytes,
+        ..Options::default()
+    };
+    if let Err(e) = options.validate() {
+        return Err(Exit::fail(2, format!("--segment-bytes: {e}")));
+    }
+    FileLog::open(&dir.path, options).map_err(store_exit)
 }
 
 /// Opens the data dir read-only (no lock: works while a run is in progress).

@@ -95,53 +95,72 @@ pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
         .as_millis() as u64;
     let nothing = BTreeSet::new();
     let mut state = run.state.clone();
+    let mut at_ms = now_ms;
     println!("run {run_id} is {}; resume would:", run.status());
-    for _ in 0..2 {
+    // Follow the decisions through interruptions and backoffs (at most a few rounds) until
+    // something starts or the run is finished, folding nothing but hypothetical failures.
+    for _ in 0..4 {
         let commands = decide(
             &state,
             &dag,
             &policy,
             Now {
-                ms: now_ms,
+                ms: at_ms,
                 executing: &nothing,
             },
         );
         let mut interrupted = Vec::new();
+        let mut wake = None;
         for command in &commands {
-            println!("  {}", describe(command, now_ms));
-            if let Command::Fail {
-                step,
-                attempt,
-                error,
-            } = command
-            {
-                interrupted.push((step.clone(), *attempt, error.clone()));
-            }
-        }
-        if interrupted.is_empty() {
-            break;
-        }
-        for (step, attempt, error) in interrupted {
-            let last = state.last_event_id.0;
-            let event = apollo11_core::Event {
-                event_id: apollo11_core::EventId(last + 1),
-                run_id: state.run_id.clone(),
-                seq: Seq(state.last_seq.0 + 1),
-                step: Some(step),
-                kind: EventKind::Failed {
+            match command {
+                Command::WakeAt { ms } => wake = Some(*ms),
+                Command::Fail {
+                    step,
+                    attempt,
                     error,
-                    retryable: true,
-                },
-                attempt,
-                at_ms: now_ms,
-                instance: "plan".into(),
-                payload: Payload::Empty,
-            };
-            state.apply(&event);
+                } => interrupted.push((step.clone(), *attempt, error.clone())),
+                _ => {}
+            }
+            println!("  {}", describe(command, at_ms));
+        }
+        let acted = commands
+            .iter()
+            .any(|c| !matches!(c, Command::WakeAt { .. } | Command::Fail { .. }));
+        for (step, attempt, error) in &interrupted {
+            state.apply(&hypothetical_failure(&state, step, *attempt, error, at_ms));
+        }
+        match (acted, wake) {
+            (false, Some(ms)) if interrupted.is_empty() => at_ms = ms,
+            (false, _) if !interrupted.is_empty() => {}
+            _ => break,
         }
     }
     println!("(nothing was changed)");
     Ok(Exit::code(0))
+}
+
+/// The `Failed` event resume would append for an interrupted attempt.
+fn hypothetical_failure(
+    state: &apollo11_machine::RunState,
+    step: &apollo11_core::StepName,
+    attempt: u32,
+    error: &str,
+    at_ms: u64,
+) -> apollo11_core::Event {
+    apollo11_core::Event {
+        event_id: apollo11_core::EventId(state.last_event_id.0 + 1),
+        run_id: state.run_id.clone(),
+        seq: Seq(state.last_seq.0 + 1),
+        step: Some(step.clone()),
+        kind: EventKind::Failed {
+            error: error.to_owned(),
+            retryable: true,
+        },
+        attempt,
+        at_ms,
+        instance: "plan".into(),
+        payload: Payload::Empty,
+    }
 }
 
 fn describe(command: &Command, now_ms: u64) -> String {
@@ -165,7 +184,7 @@ fn describe(command: &Command, now_ms: u64) -> String {
             format!("run the unfinished compensation of {step} again")
         }
         Command::WakeAt { ms } => format!(
-            "wait {} for a retry or timeout",
+            "then, after {} (a retry backoff or a timeout):",
             render::millis(ms.saturating_sub(now_ms))
         ),
         Command::Finish { status } => format!("nothing: the run is {status}"),

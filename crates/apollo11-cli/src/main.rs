@@ -29,6 +29,9 @@ struct Cli {
         default_value = ".apollo11"
     )]
     data_dir: PathBuf,
+    /// Roll the event log to a new segment file at this size (bytes).
+    #[arg(long, global = true, env = "APOLLO11_SEGMENT_BYTES", default_value_t = apollo11_core::limits::SEGMENT_BYTES_MAX)]
+    segment_bytes: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -138,7 +141,10 @@ fn main() {
 }
 
 async fn dispatch(cli: Cli) -> Exit {
-    let dir = cli.data_dir;
+    let dir = data::DataDir {
+        path: cli.data_dir,
+        segment_bytes: cli.segment_bytes,
+    };
     let result = match cli.command {
         Command::Run {
             workflow,

@@ -1,6 +1,6 @@
 //! `override`, `validate`, `verify`.
 
-use crate::data::{engine_exit, open_writer};
+use crate::data::{engine_exit, open_writer, DataDir};
 use crate::{definition, Exit};
 use apollo11_core::OverrideTarget;
 use apollo11_runtime::{Engine, EngineConfig, RunId};
@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub async fn override_step(
-    dir: &Path,
+    dir: &DataDir,
     run_id: &str,
     step: &str,
     to: &str,

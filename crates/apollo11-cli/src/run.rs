@@ -1,6 +1,6 @@
 //! `run` and `resume`: drive a run on the engine, show it live, stop cleanly on Ctrl-C.
 
-use crate::data::{engine_exit, open_writer};
+use crate::data::{engine_exit, open_writer, DataDir};
 use crate::{definition, render, shell, watch, Exit};
 use apollo11_core::WorkflowSpec;
 use apollo11_runtime::{Engine, EngineConfig, RunHandle, RunId, RunStatus};
@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub async fn start(
-    dir: &Path,
+    dir: &DataDir,
     file: &Path,
     run_id: Option<String>,
     json: bool,
@@ -27,7 +27,7 @@ pub async fn start(
     follow(dir, store, &engine, &spec, handle, json).await
 }
 
-pub async fn resume(dir: &Path, run_id: &str, json: bool) -> Result<Exit, Exit> {
+pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exit> {
     let store = Arc::new(open_writer(dir)?);
     let engine = Engine::open(store.clone(), EngineConfig::default())
         .await
@@ -70,7 +70,7 @@ async fn follow<S: apollo11_runtime::Store>(
     let watcher = (!json).then(|| watch::spawn(store, run_id.clone(), spec.clone()));
     let outcome = tokio::select! {
         outcome = handle.outcome() => Some(outcome),
-        _ = tokio::signal::ctrl_c() => None,
+        () = interrupted() => None,
     };
     if let Some(w) = watcher {
         w.finish().await;
@@ -99,4 +99,14 @@ async fn follow<S: apollo11_runtime::Store>(
     } else {
         1
     }))
+}
+
+/// Ctrl-C or SIGTERM (what `timeout`, systemd and Kubernetes send).
+async fn interrupted() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }

@@ -1,0 +1,117 @@
+//! Runs the `apollo11` binary on a fresh data dir and a fresh workflow folder.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Cli {
+    pub data: tempfile::TempDir,
+    pub work: tempfile::TempDir,
+}
+
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Cli {
+    pub fn new() -> Cli {
+        Cli {
+            data: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_apollo11"));
+        cmd.arg("--data-dir")
+            .arg(self.data.path())
+            .args(args)
+            .env_remove("APOLLO11_DATA_DIR")
+            .env_remove("APOLLO11_SEGMENT_BYTES");
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Ran {
+        ran(self.command(args).stdin(Stdio::null()).output().unwrap())
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Writes a workflow file into the work folder and returns its path.
+    pub fn workflow(&self, name: &str, toml: &str) -> PathBuf {
+        let path = self.work.path().join(name);
+        std::fs::write(&path, toml).unwrap();
+        path
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.work.path().join(name)
+    }
+
+    /// `(step, attempt)` lines the steps appended to `ledger` in the work folder.
+    pub fn ledger(&self) -> Vec<String> {
+        std::fs::read_to_string(self.file("ledger"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn status_json(&self, run: &str) -> serde_json::Value {
+        let out = self.run(&["status", run, "--json"]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        serde_json::from_str(&out.stdout).unwrap()
+    }
+
+    pub fn events_json(&self, run: &str) -> Vec<serde_json::Value> {
+        let out = self.run(&["events", run, "--json"]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+pub fn ran(out: Output) -> Ran {
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Waits (bounded) for a file a step creates: the test's only view into another process.
+pub fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A step line that records its execution in `ledger`.
+pub fn record(step: &str) -> String {
+    format!("echo \\\"{step} $APOLLO11_ATTEMPT\\\" >> ledger")
+}
+
+/// Whether a process is alive.
+pub fn alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}

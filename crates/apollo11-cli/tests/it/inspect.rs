@@ -1,0 +1,56 @@
+//! Time travel: `status --at N` for every event of a run equals the fold of its first N events.
+
+use crate::harness::Cli;
+use apollo11_core::{EventId, RunId, Seq, WorkflowSpec};
+use apollo11_log::FileLog;
+use apollo11_machine::{fold, run_status, Policy};
+use apollo11_store::EventStore;
+
+#[tokio::test]
+async fn status_at_every_event_equals_the_fold_of_the_events_up_to_it() {
+    let cli = Cli::new();
+    let toml = "[workflow]\nname = \"tt\"\non_failure = \"rollback\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"keyed\"\ncompensate = \"true\"\n[[steps]]\nname = \"b\"\nrun = \"[ $APOLLO11_ATTEMPT = 2 ] && exit 4 || exit 1\"\nidempotency = \"natural\"\nnon_retryable_exit_codes = [4]\nretry = { initial = \"10ms\" }\ndepends_on = [\"a\"]\n";
+    let wf = cli.workflow("wf.toml", toml);
+    assert_eq!(
+        cli.run(&["run", wf.to_str().unwrap(), "--run-id", "tt"])
+            .code,
+        1
+    );
+    let log = FileLog::open_read_only(cli.data.path()).unwrap();
+    let events = log.read_run(&RunId::from("tt"), Seq(1)).await.unwrap();
+    assert!(
+        events.len() >= 8,
+        "created, a, b twice, rollback: {}",
+        events.len()
+    );
+    let spec: WorkflowSpec =
+        serde_json::from_slice(events[0].payload.inline_bytes().unwrap()).unwrap();
+    let (dag, policy) = Policy::compile(&spec, |_, f| f).unwrap();
+    let mut states_seen = std::collections::BTreeSet::new();
+    for n in 1..=events.len() {
+        let at = events[n - 1].event_id;
+        let state = fold(&RunId::from("tt"), &events[..n]);
+        let expected_status = run_status(&state, &dag, &policy);
+        let json = cli.run(&["status", "tt", "--at", &at.0.to_string(), "--json"]);
+        let got: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+        assert_eq!(got["state"], expected_status.name(), "at event {at}");
+        for step in ["a", "b"] {
+            let s = state.step(step);
+            assert_eq!(
+                got["steps"][step],
+                serde_json::json!({"state": s.status.name(), "attempt": s.attempt}),
+                "{step} at event {at}"
+            );
+        }
+        states_seen.insert(got.to_string());
+    }
+    assert!(
+        states_seen.len() >= 6,
+        "the run went through many states: {}",
+        states_seen.len()
+    );
+    assert_eq!(
+        log.last_event_id().await.unwrap(),
+        EventId(events.len() as u64)
+    );
+}

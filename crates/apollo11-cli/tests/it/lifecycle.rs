@@ -1,0 +1,259 @@
+//! Running, crashing, resuming, rolling back, pausing and overriding, through the binary.
+
+use crate::harness::{alive, record, wait_for, Cli};
+
+fn chain(steps: usize, slow: usize) -> String {
+    let mut toml = String::from("[workflow]\nname = \"chain\"\n[defaults]\nretry = { max_attempts = 3, initial = \"10ms\" }\n");
+    for i in 1..=steps {
+        let deps = if i > 1 {
+            format!("depends_on = [\"s{}\"]", i - 1)
+        } else {
+            String::new()
+        };
+        let run = if i == slow {
+            format!("{}; if [ $APOLLO11_ATTEMPT = 1 ]; then echo $$ > slow.pid; touch slow.started; sleep 30; fi", record(&format!("s{i}")))
+        } else {
+            format!(
+                "{}; echo '{{\\\"n\\\": {i}}}' > $APOLLO11_OUTPUT",
+                record(&format!("s{i}"))
+            )
+        };
+        toml.push_str(&format!(
+            "[[steps]]\nname = \"s{i}\"\nrun = \"{run}\"\nidempotency = \"keyed\"\n{deps}\n"
+        ));
+    }
+    toml
+}
+
+#[test]
+fn a_happy_run_succeeds_with_the_designed_status_json() {
+    let cli = Cli::new();
+    let wf = cli.workflow("wf.toml", &chain(3, 0));
+    let out = cli.run(&["run", wf.to_str().unwrap(), "--run-id", "happy"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("run happy (chain): succeeded"),
+        "{}",
+        out.stdout
+    );
+    let status = cli.status_json("happy");
+    assert_eq!(status["run_id"], "happy");
+    assert_eq!(status["state"], "succeeded");
+    assert_eq!(
+        status["steps"]["s2"],
+        serde_json::json!({"state": "succeeded", "attempt": 1})
+    );
+    assert_eq!(cli.ledger(), ["s1 1", "s2 1", "s3 1"]);
+    let events = cli.events_json("happy");
+    assert_eq!(
+        events[2]["payload"],
+        serde_json::json!({"n": 1}),
+        "a step's JSON output is its payload"
+    );
+    assert_eq!(events[2]["kind"], "succeeded");
+}
+
+#[test]
+fn kill_9_during_step_3_then_resume_reruns_only_step_3() {
+    let cli = Cli::new();
+    let wf = cli.workflow("wf.toml", &chain(5, 3));
+    let mut child = cli.spawn(&["run", wf.to_str().unwrap(), "--run-id", "crash"]);
+    wait_for(&cli.file("slow.started"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The orphaned step of the killed engine is still sleeping; a real operator's machine
+    // would reap it; the test does, to leave nothing behind.
+    let orphan: i32 = std::fs::read_to_string(cli.file("slow.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(orphan),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let plan = cli.run(&["plan", "crash"]);
+    assert!(
+        plan.stdout.contains("mark s3 attempt 1 as interrupted")
+            && plan.stdout.contains("rerun s3 as attempt 2"),
+        "{}",
+        plan.stdout
+    );
+    let out = cli.run(&["resume", "crash"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        cli.ledger(),
+        ["s1 1", "s2 1", "s3 1", "s3 2", "s4 1", "s5 1"],
+        "s1 and s2 are not rerun"
+    );
+    assert_eq!(
+        cli.status_json("crash")["steps"]["s3"],
+        serde_json::json!({"state": "succeeded", "attempt": 2})
+    );
+    let interrupted = cli
+        .events_json("crash")
+        .into_iter()
+        .find(|e| e["kind"] == "failed")
+        .unwrap();
+    assert_eq!(interrupted["error"], "interrupted");
+}
+
+#[test]
+fn rollback_on_a_diamond_records_compensations_in_reverse_order() {
+    let cli = Cli::new();
+    let step = |name: &str, deps: &str, run: &str| {
+        format!("[[steps]]\nname = \"{name}\"\nrun = \"{run}\"\nidempotency = \"keyed\"\ncompensate = \"echo undo-{name} >> undo\"\ndepends_on = [{deps}]\n")
+    };
+    let toml = format!(
+        "[workflow]\nname = \"diamond\"\non_failure = \"rollback\"\n{}{}{}{}[[steps]]\nname = \"e\"\nrun = \"exit 5\"\nidempotency = \"natural\"\nnon_retryable_exit_codes = [5]\ndepends_on = [\"d\"]\n",
+        step("a", "", "true"),
+        step("b", "\"a\"", "true"),
+        step("c", "\"a\"", "true"),
+        step("d", "\"b\", \"c\"", "true")
+    );
+    let wf = cli.workflow("wf.toml", &toml);
+    let out = cli.run(&["run", wf.to_str().unwrap(), "--run-id", "rb"]);
+    assert_eq!(
+        out.code, 1,
+        "a rolled-back run exits 1: {}{}",
+        out.stdout, out.stderr
+    );
+    assert_eq!(cli.status_json("rb")["state"], "rolled_back");
+    let order: Vec<String> = cli
+        .events_json("rb")
+        .iter()
+        .filter(|e| e["kind"] == "compensating" || e["kind"] == "compensated")
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e["step"].as_str().unwrap(),
+                e["kind"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(order[..2], ["d:compensating", "d:compensated"]);
+    assert_eq!(
+        order[2..4],
+        ["b:compensating", "c:compensating"],
+        "b and c in parallel"
+    );
+    assert_eq!(order[6..], ["a:compensating", "a:compensated"]);
+    let undo = std::fs::read_to_string(cli.file("undo")).unwrap();
+    assert!(
+        undo.starts_with("undo-d\n") && undo.ends_with("undo-a\n"),
+        "{undo}"
+    );
+}
+
+#[test]
+fn pause_then_override_then_resume_continues_downstream() {
+    let cli = Cli::new();
+    let toml = format!(
+        "[workflow]\nname = \"p\"\non_failure = \"pause\"\n[[steps]]\nname = \"a\"\nrun = \"{}\"\nidempotency = \"natural\"\n[[steps]]\nname = \"b\"\nrun = \"exit 9\"\nidempotency = \"natural\"\nnon_retryable_exit_codes = [9]\ndepends_on = [\"a\"]\n[[steps]]\nname = \"c\"\nrun = \"{}\"\nidempotency = \"natural\"\ndepends_on = [\"b\"]\n",
+        record("a"),
+        record("c")
+    );
+    let wf = cli.workflow("wf.toml", &toml);
+    let out = cli.run(&["run", wf.to_str().unwrap(), "--run-id", "p1"]);
+    assert_eq!(out.code, 1);
+    assert_eq!(cli.status_json("p1")["state"], "paused");
+    assert!(
+        out.stdout.contains("exited with code 9"),
+        "the failure is shown: {}",
+        out.stdout
+    );
+    let over = cli.run(&[
+        "override",
+        "p1",
+        "b",
+        "--to",
+        "succeeded",
+        "--reason",
+        "fixed the table by hand",
+        "--by",
+        "alice",
+    ]);
+    assert_eq!(over.code, 0, "{}", over.stderr);
+    let out = cli.run(&["resume", "p1"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(cli.ledger(), ["a 1", "c 1"]);
+    let events = cli.run(&["events", "p1"]).stdout;
+    assert!(
+        events.contains("manual_override(1) -> succeeded by alice: fixed the table by hand"),
+        "{events}"
+    );
+}
+
+#[test]
+fn a_step_past_its_timeout_is_failed_and_its_process_group_killed() {
+    let cli = Cli::new();
+    let toml = "[workflow]\nname = \"t\"\n[[steps]]\nname = \"slow\"\nrun = \"sh -c 'echo $$ > child.pid; sleep 30' & echo $! > bg.pid; wait\"\nidempotency = \"natural\"\ntimeout = \"300ms\"\nretry = { max_attempts = 1 }\n";
+    let wf = cli.workflow("wf.toml", toml);
+    let out = cli.run(&["run", wf.to_str().unwrap(), "--run-id", "t1"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let failed = cli
+        .events_json("t1")
+        .into_iter()
+        .find(|e| e["kind"] == "failed")
+        .unwrap();
+    assert_eq!(failed["error"], "timeout");
+    let grandchild: i32 = std::fs::read_to_string(cli.file("child.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        !alive(grandchild),
+        "the step's whole process group was killed"
+    );
+}
+
+#[test]
+fn a_second_run_on_a_busy_data_dir_exits_4_while_status_still_works() {
+    let cli = Cli::new();
+    let toml = "[workflow]\nname = \"busy\"\n[[steps]]\nname = \"hold\"\nrun = \"touch held; while [ ! -f release ]; do sleep 0.05; done\"\nidempotency = \"natural\"\n";
+    let wf = cli.workflow("wf.toml", toml);
+    let mut first = cli.spawn(&["run", wf.to_str().unwrap(), "--run-id", "first"]);
+    wait_for(&cli.file("held"));
+    let second = cli.run(&["run", wf.to_str().unwrap(), "--run-id", "second"]);
+    assert_eq!(second.code, 4, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("locked by another writer"),
+        "{}",
+        second.stderr
+    );
+    let status = cli.run(&["status", "first", "--json"]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert!(status.stdout.contains("\"running\""), "{}", status.stdout);
+    std::fs::write(cli.file("release"), "").unwrap();
+    assert!(first.wait().unwrap().success());
+}
+
+#[test]
+fn ctrl_c_stops_the_steps_and_the_run_resumes() {
+    let cli = Cli::new();
+    let toml = format!(
+        "[workflow]\nname = \"int\"\n[[steps]]\nname = \"long\"\nrun = \"{}; if [ $APOLLO11_ATTEMPT = 1 ]; then echo $$ > long.pid; touch long.started; sleep 30; fi\"\nidempotency = \"keyed\"\n",
+        record("long")
+    );
+    let wf = cli.workflow("wf.toml", &toml);
+    let child = cli.spawn(&["run", wf.to_str().unwrap(), "--run-id", "int"]);
+    wait_for(&cli.file("long.started"));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = crate::harness::ran(child.wait_with_output().unwrap());
+    assert_eq!(out.code, 130, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("apollo11 resume int"), "{}", out.stderr);
+    let step_pid: i32 = std::fs::read_to_string(cli.file("long.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!alive(step_pid), "the interrupted step was killed");
+    let out = cli.run(&["resume", "int"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(cli.ledger(), ["long 1", "long 2"]);
+}

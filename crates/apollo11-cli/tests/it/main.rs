@@ -1,0 +1,7 @@
+//! Tests of the real `apollo11` binary.
+
+mod harness;
+mod inspect;
+mod lifecycle;
+mod storage;
+mod validation;
