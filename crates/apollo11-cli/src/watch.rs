@@ -55,10 +55,15 @@ pub fn spawn<S: EventStore + 'static>(store: Arc<S>, run_id: RunId, spec: Workfl
 
 enum View {
     Lines,
-    Bars {
-        multi: MultiProgress,
-        bars: BTreeMap<String, ProgressBar>,
-    },
+    Live(Live),
+}
+
+/// On a terminal: a summary line, one line per step at work, finished steps printed above.
+struct Live {
+    multi: MultiProgress,
+    summary: ProgressBar,
+    busy: BTreeMap<String, ProgressBar>,
+    steps: Vec<String>,
 }
 
 impl View {
@@ -67,69 +72,102 @@ impl View {
             return View::Lines;
         }
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stdout());
-        let style = ProgressStyle::with_template("{spinner:.cyan} {prefix:<24} {msg}")
-            .expect("a valid template");
-        let bars = spec
-            .steps
-            .iter()
-            .map(|s| {
-                let bar = multi.add(
-                    ProgressBar::new_spinner()
-                        .with_style(style.clone())
-                        .with_prefix(s.name.clone()),
-                );
-                bar.set_message("pending");
-                (s.name.clone(), bar)
-            })
-            .collect();
-        View::Bars { multi, bars }
+        let summary =
+            multi.add(ProgressBar::new_spinner().with_style(style("{spinner:.cyan} {msg}")));
+        let steps = spec.steps.iter().map(|s| s.name.clone()).collect();
+        View::Live(Live {
+            multi,
+            summary,
+            busy: BTreeMap::new(),
+            steps,
+        })
     }
 
     fn event(&mut self, event: &apollo11_core::Event, state: &RunState) {
         match self {
             View::Lines => println!("{}", render::event_line(event)),
-            View::Bars { multi, .. } => {
-                if let apollo11_core::EventKind::Failed { error, .. } = &event.kind {
-                    let step = event.step.as_ref().map_or("-", |s| s.as_str());
-                    let _ = multi.println(format!(
-                        "  {step} attempt {} failed: {error}",
-                        event.attempt
-                    ));
-                }
-                self.tick(state);
-            }
+            View::Live(live) => live.event(event, state),
         }
     }
 
     fn tick(&mut self, state: &RunState) {
-        let View::Bars { bars, .. } = self else {
-            return;
-        };
-        let now = now_ms();
-        for (name, bar) in bars.iter() {
-            let s = state.step(name);
-            let elapsed = if s.status.is_busy() {
-                now.saturating_sub(s.since_ms)
-            } else {
-                s.duration_ms.unwrap_or(0)
-            };
-            bar.set_message(format!(
-                "{:<13} attempt {:<3} {}",
-                s.status.name(),
-                s.attempt,
-                render::millis(elapsed)
-            ));
-            if s.status.is_busy() {
-                bar.tick();
-            }
+        if let View::Live(live) = self {
+            live.tick(state);
         }
     }
 
     fn done(&mut self) {
-        if let View::Bars { bars, .. } = self {
-            for bar in bars.values() {
-                bar.finish();
+        if let View::Live(live) = self {
+            live.summary.finish_and_clear();
+        }
+    }
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).expect("a valid template")
+}
+
+impl Live {
+    fn event(&mut self, event: &apollo11_core::Event, state: &RunState) {
+        let Some(step) = event.step.as_ref().map(|s| s.as_str().to_owned()) else {
+            return;
+        };
+        let s = state.step(&step);
+        if s.status.is_busy() {
+            let multi = &self.multi;
+            self.busy.entry(step).or_insert_with(|| {
+                multi.add(
+                    ProgressBar::new_spinner()
+                        .with_style(style("  {spinner:.cyan} {prefix:<24} {msg}"))
+                        .with_prefix(event.step.as_ref().map_or(String::new(), |s| s.to_string())),
+                )
+            });
+        } else {
+            if let Some(bar) = self.busy.remove(&step) {
+                bar.finish_and_clear();
             }
+            let mark = match s.status.name() {
+                "succeeded" | "compensated" | "skipped" => "ok",
+                _ => "!!",
+            };
+            let error = s
+                .last_error
+                .as_ref()
+                .filter(|_| mark == "!!")
+                .map_or(String::new(), |e| format!("  {}", e.error));
+            let took = s.duration_ms.map_or(String::new(), render::millis);
+            let _ = self.multi.println(format!(
+                "{mark} {step:<24} {:<12} attempt {:<3} {took}{error}",
+                s.status.name(),
+                s.attempt
+            ));
+        }
+        self.tick(state);
+    }
+
+    fn tick(&mut self, state: &RunState) {
+        let now = now_ms();
+        let done = self
+            .steps
+            .iter()
+            .filter(|n| state.status(n).satisfies_dependents())
+            .count();
+        self.summary.set_message(format!(
+            "{}: {done}/{} steps done, {} at work",
+            state.run_id,
+            self.steps.len(),
+            self.busy.len()
+        ));
+        self.summary.tick();
+        for (name, bar) in &self.busy {
+            let s = state.step(name);
+            bar.set_message(format!(
+                "{:<13} attempt {:<3} {}",
+                s.status.name(),
+                s.attempt,
+                render::millis(now.saturating_sub(s.since_ms))
+            ));
+            bar.tick();
         }
     }
 }

@@ -108,10 +108,21 @@ pub fn record(step: &str) -> String {
     format!("echo \\\"{step} $APOLLO11_ATTEMPT\\\" >> ledger")
 }
 
-/// Whether a process is alive.
-pub fn alive(pid: i32) -> bool {
+fn alive(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .unwrap_or_default()
             .contains(") Z ")
+}
+
+/// Whether a process is gone, giving the kernel a bounded moment to finish a SIGKILL.
+pub fn gone(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
 }

@@ -1,6 +1,6 @@
 //! Running, crashing, resuming, rolling back, pausing and overriding, through the binary.
 
-use crate::harness::{alive, record, wait_for, Cli};
+use crate::harness::{gone, record, wait_for, Cli};
 
 fn chain(steps: usize, slow: usize) -> String {
     let mut toml = String::from("[workflow]\nname = \"chain\"\n[defaults]\nretry = { max_attempts = 3, initial = \"10ms\" }\n");
@@ -203,7 +203,7 @@ fn a_step_past_its_timeout_is_failed_and_its_process_group_killed() {
         .parse()
         .unwrap();
     assert!(
-        !alive(grandchild),
+        gone(grandchild),
         "the step's whole process group was killed"
     );
 }
@@ -252,7 +252,7 @@ fn ctrl_c_stops_the_steps_and_the_run_resumes() {
         .trim()
         .parse()
         .unwrap();
-    assert!(!alive(step_pid), "the interrupted step was killed");
+    assert!(gone(step_pid), "the interrupted step was killed");
     let out = cli.run(&["resume", "int"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_eq!(cli.ledger(), ["long 1", "long 2"]);
