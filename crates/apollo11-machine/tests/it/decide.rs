@@ -4,6 +4,7 @@ use crate::sim::{Outcome, Sim};
 use crate::{pinned, spec};
 use apollo11_core::{
     Backoff, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, StepName, Timeout,
+    WorkflowSpec,
 };
 use apollo11_machine::{decide, retry_delay_ms, Command, Now, Policy, RunStatus};
 use apollo11_testkit::{arb_dag_edges, History};
@@ -15,17 +16,6 @@ fn start(step: &str, attempt: u32) -> Command {
         step: StepName::from(step),
         attempt,
     }
-}
-
-fn compensate(step: &str, attempt: u32) -> Command {
-    Command::Compensate {
-        step: StepName::from(step),
-        attempt,
-    }
-}
-
-fn executing(steps: &[&str]) -> BTreeSet<StepName> {
-    steps.iter().map(|s| StepName::from(*s)).collect()
 }
 
 #[test]
@@ -53,6 +43,22 @@ fn ready_steps_start_in_parallel_up_to_the_concurrency_limit() {
     assert_eq!(sim.steps_with("started"), ["a", "b", "c", "d", "e", "z"]);
 }
 
+/// What `decide` says at `ms` for the run `h` holds, with nothing executing.
+fn decide_at(w: &WorkflowSpec, h: &History, ms: u64, executing: &[&str]) -> Vec<Command> {
+    let (dag, policy) = Policy::compile(w, |_, f| f).unwrap();
+    let state = apollo11_machine::fold(h.run_id(), h.events());
+    let executing = executing.iter().map(|s| StepName::from(*s)).collect();
+    decide(
+        &state,
+        &dag,
+        &policy,
+        Now {
+            ms,
+            executing: &executing,
+        },
+    )
+}
+
 #[test]
 fn a_failed_step_is_retried_after_its_backoff() {
     let mut w = spec(OnFailure::Pause, &[("a", &[], I::Natural, false)]);
@@ -63,71 +69,31 @@ fn a_failed_step_is_retried_after_its_backoff() {
         max_ms: 60_000,
         jitter_pct: 0,
     };
-    let (dag, policy) = Policy::compile(&w, |_, f| f).unwrap();
-    let none = executing(&[]);
-    let h = History::new("r")
-        .created("test", pinned(&w))
-        .at(10_000)
-        .started("a")
-        .at(10_500)
-        .failed("a", "boom", true);
-    let state = apollo11_machine::fold(h.run_id(), h.events());
-    let at = |ms| {
-        decide(
-            &state,
-            &dag,
-            &policy,
-            Now {
-                ms,
-                executing: &none,
-            },
-        )
-    };
-    assert_eq!(
-        at(10_600),
-        [Command::WakeAt { ms: 11_500 }],
-        "1 s after the first failure"
-    );
-    assert_eq!(at(11_500), [start("a", 2)]);
-    let h = h
-        .at(11_500)
-        .started("a")
-        .at(11_600)
-        .failed("a", "boom", true);
-    let state = apollo11_machine::fold(h.run_id(), h.events());
-    let at = |ms| {
-        decide(
-            &state,
-            &dag,
-            &policy,
-            Now {
-                ms,
-                executing: &none,
-            },
-        )
-    };
-    assert_eq!(
-        at(11_700),
-        [Command::WakeAt { ms: 13_600 }],
-        "2 s after the second failure"
-    );
-    assert_eq!(at(13_600), [start("a", 3)]);
+    let mut h = History::new("r").created("test", pinned(&w));
+    // (attempt, started at, failed at, next attempt due): 1 s, then 2 s after each failure.
+    for (attempt, started, failed, due) in
+        [(1, 10_000, 10_500, 11_500), (2, 11_500, 11_600, 13_600)]
+    {
+        h = h
+            .at(started)
+            .started("a")
+            .at(failed)
+            .failed("a", "boom", true);
+        let waiting = decide_at(&w, &h, failed + 100, &[]);
+        assert_eq!(
+            waiting,
+            [Command::WakeAt { ms: due }],
+            "after attempt {attempt}"
+        );
+        assert_eq!(decide_at(&w, &h, due, &[]), [start("a", attempt + 1)]);
+    }
     let h = h
         .at(13_600)
         .started("a")
         .at(13_700)
         .failed("a", "boom", true);
-    let state = apollo11_machine::fold(h.run_id(), h.events());
     assert_eq!(
-        decide(
-            &state,
-            &dag,
-            &policy,
-            Now {
-                ms: 99_999,
-                executing: &none
-            }
-        ),
+        decide_at(&w, &h, 99_999, &[]),
         [Command::Finish {
             status: RunStatus::Paused
         }],
@@ -410,40 +376,17 @@ fn an_anomalous_run_fails_until_an_override_and_then_continues() {
             ("b", &["a"], I::Natural, false),
         ],
     );
-    let (dag, policy) = Policy::compile(&w, |_, f| f).unwrap();
-    let none = executing(&[]);
     let h = History::new("r")
         .created("test", pinned(&w))
         .succeeded("a", "no start");
-    let state = apollo11_machine::fold(h.run_id(), h.events());
     assert_eq!(
-        decide(
-            &state,
-            &dag,
-            &policy,
-            Now {
-                ms: 0,
-                executing: &none
-            }
-        ),
+        decide_at(&w, &h, 0, &[]),
         [Command::Finish {
             status: RunStatus::Failed
         }]
     );
     let h = h.overridden("a", OverrideTarget::Succeeded, "op", "checked the output");
-    let state = apollo11_machine::fold(h.run_id(), h.events());
-    assert_eq!(
-        decide(
-            &state,
-            &dag,
-            &policy,
-            Now {
-                ms: 0,
-                executing: &none
-            }
-        ),
-        [start("b", 1)]
-    );
+    assert_eq!(decide_at(&w, &h, 0, &[]), [start("b", 1)]);
 }
 
 #[test]
@@ -452,66 +395,27 @@ fn a_compensation_left_unfinished_is_resumed_without_a_new_event() {
         OnFailure::Rollback,
         &[("a", &[], I::Keyed, true), ("b", &["a"], I::Natural, false)],
     );
-    let (dag, policy) = Policy::compile(&w, |_, f| f).unwrap();
     let h = History::new("r")
         .created("test", pinned(&w))
         .started("a")
-        .succeeded("a", "x")
-        .started("b")
-        .failed("b", "no", false)
-        .compensating("a");
-    let state = apollo11_machine::fold(h.run_id(), h.events());
-    let none = executing(&[]);
+        .succeeded("a", "x");
+    let h = h.started("b").failed("b", "no", false).compensating("a");
+    let resume = Command::ResumeCompensation {
+        step: StepName::from("a"),
+        attempt: 1,
+    };
+    assert_eq!(decide_at(&w, &h, 0, &[]), [resume]);
     assert_eq!(
-        decide(
-            &state,
-            &dag,
-            &policy,
-            Now {
-                ms: 0,
-                executing: &none
-            }
-        ),
-        [Command::ResumeCompensation {
-            step: StepName::from("a"),
-            attempt: 1
-        }]
-    );
-    let busy = executing(&["a"]);
-    assert_eq!(
-        decide(
-            &state,
-            &dag,
-            &policy,
-            Now {
-                ms: 0,
-                executing: &busy
-            }
-        ),
-        []
+        decide_at(&w, &h, 0, &["a"]),
+        [],
+        "still running here: wait for it"
     );
     let h = h.compensated("a");
-    let state = apollo11_machine::fold(h.run_id(), h.events());
     assert_eq!(
-        decide(
-            &state,
-            &dag,
-            &policy,
-            Now {
-                ms: 0,
-                executing: &none
-            }
-        ),
+        decide_at(&w, &h, 0, &[]),
         [Command::Finish {
             status: RunStatus::RolledBack
         }]
-    );
-    assert_eq!(
-        compensate("a", 1),
-        Command::Compensate {
-            step: StepName::from("a"),
-            attempt: 1
-        }
     );
 }
 

@@ -3,7 +3,7 @@
 use crate::scripted::{kinds, open, timeline, Act, Ledger, Scripted};
 use apollo11_core::EventKind;
 use apollo11_runtime::{
-    Backoff, EngineError, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, RunId,
+    Backoff, Engine, EngineError, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, RunId,
     RunStatus, StepBuilder, Timeout, Workflow, WorkflowError,
 };
 use apollo11_store::{MemStore, SnapshotStore};
@@ -70,6 +70,35 @@ fn ok(_: u32) -> Act {
     Act::Ok(100)
 }
 
+/// Fails its first attempt (retryably), then succeeds.
+fn fails_once(attempt: u32) -> Act {
+    if attempt == 1 {
+        Act::Fail(10, true)
+    } else {
+        Act::Ok(10)
+    }
+}
+
+/// Hangs on its first attempt, then succeeds.
+fn hangs_once(attempt: u32) -> Act {
+    if attempt == 1 {
+        Act::Hang
+    } else {
+        Act::Ok(10)
+    }
+}
+
+/// Starts a run and waits for its outcome.
+async fn run_to_end(engine: &Engine<MemStore>, wf: &Arc<Workflow>, run: &str) -> RunStatus {
+    engine
+        .start(wf, RunId::from(run))
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failing_step_is_retried_with_exponential_backoff() {
     let f = Fixture::new();
@@ -91,13 +120,7 @@ async fn a_failing_step_is_retried_with_exponential_backoff() {
             false,
         )],
     ));
-    let status = engine
-        .start(&wf, RunId::from("r"))
-        .await
-        .unwrap()
-        .outcome()
-        .await
-        .unwrap();
+    let status = run_to_end(&engine, &wf, "r").await;
     assert_eq!(status, RunStatus::Succeeded);
     let t = timeline(&f.store, "r").await;
     let starts: Vec<u64> = t
@@ -121,7 +144,7 @@ async fn an_attempt_past_its_timeout_is_failed_then_retried() {
     let engine = open(&f.store).await;
     let code = Scripted {
         name: "slow",
-        script: |a| if a == 1 { Act::Hang } else { Act::Ok(10) },
+        script: hangs_once,
         ledger: f.ledger.clone(),
         compensation: false,
         gauge: f.gauge.clone(),
@@ -138,16 +161,7 @@ async fn an_attempt_past_its_timeout_is_failed_then_retried() {
         .build()
         .unwrap();
     let wf = engine.register(wf);
-    assert_eq!(
-        engine
-            .start(&wf, RunId::from("r"))
-            .await
-            .unwrap()
-            .outcome()
-            .await
-            .unwrap(),
-        RunStatus::Succeeded
-    );
+    assert_eq!(run_to_end(&engine, &wf, "r").await, RunStatus::Succeeded);
     let t = timeline(&f.store, "r").await;
     assert_eq!(
         t[1].1,
@@ -172,16 +186,7 @@ async fn parallel_steps_respect_the_concurrency_limit() {
         .map(|n| (*n, &[][..], I::Natural, ok as fn(u32) -> Act, false))
         .collect();
     let wf = engine.register(f.workflow("wide", OnFailure::Pause, &steps));
-    assert_eq!(
-        engine
-            .start(&wf, RunId::from("r"))
-            .await
-            .unwrap()
-            .outcome()
-            .await
-            .unwrap(),
-        RunStatus::Succeeded
-    );
+    assert_eq!(run_to_end(&engine, &wf, "r").await, RunStatus::Succeeded);
     assert_eq!(
         f.gauge.lock().unwrap().1,
         4,
@@ -210,16 +215,7 @@ async fn rollback_on_a_diamond_compensates_d_then_b_and_c_in_parallel_then_a() {
             ),
         ],
     ));
-    assert_eq!(
-        engine
-            .start(&wf, RunId::from("r"))
-            .await
-            .unwrap()
-            .outcome()
-            .await
-            .unwrap(),
-        RunStatus::RolledBack
-    );
+    assert_eq!(run_to_end(&engine, &wf, "r").await, RunStatus::RolledBack);
     let compensations: Vec<(String, &str)> = timeline(&f.store, "r")
         .await
         .into_iter()
@@ -250,30 +246,9 @@ async fn a_compensate_class_step_is_compensated_then_rerun() {
     let wf = engine.register(f.workflow(
         "pay",
         OnFailure::Pause,
-        &[(
-            "charge",
-            &[],
-            I::Compensate,
-            |a| {
-                if a == 1 {
-                    Act::Fail(10, true)
-                } else {
-                    Act::Ok(10)
-                }
-            },
-            true,
-        )],
+        &[("charge", &[], I::Compensate, fails_once, true)],
     ));
-    assert_eq!(
-        engine
-            .start(&wf, RunId::from("r"))
-            .await
-            .unwrap()
-            .outcome()
-            .await
-            .unwrap(),
-        RunStatus::Succeeded
-    );
+    assert_eq!(run_to_end(&engine, &wf, "r").await, RunStatus::Succeeded);
     assert_eq!(
         kinds(&f.store, "r", "charge").await,
         [
@@ -445,27 +420,9 @@ async fn a_checkpoint_step_gets_its_previous_attempts_marker_and_large_outputs_g
     let wf = engine.register(f.workflow(
         "ck",
         OnFailure::Pause,
-        &[(
-            "ck",
-            &[],
-            I::Checkpoint,
-            |a| {
-                if a == 1 {
-                    Act::Fail(10, true)
-                } else {
-                    Act::Ok(10)
-                }
-            },
-            false,
-        )],
+        &[("ck", &[], I::Checkpoint, fails_once, false)],
     ));
-    engine
-        .start(&wf, RunId::from("r"))
-        .await
-        .unwrap()
-        .outcome()
-        .await
-        .unwrap();
+    run_to_end(&engine, &wf, "r").await;
     let state = engine.state(&RunId::from("r")).await.unwrap();
     assert_eq!(
         state.step("ck").last_payload,
@@ -486,13 +443,7 @@ async fn a_checkpoint_step_gets_its_previous_attempts_marker_and_large_outputs_g
     .await
     .unwrap();
     let big = engine.register(big);
-    engine
-        .start(&big, RunId::from("b"))
-        .await
-        .unwrap()
-        .outcome()
-        .await
-        .unwrap();
+    run_to_end(&engine, &big, "b").await;
     let payload = engine
         .state(&RunId::from("b"))
         .await
@@ -521,13 +472,7 @@ async fn a_changed_definition_or_unknown_workflow_is_an_error_not_a_silent_switc
         OnFailure::Pause,
         &[("a", &[], I::Natural, |_| Act::Fail(1, false), false)],
     ));
-    engine
-        .start(&wf, RunId::from("r"))
-        .await
-        .unwrap()
-        .outcome()
-        .await
-        .unwrap();
+    run_to_end(&engine, &wf, "r").await;
     assert!(matches!(
         engine.start(&wf, RunId::from("r")).await,
         Err(EngineError::RunExists { .. })
@@ -680,16 +625,7 @@ async fn auto_timeout_is_twice_the_p99_of_past_successful_durations() {
     // The engine's view learns durations from the log; a fresh engine starts from it.
     let engine = open(&f.store).await;
     let wf = engine.register(build(|_| Act::Hang));
-    assert_eq!(
-        engine
-            .start(&wf, RunId::from("hung"))
-            .await
-            .unwrap()
-            .outcome()
-            .await
-            .unwrap(),
-        RunStatus::Paused
-    );
+    assert_eq!(run_to_end(&engine, &wf, "hung").await, RunStatus::Paused);
     let t = timeline(&f.store, "hung").await;
     assert_eq!(
         t[1].1,
