@@ -51,6 +51,23 @@ fn a_happy_run_succeeds_with_the_designed_status_json() {
         "a step's JSON output is its payload"
     );
     assert_eq!(events[2]["kind"], "succeeded");
+    let runs = cli.run(&["runs", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(runs.stdout.trim()).unwrap();
+    assert_eq!(
+        (
+            listed["run_id"].as_str(),
+            listed["state"].as_str(),
+            listed["steps_done"].as_u64()
+        ),
+        (Some("happy"), Some("succeeded"), Some(3))
+    );
+    let table = cli.run(&["runs"]).stdout;
+    assert!(
+        table.lines().nth(1).is_some_and(|l| l.starts_with("happy")
+            && l.contains("succeeded")
+            && l.contains("3/3")),
+        "{table}"
+    );
 }
 
 #[test]
