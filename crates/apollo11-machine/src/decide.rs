@@ -1,8 +1,8 @@
 //! `decide`: the scheduling brain as a pure function. The runtime calls it after every
 //! change, executes the commands, appends the events they produce, and calls it again.
 
-use crate::rollback::{failed_for_good, to_undo};
-use crate::{retry_delay_ms, run_status, Policy, RunState, RunStatus, StepState, StepStatus};
+use crate::rollback::{failed_for_good, status_with, to_undo};
+use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
 use apollo11_core::{Idempotency, OnFailure, StepName};
 use apollo11_dag::{Dag, NodeId};
 use std::collections::BTreeSet;
@@ -68,23 +68,35 @@ pub enum Command {
 /// Decides what to do next for one run. Deterministic: commands come in topological order
 /// of their steps, ties broken by name. An empty result means "wait for an executing step".
 pub fn decide(state: &RunState, dag: &Dag, policy: &Policy, now: Now<'_>) -> Vec<Command> {
-    let urgent = interrupted_and_timed_out(state, dag, policy, now);
+    decide_with(state, dag, policy, now, &Frontier::new(dag, state))
+}
+
+/// [`decide`] with the run's [`Frontier`] kept current by the caller: the same decisions,
+/// in time proportional to what the run is doing rather than to its number of steps.
+pub fn decide_with(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    now: Now<'_>,
+    f: &Frontier,
+) -> Vec<Command> {
+    let urgent = interrupted_and_timed_out(state, dag, policy, now, f);
     if !urgent.is_empty() {
         return urgent;
     }
-    let status = run_status(state, dag, policy);
+    let status = status_with(state, dag, policy, f);
     if status.is_terminal() {
         return vec![Command::Finish { status }];
     }
-    let mut commands = if state.is_anomalous() {
+    let mut commands = if state.anomaly.is_some() || f.anomalous() {
         Vec::new()
-    } else if failed_for_good(state, dag, policy) {
+    } else if failed_for_good(state, dag, policy, f) {
         match policy.on_failure {
             OnFailure::Pause => Vec::new(),
-            OnFailure::Rollback => rollback_wave(state, dag, policy),
+            OnFailure::Rollback => rollback_wave(state, dag, policy, f),
         }
     } else {
-        progress(state, dag, policy, now)
+        progress(state, dag, policy, now, f)
     };
     let wake = commands
         .iter()
@@ -92,7 +104,7 @@ pub fn decide(state: &RunState, dag: &Dag, policy: &Policy, now: Now<'_>) -> Vec
             Command::WakeAt { ms } => Some(*ms),
             _ => None,
         })
-        .chain(next_timeout_ms(state, dag, policy))
+        .chain(next_timeout_ms(state, dag, policy, f))
         .min();
     commands.retain(|c| !matches!(c, Command::WakeAt { .. }));
     commands.extend(wake.map(|ms| Command::WakeAt { ms }));
@@ -105,29 +117,30 @@ fn interrupted_and_timed_out(
     dag: &Dag,
     policy: &Policy,
     now: Now<'_>,
+    f: &Frontier,
 ) -> Vec<Command> {
     let mut commands = Vec::new();
-    for &n in dag.topological_order() {
+    for &(_, n) in &f.busy {
         let name = dag.name(n);
         let step = state.step(name);
         let executing = now.executing.contains(name);
-        let step_name = StepName(name.to_owned());
         let attempt = step.attempt;
+        let step_name = || StepName(name.to_owned());
         match step.status {
             StepStatus::Running if !executing => commands.push(Command::Fail {
-                step: step_name,
+                step: step_name(),
                 attempt,
                 error: "interrupted".into(),
             }),
             StepStatus::Running if timeout_at(step, policy, n).is_some_and(|t| t <= now.ms) => {
                 commands.push(Command::Fail {
-                    step: step_name,
+                    step: step_name(),
                     attempt,
                     error: "timeout".into(),
                 })
             }
             StepStatus::Compensating if !executing => commands.push(Command::ResumeCompensation {
-                step: step_name,
+                step: step_name(),
                 attempt,
             }),
             _ => {}
@@ -141,9 +154,10 @@ fn timeout_at(step: &StepState, policy: &Policy, node: NodeId) -> Option<u64> {
     Some(step.started_ms?.saturating_add(timeout))
 }
 
-fn next_timeout_ms(state: &RunState, dag: &Dag, policy: &Policy) -> Option<u64> {
-    dag.nodes()
-        .filter_map(|n| {
+fn next_timeout_ms(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> Option<u64> {
+    f.busy
+        .iter()
+        .filter_map(|&(_, n)| {
             let step = state.step(dag.name(n));
             (step.status == StepStatus::Running)
                 .then(|| timeout_at(step, policy, n))
@@ -154,15 +168,16 @@ fn next_timeout_ms(state: &RunState, dag: &Dag, policy: &Policy) -> Option<u64> 
 
 /// Normal forward progress: start ready steps up to the concurrency limit, retry failed
 /// ones after their backoff, compensate failed `compensate`-class steps before their rerun.
-fn progress(state: &RunState, dag: &Dag, policy: &Policy, now: Now<'_>) -> Vec<Command> {
-    let running = state
-        .steps
-        .values()
-        .filter(|s| s.status == StepStatus::Running)
-        .count();
-    let mut slots = (policy.max_concurrency as usize).saturating_sub(running);
+fn progress(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    now: Now<'_>,
+    f: &Frontier,
+) -> Vec<Command> {
+    let mut slots = (policy.max_concurrency as usize).saturating_sub(f.running);
     let mut commands = Vec::new();
-    for &n in dag.topological_order() {
+    for &(_, n) in &f.candidates {
         let name = dag.name(n);
         let step = state.step(name);
         let deps_done = dag
@@ -170,33 +185,30 @@ fn progress(state: &RunState, dag: &Dag, policy: &Policy, now: Now<'_>) -> Vec<C
             .iter()
             .all(|&d| state.status(dag.name(d)).satisfies_dependents());
         let due_ms = match step.status {
-            StepStatus::Pending => Some(0),
+            StepStatus::Pending => 0,
             StepStatus::Failed if policy.step(n).idempotency == Idempotency::Compensate => {
                 commands.push(Command::Compensate {
                     step: StepName(name.into()),
                     attempt: step.attempt,
                 });
-                None
+                continue;
             }
-            StepStatus::Failed | StepStatus::Compensated => {
-                Some(retry_due_ms(state, dag, policy, n))
-            }
+            StepStatus::Failed | StepStatus::Compensated => retry_due_ms(state, dag, policy, n),
+            // The frontier only lists the three states above; a stale one is not trusted.
             StepStatus::Running
             | StepStatus::Succeeded
             | StepStatus::Compensating
             | StepStatus::Skipped
-            | StepStatus::Anomalous => None,
+            | StepStatus::Anomalous => continue,
         };
-        match due_ms {
-            Some(due) if due > now.ms => commands.push(Command::WakeAt { ms: due }),
-            Some(_) if deps_done && slots > 0 => {
-                slots -= 1;
-                commands.push(Command::Start {
-                    step: StepName(name.into()),
-                    attempt: step.attempt + 1,
-                });
-            }
-            Some(_) | None => {}
+        if due_ms > now.ms {
+            commands.push(Command::WakeAt { ms: due_ms });
+        } else if deps_done && slots > 0 {
+            slots -= 1;
+            commands.push(Command::Start {
+                step: StepName(name.into()),
+                attempt: step.attempt + 1,
+            });
         }
     }
     commands
@@ -220,12 +232,8 @@ fn retry_due_ms(state: &RunState, dag: &Dag, policy: &Policy, node: NodeId) -> u
 
 /// The next wave of a rollback: wait for running attempts to end, then compensate every
 /// step none of whose dependents still needs compensating.
-fn rollback_wave(state: &RunState, dag: &Dag, policy: &Policy) -> Vec<Command> {
-    if state
-        .steps
-        .values()
-        .any(|s| s.status == StepStatus::Running)
-    {
+fn rollback_wave(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> Vec<Command> {
+    if f.running > 0 {
         return Vec::new();
     }
     let undo = to_undo(state, dag, policy);

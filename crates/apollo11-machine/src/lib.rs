@@ -2,6 +2,7 @@
 
 mod backoff;
 mod decide;
+mod frontier;
 mod policy;
 mod rollback;
 mod state;
@@ -9,7 +10,8 @@ mod status;
 mod table;
 
 pub use backoff::retry_delay_ms;
-pub use decide::{decide, Command, Now};
+pub use decide::{decide, decide_with, Command, Now};
+pub use frontier::Frontier;
 pub use policy::{Policy, PolicyError, StepPolicy};
 pub use rollback::{run_status, RunStatus};
 pub use state::{fold, Anomaly, Failure, RunState, StepState};

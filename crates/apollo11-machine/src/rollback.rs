@@ -2,7 +2,7 @@
 //! and the run's status. Derived from step states on every call: the log holds only step
 //! transitions, so the run status can never disagree with them.
 
-use crate::{Policy, RunState, StepPolicy, StepState, StepStatus};
+use crate::{Frontier, Policy, RunState, StepPolicy, StepState, StepStatus};
 use apollo11_core::{Idempotency, OnFailure};
 use apollo11_dag::{Dag, NodeId};
 use serde::{Deserialize, Serialize};
@@ -50,21 +50,23 @@ impl fmt::Display for RunStatus {
 
 /// The status of a run, from its state alone.
 pub fn run_status(state: &RunState, dag: &Dag, policy: &Policy) -> RunStatus {
-    let busy = state.steps.values().any(|s| s.status.is_busy());
-    let all_done = dag
-        .nodes()
-        .all(|n| state.status(dag.name(n)).satisfies_dependents());
-    if state.is_anomalous() {
+    status_with(state, dag, policy, &Frontier::new(dag, state))
+}
+
+/// [`run_status`] with the run's frontier at hand.
+pub(crate) fn status_with(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> RunStatus {
+    let busy = !f.busy.is_empty();
+    if state.anomaly.is_some() || f.anomalous() {
         return if busy {
             RunStatus::Running
         } else {
             RunStatus::Failed
         };
     }
-    if all_done {
+    if f.done == dag.len() {
         return RunStatus::Succeeded;
     }
-    if busy || !failed_for_good(state, dag, policy) {
+    if busy || !failed_for_good(state, dag, policy, f) {
         return RunStatus::Running;
     }
     match policy.on_failure {
@@ -75,9 +77,10 @@ pub fn run_status(state: &RunState, dag: &Dag, policy: &Policy) -> RunStatus {
 }
 
 /// True when a step has failed with no retry left, which stops the run's progress.
-pub(crate) fn failed_for_good(state: &RunState, dag: &Dag, policy: &Policy) -> bool {
-    dag.nodes()
-        .any(|n| exhausted(state.step(dag.name(n)), policy.step(n)))
+pub(crate) fn failed_for_good(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> bool {
+    f.troubled
+        .iter()
+        .any(|&(_, n)| exhausted(state.step(dag.name(n)), policy.step(n)))
 }
 
 fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {

@@ -8,7 +8,7 @@ use crate::{EngineError, Output, StepContext, StepError, Workflow, WorkflowError
 use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
 use apollo11_dag::Dag;
 use apollo11_machine::{
-    decide, retry_delay_ms, Command, Now, Policy, RunState, RunStatus, StepStatus,
+    decide_with, retry_delay_ms, Command, Frontier, Now, Policy, RunState, RunStatus, StepStatus,
 };
 use apollo11_store::{resolve, NewEvent, StoreError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -43,6 +43,8 @@ pub(crate) struct Driver<S: Store> {
     dag: Dag,
     policy: Policy,
     state: RunState,
+    /// Kept current with `state`, so each decision costs what the run is doing.
+    frontier: Frontier,
     notify: Arc<Notify>,
     executing: BTreeMap<StepName, Running>,
     tasks: JoinSet<Done>,
@@ -78,12 +80,14 @@ impl<S: Store> Driver<S> {
             auto.get(name).copied().unwrap_or(fallback)
         })
         .map_err(WorkflowError::Invalid)?;
+        let frontier = Frontier::new(&dag, &state);
         Ok(Driver {
             shared,
             workflow,
             dag,
             policy,
             state,
+            frontier,
             notify,
             executing: BTreeMap::new(),
             tasks: JoinSet::new(),
@@ -120,7 +124,12 @@ impl<S: Store> Driver<S> {
             ms: self.shared.clock.now_ms(),
             executing: &executing,
         };
-        let commands = decide(&self.state, &self.dag, &self.policy, now);
+        debug_assert_eq!(
+            self.frontier,
+            Frontier::new(&self.dag, &self.state),
+            "the frontier drifted from the state"
+        );
+        let commands = decide_with(&self.state, &self.dag, &self.policy, now, &self.frontier);
         metrics::histogram!("apollo11_scheduler_loop_seconds")
             .record(started.elapsed().as_secs_f64());
         let mut events = Vec::new();
@@ -217,8 +226,7 @@ impl<S: Store> Driver<S> {
                 let last = *ids.last().expect("a batch has events");
                 for (i, (event, id)) in events.into_iter().zip(&ids[unsent..]).enumerate() {
                     let seq = Seq(first.0 + (unsent + i) as u32);
-                    self.state
-                        .apply(&event.into_event(*id, run_id.clone(), seq));
+                    self.fold(&event.into_event(*id, run_id.clone(), seq));
                 }
                 self.state.last_event_id = last;
                 Ok(true)
@@ -240,6 +248,7 @@ impl<S: Store> Driver<S> {
             .read_run(&self.state.run_id, Seq(1))
             .await?;
         self.state = apollo11_machine::fold(&self.state.run_id.clone(), &events);
+        self.frontier = Frontier::new(&self.dag, &self.state);
         for event in unsent {
             let step = event.step.clone().expect("outcomes name a step");
             let compensation = event.kind == EventKind::Compensated;
@@ -255,16 +264,23 @@ impl<S: Store> Driver<S> {
     fn fold_unsent(&mut self, event: NewEvent) {
         let seq = Seq(self.state.last_seq.0 + 1);
         let id = self.state.last_event_id;
-        self.state
-            .apply(&event.clone().into_event(id, self.state.run_id.clone(), seq));
+        self.fold(&event.clone().into_event(id, self.state.run_id.clone(), seq));
         self.unsent.push(event);
+    }
+
+    /// Folds one event into the state and the frontier.
+    fn fold(&mut self, event: &apollo11_core::Event) {
+        self.state.apply(event);
+        if let Some(step) = &event.step {
+            self.frontier.update(&self.dag, &self.state, step.as_str());
+        }
     }
 
     /// Folds events someone else appended, and stops work they made stale.
     async fn catch_up(&mut self) -> Result<(), StoreError> {
         let from = Seq(self.state.last_seq.0 + 1);
         for event in self.shared.store.read_run(&self.state.run_id, from).await? {
-            self.state.apply(&event);
+            self.fold(&event);
         }
         self.stop_stale();
         Ok(())

@@ -37,6 +37,28 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1_000, ..ProptestConfig::default() })]
 
     #[test]
+    fn a_frontier_kept_event_by_event_equals_one_built_from_the_state(
+        events in arb_history(4, 60),
+        edges in apollo11_testkit::arb_dag_edges(3),
+    ) {
+        // Steps s0..s2 form a random graph; the history also names s3, which it lacks.
+        let edges: Vec<(String, Vec<String>)> = edges
+            .into_iter()
+            .map(|(n, deps)| (rename(&n), deps.iter().map(|d| rename(d)).collect()))
+            .collect();
+        let dag = apollo11_dag::Dag::build(&edges, 100).unwrap();
+        let mut state = RunState::new(run());
+        let mut frontier = apollo11_machine::Frontier::new(&dag, &state);
+        for e in &events {
+            state.apply(e);
+            if let Some(step) = &e.step {
+                frontier.update(&dag, &state, step.as_str());
+            }
+            prop_assert_eq!(&frontier, &apollo11_machine::Frontier::new(&dag, &state));
+        }
+    }
+
+    #[test]
     fn replaying_the_same_events_twice_gives_equal_states(events in arb_history(4, 60)) {
         prop_assert_eq!(fold(&run(), &events), fold(&run(), &events));
     }
@@ -131,4 +153,9 @@ fn durations_errors_and_payloads_are_kept() {
     assert_eq!(a.last_payload, Payload::inline("rows=10"));
     assert!(a.last_error.is_none(), "a success clears the last error");
     assert_eq!(state.last_event_id, EventId(5));
+}
+
+/// `n000`.. from the testkit's graphs as the history's step names `s0`..
+fn rename(node: &str) -> String {
+    format!("s{}", node.trim_start_matches('n').parse::<u32>().unwrap())
 }

@@ -7,7 +7,9 @@ use apollo11_core::{
     Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
 };
 use apollo11_dag::Dag;
-use apollo11_machine::{decide, Command, Now, Policy, RunState, RunStatus, StepStatus};
+use apollo11_machine::{
+    decide, decide_with, Command, Frontier, Now, Policy, RunState, RunStatus, StepStatus,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What an attempt does.
@@ -27,6 +29,8 @@ pub struct Sim {
     pub dag: Dag,
     pub policy: Policy,
     pub state: RunState,
+    /// Kept current event by event, as the runtime does.
+    frontier: Frontier,
     pub events: Vec<Event>,
     pub now_ms: u64,
     script: Script,
@@ -40,7 +44,9 @@ pub struct Sim {
 impl Sim {
     pub fn new(spec: &WorkflowSpec, script: impl Fn(&str, u32) -> Outcome + 'static) -> Sim {
         let (dag, policy) = Policy::compile(spec, |_, fallback| fallback).unwrap();
+        let frontier = Frontier::new(&dag, &RunState::new(RunId::from("run-1")));
         let mut sim = Sim {
+            frontier,
             dag,
             policy,
             state: RunState::new(RunId::from("run-1")),
@@ -76,6 +82,9 @@ impl Sim {
             payload,
         };
         self.state.apply(&event);
+        if let Some(step) = &event.step {
+            self.frontier.update(&self.dag, &self.state, step.as_str());
+        }
         self.events.push(event);
         assert!(
             !self.state.is_anomalous(),
@@ -84,18 +93,25 @@ impl Sim {
         );
     }
 
-    /// The commands `decide` gives now.
+    /// The commands `decide` gives now. Checks on every call that the incrementally kept
+    /// frontier equals one built from scratch and gives the same decisions.
     pub fn decide(&self) -> Vec<Command> {
         let executing: BTreeSet<StepName> = self.executing.keys().cloned().collect();
-        decide(
-            &self.state,
-            &self.dag,
-            &self.policy,
-            Now {
-                ms: self.now_ms,
-                executing: &executing,
-            },
-        )
+        let now = Now {
+            ms: self.now_ms,
+            executing: &executing,
+        };
+        assert_eq!(
+            self.frontier,
+            Frontier::new(&self.dag, &self.state),
+            "the incremental frontier drifted"
+        );
+        let incremental = decide_with(&self.state, &self.dag, &self.policy, now, &self.frontier);
+        assert_eq!(
+            incremental,
+            decide(&self.state, &self.dag, &self.policy, now)
+        );
+        incremental
     }
 
     /// Carries out commands; returns the terminal status if one was reached.
