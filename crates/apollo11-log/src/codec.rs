@@ -4,6 +4,7 @@
 //! old logs.
 
 use apollo11_core::{limits, Event};
+use serde::Deserialize;
 
 const LIMIT: usize = limits::RECORD_BYTES_MAX as usize;
 
@@ -29,4 +30,24 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, String> {
         ));
     }
     Ok(event)
+}
+
+/// The first fields of an encoded event: all that opening a log needs to index it.
+#[derive(Deserialize)]
+pub struct Head<'a> {
+    /// The event's id.
+    pub event_id: u64,
+    /// Its run, borrowed from the record.
+    #[serde(borrow)]
+    pub run_id: &'a str,
+    /// Its seq.
+    pub seq: u32,
+}
+
+/// Decodes only the head of an encoded event (the fields `Event` starts with), borrowing the
+/// run id: opening a log allocates nothing per event.
+pub fn decode_head(bytes: &[u8]) -> Result<Head<'_>, String> {
+    bincode::serde::borrow_decode_from_slice(bytes, config())
+        .map(|(head, _)| head)
+        .map_err(|e| e.to_string())
 }

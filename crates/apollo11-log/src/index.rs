@@ -34,7 +34,7 @@ pub struct Index {
 
 impl Index {
     /// Records a durable event.
-    pub fn push(&mut self, run_id: &RunId, event_id: u64, offset: u32) {
+    pub fn push(&mut self, run_id: &str, event_id: u64, offset: u32) {
         assert_eq!(
             event_id,
             self.last_event_id + 1,
@@ -49,67 +49,101 @@ impl Index {
         match self.runs.get_mut(run_id) {
             Some(ids) => ids.push(event_id),
             None => {
-                self.runs.insert(run_id.clone(), vec![event_id]);
+                self.runs.insert(RunId::from(run_id), vec![event_id]);
             }
         }
         self.last_event_id = event_id;
     }
 
     /// The run's last seq (0 for an unknown run).
-    pub fn last_seq(&self, run_id: &RunId) -> u32 {
+    pub fn last_seq(&self, run_id: &str) -> u32 {
         self.runs.get(run_id).map_or(0, |ids| ids.len() as u32)
     }
 
-    /// Reads one event by id, checking its CRC and that it is the event asked for.
-    pub fn read(&self, event_id: u64) -> Result<Event, StoreError> {
+    /// The segment holding `event_id`.
+    fn segment_of(&self, event_id: u64) -> Result<&SegmentIndex, StoreError> {
         let position = self.segments.partition_point(|s| s.base <= event_id);
-        let segment = position
+        position
             .checked_sub(1)
             .map(|i| &self.segments[i])
             .filter(|s| event_id - s.base < s.offsets.len() as u64)
             .ok_or_else(|| StoreError::NotFound {
                 what: format!("event {event_id}"),
-            })?;
-        let offset = u64::from(segment.offsets[(event_id - segment.base) as usize]);
-        let corrupted = |reason: String| StoreError::Corrupted {
+            })
+    }
+
+    /// Reads one event by id, checking its CRC and that it is the event asked for.
+    pub fn read(&self, event_id: u64) -> Result<Event, StoreError> {
+        let mut events = self.read_range(self.segment_of(event_id)?, event_id, event_id)?;
+        Ok(events.pop().expect("a range of one event"))
+    }
+
+    /// Reads events `first..=last` of one segment with a single read, checking every CRC and
+    /// that the records hold exactly the events asked for.
+    fn read_range(
+        &self,
+        segment: &SegmentIndex,
+        first: u64,
+        last: u64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let offset_of = |id: u64| u64::from(segment.offsets[(id - segment.base) as usize]);
+        let start = offset_of(first);
+        let corrupted = |offset: u64, reason: String| StoreError::Corrupted {
             file: segment.name.clone(),
             offset,
             reason,
         };
-        let mut header = [0u8; HEADER_BYTES];
-        segment
-            .file
-            .read_exact_at(&mut header, offset)
-            .map_err(|e| read_error(segment, offset, e))?;
-        let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
-        if len == 0 || len > limits::RECORD_BYTES_MAX {
-            return Err(corrupted(format!("record length {len} on re-read")));
-        }
-        let mut record = vec![0u8; HEADER_BYTES + len as usize];
-        segment
-            .file
-            .read_exact_at(&mut record, offset)
-            .map_err(|e| read_error(segment, offset, e))?;
-        let event = match parse(&record, 0) {
-            Parsed::Record {
-                kind: KIND_EVENT,
-                body,
-                ..
-            } => decode_event(body).map_err(corrupted)?,
-            Parsed::Record { .. } => {
-                return Err(corrupted("not an event record on re-read".into()))
+        let end = if last + 1 - segment.base < segment.offsets.len() as u64 {
+            offset_of(last + 1)
+        } else {
+            let at = offset_of(last);
+            let mut header = [0u8; HEADER_BYTES];
+            segment
+                .file
+                .read_exact_at(&mut header, at)
+                .map_err(|e| read_error(segment, at, e))?;
+            let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+            if len == 0 || len > limits::RECORD_BYTES_MAX {
+                return Err(corrupted(at, format!("record length {len} on re-read")));
             }
-            Parsed::End | Parsed::Invalid(_) => {
-                return Err(corrupted("record damaged since open".into()))
-            }
+            at + (HEADER_BYTES as u64) + u64::from(len)
         };
-        if event.event_id != EventId(event_id) {
-            return Err(corrupted(format!(
-                "record holds event {} on re-read",
-                event.event_id
-            )));
+        let mut buf = vec![0u8; (end - start) as usize];
+        segment
+            .file
+            .read_exact_at(&mut buf, start)
+            .map_err(|e| read_error(segment, start, e))?;
+        let mut events = Vec::with_capacity((last - first + 1) as usize);
+        let mut at = 0;
+        while events.len() < events.capacity() {
+            let here = start + at as u64;
+            match parse(&buf, at) {
+                Parsed::Record {
+                    kind: KIND_EVENT,
+                    body,
+                    next,
+                } => {
+                    let event = decode_event(body).map_err(|e| corrupted(here, e))?;
+                    let expected = first + events.len() as u64;
+                    if event.event_id != EventId(expected) {
+                        return Err(corrupted(
+                            here,
+                            format!(
+                                "record holds event {} where {expected} was expected on re-read",
+                                event.event_id
+                            ),
+                        ));
+                    }
+                    events.push(event);
+                    at = next;
+                }
+                Parsed::Record { next, .. } => at = next,
+                Parsed::End | Parsed::Invalid(_) => {
+                    return Err(corrupted(here, "record damaged since open".into()))
+                }
+            }
         }
-        Ok(event)
+        Ok(events)
     }
 
     /// The run's events from `from_seq` on.
@@ -121,13 +155,21 @@ impl Index {
         ids.iter().skip(skip).map(|&id| self.read(id)).collect()
     }
 
-    /// At most `max` events from id `from` on.
+    /// At most `max` events from id `from` on, one read per segment.
     pub fn read_from(&self, from: EventId, max: u32) -> Result<Vec<Event>, StoreError> {
         let first = from.0.max(1);
         let last = self
             .last_event_id
             .min(first.saturating_add(u64::from(max)).saturating_sub(1));
-        (first..=last).map(|id| self.read(id)).collect()
+        let mut events = Vec::new();
+        let mut id = first;
+        while id <= last {
+            let segment = self.segment_of(id)?;
+            let segment_last = (segment.base + segment.offsets.len() as u64 - 1).min(last);
+            events.extend(self.read_range(segment, id, segment_last)?);
+            id = segment_last + 1;
+        }
+        Ok(events)
     }
 
     /// Every run with its last seq and event id.

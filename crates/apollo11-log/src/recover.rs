@@ -184,16 +184,18 @@ pub fn add_to_index(index: &mut Index, inspected: &Inspected) -> Result<(), Stor
         file: inspected.file.clone(),
         offsets: Vec::with_capacity(scanned.events.len()),
     });
-    for (offset, event) in &scanned.events {
-        let expected = index.last_seq(&event.run_id) + 1;
-        if event.seq.0 != expected {
+    for (i, e) in scanned.events.iter().enumerate() {
+        let run_id = scanned.runs[e.run as usize].as_str();
+        let event_id = scanned.base + i as u64;
+        let expected = index.last_seq(run_id) + 1;
+        if e.seq != expected {
             let reason = format!(
-                "event {} of run `{}` has seq {}, expected {expected}",
-                event.event_id, event.run_id, event.seq
+                "event {event_id} of run `{run_id}` has seq {}, expected {expected}",
+                e.seq
             );
-            return Err(damaged(u64::from(*offset), reason));
+            return Err(damaged(u64::from(e.offset), reason));
         }
-        index.push(&event.run_id, event.event_id.0, *offset);
+        index.push(run_id, event_id, e.offset);
     }
     Ok(())
 }

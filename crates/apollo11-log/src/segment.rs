@@ -1,9 +1,9 @@
 //! Segment files: a header (magic, format version, base event id, CRC) then batches of
 //! records. Scanning a segment yields its committed events and where and why it stopped.
 
-use crate::codec::decode_event;
+use crate::codec::{decode_event, decode_head};
 use crate::record::{commit_fields, parse, Parsed, COMMIT_BODY_BYTES, KIND_COMMIT, KIND_EVENT};
-use apollo11_core::Event;
+use std::collections::HashMap;
 
 /// Magic bytes at the start of every segment.
 pub const MAGIC: &[u8; 8] = b"APOLLO11";
@@ -69,13 +69,27 @@ pub struct Stop {
     pub reason: String,
 }
 
+/// One committed event as indexed at open: its event id is the segment's base plus its
+/// position.
+#[derive(Clone, Copy, Debug)]
+pub struct Indexed {
+    /// Offset of its record.
+    pub offset: u32,
+    /// Its seq.
+    pub seq: u32,
+    /// Its run, as an index into [`Scanned::runs`].
+    pub run: u32,
+}
+
 /// The committed content of a segment.
 #[derive(Debug)]
 pub struct Scanned {
     /// Base event id from the header.
     pub base: u64,
-    /// Committed events with the offsets of their records.
-    pub events: Vec<(u32, Event)>,
+    /// Committed events, in order.
+    pub events: Vec<Indexed>,
+    /// The run ids the events name, each once.
+    pub runs: Vec<String>,
     /// Offset just after the last committed batch.
     pub end: u64,
     /// `None` when only zeros follow `end`.
@@ -88,10 +102,12 @@ pub fn scan(bytes: &[u8]) -> Result<Scanned, Stop> {
     let mut scanned = Scanned {
         base,
         events: Vec::new(),
+        runs: Vec::new(),
         end: HEADER_BYTES as u64,
         stop: None,
     };
-    let mut pending: Vec<(u32, Event)> = Vec::new();
+    let mut pending: Vec<Indexed> = Vec::new();
+    let mut interned: HashMap<&str, u32> = HashMap::new();
     let mut at = HEADER_BYTES;
     let mut batch_start = at;
     loop {
@@ -117,11 +133,22 @@ pub fn scan(bytes: &[u8]) -> Result<Scanned, Stop> {
                 next,
             } => {
                 let expected = base + (scanned.events.len() + pending.len()) as u64;
-                match decode_event(body) {
-                    Ok(e) if e.event_id.0 == expected => pending.push((at as u32, e)),
-                    Ok(e) => {
+                match decode_head(body) {
+                    Ok(head) if head.event_id == expected => {
+                        let count = interned.len() as u32;
+                        let run = *interned.entry(head.run_id).or_insert_with(|| {
+                            scanned.runs.push(head.run_id.to_owned());
+                            count
+                        });
+                        pending.push(Indexed {
+                            offset: at as u32,
+                            seq: head.seq,
+                            run,
+                        });
+                    }
+                    Ok(head) => {
                         let reason =
-                            format!("event id {} where {expected} was expected", e.event_id);
+                            format!("event id {} where {expected} was expected", head.event_id);
                         scanned.stop = stop(at, reason);
                         break;
                     }

@@ -108,7 +108,7 @@ impl Writer {
             let last = last_seqs
                 .get(&r.run_id)
                 .copied()
-                .unwrap_or_else(|| index.last_seq(&r.run_id));
+                .unwrap_or_else(|| index.last_seq(r.run_id.as_str()));
             if r.expected_seq.0 != last + 1 {
                 let conflict = StoreError::Conflict {
                     run_id: r.run_id,
@@ -181,7 +181,11 @@ impl Writer {
         let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
         for a in &accepted {
             for &(id, offset) in &a.events {
-                index.push(&a.run_id, id, (self.group_at + u64::from(offset)) as u32);
+                index.push(
+                    a.run_id.as_str(),
+                    id,
+                    (self.group_at + u64::from(offset)) as u32,
+                );
             }
         }
         drop(index);
