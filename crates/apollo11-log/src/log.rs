@@ -158,11 +158,6 @@ impl FileLog {
         &self.recovery
     }
 
-    /// The data directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     fn index(&self) -> RwLockReadGuard<'_, Index> {
         self.shared.index.read().unwrap_or_else(|p| p.into_inner())
     }
