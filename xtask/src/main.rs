@@ -1,21 +1,24 @@
 //! `cargo xtask <command>`: the project's automation, in Rust instead of Makefiles.
 
+mod bench;
 mod crash;
 mod tidy;
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy|crash>
+const USAGE: &str = "usage: cargo xtask <ci|tidy|crash|bench>
   ci     fmt check, clippy -D warnings, every test of the workspace (tidy included), crash test
   tidy   check crate layering and the purity of the core crates
-  crash  [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6";
+  crash  [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
+  bench  [--quick] [append|replay|scheduler]...: release benchmarks, JSON in target/bench/";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&tidy::workspace_root()?),
+        Some("bench") => bench::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }

@@ -15,8 +15,8 @@ use apollo11_core::{Event, EventId, Seq};
 use apollo11_log::{verify, FileLog, Options};
 use apollo11_machine::StepStatus;
 use apollo11_runtime::{
-    Engine, EngineConfig, EngineError, Idempotency, Output, RunId, RunStatus, Step, StepBuilder,
-    StepContext, StepError, Workflow,
+    Engine, EngineConfig, EngineError, Idempotency, Output, RetryPolicy, RunId, RunStatus, Step,
+    StepBuilder, StepContext, StepError, Timeout, Workflow,
 };
 use apollo11_store::{
     BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore, StoreError,
@@ -135,7 +135,18 @@ impl Step for Work {
 /// 50 steps in layers of 5, each step depending on every step of the layer before.
 fn workflow(ledger: Arc<Mutex<std::fs::File>>) -> Workflow {
     let names: Vec<String> = (0..STEPS).map(|i| format!("s{i:02}")).collect();
-    let mut builder = Workflow::builder("crash").max_concurrency(WIDTH as u32);
+    // Every kill can interrupt a step, and an interrupted attempt counts against its retry
+    // budget (so a step that crashes its engine every time cannot loop forever): give steps
+    // more attempts than this test has kills.
+    let retry = RetryPolicy {
+        max_attempts: 100_000,
+        initial_ms: 5,
+        max_ms: 50,
+        ..RetryPolicy::default()
+    };
+    let mut builder = Workflow::builder("crash")
+        .max_concurrency(WIDTH as u32)
+        .defaults(retry, Timeout::None);
     for i in 0..STEPS {
         let layer = i / WIDTH;
         let deps: Vec<&str> = if layer == 0 {

@@ -1,0 +1,161 @@
+//! Durable append: 1, 16 and 256 concurrent appenders of 200-byte events in fsync mode;
+//! events/s and acknowledgement latency, against a raw `write + fdatasync` loop over the
+//! batch size the log actually formed (counted by a file system wrapper), in the same run.
+
+use crate::report::{quantile_us, raw_fsync_rate, Report};
+use crate::Setup;
+use anyhow::Result;
+use apollo11_core::{EventKind, Payload, RunId, Seq, StepName};
+use apollo11_log::{FileLog, Fs, FsFile, FsLock, Mode, Options, RealFs};
+use apollo11_store::{EventStore, NewEvent};
+use serde_json::json;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The real file system, counting data syncs.
+#[derive(Default)]
+struct CountingFs {
+    syncs: Arc<AtomicU64>,
+}
+
+struct CountingFile {
+    inner: Box<dyn FsFile>,
+    syncs: Arc<AtomicU64>,
+}
+
+impl Fs for CountingFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        RealFs.create_dir_all(dir)
+    }
+    fn open(&self, path: &Path, mode: Mode) -> io::Result<Box<dyn FsFile>> {
+        Ok(Box::new(CountingFile {
+            inner: RealFs.open(path, mode)?,
+            syncs: self.syncs.clone(),
+        }))
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        RealFs.list(dir)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        RealFs.sync_dir(dir)
+    }
+    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<Option<Box<dyn FsLock>>> {
+        RealFs.try_lock(path, holder)
+    }
+}
+
+impl FsFile for CountingFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_exact_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_all_at(buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.inner.sync_data()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn size(&self) -> io::Result<u64> {
+        self.inner.size()
+    }
+}
+
+/// A 200-byte event.
+pub fn event(i: u64) -> NewEvent {
+    NewEvent {
+        step: Some(StepName(format!("step-{}", i % 10))),
+        kind: EventKind::Started,
+        attempt: 1,
+        at_ms: 1_700_000_000_000 + i,
+        instance: "bench".into(),
+        payload: Payload::Inline(vec![b'p'; 200]),
+    }
+}
+
+pub async fn run(setup: &Setup) -> Result<Report> {
+    let seconds = if setup.quick { 1 } else { 5 };
+    let mut report = Report::new(
+        "append",
+        &[
+            "appenders",
+            "events_per_s",
+            "events_per_fsync",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "raw_fsync_events_per_s",
+            "ratio_to_raw",
+        ],
+    );
+    report.header();
+    for appenders in [1u64, 16, 256] {
+        let dir = setup.dir.join(format!("append-{appenders}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (rate, per_sync, latencies) = appends(&dir, appenders, seconds).await?;
+        let raw = raw_fsync_rate(
+            &setup.dir,
+            per_sync.round().max(1.0) as usize,
+            230,
+            seconds as f64,
+        )?;
+        report.row(vec![
+            json!(appenders),
+            json!(rate),
+            json!(per_sync),
+            json!(quantile_us(&latencies, 0.5)),
+            json!(quantile_us(&latencies, 0.99)),
+            json!(quantile_us(&latencies, 0.999)),
+            json!(raw),
+            json!(rate / raw),
+        ]);
+        std::fs::remove_dir_all(&dir)?;
+    }
+    Ok(report)
+}
+
+async fn appends(dir: &Path, appenders: u64, seconds: u64) -> Result<(f64, f64, Vec<Duration>)> {
+    let fs = CountingFs::default();
+    let syncs = fs.syncs.clone();
+    let log = Arc::new(FileLog::open_with(Arc::new(fs), dir, Options::default())?);
+    let before = syncs.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..appenders)
+        .map(|a| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let run = RunId(format!("run-{a}"));
+                let mut latencies = Vec::new();
+                let mut seq = 1;
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    log.append(&run, Seq(seq), vec![event(u64::from(seq))])
+                        .await?;
+                    latencies.push(t.elapsed());
+                    seq += 1;
+                }
+                anyhow::Ok(latencies)
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await??);
+    }
+    let rate = latencies.len() as f64 / started.elapsed().as_secs_f64();
+    let per_sync = latencies.len() as f64 / (syncs.load(Ordering::Relaxed) - before).max(1) as f64;
+    latencies.sort();
+    Ok((rate, per_sync, latencies))
+}

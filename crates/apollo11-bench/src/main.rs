@@ -1,0 +1,63 @@
+//! Benchmark scenarios. Every figure is measured next to a baseline in the same run and
+//! reported as a ratio; each scenario prints a markdown table and writes
+//! `<out>/<scenario>.json` with the host, the git revision and the figures.
+//!
+//! `apollo11-bench [--quick] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios: append,
+//! replay, scheduler (all by default). Run through `cargo xtask bench`.
+
+mod append;
+mod replay;
+mod report;
+mod scheduler;
+
+use anyhow::{bail, Result};
+use std::path::PathBuf;
+
+/// How a scenario is run.
+pub struct Setup {
+    /// A shorter pass (`--quick`).
+    pub quick: bool,
+    /// Where data files go (on the disk under test).
+    pub dir: PathBuf,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mut quick, mut out, mut dir, mut named) = (false, None, None, Vec::new());
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--out" => out = rest.next().map(PathBuf::from),
+            "--dir" => dir = rest.next().map(PathBuf::from),
+            flag if flag.starts_with("--") => {
+                bail!("unknown flag `{flag}`; flags: --quick, --out DIR, --dir DIR")
+            }
+            scenario => named.push(scenario),
+        }
+    }
+    let out = out.unwrap_or_else(|| PathBuf::from("target/bench"));
+    let setup = Setup {
+        quick,
+        dir: dir.unwrap_or_else(|| out.join("data")),
+    };
+    let all = ["append", "replay", "scheduler"];
+    let chosen: Vec<&str> = if named.is_empty() {
+        all.to_vec()
+    } else {
+        named
+    };
+    std::fs::create_dir_all(&out)?;
+    for scenario in chosen {
+        let report = match scenario {
+            "append" => append::run(&setup).await?,
+            "replay" => replay::run(&setup).await?,
+            "scheduler" => scheduler::run(&setup).await?,
+            other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
+        };
+        report.save(&out, setup.quick)?;
+    }
+    let _ = std::fs::remove_dir_all(&setup.dir);
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! A scenario's results: printed as a markdown table, saved as JSON with the host facts and
+//! the git revision, so runs can be compared over time.
+
+use anyhow::Result;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// A table of figures for one scenario.
+pub struct Report {
+    pub scenario: &'static str,
+    pub columns: Vec<&'static str>,
+    pub rows: Vec<Vec<Value>>,
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    pub fn new(scenario: &'static str, columns: &[&'static str]) -> Report {
+        Report {
+            scenario,
+            columns: columns.to_vec(),
+            rows: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<Value>) {
+        println!(
+            "| {} |",
+            cells.iter().map(cell).collect::<Vec<_>>().join(" | ")
+        );
+        self.rows.push(cells);
+    }
+
+    pub fn header(&self) {
+        println!(
+            "\n## {}\n\n| {} |\n|{}",
+            self.scenario,
+            self.columns.join(" | "),
+            "---|".repeat(self.columns.len())
+        );
+    }
+
+    pub fn note(&mut self, note: String) {
+        println!("{note}");
+        self.notes.push(note);
+    }
+
+    /// Writes `<out>/<scenario>.json`.
+    pub fn save(&self, out: &Path, quick: bool) -> Result<()> {
+        let rows: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|r| {
+                Value::Object(
+                    self.columns
+                        .iter()
+                        .map(|c| c.to_string())
+                        .zip(r.iter().cloned())
+                        .collect(),
+                )
+            })
+            .collect();
+        let doc = json!({
+            "scenario": self.scenario,
+            "quick": quick,
+            "git_revision": std::env::var("APOLLO11_GIT_REV").unwrap_or_else(|_| "unknown".into()),
+            "host": host(),
+            "rows": rows,
+            "notes": self.notes,
+        });
+        std::fs::write(
+            out.join(format!("{}.json", self.scenario)),
+            serde_json::to_string_pretty(&doc)? + "\n",
+        )?;
+        Ok(())
+    }
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or_default();
+            if f >= 100.0 {
+                format!("{f:.0}")
+            } else {
+                format!("{f:.2}")
+            }
+        }
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn host() -> Value {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    let memory_kib = read("/proc/meminfo")
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .unwrap_or_default();
+    json!({
+        "cpu": cpu,
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "memory_kib": memory_kib,
+        "kernel": read("/proc/sys/kernel/osrelease").trim(),
+    })
+}
+
+/// The value at quantile `q` of sorted samples, in microseconds.
+pub fn quantile_us(sorted: &[std::time::Duration], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e6)
+}
+
+/// One `write` of `batch` records of `record_bytes` then one `fdatasync`, in a loop, for
+/// `seconds`: the physical limit the log is compared with. Returns records per second.
+pub fn raw_fsync_rate(dir: &Path, batch: usize, record_bytes: usize, seconds: f64) -> Result<f64> {
+    use std::os::unix::fs::FileExt;
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("raw-fsync.bin");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    let region = 256u64 << 20;
+    file.set_len(region)?;
+    let buf = vec![b'r'; record_bytes * batch.max(1)];
+    let started = std::time::Instant::now();
+    let (mut offset, mut records) = (0u64, 0u64);
+    while started.elapsed().as_secs_f64() < seconds {
+        file.write_all_at(&buf, offset % (region - buf.len() as u64))?;
+        file.sync_data()?;
+        offset += buf.len() as u64;
+        records += batch as u64;
+    }
+    let rate = records as f64 / started.elapsed().as_secs_f64();
+    std::fs::remove_file(path)?;
+    Ok(rate)
+}
