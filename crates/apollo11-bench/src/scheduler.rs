@@ -65,6 +65,7 @@ async fn steps_per_s(dir: &Path, wf: Workflow, runs: usize) -> Result<f64> {
         );
     }
     let rate = steps as f64 / started.elapsed().as_secs_f64();
+    engine.close().await;
     std::fs::remove_dir_all(dir)?;
     Ok(rate)
 }

@@ -35,6 +35,7 @@ pub async fn override_step(
         .override_step(&RunId::from(run_id), step, to, by, reason)
         .await
         .map_err(engine_exit)?;
+    engine.close().await;
     println!(
         "{run_id}: {step} set to {} by {by} ({reason}); continue with `apollo11 resume {run_id}`",
         to.name()

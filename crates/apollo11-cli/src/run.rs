@@ -24,7 +24,9 @@ pub async fn start(
             .map_err(|e| Exit::fail(2, format!("{}: {e}", file.display())))?,
     );
     let handle = engine.start(&workflow, run_id).await.map_err(engine_exit)?;
-    follow(dir, store, &engine, &spec, handle, json).await
+    let exit = follow(dir, store, &engine, &spec, handle, json).await;
+    engine.close().await;
+    exit
 }
 
 pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exit> {
@@ -38,7 +40,9 @@ pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exi
         .spec;
     engine.register(shell::workflow(&spec, dir).map_err(|e| Exit::fail(1, e.to_string()))?);
     let handle = engine.resume(id).await.map_err(engine_exit)?;
-    follow(dir, store, &engine, &spec, handle, json).await
+    let exit = follow(dir, store, &engine, &spec, handle, json).await;
+    engine.close().await;
+    exit
 }
 
 /// A run id that sorts by start time and says what ran.

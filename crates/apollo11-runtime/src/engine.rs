@@ -121,6 +121,7 @@ impl<S: Store> Shared<S> {
 pub struct Engine<S: Store> {
     shared: Arc<Shared<S>>,
     snapshotter: JoinHandle<()>,
+    closing: Arc<Notify>,
 }
 
 /// A run being driven; await its outcome.
@@ -177,14 +178,25 @@ impl<S: Store> Engine<S> {
         let seconds = started.elapsed().as_secs_f64();
         metrics::histogram!("apollo11_recovery_seconds").record(seconds);
         tracing::info!(runs, seconds, "engine opened");
+        let closing = Arc::new(Notify::new());
         let snapshotter = tokio::spawn(snapshotter(
             Arc::downgrade(&shared),
             shared.snapshot_due.clone(),
+            closing.clone(),
         ));
         Ok(Engine {
             shared,
             snapshotter,
+            closing,
         })
+    }
+
+    /// Stops the engine's background work, waiting for a snapshot being written to finish.
+    /// Runs being driven are not affected; dropping the engine without closing it stops the
+    /// same work without waiting.
+    pub async fn close(mut self) {
+        self.closing.notify_one();
+        let _ = (&mut self.snapshotter).await;
     }
 
     /// Makes a workflow's code available for starting and resuming its runs.
@@ -370,9 +382,16 @@ impl<S: Store> Drop for Engine<S> {
 
 /// Saves a snapshot of the view whenever enough events were appended. A failed snapshot is
 /// logged and retried at the next trigger: the log stays the truth.
-async fn snapshotter<S: Store>(shared: std::sync::Weak<Shared<S>>, due: Arc<Notify>) {
+async fn snapshotter<S: Store>(
+    shared: std::sync::Weak<Shared<S>>,
+    due: Arc<Notify>,
+    closing: Arc<Notify>,
+) {
     loop {
-        due.notified().await;
+        tokio::select! {
+            () = due.notified() => {}
+            () = closing.notified() => return,
+        }
         let Some(shared) = shared.upgrade() else {
             return;
         };

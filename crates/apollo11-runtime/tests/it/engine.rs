@@ -562,7 +562,8 @@ async fn a_thousand_runs_share_one_engine_and_snapshots_are_taken() {
         assert_eq!(h.outcome().await.unwrap(), RunStatus::Succeeded);
     }
     assert_eq!(f.ledger().len(), 2_000);
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    // Closing waits for a snapshot being written; several were due during the runs.
+    engine.close().await;
     let snapshot = f
         .store
         .load_snapshot()
