@@ -6,7 +6,7 @@ use crate::fs::FsFile;
 use crate::record::{parse, Parsed, HEADER_BYTES, KIND_EVENT};
 use apollo11_core::{limits, Event, EventId, RunId, Seq};
 use apollo11_store::{RunSummary, StoreError};
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// One segment: its file and the record offset of each of its events.
@@ -26,15 +26,36 @@ pub struct SegmentIndex {
 pub struct Index {
     /// Segments in event-id order.
     pub segments: Vec<SegmentIndex>,
-    /// Each run's event ids, in seq order (seq `i + 1` is `runs[run][i]`).
-    pub runs: BTreeMap<RunId, Vec<u64>>,
+    /// Each run's slot in `run_ids` and `run_events`.
+    runs: HashMap<RunId, u32>,
+    run_ids: Vec<RunId>,
+    /// Each slot's event ids, in seq order (seq `i + 1` is `run_events[slot][i]`).
+    run_events: Vec<Vec<u64>>,
     /// Id of the last durable event.
     pub last_event_id: u64,
 }
 
 impl Index {
+    /// The slot of a run, created on first sight.
+    pub fn slot(&mut self, run_id: &str) -> u32 {
+        if let Some(&slot) = self.runs.get(run_id) {
+            return slot;
+        }
+        let slot = self.run_ids.len() as u32;
+        self.runs.insert(RunId::from(run_id), slot);
+        self.run_ids.push(RunId::from(run_id));
+        self.run_events.push(Vec::new());
+        slot
+    }
+
     /// Records a durable event.
     pub fn push(&mut self, run_id: &str, event_id: u64, offset: u32) {
+        let slot = self.slot(run_id);
+        self.push_to_slot(slot, event_id, offset);
+    }
+
+    /// Records a durable event of the run in `slot`.
+    pub fn push_to_slot(&mut self, slot: u32, event_id: u64, offset: u32) {
         assert_eq!(
             event_id,
             self.last_event_id + 1,
@@ -46,18 +67,20 @@ impl Index {
             .expect("an event lives in a segment");
         assert_eq!(segment.base + segment.offsets.len() as u64, event_id);
         segment.offsets.push(offset);
-        match self.runs.get_mut(run_id) {
-            Some(ids) => ids.push(event_id),
-            None => {
-                self.runs.insert(RunId::from(run_id), vec![event_id]);
-            }
-        }
+        self.run_events[slot as usize].push(event_id);
         self.last_event_id = event_id;
+    }
+
+    /// The last seq of the run in `slot`.
+    pub fn slot_last_seq(&self, slot: u32) -> u32 {
+        self.run_events[slot as usize].len() as u32
     }
 
     /// The run's last seq (0 for an unknown run).
     pub fn last_seq(&self, run_id: &str) -> u32 {
-        self.runs.get(run_id).map_or(0, |ids| ids.len() as u32)
+        self.runs
+            .get(run_id)
+            .map_or(0, |&slot| self.slot_last_seq(slot))
     }
 
     /// The segment holding `event_id`.
@@ -148,7 +171,11 @@ impl Index {
 
     /// The run's events from `from_seq` on.
     pub fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
-        let Some(ids) = self.runs.get(run_id) else {
+        let Some(ids) = self
+            .runs
+            .get(run_id.as_str())
+            .map(|&slot| &self.run_events[slot as usize])
+        else {
             return Ok(Vec::new());
         };
         let skip = from_seq.0.saturating_sub(1) as usize;
@@ -174,14 +201,18 @@ impl Index {
 
     /// Every run with its last seq and event id.
     pub fn list_runs(&self) -> Vec<RunSummary> {
-        self.runs
+        let mut runs: Vec<RunSummary> = self
+            .run_ids
             .iter()
+            .zip(&self.run_events)
             .map(|(run_id, ids)| RunSummary {
                 run_id: run_id.clone(),
                 last_seq: Seq(ids.len() as u32),
                 last_event_id: EventId(*ids.last().expect("a run has events")),
             })
-            .collect()
+            .collect();
+        runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+        runs
     }
 }
 

@@ -184,18 +184,23 @@ pub fn add_to_index(index: &mut Index, inspected: &Inspected) -> Result<(), Stor
         file: inspected.file.clone(),
         offsets: Vec::with_capacity(scanned.events.len()),
     });
+    // Runs are looked up once per segment, not once per event (and only runs with a
+    // committed event get a slot: a torn batch may name others).
+    let mut slots: Vec<Option<u32>> = vec![None; scanned.runs.len()];
     for (i, e) in scanned.events.iter().enumerate() {
-        let run_id = scanned.runs[e.run as usize].as_str();
+        let slot =
+            *slots[e.run as usize].get_or_insert_with(|| index.slot(&scanned.runs[e.run as usize]));
         let event_id = scanned.base + i as u64;
-        let expected = index.last_seq(run_id) + 1;
+        let expected = index.slot_last_seq(slot) + 1;
         if e.seq != expected {
+            let run_id = &scanned.runs[e.run as usize];
             let reason = format!(
                 "event {event_id} of run `{run_id}` has seq {}, expected {expected}",
                 e.seq
             );
             return Err(damaged(u64::from(e.offset), reason));
         }
-        index.push(run_id, event_id, e.offset);
+        index.push_to_slot(slot, event_id, e.offset);
     }
     Ok(())
 }

@@ -120,3 +120,33 @@ async fn the_cut_bytes_are_kept_in_a_torn_file() {
         bytes[start..cut]
     );
 }
+
+#[tokio::test]
+async fn a_torn_batch_of_a_new_run_leaves_no_trace_of_that_run() {
+    use apollo11_store::EventStore;
+    let fs = Arc::new(SimFs::new());
+    let log = FileLog::open_with(fs.clone(), "/d", options()).unwrap();
+    append(&log, "a", vec![created()]).await;
+    let start = verify_with(fs.clone(), "/d").unwrap().segments[0].bytes as usize;
+    append(&log, "b", vec![created(), sized("x", 100)]).await;
+    drop(log);
+    let mut bytes = read(fs.as_ref(), Path::new(SEGMENT));
+    // Keep the batch's first record (it names run `b`) intact; tear the second.
+    let first_len = u32::from_le_bytes(bytes[start..start + 4].try_into().unwrap()) as usize;
+    bytes[start + 8 + first_len + 12..].fill(0);
+    let fs = with_segment(&bytes);
+    let log = FileLog::open_with(fs, "/d", options()).unwrap();
+    let runs: Vec<String> = log
+        .list_runs()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run_id.0)
+        .collect();
+    assert_eq!(runs, ["a"], "run `b` only ever had a torn batch");
+    assert!(log
+        .read_run(&apollo11_core::RunId::from("b"), apollo11_core::Seq(1))
+        .await
+        .unwrap()
+        .is_empty());
+}
