@@ -1,6 +1,7 @@
 //! Durable append: 1, 16 and 256 concurrent appenders of 200-byte events in fsync mode;
-//! events/s and acknowledgement latency, against a raw `write + fdatasync` loop over the
-//! batch size the log actually formed (counted by a file system wrapper), in the same run.
+//! events/s and acknowledgement latency, against two baselines in the same run: a raw
+//! `write + fdatasync` loop over the batch size the log actually formed (counted by a file
+//! system wrapper), and SQLite driven by the same harness.
 
 use crate::report::{quantile_us, raw_fsync_rate, Report};
 use crate::Setup;
@@ -97,6 +98,9 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             "p999_us",
             "raw_fsync_events_per_s",
             "ratio_to_raw",
+            "sqlite_events_per_s",
+            "sqlite_p99_us",
+            "ratio_to_sqlite",
         ],
     );
     report.header();
@@ -110,6 +114,8 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             230,
             seconds as f64,
         )?;
+        let sqlite_path = setup.dir.join(format!("sqlite-{appenders}.db"));
+        let (sqlite, sqlite_latencies) = sqlite_appends(&sqlite_path, appenders, seconds).await?;
         report.row(vec![
             json!(appenders),
             json!(rate),
@@ -119,6 +125,9 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             json!(quantile_us(&latencies, 0.999)),
             json!(raw),
             json!(rate / raw),
+            json!(sqlite),
+            json!(quantile_us(&sqlite_latencies, 0.99)),
+            json!(rate / sqlite),
         ]);
         std::fs::remove_dir_all(&dir)?;
     }
@@ -158,4 +167,38 @@ async fn appends(dir: &Path, appenders: u64, seconds: u64) -> Result<(f64, f64, 
     let per_sync = latencies.len() as f64 / (syncs.load(Ordering::Relaxed) - before).max(1) as f64;
     latencies.sort();
     Ok((rate, per_sync, latencies))
+}
+
+/// The same workload on SQLite.
+async fn sqlite_appends(path: &Path, appenders: u64, seconds: u64) -> Result<(f64, Vec<Duration>)> {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let db = Arc::new(crate::sqlite::SqliteLog::open(path)?);
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..appenders)
+        .map(|a| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let run = format!("run-{a}");
+                let mut latencies = Vec::new();
+                let mut seq = 1;
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    db.append(&run, seq, vec![b'p'; 200]).await?;
+                    latencies.push(t.elapsed());
+                    seq += 1;
+                }
+                anyhow::Ok(latencies)
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await??);
+    }
+    let rate = latencies.len() as f64 / started.elapsed().as_secs_f64();
+    latencies.sort();
+    Ok((rate, latencies))
 }

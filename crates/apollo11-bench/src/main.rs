@@ -9,6 +9,7 @@ mod append;
 mod replay;
 mod report;
 mod scheduler;
+mod sqlite;
 
 use anyhow::{bail, Result};
 use std::path::PathBuf;
