@@ -10,6 +10,7 @@ use apollo11_core::{EventKind, Payload, RunId, Seq, StepName};
 use apollo11_log::{FileLog, Fs, FsFile, FsLock, Mode, Options, RealFs};
 use apollo11_store::{EventStore, NewEvent};
 use serde_json::json;
+use std::future::Future;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -134,59 +135,24 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     Ok(report)
 }
 
-async fn appends(dir: &Path, appenders: u64, seconds: u64) -> Result<(f64, f64, Vec<Duration>)> {
-    let fs = CountingFs::default();
-    let syncs = fs.syncs.clone();
-    let log = Arc::new(FileLog::open_with(Arc::new(fs), dir, Options::default())?);
-    let before = syncs.load(Ordering::Relaxed);
+/// Runs `appenders` concurrent appenders, each on its own run, for `seconds`, calling
+/// `append(run, seq)`; returns events/s and every acknowledgement latency, sorted.
+async fn drive<A, F>(appenders: u64, seconds: u64, append: A) -> Result<(f64, Vec<Duration>)>
+where
+    A: Fn(String, u32) -> F + Clone + Send + 'static,
+    F: Future<Output = Result<()>> + Send,
+{
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let tasks: Vec<_> = (0..appenders)
         .map(|a| {
-            let log = log.clone();
+            let append = append.clone();
             tokio::spawn(async move {
-                let run = RunId(format!("run-{a}"));
                 let mut latencies = Vec::new();
                 let mut seq = 1;
                 while Instant::now() < deadline {
                     let t = Instant::now();
-                    log.append(&run, Seq(seq), vec![event(u64::from(seq))])
-                        .await?;
-                    latencies.push(t.elapsed());
-                    seq += 1;
-                }
-                anyhow::Ok(latencies)
-            })
-        })
-        .collect();
-    let mut latencies = Vec::new();
-    for t in tasks {
-        latencies.extend(t.await??);
-    }
-    let rate = latencies.len() as f64 / started.elapsed().as_secs_f64();
-    let per_sync = latencies.len() as f64 / (syncs.load(Ordering::Relaxed) - before).max(1) as f64;
-    latencies.sort();
-    Ok((rate, per_sync, latencies))
-}
-
-/// The same workload on SQLite.
-async fn sqlite_appends(path: &Path, appenders: u64, seconds: u64) -> Result<(f64, Vec<Duration>)> {
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-    let db = Arc::new(crate::sqlite::SqliteLog::open(path)?);
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..appenders)
-        .map(|a| {
-            let db = db.clone();
-            tokio::spawn(async move {
-                let run = format!("run-{a}");
-                let mut latencies = Vec::new();
-                let mut seq = 1;
-                while Instant::now() < deadline {
-                    let t = Instant::now();
-                    db.append(&run, seq, vec![b'p'; 200]).await?;
+                    append(format!("run-{a}"), seq).await?;
                     latencies.push(t.elapsed());
                     seq += 1;
                 }
@@ -201,4 +167,36 @@ async fn sqlite_appends(path: &Path, appenders: u64, seconds: u64) -> Result<(f6
     let rate = latencies.len() as f64 / started.elapsed().as_secs_f64();
     latencies.sort();
     Ok((rate, latencies))
+}
+
+/// The log under test; also returns how many events each fsync carried.
+async fn appends(dir: &Path, appenders: u64, seconds: u64) -> Result<(f64, f64, Vec<Duration>)> {
+    let fs = CountingFs::default();
+    let syncs = fs.syncs.clone();
+    let log = Arc::new(FileLog::open_with(Arc::new(fs), dir, Options::default())?);
+    let before = syncs.load(Ordering::Relaxed);
+    let (rate, latencies) = drive(appenders, seconds, move |run, seq| {
+        let log = log.clone();
+        async move {
+            log.append(&RunId(run), Seq(seq), vec![event(u64::from(seq))])
+                .await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let per_sync = latencies.len() as f64 / (syncs.load(Ordering::Relaxed) - before).max(1) as f64;
+    Ok((rate, per_sync, latencies))
+}
+
+/// The same workload on SQLite.
+async fn sqlite_appends(path: &Path, appenders: u64, seconds: u64) -> Result<(f64, Vec<Duration>)> {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let db = Arc::new(crate::sqlite::SqliteLog::open(path)?);
+    drive(appenders, seconds, move |run, seq| {
+        let db = db.clone();
+        async move { db.append(&run, seq, vec![b'p'; 200]).await }
+    })
+    .await
 }
