@@ -1,6 +1,6 @@
 //! `decide` with an explicit clock: every scheduling rule of DESIGN §4.
 
-use crate::sim::{Outcome, Sim};
+use crate::sim::{failing, Outcome, Sim};
 use crate::{pinned, spec};
 use apollo11_core::{
     Backoff, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, StepName, Timeout,
@@ -217,16 +217,7 @@ fn rollback_on_a_diamond_compensates_d_then_b_and_c_then_a() {
             ("e", &["d"], I::Natural, false),
         ],
     );
-    let mut sim = Sim::new(&w, |step, _| {
-        if step == "e" {
-            Outcome::Err {
-                after_ms: 5,
-                retryable: false,
-            }
-        } else {
-            Outcome::Ok(10)
-        }
-    });
+    let mut sim = Sim::new(&w, failing("e", u32::MAX, false, 10));
     assert_eq!(sim.run(), RunStatus::RolledBack);
     assert_eq!(sim.steps_with("compensating"), ["d", "b", "c", "a"]);
     // b and c were compensated in parallel: both started before either finished.
@@ -277,16 +268,7 @@ fn a_compensate_class_step_is_compensated_before_it_reruns() {
             ("ship", &["charge"], I::Natural, false),
         ],
     );
-    let mut sim = Sim::new(&w, |step, attempt| {
-        if step == "charge" && attempt == 1 {
-            Outcome::Err {
-                after_ms: 5,
-                retryable: true,
-            }
-        } else {
-            Outcome::Ok(5)
-        }
-    });
+    let mut sim = Sim::new(&w, failing("charge", 1, true, 5));
     sim.run_until_started("charge", 1);
     sim.run_until_started("ship", 1);
     let kinds: Vec<&str> = sim
@@ -319,16 +301,7 @@ fn pause_then_override_then_the_run_continues_downstream() {
             ("c", &["b"], I::Natural, false),
         ],
     );
-    let mut sim = Sim::new(&w, |step, _| {
-        if step == "b" {
-            Outcome::Err {
-                after_ms: 5,
-                retryable: false,
-            }
-        } else {
-            Outcome::Ok(5)
-        }
-    });
+    let mut sim = Sim::new(&w, failing("b", u32::MAX, false, 5));
     assert_eq!(sim.run(), RunStatus::Paused);
     assert_eq!(sim.summary(), "a=succeeded#1 b=failed#1 c=pending#0");
     sim.override_step("b", OverrideTarget::Succeeded, "fixed by hand");
@@ -345,16 +318,7 @@ fn override_to_pending_reruns_with_the_next_attempt_and_skipped_unblocks_depende
             ("b", &["a"], I::Natural, false),
         ],
     );
-    let mut sim = Sim::new(&w, |step, attempt| {
-        if step == "a" && attempt == 1 {
-            Outcome::Err {
-                after_ms: 5,
-                retryable: false,
-            }
-        } else {
-            Outcome::Ok(5)
-        }
-    });
+    let mut sim = Sim::new(&w, failing("a", 1, false, 5));
     assert_eq!(sim.run(), RunStatus::Paused);
     sim.override_step("a", OverrideTarget::Pending, "try again");
     assert_eq!(sim.decide(), [start("a", 2)]);

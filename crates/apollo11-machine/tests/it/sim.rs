@@ -25,6 +25,26 @@ pub enum Outcome {
 
 type Script = Box<dyn Fn(&str, u32) -> Outcome>;
 
+/// A script where `step` fails after 5 ms on its attempts up to `until` (`u32::MAX` for every
+/// attempt), retryably or not, and every other attempt succeeds after `ok_ms`.
+pub fn failing(
+    step: &'static str,
+    until: u32,
+    retryable: bool,
+    ok_ms: u64,
+) -> impl Fn(&str, u32) -> Outcome {
+    move |s, attempt| {
+        if s == step && attempt <= until {
+            Outcome::Err {
+                after_ms: 5,
+                retryable,
+            }
+        } else {
+            Outcome::Ok(ok_ms)
+        }
+    }
+}
+
 pub struct Sim {
     pub dag: Dag,
     pub policy: Policy,
