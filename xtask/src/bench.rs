@@ -5,15 +5,17 @@ use anyhow::{bail, Context, Result};
 use std::path::Path;
 use std::process::Command;
 
+/// The peer engine's program: its own workspace, so its dependencies stay out of ours.
+const PEER: &str = "bench-peers/duroxide";
+
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(&cargo)
-        .args(["build", "--release", "--quiet", "-p", "apollo11-bench"])
-        .current_dir(root)
-        .status()?;
-    if !status.success() {
-        bail!("building apollo11-bench failed");
-    }
+    build(root, &["-p", "apollo11-bench"])?;
+    let manifest = root.join(PEER).join("Cargo.toml");
+    let manifest = manifest.to_string_lossy();
+    build(
+        root,
+        &["--manifest-path", &manifest, "--target-dir", "target/peer"],
+    )?;
     let revision = Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .current_dir(root)
@@ -28,6 +30,10 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         .arg("--out")
         .arg(&out)
         .env("APOLLO11_GIT_REV", revision)
+        .env(
+            "APOLLO11_PEER_DUROXIDE",
+            root.join("target/peer/release/apollo11-peer-duroxide"),
+        )
         .current_dir(root)
         .status()
         .context("running apollo11-bench")?;
@@ -35,5 +41,18 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         bail!("a benchmark failed");
     }
     println!("\nresults in {}", out.display());
+    Ok(())
+}
+
+fn build(root: &Path, what: &[&str]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["build", "--release", "--quiet"])
+        .args(what)
+        .current_dir(root)
+        .status()?;
+    if !status.success() {
+        bail!("building {} failed", what.join(" "));
+    }
     Ok(())
 }

@@ -13,6 +13,7 @@ use serde_json::json;
 use std::future::Future;
 use std::io;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -107,7 +108,6 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     report.header();
     for appenders in [1u64, 16, 256] {
         let dir = setup.dir.join(format!("append-{appenders}"));
-        let _ = std::fs::remove_dir_all(&dir);
         let (rate, per_sync, latencies) = appends(&dir, appenders, seconds).await?;
         let raw = raw_fsync_rate(
             &setup.dir,
@@ -135,13 +135,13 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     Ok(report)
 }
 
-/// Runs `appenders` concurrent appenders, each on its own run, for `seconds`, calling
-/// `append(run, seq)`; returns events/s and every acknowledgement latency, sorted.
-async fn drive<A, F>(appenders: u64, seconds: u64, append: A) -> Result<(f64, Vec<Duration>)>
-where
-    A: Fn(String, u32) -> F + Clone + Send + 'static,
-    F: Future<Output = Result<()>> + Send,
-{
+/// An appender under test: `append(run, seq)` returns once the event is durable.
+pub type Append = Arc<dyn Fn(String, u32) -> BoxFuture + Send + Sync>;
+type BoxFuture = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
+
+/// Runs `appenders` concurrent appenders, each on its own run, for `seconds`; returns
+/// events/s and every acknowledgement latency, sorted.
+async fn drive(appenders: u64, seconds: u64, append: Append) -> Result<(f64, Vec<Duration>)> {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let tasks: Vec<_> = (0..appenders)
@@ -169,34 +169,45 @@ where
     Ok((rate, latencies))
 }
 
-/// The log under test; also returns how many events each fsync carried.
-async fn appends(dir: &Path, appenders: u64, seconds: u64) -> Result<(f64, f64, Vec<Duration>)> {
+/// The log under test in `dir` (created empty), and its count of data syncs.
+pub fn log_appender(dir: &Path) -> Result<(Append, Arc<AtomicU64>)> {
+    let _ = std::fs::remove_dir_all(dir);
     let fs = CountingFs::default();
     let syncs = fs.syncs.clone();
     let log = Arc::new(FileLog::open_with(Arc::new(fs), dir, Options::default())?);
-    let before = syncs.load(Ordering::Relaxed);
-    let (rate, latencies) = drive(appenders, seconds, move |run, seq| {
+    let append: Append = Arc::new(move |run, seq| {
         let log = log.clone();
-        async move {
+        Box::pin(async move {
             log.append(&RunId(run), Seq(seq), vec![event(u64::from(seq))])
                 .await?;
             Ok(())
-        }
-    })
-    .await?;
+        })
+    });
+    Ok((append, syncs))
+}
+
+/// SQLite under test at `path` (created empty).
+pub fn sqlite_appender(path: &Path) -> Result<Append> {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let db = Arc::new(crate::sqlite::SqliteLog::open(path)?);
+    Ok(Arc::new(move |run, seq| {
+        let db = db.clone();
+        Box::pin(async move { db.append(&run, seq, vec![b'p'; 200]).await })
+    }))
+}
+
+/// The log under test; also returns how many events each fsync carried.
+async fn appends(dir: &Path, appenders: u64, seconds: u64) -> Result<(f64, f64, Vec<Duration>)> {
+    let (append, syncs) = log_appender(dir)?;
+    let before = syncs.load(Ordering::Relaxed);
+    let (rate, latencies) = drive(appenders, seconds, append).await?;
     let per_sync = latencies.len() as f64 / (syncs.load(Ordering::Relaxed) - before).max(1) as f64;
     Ok((rate, per_sync, latencies))
 }
 
 /// The same workload on SQLite.
 async fn sqlite_appends(path: &Path, appenders: u64, seconds: u64) -> Result<(f64, Vec<Duration>)> {
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-    let db = Arc::new(crate::sqlite::SqliteLog::open(path)?);
-    drive(appenders, seconds, move |run, seq| {
-        let db = db.clone();
-        async move { db.append(&run, seq, vec![b'p'; 200]).await }
-    })
-    .await
+    drive(appenders, seconds, sqlite_appender(path)?).await
 }

@@ -3,9 +3,11 @@
 //! `<out>/<scenario>.json` with the host, the git revision and the figures.
 //!
 //! `apollo11-bench [--quick] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios: append,
-//! replay, scheduler (all by default). Run through `cargo xtask bench`.
+//! open_loop, replay, recovery, scheduler (all by default). Run through `cargo xtask bench`.
 
 mod append;
+mod open_loop;
+mod recovery;
 mod replay;
 mod report;
 mod scheduler;
@@ -32,6 +34,11 @@ async fn main() -> Result<()> {
             "--quick" => quick = true,
             "--out" => out = rest.next().map(PathBuf::from),
             "--dir" => dir = rest.next().map(PathBuf::from),
+            "--probe-recovery" => {
+                let dir = rest.next().map(PathBuf::from);
+                let dir = dir.ok_or_else(|| anyhow::anyhow!("--probe-recovery needs a DIR"))?;
+                return recovery::probe(&dir).await;
+            }
             flag if flag.starts_with("--") => {
                 bail!("unknown flag `{flag}`; flags: --quick, --out DIR, --dir DIR")
             }
@@ -43,7 +50,7 @@ async fn main() -> Result<()> {
         quick,
         dir: dir.unwrap_or_else(|| out.join("data")),
     };
-    let all = ["append", "replay", "scheduler"];
+    let all = ["append", "open_loop", "replay", "recovery", "scheduler"];
     let chosen: Vec<&str> = if named.is_empty() {
         all.to_vec()
     } else {
@@ -53,7 +60,9 @@ async fn main() -> Result<()> {
     for scenario in chosen {
         let report = match scenario {
             "append" => append::run(&setup).await?,
+            "open_loop" => open_loop::run(&setup).await?,
             "replay" => replay::run(&setup).await?,
+            "recovery" => recovery::run(&setup).await?,
             "scheduler" => scheduler::run(&setup).await?,
             other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
         };

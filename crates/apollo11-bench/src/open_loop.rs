@@ -1,0 +1,109 @@
+//! Open loop: events arrive at a fixed rate (10k and 50k events/s) whatever the store does, as
+//! requests arrive at a service; acknowledgement latency p50/p99/p999 against SQLite driven
+//! the same way in the same run.
+//!
+//! A generator thread wakes about every 100 µs and releases every event whose time has come,
+//! stamped with the instant it is released; it never waits for an acknowledgement, so a slow
+//! store meets a growing queue (no coordinated omission). Event `i` goes to stream
+//! `i % STREAMS`; each stream appends its events to its own run in order.
+
+use crate::append::{log_appender, sqlite_appender, Append};
+use crate::report::{quantile_us, Report};
+use crate::Setup;
+use anyhow::Result;
+use serde_json::json;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Concurrent streams (runs); at 50k events/s each sees an event every 20 ms.
+const STREAMS: usize = 1_000;
+
+/// Offers `rate` events/s for `seconds` to `append`; returns the achieved events/s and the
+/// sorted latencies from release to acknowledgement.
+async fn offer(rate: u64, seconds: u64, append: Append) -> Result<(f64, Vec<Duration>)> {
+    let total = rate * seconds;
+    let mut senders = Vec::with_capacity(STREAMS);
+    let mut tasks = Vec::with_capacity(STREAMS);
+    for stream in 0..STREAMS {
+        let (send, mut receive) = mpsc::unbounded_channel::<Instant>();
+        senders.push(send);
+        let append = append.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut seq, mut latencies) = (1, Vec::new());
+            while let Some(released) = receive.recv().await {
+                append(format!("stream-{stream}"), seq).await?;
+                latencies.push(released.elapsed());
+                seq += 1;
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let started = Instant::now();
+    let generator = std::thread::spawn(move || {
+        let interval = Duration::from_secs(1).as_secs_f64() / rate as f64;
+        let mut next = 0u64;
+        while next < total {
+            let due = (started.elapsed().as_secs_f64() / interval) as u64 + 1;
+            let now = Instant::now();
+            for i in next..due.min(total) {
+                let _ = senders[i as usize % STREAMS].send(now);
+            }
+            next = due.min(total);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    });
+    generator
+        .join()
+        .map_err(|_| anyhow::anyhow!("generator panicked"))?;
+    let mut latencies = Vec::with_capacity(total as usize);
+    for task in tasks {
+        latencies.extend(task.await??);
+    }
+    let achieved = latencies.len() as f64 / started.elapsed().as_secs_f64();
+    latencies.sort();
+    Ok((achieved, latencies))
+}
+
+pub async fn run(setup: &Setup) -> Result<Report> {
+    let seconds = if setup.quick { 1 } else { 5 };
+    let mut report = Report::new(
+        "open_loop",
+        &[
+            "offered_per_s",
+            "events_per_s",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "sqlite_events_per_s",
+            "sqlite_p50_us",
+            "sqlite_p99_us",
+            "sqlite_p999_us",
+            "p99_ratio_to_sqlite",
+        ],
+    );
+    report.header();
+    for rate in [10_000, 50_000] {
+        let dir = setup.dir.join(format!("open-{rate}"));
+        let (ours, latencies) = offer(rate, seconds, log_appender(&dir)?.0).await?;
+        let sqlite = sqlite_appender(&setup.dir.join(format!("open-{rate}.db")))?;
+        let (theirs, sqlite_latencies) = offer(rate, seconds, sqlite).await?;
+        let q = |l: &[Duration], q| json!(quantile_us(l, q));
+        report.row(vec![
+            json!(rate),
+            json!(ours),
+            q(&latencies, 0.5),
+            q(&latencies, 0.99),
+            q(&latencies, 0.999),
+            json!(theirs),
+            q(&sqlite_latencies, 0.5),
+            q(&sqlite_latencies, 0.99),
+            q(&sqlite_latencies, 0.999),
+            json!(quantile_us(&latencies, 0.99) / quantile_us(&sqlite_latencies, 0.99)),
+        ]);
+        std::fs::remove_dir_all(&dir)?;
+    }
+    report.note(format!(
+        "{seconds} s per rate, 200-byte events, fsync; {STREAMS} streams, each on its own run."
+    ));
+    Ok(report)
+}
