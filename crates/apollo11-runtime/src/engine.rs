@@ -87,15 +87,10 @@ impl<S: Store> Shared<S> {
         }
     }
 
-    /// The current state of a run: the view's, plus any events it has not folded yet.
+    /// The current state of a run, folded from its events.
     pub async fn run_state(&self, run_id: &RunId) -> Result<RunState, StoreError> {
-        let known = self.view.lock().await.runs.get(run_id).cloned();
-        let mut state = known.unwrap_or_else(|| RunState::new(run_id.clone()));
-        for event in self
-            .store
-            .read_run(run_id, Seq(state.last_seq.0 + 1))
-            .await?
-        {
+        let mut state = RunState::new(run_id.clone());
+        for event in self.store.read_run(run_id, Seq(1)).await? {
             state.apply(&event);
         }
         Ok(state)

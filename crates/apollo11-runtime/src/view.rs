@@ -1,20 +1,38 @@
-//! The engine's view of every run: a fold of the whole log kept up to date by tailing it
-//! from a watermark (never re-reading it), and saved as a snapshot every N events. It
-//! serves recovery (a resumed run starts from it) and `timeout = "auto"` (past durations).
+//! The engine's view of the log: a fold of every event, kept up to date by tailing the log
+//! from a watermark (never re-reading it) and saved as a snapshot every N events.
+//!
+//! It keeps only what no single run's events can answer: each run's workflow, the start of
+//! each step at work, and the recent successful durations of each workflow's steps, for
+//! `timeout = "auto"`. A run's own state is folded from its events when it is needed (the
+//! store reads one run's events straight from its index), so the view, its snapshots and
+//! the engine's memory stay small however many events the log holds.
 
-use apollo11_core::{limits, EventId, RunId};
-use apollo11_machine::{RunState, StepStatus};
+use apollo11_core::{limits, Event, EventId, EventKind, RunId, StepName};
 use apollo11_store::{Snapshot, StoreError};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{HashMap, VecDeque};
 
-/// All run states and the last event folded into them.
+/// The durations `timeout = "auto"` learns from are the latest this many per step.
+pub const DURATION_SAMPLES_MAX: usize = 1_000;
+
+/// What the engine knows of every run, and the last event folded into it.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct View {
     /// Last event id folded.
     pub watermark: EventId,
-    /// Every run's state.
-    pub runs: BTreeMap<RunId, RunState>,
+    /// Each run's workflow and the start times of its steps at work.
+    pub runs: HashMap<RunId, RunTrack>,
+    /// Recent successful durations (ms), by workflow, then step.
+    durations: HashMap<String, HashMap<StepName, VecDeque<u64>>>,
+}
+
+/// One run, as the view tracks it.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct RunTrack {
+    /// From `RunCreated`.
+    workflow: Option<String>,
+    /// When each step at work started (ms).
+    started: HashMap<StepName, u64>,
 }
 
 impl View {
@@ -38,34 +56,130 @@ impl View {
     }
 
     /// Folds one event (events must come in id order).
-    pub fn apply(&mut self, event: &apollo11_core::Event) {
+    pub fn apply(&mut self, event: &Event) {
         assert!(
             event.event_id > self.watermark,
             "the view folds each event once, in order"
         );
-        self.runs
-            .entry(event.run_id.clone())
-            .or_insert_with(|| RunState::new(event.run_id.clone()))
-            .apply(event);
         self.watermark = event.event_id;
+        let run = self.runs.entry(event.run_id.clone()).or_default();
+        let Some(step) = &event.step else {
+            if let EventKind::RunCreated { workflow } = &event.kind {
+                run.workflow.get_or_insert_with(|| workflow.clone());
+            }
+            return;
+        };
+        match &event.kind {
+            EventKind::Started => {
+                run.started.insert(step.clone(), event.at_ms);
+            }
+            EventKind::Succeeded => {
+                let started = run.started.remove(step);
+                if let (Some(started), Some(workflow)) = (started, &run.workflow) {
+                    let samples = self
+                        .durations
+                        .entry(workflow.clone())
+                        .or_default()
+                        .entry(step.clone())
+                        .or_default();
+                    if samples.len() == DURATION_SAMPLES_MAX {
+                        samples.pop_front();
+                    }
+                    samples.push_back(event.at_ms.saturating_sub(started));
+                }
+            }
+            _ => {
+                run.started.remove(step);
+            }
+        }
     }
 
-    /// `timeout = "auto"`: 2× the p99 of the step's successful durations in runs of the same
-    /// workflow, once there are enough of them; else `fallback_ms`.
+    /// `timeout = "auto"`: 2× the p99 of the step's recent successful durations in runs of
+    /// the same workflow, once there are enough of them; else `fallback_ms`.
     pub fn auto_timeout_ms(&self, workflow: &str, step: &str, fallback_ms: u64) -> u64 {
-        let mut samples: Vec<u64> = self
-            .runs
-            .values()
-            .filter(|r| r.workflow.as_deref() == Some(workflow))
-            .filter_map(|r| r.steps.get(step))
-            .filter(|s| s.status == StepStatus::Succeeded)
-            .filter_map(|s| s.duration_ms)
-            .collect();
-        if samples.len() < limits::AUTO_TIMEOUT_SAMPLES_MIN as usize {
+        let samples = self
+            .durations
+            .get(workflow)
+            .and_then(|steps| steps.get(step));
+        let Some(samples) = samples.filter(|s| s.len() >= limits::AUTO_TIMEOUT_SAMPLES_MIN as usize)
+        else {
             return fallback_ms;
-        }
+        };
+        let mut samples: Vec<u64> = samples.iter().copied().collect();
         samples.sort_unstable();
         let p99 = samples[(samples.len() * 99).div_ceil(100) - 1];
         p99.saturating_mul(2).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apollo11_core::{Payload, Seq};
+
+    /// Folds `(run, step, kind, at_ms)` events in order.
+    fn fold(view: &mut View, events: &[(&str, Option<&str>, EventKind, u64)]) {
+        for (run, step, kind, at_ms) in events {
+            let id = view.watermark.0 + 1;
+            view.apply(&Event {
+                event_id: EventId(id),
+                run_id: RunId((*run).into()),
+                seq: Seq(id as u32),
+                step: step.map(|s| StepName(s.into())),
+                kind: kind.clone(),
+                attempt: 1,
+                at_ms: *at_ms,
+                instance: "test".into(),
+                payload: Payload::Empty,
+            });
+        }
+    }
+
+    /// One run of workflow `wf` whose step `s` took `ms`, or failed after `ms`.
+    fn run(view: &mut View, name: &str, ms: u64, ok: bool) {
+        let end = if ok {
+            EventKind::Succeeded
+        } else {
+            EventKind::Failed {
+                error: "boom".into(),
+                retryable: false,
+            }
+        };
+        let created = EventKind::RunCreated {
+            workflow: "wf".into(),
+        };
+        fold(
+            view,
+            &[
+                (name, None, created, 0),
+                (name, Some("s"), EventKind::Started, 1_000),
+                (name, Some("s"), end, 1_000 + ms),
+            ],
+        );
+    }
+
+    #[test]
+    fn auto_timeout_learns_recent_successes_only_and_survives_a_snapshot() {
+        let mut view = View::default();
+        for i in 0..limits::AUTO_TIMEOUT_SAMPLES_MIN - 1 {
+            run(&mut view, &format!("ok-{i}"), 100, true);
+        }
+        run(&mut view, "failed", 90_000, false);
+        assert_eq!(view.auto_timeout_ms("wf", "s", 7), 7, "one sample short");
+        run(&mut view, "last", 100, true);
+        assert_eq!(view.auto_timeout_ms("wf", "s", 7), 200, "failures never count");
+        assert_eq!(view.auto_timeout_ms("other", "s", 7), 7);
+        // Old slow samples leave the window as new ones arrive.
+        for i in 0..DURATION_SAMPLES_MAX {
+            run(&mut view, &format!("slow-{i}"), 5_000, true);
+        }
+        for i in 0..DURATION_SAMPLES_MAX {
+            run(&mut view, &format!("fast-{i}"), 10, true);
+        }
+        assert_eq!(view.auto_timeout_ms("wf", "s", 7), 20);
+        let reloaded = View::from_snapshot(Some(view.to_snapshot().unwrap()));
+        assert_eq!(reloaded.watermark, view.watermark);
+        assert_eq!(reloaded.auto_timeout_ms("wf", "s", 7), 20);
+        assert!(reloaded.runs.values().all(|r| r.started.is_empty()));
     }
 }
