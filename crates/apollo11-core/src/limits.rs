@@ -20,6 +20,10 @@ pub const DAG_NODES_MAX: u32 = 10_000;
 /// Default segment size of the file log before it rolls to a new segment.
 pub const SEGMENT_BYTES_MAX: u64 = 100 * 1024 * 1024;
 
+/// The file log grows its last segment ahead of its writes by this much at a time, so most
+/// appends do not change the file's size, and opening reads few preallocated zeros.
+pub const SEGMENT_PREALLOCATE_BYTES: u64 = 4 * 1024 * 1024;
+
 /// Default number of events between two snapshots.
 pub const SNAPSHOT_EVERY_EVENTS: u64 = 1_000;
 

@@ -6,7 +6,7 @@ use crate::fs::{Fs, FsLock, Mode, RealFs};
 use crate::index::Index;
 use crate::recover::{add_to_index, inspect, segment_names, Inspected, Verdict};
 use crate::segment::{file_name, HEADER_BYTES};
-use crate::writer::{create_segment, AppendRequest, Shared, Tail, Writer};
+use crate::writer::{create_segment, preallocation, AppendRequest, Shared, Tail, Writer};
 use crate::{snapshot, Options};
 use apollo11_core::{limits, BlobRef, Event, EventId, RunId, Seq};
 use apollo11_store::{
@@ -239,18 +239,21 @@ fn recover(
                 bytes,
                 reason,
             } => {
-                recovery.torn = Some(cut_torn_tail(
-                    fs, dir, &inspected, *offset, *bytes, reason, options,
-                )?);
+                recovery.torn = Some(cut_torn_tail(fs, dir, &inspected, *offset, *bytes, reason)?);
             }
             Verdict::Clean => {}
         }
         add_to_index(&mut index, &inspected)?;
         if let (true, Some(scanned)) = (last, &inspected.scanned) {
+            let allocated = inspected
+                .file
+                .size()
+                .map_err(|e| StoreError::io(format!("sizing {}", inspected.name), e))?;
             tail = Some(Tail {
                 name: inspected.name.clone(),
                 file: inspected.file.clone(),
                 write_at: scanned.end,
+                allocated,
             });
         }
     }
@@ -272,6 +275,7 @@ fn recover(
                 name: format!("segments/{}", file_name(base)),
                 file,
                 write_at: HEADER_BYTES as u64,
+                allocated: preallocation(HEADER_BYTES as u64, options),
             }
         }
     };
@@ -287,7 +291,6 @@ fn cut_torn_tail(
     offset: u64,
     bytes: u64,
     reason: &str,
-    options: &Options,
 ) -> Result<TornTail, StoreError> {
     let path = dir.join(&inspected.name);
     let io = |what: &str, e| StoreError::io(format!("{what} {}", path.display()), e);
@@ -305,12 +308,6 @@ fn cut_torn_tail(
             .file
             .set_len(offset)
             .map_err(|e| io("truncating", e))?;
-        if options.preallocate && options.segment_bytes_max > offset {
-            inspected
-                .file
-                .set_len(options.segment_bytes_max)
-                .map_err(|e| io("preallocating", e))?;
-        }
         inspected.file.sync_data().map_err(|e| io("syncing", e))?;
     }
     Ok(TornTail {

@@ -19,7 +19,8 @@ pub struct Options {
     pub durability: Durability,
     /// Roll to a new segment before a segment would grow past this.
     pub segment_bytes_max: u64,
-    /// Give new segments their full size up front, so appends do not change file size.
+    /// Grow the last segment ahead of its writes, `limits::SEGMENT_PREALLOCATE_BYTES` at a
+    /// time, so most appends do not change the file's size.
     pub preallocate: bool,
     /// Snapshots kept on disk (older ones are removed after a new one is saved).
     pub snapshots_kept: usize,

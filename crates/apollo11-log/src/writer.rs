@@ -58,6 +58,8 @@ pub struct Tail {
     pub file: Arc<dyn FsFile>,
     /// Where the next group is written.
     pub write_at: u64,
+    /// The size the file was grown to when preallocating: zeros past `write_at`.
+    pub allocated: u64,
 }
 
 pub struct Writer {
@@ -161,6 +163,16 @@ impl Writer {
         let context = |what: &str, e: std::io::Error| {
             format!("{what} {} at offset {at}: {e}", self.tail.name)
         };
+        let end = at + buf.len() as u64;
+        if self.options.preallocate && end > self.tail.allocated {
+            // The size change is made durable by the data sync below.
+            let grown = preallocation(end, &self.options);
+            self.tail
+                .file
+                .set_len(grown)
+                .map_err(|e| context("preallocating", e))?;
+            self.tail.allocated = grown;
+        }
         self.tail
             .file
             .write_all_at(buf, at)
@@ -208,6 +220,7 @@ impl Writer {
                 name: format!("segments/{name}"),
                 file: file.clone(),
                 write_at: HEADER_BYTES as u64,
+                allocated: preallocation(HEADER_BYTES as u64, &self.options),
             },
         );
         if self.options.preallocate {
@@ -258,9 +271,16 @@ pub fn create_segment(
     let file: Arc<dyn FsFile> = fs.open(path, Mode::CreateNew)?.into();
     file.write_all_at(&header(base), 0)?;
     if options.preallocate {
-        file.set_len(options.segment_bytes_max)?;
+        file.set_len(preallocation(HEADER_BYTES as u64, options))?;
     }
     file.sync_data()?;
     fs.sync_dir(path.parent().expect("segments live in a directory"))?;
     Ok(file)
+}
+
+/// The size a segment is grown to when its data reaches `end`.
+pub fn preallocation(end: u64, options: &Options) -> u64 {
+    (end + limits::SEGMENT_PREALLOCATE_BYTES)
+        .min(options.segment_bytes_max)
+        .max(end)
 }

@@ -101,7 +101,8 @@ impl View {
             .durations
             .get(workflow)
             .and_then(|steps| steps.get(step));
-        let Some(samples) = samples.filter(|s| s.len() >= limits::AUTO_TIMEOUT_SAMPLES_MIN as usize)
+        let Some(samples) =
+            samples.filter(|s| s.len() >= limits::AUTO_TIMEOUT_SAMPLES_MIN as usize)
         else {
             return fallback_ms;
         };
@@ -167,7 +168,11 @@ mod tests {
         run(&mut view, "failed", 90_000, false);
         assert_eq!(view.auto_timeout_ms("wf", "s", 7), 7, "one sample short");
         run(&mut view, "last", 100, true);
-        assert_eq!(view.auto_timeout_ms("wf", "s", 7), 200, "failures never count");
+        assert_eq!(
+            view.auto_timeout_ms("wf", "s", 7),
+            200,
+            "failures never count"
+        );
         assert_eq!(view.auto_timeout_ms("other", "s", 7), 7);
         // Old slow samples leave the window as new ones arrive.
         for i in 0..DURATION_SAMPLES_MAX {

@@ -64,6 +64,59 @@ async fn segments_roll_and_every_event_reads_back_after_reopen() {
     );
 }
 
+/// The size of the one segment in `dir`.
+fn segment_size(dir: &std::path::Path) -> u64 {
+    let entries: Vec<_> = std::fs::read_dir(dir.join("segments"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .collect();
+    assert_eq!(entries.len(), 1, "one segment");
+    entries[0]
+}
+
+#[tokio::test]
+async fn the_last_segment_grows_ahead_of_its_writes_a_step_at_a_time() {
+    let step = apollo11_core::limits::SEGMENT_PREALLOCATE_BYTES;
+    let dir = tempfile::tempdir().unwrap();
+    let log = FileLog::open(dir.path(), buffered_large()).unwrap();
+    assert_eq!(
+        segment_size(dir.path()),
+        24 + step,
+        "a new segment: header + one step"
+    );
+    append(&log, "a", vec![created()]).await;
+    // 3,000 events of 2 KiB: about 1.5 steps of data, appended in batches of 100.
+    for batch in 0..30u32 {
+        let events = (0..100).map(|_| sized("s", 2_048)).collect();
+        log.append(&RunId::from("a"), Seq(batch * 100 + 2), events)
+            .await
+            .unwrap();
+    }
+    let size = segment_size(dir.path());
+    assert!(
+        size > 2 * step && size <= 3 * step,
+        "grown once more, a step past the data: {size}"
+    );
+    drop(log);
+    let log = FileLog::open(dir.path(), buffered_large()).unwrap();
+    assert_eq!(log.recovery().events, 3_001);
+    assert!(log.recovery().torn.is_none());
+    append(&log, "a", vec![sized("t", 10)]).await;
+    assert_eq!(
+        segment_size(dir.path()),
+        size,
+        "no growth while the step lasts"
+    );
+}
+
+/// Buffered, with segments of the default size.
+fn buffered_large() -> Options {
+    Options {
+        durability: apollo11_log::Durability::Buffered,
+        ..Options::default()
+    }
+}
+
 #[tokio::test]
 async fn a_read_only_open_reads_while_the_writer_runs_and_refuses_writes() {
     let dir = tempfile::tempdir().unwrap();
