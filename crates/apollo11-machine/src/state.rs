@@ -188,7 +188,10 @@ impl RunState {
     }
 
     fn apply_to_step(&mut self, name: &StepName, event: &Event) -> Rule {
-        let step = self.steps.entry(name.clone()).or_default();
+        if !self.steps.contains_key(name) {
+            self.steps.insert(name.clone(), StepState::default());
+        }
+        let step = self.steps.get_mut(name).expect("inserted above");
         let t = transition(step.status, step.attempt, &event.kind, event.attempt);
         let from = step.status;
         step.status = t.next;
