@@ -3,7 +3,7 @@
 //! `write + fdatasync` loop over the batch size the log actually formed (counted by a file
 //! system wrapper), and SQLite driven by the same harness.
 
-use crate::report::{quantile_us, raw_fsync_rate, Report};
+use crate::report::{quantile_us, raw_fsync, Report};
 use crate::Setup;
 use anyhow::Result;
 use apollo11_core::{EventKind, Payload, RunId, Seq, StepName};
@@ -109,12 +109,13 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     for appenders in [1u64, 16, 256] {
         let dir = setup.dir.join(format!("append-{appenders}"));
         let (rate, per_sync, latencies) = appends(&dir, appenders, seconds).await?;
-        let raw = raw_fsync_rate(
+        let raw = raw_fsync(
             &setup.dir,
             per_sync.round().max(1.0) as usize,
             230,
             seconds as f64,
-        )?;
+        )?
+        .0;
         let sqlite_path = setup.dir.join(format!("sqlite-{appenders}.db"));
         let (sqlite, sqlite_latencies) = sqlite_appends(&sqlite_path, appenders, seconds).await?;
         report.row(vec![

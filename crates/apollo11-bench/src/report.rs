@@ -120,8 +120,14 @@ pub fn quantile_us(sorted: &[std::time::Duration], q: f64) -> f64 {
 }
 
 /// One `write` of `batch` records of `record_bytes` then one `fdatasync`, in a loop, for
-/// `seconds`: the physical limit the log is compared with. Returns records per second.
-pub fn raw_fsync_rate(dir: &Path, batch: usize, record_bytes: usize, seconds: f64) -> Result<f64> {
+/// `seconds`: the physical limit the log is compared with. Returns records per second and
+/// the sorted latencies of each write + sync.
+pub fn raw_fsync(
+    dir: &Path,
+    batch: usize,
+    record_bytes: usize,
+    seconds: f64,
+) -> Result<(f64, Vec<std::time::Duration>)> {
     use std::os::unix::fs::FileExt;
     std::fs::create_dir_all(dir)?;
     let path = dir.join("raw-fsync.bin");
@@ -135,14 +141,17 @@ pub fn raw_fsync_rate(dir: &Path, batch: usize, record_bytes: usize, seconds: f6
     file.set_len(region)?;
     let buf = vec![b'r'; record_bytes * batch.max(1)];
     let started = std::time::Instant::now();
-    let (mut offset, mut records) = (0u64, 0u64);
+    let (mut offset, mut records, mut latencies) = (0u64, 0u64, Vec::new());
     while started.elapsed().as_secs_f64() < seconds {
+        let t = std::time::Instant::now();
         file.write_all_at(&buf, offset % (region - buf.len() as u64))?;
         file.sync_data()?;
+        latencies.push(t.elapsed());
         offset += buf.len() as u64;
         records += batch as u64;
     }
     let rate = records as f64 / started.elapsed().as_secs_f64();
     std::fs::remove_file(path)?;
-    Ok(rate)
+    latencies.sort();
+    Ok((rate, latencies))
 }

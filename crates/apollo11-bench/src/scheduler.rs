@@ -2,7 +2,7 @@
 //! one 10,000-step chain, one run of 1,000 parallel steps; the chain against its physical
 //! limit (one `fdatasync` per step) measured in the same run.
 
-use crate::report::{raw_fsync_rate, Report};
+use crate::report::{raw_fsync, Report};
 use crate::Setup;
 use anyhow::Result;
 use apollo11_log::{FileLog, Options};
@@ -166,7 +166,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         peer_args: args(&["many", &peer_runs.to_string(), "10"]),
     }
     .report(&mut report, &setup.dir);
-    let limit = raw_fsync_rate(&setup.dir, 1, 300, 2.0)?;
+    let limit = raw_fsync(&setup.dir, 1, 300, 2.0)?.0;
     Workload {
         label: format!("one {chain}-step chain"),
         steps: chain,
