@@ -3,13 +3,13 @@
 //! "latest snapshot + about 500 events"); resident memory per event once recovered; and the
 //! seed's one-run replay: 500 steps averaging 3 events each.
 
-use crate::replay::{build, history_event};
+use crate::replay::{buffered_log, build, history_event};
 use crate::report::Report;
 use crate::scheduler::workflow;
 use crate::Setup;
 use anyhow::{bail, Context, Result};
 use apollo11_core::{EventKind, RunId, Seq, StepName};
-use apollo11_log::{Durability, FileLog, Options};
+use apollo11_log::{FileLog, Options};
 use apollo11_machine::RunState;
 use apollo11_runtime::{Engine, EngineConfig, RunStatus};
 use apollo11_store::{EventStore, NewEvent, SnapshotStore};
@@ -169,13 +169,7 @@ async fn seed_replay(dir: &Path) -> Result<(u64, f64)> {
     let count = events.len() as u64;
     let run = RunId("seed".into());
     {
-        let log = FileLog::open(
-            dir,
-            Options {
-                durability: Durability::Buffered,
-                ..Options::default()
-            },
-        )?;
+        let log = buffered_log(dir)?;
         for (i, chunk) in events.chunks(100).enumerate() {
             log.append(&run, Seq(i as u32 * 100 + 1), chunk.to_vec())
                 .await?;

@@ -97,13 +97,7 @@ pub fn segment_bytes(dir: &Path) -> Result<u64> {
 /// `runs` runs, each given the events `seqs` of its history, appended in batches of 100
 /// (buffered: building the log is not what is measured).
 pub async fn build(dir: &Path, runs: u64, seqs: std::ops::RangeInclusive<u32>) -> Result<()> {
-    let log = FileLog::open(
-        dir,
-        Options {
-            durability: Durability::Buffered,
-            ..Options::default()
-        },
-    )?;
+    let log = buffered_log(dir)?;
     let (first, last) = (*seqs.start(), *seqs.end());
     for batch_start in (first..=last).step_by(100) {
         let batch_end = (batch_start + 99).min(last);
@@ -114,6 +108,15 @@ pub async fn build(dir: &Path, runs: u64, seqs: std::ops::RangeInclusive<u32>) -
         }
     }
     Ok(())
+}
+
+/// The log in `dir`, opened without fsync: for building logs to measure.
+pub fn buffered_log(dir: &Path) -> Result<FileLog> {
+    let options = Options {
+        durability: Durability::Buffered,
+        ..Options::default()
+    };
+    Ok(FileLog::open(dir, options)?)
 }
 
 /// Reads the whole log from the start in pages and folds every run; returns the run count.
