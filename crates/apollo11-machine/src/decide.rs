@@ -3,7 +3,7 @@
 
 use crate::rollback::{failed_for_good, status_with, to_undo};
 use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
-use apollo11_core::{Idempotency, OnFailure, StepName};
+use apollo11_core::{EventKind, Idempotency, OnFailure, StepName};
 use apollo11_dag::{Dag, NodeId};
 use std::collections::BTreeSet;
 
@@ -63,6 +63,33 @@ pub enum Command {
         /// How it ended.
         status: RunStatus,
     },
+}
+
+impl Command {
+    /// The event this command appends, durable before anything it starts runs:
+    /// (step, kind, attempt); `None` for commands that append nothing.
+    pub fn event(&self) -> Option<(&StepName, EventKind, u32)> {
+        match self {
+            Command::Start { step, attempt } => Some((step, EventKind::Started, *attempt)),
+            Command::Fail {
+                step,
+                attempt,
+                error,
+            } => {
+                let failed = EventKind::Failed {
+                    error: error.clone(),
+                    retryable: true,
+                };
+                Some((step, failed, *attempt))
+            }
+            Command::Compensate { step, attempt } => {
+                Some((step, EventKind::Compensating, *attempt))
+            }
+            Command::ResumeCompensation { .. }
+            | Command::WakeAt { .. }
+            | Command::Finish { .. } => None,
+        }
+    }
 }
 
 /// Decides what to do next for one run. Deterministic: commands come in topological order

@@ -136,36 +136,17 @@ impl<S: Store> Driver<S> {
         let mut launches = Vec::new();
         let mut wake = None;
         for command in commands {
+            if let Some((step, kind, attempt)) = command.event() {
+                events.push(self.event(step, kind, attempt, Payload::Empty));
+            }
             match command {
-                Command::Start { step, attempt } => {
-                    events.push(self.event(&step, EventKind::Started, attempt, Payload::Empty));
-                    launches.push((step, attempt, false));
-                }
-                Command::Fail {
-                    step,
-                    attempt,
-                    error,
-                } => {
+                Command::Start { step, attempt } => launches.push((step, attempt, false)),
+                Command::Fail { step, error, .. } => {
                     self.stop(&step);
                     metrics::counter!("apollo11_step_outcomes_total", "outcome" => if error == "timeout" { "timeout" } else { "interrupted" }).increment(1);
-                    events.push(self.event(
-                        &step,
-                        EventKind::Failed {
-                            error,
-                            retryable: true,
-                        },
-                        attempt,
-                        Payload::Empty,
-                    ));
                 }
                 Command::Compensate { step, attempt } => {
                     metrics::counter!("apollo11_compensations_total").increment(1);
-                    events.push(self.event(
-                        &step,
-                        EventKind::Compensating,
-                        attempt,
-                        Payload::Empty,
-                    ));
                     launches.push((step, attempt, true));
                 }
                 Command::ResumeCompensation { step, attempt } => {

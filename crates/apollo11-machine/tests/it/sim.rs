@@ -137,31 +137,18 @@ impl Sim {
     /// Carries out commands; returns the terminal status if one was reached.
     fn execute(&mut self, commands: Vec<Command>) -> Option<RunStatus> {
         for command in commands {
+            if let Command::Start { step, .. } = &command {
+                self.check_startable(step);
+            }
+            if let Some((step, kind, attempt)) = command.event() {
+                self.append(Some(step), kind, attempt, Payload::Empty);
+            }
             match command {
                 Command::Start { step, attempt } => self.start(step, attempt),
-                Command::Fail {
-                    step,
-                    attempt,
-                    error,
-                } => {
+                Command::Fail { step, .. } => {
                     self.executing.remove(&step);
-                    self.append(
-                        Some(&step),
-                        EventKind::Failed {
-                            error,
-                            retryable: true,
-                        },
-                        attempt,
-                        Payload::Empty,
-                    );
                 }
-                Command::Compensate { step, attempt } => {
-                    self.append(
-                        Some(&step),
-                        EventKind::Compensating,
-                        attempt,
-                        Payload::Empty,
-                    );
+                Command::Compensate { step, .. } => {
                     self.executing
                         .insert(step, (self.now_ms + 5, true, Outcome::Ok(5)));
                 }
@@ -183,7 +170,8 @@ impl Sim {
         None
     }
 
-    fn start(&mut self, step: StepName, attempt: u32) {
+    /// A step may start only after its dependencies and never after its own success.
+    fn check_startable(&self, step: &StepName) {
         let node = self.dag.node(step.as_str()).unwrap();
         for &d in self.dag.dependencies(node) {
             assert!(
@@ -197,7 +185,10 @@ impl Sim {
             StepStatus::Succeeded,
             "{step} rerun after success"
         );
-        self.append(Some(&step), EventKind::Started, attempt, Payload::Empty);
+    }
+
+    /// Runs a step whose `Started` was appended.
+    fn start(&mut self, step: StepName, attempt: u32) {
         let outcome = (self.script)(step.as_str(), attempt);
         let ends = match outcome {
             Outcome::Ok(ms) | Outcome::Err { after_ms: ms, .. } => self.now_ms + ms,
