@@ -99,10 +99,10 @@ fn peer(dir: &Path, workload: &[String]) -> Result<(u64, f64), String> {
                 stderr.lines().last().unwrap_or("no output")
             )
         })?;
-    Ok((
-        figures["steps"].as_u64().unwrap_or(0),
-        figures["steps_per_s"].as_f64().unwrap_or(0.0),
-    ))
+    match (figures["steps"].as_u64(), figures["steps_per_s"].as_f64()) {
+        (Some(steps), Some(rate)) => Ok((steps, rate)),
+        _ => Err(format!("peer printed no steps or steps_per_s: {figures}")),
+    }
 }
 
 /// One workload: ours, then the peer's (on a smaller size where it would take minutes).

@@ -58,7 +58,7 @@ pub struct Tail {
     pub file: Arc<dyn FsFile>,
     /// Where the next group is written.
     pub write_at: u64,
-    /// The size the file was grown to when preallocating: zeros past `write_at`.
+    /// When preallocating, the file's size (zeros past `write_at`).
     pub allocated: u64,
 }
 
@@ -278,8 +278,11 @@ pub fn create_segment(
     Ok(file)
 }
 
-/// The size a segment is grown to when its data reaches `end`.
+/// The size a segment is given when its data reaches `end`: a step ahead when preallocating.
 pub fn preallocation(end: u64, options: &Options) -> u64 {
+    if !options.preallocate {
+        return end;
+    }
     (end + limits::SEGMENT_PREALLOCATE_BYTES)
         .min(options.segment_bytes_max)
         .max(end)

@@ -27,10 +27,10 @@ pub struct View {
 }
 
 /// One run, as the view tracks it.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct RunTrack {
     /// From `RunCreated`.
-    workflow: Option<String>,
+    workflow: String,
     /// When each step at work started (ms).
     started: HashMap<StepName, u64>,
 }
@@ -62,11 +62,21 @@ impl View {
             "the view folds each event once, in order"
         );
         self.watermark = event.event_id;
-        let run = self.runs.entry(event.run_id.clone()).or_default();
         let Some(step) = &event.step else {
             if let EventKind::RunCreated { workflow } = &event.kind {
-                run.workflow.get_or_insert_with(|| workflow.clone());
+                // A second `RunCreated` is the run's anomaly; the first one names the workflow.
+                self.runs
+                    .entry(event.run_id.clone())
+                    .or_insert_with(|| RunTrack {
+                        workflow: workflow.clone(),
+                        started: HashMap::new(),
+                    });
             }
+            return;
+        };
+        // A step event of a run never created is an anomaly the run's own fold reports; it
+        // teaches the view nothing.
+        let Some(run) = self.runs.get_mut(&event.run_id) else {
             return;
         };
         match &event.kind {
@@ -75,13 +85,15 @@ impl View {
             }
             EventKind::Succeeded => {
                 let started = run.started.remove(step);
-                if let (Some(started), Some(workflow)) = (started, &run.workflow) {
-                    let samples = self
-                        .durations
-                        .entry(workflow.clone())
-                        .or_default()
-                        .entry(step.clone())
-                        .or_default();
+                if let Some(started) = started {
+                    let steps = match self.durations.get_mut(&run.workflow) {
+                        Some(steps) => steps,
+                        None => self.durations.entry(run.workflow.clone()).or_default(),
+                    };
+                    let samples = match steps.get_mut(step) {
+                        Some(samples) => samples,
+                        None => steps.entry(step.clone()).or_default(),
+                    };
                     if samples.len() == DURATION_SAMPLES_MAX {
                         samples.pop_front();
                     }
