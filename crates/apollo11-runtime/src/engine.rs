@@ -186,9 +186,10 @@ impl<S: Store> Engine<S> {
         })
     }
 
-    /// Stops the engine's background work, waiting for a snapshot being written to finish.
-    /// Runs being driven are not affected; dropping the engine without closing it stops the
-    /// same work without waiting.
+    /// Stops the engine's background work after a last snapshot of the view, if any event
+    /// was appended since the previous one, so the next open folds nothing twice. Runs being
+    /// driven are not affected; dropping the engine without closing it stops the same work
+    /// without waiting and without that snapshot.
     pub async fn close(mut self) {
         self.closing.notify_one();
         let _ = (&mut self.snapshotter).await;
@@ -375,30 +376,39 @@ impl<S: Store> Drop for Engine<S> {
     }
 }
 
-/// Saves a snapshot of the view whenever enough events were appended. A failed snapshot is
-/// logged and retried at the next trigger: the log stays the truth.
+/// Saves a snapshot of the view whenever enough events were appended, and at closing if
+/// any were. A failed snapshot is logged and retried at the next trigger: the log stays the
+/// truth.
 async fn snapshotter<S: Store>(
     shared: std::sync::Weak<Shared<S>>,
     due: Arc<Notify>,
     closing: Arc<Notify>,
 ) {
     loop {
-        tokio::select! {
-            () = due.notified() => {}
-            () = closing.notified() => return,
-        }
+        let last = tokio::select! {
+            () = due.notified() => false,
+            () = closing.notified() => true,
+        };
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        shared.appended.store(0, Ordering::Relaxed);
-        let saved = async {
-            let view = shared.caught_up_view().await?;
-            let snapshot = view.to_snapshot()?;
-            drop(view);
-            shared.store.save_snapshot(snapshot).await
-        };
-        if let Err(e) = saved.await {
-            tracing::warn!(error = %e, "snapshot not saved");
+        if shared.appended.swap(0, Ordering::Relaxed) > 0 || !last {
+            save_snapshot(&shared).await;
         }
+        if last {
+            return;
+        }
+    }
+}
+
+async fn save_snapshot<S: Store>(shared: &Shared<S>) {
+    let saved = async {
+        let view = shared.caught_up_view().await?;
+        let snapshot = view.to_snapshot()?;
+        drop(view);
+        shared.store.save_snapshot(snapshot).await
+    };
+    if let Err(e) = saved.await {
+        tracing::warn!(error = %e, "snapshot not saved");
     }
 }

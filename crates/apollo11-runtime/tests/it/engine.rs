@@ -6,7 +6,7 @@ use apollo11_runtime::{
     Backoff, Engine, EngineError, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, RunId,
     RunStatus, StepBuilder, Timeout, Workflow, WorkflowError,
 };
-use apollo11_store::{MemStore, SnapshotStore};
+use apollo11_store::{EventStore, MemStore, SnapshotStore};
 use std::sync::{Arc, Mutex};
 
 type Spec = (
@@ -562,7 +562,7 @@ async fn a_thousand_runs_share_one_engine_and_snapshots_are_taken() {
         assert_eq!(h.outcome().await.unwrap(), RunStatus::Succeeded);
     }
     assert_eq!(f.ledger().len(), 2_000);
-    // Closing waits for a snapshot being written; several were due during the runs.
+    // Several snapshots were due during the runs; closing takes a last one.
     engine.close().await;
     let snapshot = f
         .store
@@ -685,4 +685,32 @@ async fn a_conflicting_append_is_refolded_and_outcomes_still_current_are_kept() 
         ["started", "manual_override"]
     );
     assert_eq!(kinds(&f.store, "r", "next").await, ["started", "succeeded"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn closing_snapshots_every_event_appended_since_the_last_snapshot() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = engine.register(f.workflow(
+        "few",
+        OnFailure::Pause,
+        &[("a", &[], I::Natural, ok, false)],
+    ));
+    for i in 0..3 {
+        let run = engine.start(&wf, RunId(format!("run-{i}"))).await.unwrap();
+        assert_eq!(run.outcome().await.unwrap(), RunStatus::Succeeded);
+    }
+    assert!(
+        f.store.load_snapshot().await.unwrap().is_none(),
+        "9 events are far from a due snapshot"
+    );
+    engine.close().await;
+    let last = f.store.last_event_id().await.unwrap();
+    let snapshot = f
+        .store
+        .load_snapshot()
+        .await
+        .unwrap()
+        .expect("closing saves one");
+    assert_eq!(snapshot.watermark, last);
 }
