@@ -4,6 +4,7 @@
 use crate::codec::decode_event;
 use crate::fs::FsFile;
 use crate::record::{parse, Parsed, HEADER_BYTES, KIND_EVENT};
+use crate::segment::{Indexed, Scanned};
 use apollo11_core::{limits, Event, EventId, RunId, Seq};
 use apollo11_store::{RunSummary, StoreError};
 use std::collections::HashMap;
@@ -19,6 +20,21 @@ pub struct SegmentIndex {
     pub file: Arc<dyn FsFile>,
     /// `offsets[i]` is the record offset of event `base + i`.
     pub offsets: Vec<u32>,
+    /// `slots[i]` is the run slot of event `base + i`.
+    pub slots: Vec<u32>,
+}
+
+impl SegmentIndex {
+    /// An empty segment's index.
+    pub fn new(base: u64, name: String, file: Arc<dyn FsFile>) -> SegmentIndex {
+        SegmentIndex {
+            base,
+            name,
+            file,
+            offsets: Vec::new(),
+            slots: Vec::new(),
+        }
+    }
 }
 
 /// Everything a reader needs, updated by the writer after each durable batch.
@@ -67,6 +83,7 @@ impl Index {
             .expect("an event lives in a segment");
         assert_eq!(segment.base + segment.offsets.len() as u64, event_id);
         segment.offsets.push(offset);
+        segment.slots.push(slot);
         self.run_events[slot as usize].push(event_id);
         self.last_event_id = event_id;
     }
@@ -74,6 +91,31 @@ impl Index {
     /// The last seq of the run in `slot`.
     pub fn slot_last_seq(&self, slot: u32) -> u32 {
         self.run_events[slot as usize].len() as u32
+    }
+
+    /// What segment `position` holds, as a scan of it ending at `end` would find it.
+    pub fn scanned(&self, position: usize, end: u64) -> Scanned {
+        let segment = &self.segments[position];
+        let mut local: HashMap<u32, u32> = HashMap::new();
+        let mut runs = Vec::new();
+        let events = (segment.offsets.iter().zip(&segment.slots).enumerate())
+            .map(|(i, (&offset, &slot))| {
+                let run = *local.entry(slot).or_insert_with(|| {
+                    runs.push(self.run_ids[slot as usize].to_string());
+                    runs.len() as u32 - 1
+                });
+                let ids = &self.run_events[slot as usize];
+                let seq = ids.partition_point(|&id| id < segment.base + i as u64) as u32 + 1;
+                Indexed { offset, seq, run }
+            })
+            .collect();
+        Scanned {
+            base: segment.base,
+            events,
+            runs,
+            end,
+            stop: None,
+        }
     }
 
     /// The run's last seq (0 for an unknown run).

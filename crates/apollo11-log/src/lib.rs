@@ -3,6 +3,7 @@
 mod codec;
 mod files;
 mod fs;
+mod idx;
 mod index;
 mod log;
 mod options;

@@ -87,6 +87,7 @@ impl FileLog {
             mkdir(&dir.join(sub))?;
         }
         let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options)?;
+        snapshot::remove_past(fs.as_ref(), &dir.join("snapshots"), index.last_event_id)?;
         let shared = Arc::new(Shared {
             index: RwLock::new(index),
             poison: OnceLock::new(),
@@ -126,7 +127,8 @@ impl FileLog {
         let names = segment_names(fs.as_ref(), &dir)?;
         let mut index = Index::default();
         for (i, name) in names.iter().enumerate() {
-            let inspected = inspect(fs.as_ref(), &dir, name, i + 1 == names.len(), Mode::Read)?;
+            let last = i + 1 == names.len();
+            let inspected = inspect(fs.as_ref(), &dir, name, last, Mode::Read, true)?;
             if let Verdict::Damaged(damage) = &inspected.verdict {
                 return Err(damage.clone().into_error());
             }
@@ -225,13 +227,18 @@ fn recover(
     let mut tail = None;
     for (i, name) in names.iter().enumerate() {
         let last = i + 1 == names.len();
-        let inspected = inspect(
-            fs,
-            dir,
-            name,
-            last,
-            if last { Mode::Write } else { Mode::Read },
-        )?;
+        let mode = if last { Mode::Write } else { Mode::Read };
+        let inspected = inspect(fs, dir, name, last, mode, true)?;
+        let path = dir.join(&inspected.name);
+        if last {
+            // The last segment grows: an index file of it, from a time it was sealed before
+            // the segment after it was cut away as torn, would go stale.
+            crate::idx::remove(fs, &path);
+        } else if let (false, Verdict::Clean, Some(scanned)) =
+            (inspected.from_index, &inspected.verdict, &inspected.scanned)
+        {
+            crate::idx::save(fs, &path, inspected.file.as_ref(), scanned);
+        }
         match &inspected.verdict {
             Verdict::Damaged(damage) => return Err(damage.clone().into_error()),
             Verdict::Torn {
@@ -265,12 +272,11 @@ fn recover(
             let path = dir.join("segments").join(file_name(base));
             let file = create_segment(fs, &path, base, options)
                 .map_err(|e| StoreError::io(format!("creating {}", path.display()), e))?;
-            index.segments.push(crate::index::SegmentIndex {
+            index.segments.push(crate::index::SegmentIndex::new(
                 base,
-                name: format!("segments/{}", file_name(base)),
-                file: file.clone(),
-                offsets: Vec::new(),
-            });
+                format!("segments/{}", file_name(base)),
+                file.clone(),
+            ));
             Tail {
                 name: format!("segments/{}", file_name(base)),
                 file,

@@ -58,6 +58,8 @@ pub struct Inspected {
     pub scanned: Option<Scanned>,
     /// How its scan ended.
     pub verdict: Verdict,
+    /// Whether its content came from its index file rather than a scan.
+    pub from_index: bool,
 }
 
 /// Segment file names in `segments/`, in event-id order.
@@ -72,13 +74,15 @@ pub fn segment_names(fs: &dyn Fs, dir: &Path) -> Result<Vec<String>, StoreError>
         .collect())
 }
 
-/// Reads and classifies one segment.
+/// Reads and classifies one segment. With `use_index`, a sealed (not last) segment whose
+/// index file matches it is taken from that file and not read.
 pub fn inspect(
     fs: &dyn Fs,
     dir: &Path,
     name: &str,
     last: bool,
     mode: Mode,
+    use_index: bool,
 ) -> Result<Inspected, StoreError> {
     let rel = format!("segments/{name}");
     let path = dir.join(&rel);
@@ -86,6 +90,20 @@ pub fn inspect(
         .open(&path, mode)
         .map_err(|e| StoreError::io(format!("opening {}", path.display()), e))?
         .into();
+    let base = parse_file_name(name).expect("listed names parse");
+    if let (true, false, Some(scanned)) = (
+        use_index,
+        last,
+        crate::idx::load(fs, &path, file.as_ref(), base),
+    ) {
+        return Ok(Inspected {
+            name: rel,
+            file,
+            scanned: Some(scanned),
+            verdict: Verdict::Clean,
+            from_index: true,
+        });
+    }
     let bytes = file
         .read_all()
         .map_err(|e| StoreError::io(format!("reading {}", path.display()), e))?;
@@ -121,14 +139,13 @@ pub fn inspect(
                     None => Verdict::Torn { offset: scanned.end, bytes: nonzero_len(&bytes, scanned.end), reason: stop.reason.clone() },
                 },
             };
-            let expected = parse_file_name(name).expect("listed names parse");
-            if scanned.base != expected {
+            if scanned.base != base {
                 (
                     None,
                     damaged(
                         0,
                         format!(
-                            "header says base event id {}, file name says {expected}",
+                            "header says base event id {}, file name says {base}",
                             scanned.base
                         ),
                     ),
@@ -143,6 +160,7 @@ pub fn inspect(
         file,
         scanned,
         verdict,
+        from_index: false,
     })
 }
 
@@ -178,12 +196,11 @@ pub fn add_to_index(index: &mut Index, inspected: &Inspected) -> Result<(), Stor
             ),
         ));
     }
-    index.segments.push(SegmentIndex {
-        base: scanned.base,
-        name: inspected.name.clone(),
-        file: inspected.file.clone(),
-        offsets: Vec::with_capacity(scanned.events.len()),
-    });
+    let mut segment =
+        SegmentIndex::new(scanned.base, inspected.name.clone(), inspected.file.clone());
+    segment.offsets.reserve(scanned.events.len());
+    segment.slots.reserve(scanned.events.len());
+    index.segments.push(segment);
     // Runs are looked up once per segment, not once per event (and only runs with a
     // committed event get a slot: a torn batch may name others).
     let mut slots: Vec<Option<u32>> = vec![None; scanned.runs.len()];

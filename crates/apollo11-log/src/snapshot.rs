@@ -3,7 +3,9 @@
 //! covering version, watermark, length and state. Written atomically; a damaged snapshot is
 //! skipped for an older one (or a full replay).
 
+use crate::fs::Fs;
 use apollo11_store::{Snapshot, StoreError};
+use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"A11SNAP\0";
 const VERSION: u32 = 1;
@@ -16,8 +18,35 @@ pub fn file_name(watermark: u64) -> String {
 
 /// Whether a file name is a snapshot's.
 pub fn is_snapshot(name: &str) -> bool {
-    name.strip_suffix(".snap")
-        .is_some_and(|d| d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit()))
+    watermark_of(name).is_some()
+}
+
+/// The watermark a snapshot's file name states.
+pub fn watermark_of(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".snap")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// Removes the snapshots of `dir` that cover events past `last`: events a crash took before
+/// they were durable (in buffered mode). Once the log grows past them again they would
+/// describe other events.
+pub fn remove_past(fs: &dyn Fs, dir: &Path, last: u64) -> Result<(), StoreError> {
+    let io = |what: &str, path: &Path, e| StoreError::io(format!("{what} {}", path.display()), e);
+    let names = fs.list(dir).map_err(|e| io("listing", dir, e))?;
+    let stale: Vec<_> = names
+        .iter()
+        .filter(|n| watermark_of(n).is_some_and(|w| w > last))
+        .collect();
+    for name in &stale {
+        let path = dir.join(name);
+        fs.remove(&path).map_err(|e| io("removing", &path, e))?;
+    }
+    if !stale.is_empty() {
+        fs.sync_dir(dir).map_err(|e| io("syncing", dir, e))?;
+    }
+    Ok(())
 }
 
 /// Encodes a snapshot file.

@@ -70,7 +70,8 @@ pub fn verify_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<VerifyRepor
     let mut report = VerifyReport::default();
     let mut index = Index::default();
     for (i, name) in names.iter().enumerate() {
-        let inspected = inspect(fs.as_ref(), dir, name, i + 1 == names.len(), Mode::Read)?;
+        let last = i + 1 == names.len();
+        let inspected = inspect(fs.as_ref(), dir, name, last, Mode::Read, false)?;
         let scanned = inspected.scanned.as_ref();
         report.segments.push(SegmentReport {
             file: inspected.name.clone(),
@@ -194,6 +195,9 @@ pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairRepor
             .open(&path, Mode::Write)
             .map_err(|e| StoreError::io(format!("opening {}", path.display()), e))?;
         let io = |e| StoreError::io(format!("repairing {}", path.display()), e);
+        if segment.file == damage.file || cutting {
+            crate::idx::remove(fs.as_ref(), &path);
+        }
         if segment.file == damage.file {
             cutting = true;
             let bytes = file.read_all().map_err(io)?;

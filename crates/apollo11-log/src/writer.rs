@@ -5,6 +5,7 @@
 
 use crate::codec::encode_event;
 use crate::fs::{Fs, FsFile, Mode};
+use crate::idx;
 use crate::index::{Index, SegmentIndex};
 use crate::record::{append_commit, append_record, KIND_EVENT};
 use crate::segment::{file_name, header, HEADER_BYTES};
@@ -208,7 +209,8 @@ impl Writer {
     }
 
     /// Starts a new segment whose first event is `base`: create, header, preallocate, sync
-    /// the file and the directory, then trim the old segment's unused preallocation.
+    /// the file and the directory, then trim the old segment's unused preallocation and save
+    /// its index file.
     fn roll(&mut self, base: u64) -> Result<(), String> {
         let name = file_name(base);
         let path = self.segments_dir.join(&name);
@@ -233,12 +235,14 @@ impl Writer {
             trimmed.map_err(|e| format!("trimming {}: {e}", old.name))?;
         }
         let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
-        index.segments.push(SegmentIndex {
-            base,
-            name: self.tail.name.clone(),
-            file,
-            offsets: Vec::new(),
-        });
+        let sealed = index.scanned(index.segments.len() - 1, old.write_at);
+        let old_path = self
+            .segments_dir
+            .join(old.name.trim_start_matches("segments/"));
+        idx::save(self.fs.as_ref(), &old_path, old.file.as_ref(), &sealed);
+        index
+            .segments
+            .push(SegmentIndex::new(base, self.tail.name.clone(), file));
         Ok(())
     }
 
@@ -268,6 +272,8 @@ pub fn create_segment(
     base: u64,
     options: &Options,
 ) -> std::io::Result<Arc<dyn FsFile>> {
+    // An index file left under this name (by a segment cut away by `repair`) is not ours.
+    idx::remove(fs, path);
     let file: Arc<dyn FsFile> = fs.open(path, Mode::CreateNew)?.into();
     file.write_all_at(&header(base), 0)?;
     if options.preallocate {

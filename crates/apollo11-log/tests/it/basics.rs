@@ -1,6 +1,8 @@
 //! Reopening, rolling, read-only opens, snapshots.
 
-use crate::common::{all_ids, append, buffered, created, sized, small};
+use crate::common::{
+    all_ids, append, buffered, created, read_everything, remove_index_files, sized, small,
+};
 use apollo11_core::{EventId, RunId, Seq};
 use apollo11_log::{verify, FileLog, Options};
 use apollo11_store::{EventStore, Snapshot, SnapshotStore, StoreError};
@@ -115,6 +117,40 @@ fn buffered_large() -> Options {
         durability: apollo11_log::Durability::Buffered,
         ..Options::default()
     }
+}
+
+#[tokio::test]
+async fn a_writing_open_removes_snapshots_of_events_the_log_no_longer_has() {
+    // Log `a` reached event 10 and was snapshotted there; log `b` is `a` as a crash in
+    // buffered mode could leave it: only 5 events durable, the snapshot file durable.
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for (dir, events) in [(&a, 10), (&b, 5)] {
+        let log = FileLog::open(dir.path(), buffered()).unwrap();
+        append(&log, "r", vec![created()]).await;
+        for _ in 1..events {
+            append(&log, "r", vec![sized("s", 10)]).await;
+        }
+    }
+    let log = FileLog::open(a.path(), buffered()).unwrap();
+    log.save_snapshot(Snapshot {
+        watermark: EventId(10),
+        state: b"of a's ten events".to_vec(),
+    })
+    .await
+    .unwrap();
+    drop(log);
+    let name = "snapshots/00000000000000000010.snap";
+    std::fs::copy(a.path().join(name), b.path().join(name)).unwrap();
+    let log = FileLog::open(b.path(), buffered()).unwrap();
+    assert!(!b.path().join(name).exists(), "removed at the writing open");
+    for _ in 5..12 {
+        append(&log, "r", vec![sized("t", 10)]).await;
+    }
+    assert_eq!(
+        log.load_snapshot().await.unwrap(),
+        None,
+        "never loaded for b's events"
+    );
 }
 
 #[tokio::test]
@@ -262,6 +298,23 @@ async fn repair_cuts_the_log_at_mid_log_damage_and_keeps_the_cut_bytes() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[second.bytes as usize / 2] ^= 0x10;
     std::fs::write(&path, bytes).unwrap();
+    // The damaged segment is sealed and indexed: the open trusts its index file, reading
+    // the log finds the damage, and so does verify.
+    {
+        let log = FileLog::open(dir.path(), buffered()).unwrap();
+        let read = read_everything(&log).await;
+        assert!(
+            matches!(&read, Err(StoreError::Corrupted { file, .. }) if *file == second.file),
+            "{read:?}"
+        );
+    }
+    let found = verify(dir.path())
+        .unwrap()
+        .damage
+        .expect("verify finds the damage");
+    assert_eq!(found.file, second.file);
+    // Without index files, opening scans every segment and refuses.
+    remove_index_files(&apollo11_log::RealFs, dir.path());
     let refused = FileLog::open(dir.path(), buffered())
         .err()
         .expect("mid-log damage must refuse to open");

@@ -1,11 +1,15 @@
-//! T5: every single-bit flip in a record (its header included) is detected. In a segment
-//! that is not the last, or before a later complete batch, the open is refused with the file
-//! and offset; in the last batch of the log the flip is indistinguishable from a torn write,
-//! so it is cut, kept in a `.torn` file and reported, never read as data.
+//! T5: every single-bit flip in a record (its header included) is detected. In a sealed
+//! segment (not the last) that has its index file, the open trusts the index and does not
+//! read the segment: a read of the flipped event fails, and `verify` reports the flip, with
+//! the file and offset; without an index file, the open is refused with them. Before a later
+//! complete batch in the last segment, the open is refused. In the last batch of the log the
+//! flip is indistinguishable from a torn write, so it is cut, kept in a `.torn` file and
+//! reported, never read as data.
 
-use crate::common::{append, created, read, sized, write};
+use crate::common::{append, created, read, read_everything, remove_index_files, sized, write};
+use apollo11_core::EventId;
 use apollo11_log::{verify_with, FileLog, Options, SimFs};
-use apollo11_store::StoreError;
+use apollo11_store::{EventStore, StoreError};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -76,8 +80,8 @@ fn each_flip(
     }
 }
 
-fn assert_refused(
-    result: Result<FileLog, StoreError>,
+fn assert_refused<T>(
+    result: Result<T, StoreError>,
     file: &str,
     byte: usize,
     range: (usize, usize),
@@ -100,8 +104,50 @@ fn assert_refused(
 }
 
 #[tokio::test]
-async fn a_flip_in_a_segment_that_is_not_the_last_refuses_to_open() {
+async fn a_flip_in_an_indexed_sealed_segment_fails_the_read_of_its_event_and_verify() {
     let layout = layout().await;
+    let (file, start, end) = layout.batches[0].clone();
+    let event_end = end - 17; // the batch's commit record follows its event
+    let path = Path::new("/d").join(&file);
+    let original = read(layout.fs.as_ref(), &path);
+    for byte in (0..24).chain(start..end) {
+        for bit in 0..8 {
+            let mut flipped = original.clone();
+            flipped[byte] ^= 1 << bit;
+            write(layout.fs.as_ref(), &path, &flipped);
+            let log = FileLog::open_with(layout.fs.clone(), "/d", options())
+                .unwrap_or_else(|e| panic!("flip at {byte}: an indexed segment opens: {e}"));
+            let read = log.read_from(EventId(1), 1).await;
+            // A read checks the records it passes: the event's own, and the commit record
+            // when it reads on past it; the segment header is off every read's path.
+            if (start..event_end).contains(&byte) {
+                assert_refused(read.map(|_| ()), &file, byte, (start, end));
+            } else {
+                assert!(read.is_ok(), "flip at {byte} is off this read's path");
+            }
+            let everything = read_everything(&log).await;
+            assert_eq!(
+                everything.is_err(),
+                byte >= start,
+                "flip at {byte}: {everything:?}"
+            );
+            drop(log);
+            let damage = verify_with(layout.fs.clone(), "/d")
+                .unwrap()
+                .damage
+                .unwrap_or_else(|| panic!("verify missed the flip at {byte}"));
+            let range = if byte < 24 { 0..1 } else { start..end };
+            assert_eq!(damage.file, file);
+            assert!(range.contains(&(damage.offset as usize)), "{damage:?}");
+            write(layout.fs.as_ref(), &path, &original);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_flip_in_a_sealed_segment_without_its_index_file_refuses_to_open() {
+    let layout = layout().await;
+    remove_index_files(layout.fs.as_ref(), Path::new("/d"));
     let (file, start, end) = layout.batches[0].clone();
     each_flip(&layout, &file, start..end, |byte, r| {
         assert_refused(r, &file, byte, (start, end))

@@ -1,8 +1,8 @@
 //! Helpers shared by the log tests.
 
-use apollo11_core::{EventKind, Payload, RunId, Seq};
+use apollo11_core::{EventId, EventKind, Payload, RunId, Seq};
 use apollo11_log::{Durability, FileLog, Fs, Options, SimFs};
-use apollo11_store::{conformance::event, EventStore, NewEvent};
+use apollo11_store::{conformance::event, EventStore, NewEvent, StoreError};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -92,4 +92,26 @@ pub fn write(fs: &dyn Fs, path: &Path, bytes: &[u8]) {
     file.set_len(0).unwrap();
     file.write_all_at(bytes, 0).unwrap();
     file.sync_data().unwrap();
+}
+
+/// Removes every segment index file of the log in `dir`, as if it had never written any.
+pub fn remove_index_files(fs: &dyn Fs, dir: &Path) {
+    let segments = dir.join("segments");
+    for name in fs.list(&segments).unwrap() {
+        if name.ends_with(".idx") {
+            fs.remove(&segments.join(name)).unwrap();
+        }
+    }
+}
+
+/// Reads every event of the log from the start; returns how many, or the first error.
+pub async fn read_everything(log: &FileLog) -> Result<u64, StoreError> {
+    let mut from = 1;
+    loop {
+        let page = log.read_from(EventId(from), 1_000).await?;
+        match page.last() {
+            Some(last) => from = last.event_id.0 + 1,
+            None => return Ok(from - 1),
+        }
+    }
 }

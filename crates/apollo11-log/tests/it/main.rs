@@ -5,6 +5,7 @@ mod bitflip;
 mod common;
 mod compat;
 mod faults;
+mod index_files;
 mod model;
 mod power_loss;
 mod second_writer;

@@ -1,0 +1,203 @@
+//! Index files: what a sealed segment holds (each event's record offset, run and seq), saved
+//! next to it as `<segment>.idx` once the log has rolled past it, so that opening the log
+//! loads them instead of reading and checking every sealed segment.
+//!
+//! An index file is derived data. It is written without a sync (a crash may leave it
+//! missing, short or garbled) and trusted only when its own CRC holds, when it names the
+//! segment's base, when the segment's size is the data end it records, and when the
+//! segment's fingerprint is the one it recorded: the stored CRC of the last event record
+//! (which covers that event's id, run and payload) and the last 16 bytes of data (the end of
+//! the final commit record, its CRC included). Otherwise the segment is scanned, as it always was. The records
+//! themselves are still checked: every read checks their CRCs, and `verify` reads them all.
+
+use crate::fs::{Fs, FsFile, Mode};
+use crate::segment::{Indexed, Scanned, HEADER_BYTES};
+use std::path::{Path, PathBuf};
+
+const MAGIC: &[u8; 8] = b"A11INDEX";
+const VERSION: u32 = 1;
+/// Bytes of a segment's fingerprint: the last event record's CRC, then the last 16 bytes.
+const FINGERPRINT: usize = 4 + TAIL;
+/// Bytes at the end of a segment's data that its fingerprint holds.
+const TAIL: usize = 16;
+
+/// The index file of a segment file.
+pub fn path_of(segment: &Path) -> PathBuf {
+    segment.with_extension("idx")
+}
+
+/// Saves the index of a sealed segment, best effort: a failure only means the next open
+/// scans the segment.
+pub fn save(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, scanned: &Scanned) {
+    let Ok(fingerprint) = fingerprint(file, scanned) else {
+        return;
+    };
+    let path = path_of(segment);
+    let tmp = path.with_extension("idx.tmp");
+    let _ = fs.remove(&tmp);
+    let written = fs.open(&tmp, Mode::CreateNew).and_then(|f| {
+        f.write_all_at(&encode(scanned, &fingerprint), 0)?;
+        drop(f);
+        fs.rename(&tmp, &path)
+    });
+    if written.is_err() {
+        let _ = fs.remove(&tmp);
+    }
+}
+
+/// The content of a sealed segment from its index file, if the file is there and matches
+/// the segment (see the module's notes).
+pub fn load(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, base: u64) -> Option<Scanned> {
+    let bytes = fs
+        .open(&path_of(segment), Mode::Read)
+        .ok()?
+        .read_all()
+        .ok()?;
+    let (scanned, recorded) = decode(&bytes)?;
+    let matches = scanned.base == base
+        && file.size().ok()? == scanned.end
+        && fingerprint(file, &scanned).ok()? == recorded;
+    matches.then_some(scanned)
+}
+
+/// Removes a segment's index file if there is one (before a new segment takes the name).
+pub fn remove(fs: &dyn Fs, segment: &Path) {
+    let _ = fs.remove(&path_of(segment));
+}
+
+fn fingerprint(file: &dyn FsFile, scanned: &Scanned) -> std::io::Result<[u8; FINGERPRINT]> {
+    let last_event = scanned.events.last().map(|e| u64::from(e.offset));
+    let last_event = last_event.filter(|&at| scanned.end >= at + TAIL as u64);
+    let Some(at) = last_event.filter(|&at| at >= HEADER_BYTES as u64) else {
+        return Err(std::io::Error::other(
+            "a segment without events has no fingerprint",
+        ));
+    };
+    let mut print = [0u8; FINGERPRINT];
+    file.read_exact_at(&mut print[..4], at + 4)?;
+    file.read_exact_at(&mut print[4..], scanned.end - TAIL as u64)?;
+    Ok(print)
+}
+
+/// `[magic][version u32][base u64][end u64][fingerprint 20][runs u32]([len u32][id])*
+/// [events u32]([offset u32][seq u32][run u32])*[crc32 of all before]`, little-endian.
+fn encode(scanned: &Scanned, fingerprint: &[u8; FINGERPRINT]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + scanned.events.len() * 12);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&scanned.base.to_le_bytes());
+    out.extend_from_slice(&scanned.end.to_le_bytes());
+    out.extend_from_slice(fingerprint);
+    out.extend_from_slice(&(scanned.runs.len() as u32).to_le_bytes());
+    for run in &scanned.runs {
+        out.extend_from_slice(&(run.len() as u32).to_le_bytes());
+        out.extend_from_slice(run.as_bytes());
+    }
+    out.extend_from_slice(&(scanned.events.len() as u32).to_le_bytes());
+    for e in &scanned.events {
+        for field in [e.offset, e.seq, e.run] {
+            out.extend_from_slice(&field.to_le_bytes());
+        }
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Reads fields off the front of a byte slice; every read fails cleanly past the end.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+}
+
+fn decode(bytes: &[u8]) -> Option<(Scanned, [u8; FINGERPRINT])> {
+    let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
+    if crc32fast::hash(body).to_le_bytes() != crc {
+        return None;
+    }
+    let mut c = Cursor(body);
+    if c.take(MAGIC.len())? != MAGIC || c.u32()? != VERSION {
+        return None;
+    }
+    let (base, end) = (c.u64()?, c.u64()?);
+    let fingerprint = c.take(FINGERPRINT)?.try_into().ok()?;
+    let run_count = c.u32()? as usize;
+    let mut runs = Vec::with_capacity(run_count.min(body.len()));
+    for _ in 0..run_count {
+        let len = c.u32()? as usize;
+        runs.push(std::str::from_utf8(c.take(len)?).ok()?.to_owned());
+    }
+    let event_count = c.u32()? as usize;
+    let mut events = Vec::with_capacity(event_count.min(body.len() / 12));
+    for _ in 0..event_count {
+        let (offset, seq, run) = (c.u32()?, c.u32()?, c.u32()?);
+        if run as usize >= runs.len() || u64::from(offset) >= end {
+            return None;
+        }
+        events.push(Indexed { offset, seq, run });
+    }
+    let scanned = Scanned {
+        base,
+        events,
+        runs,
+        end,
+        stop: None,
+    };
+    c.0.is_empty().then_some((scanned, fingerprint))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Scanned {
+        Scanned {
+            base: 7,
+            events: vec![
+                Indexed {
+                    offset: 24,
+                    seq: 3,
+                    run: 0,
+                },
+                Indexed {
+                    offset: 300,
+                    seq: 1,
+                    run: 1,
+                },
+            ],
+            runs: vec!["a".into(), "bé".into()],
+            end: 600,
+            stop: None,
+        }
+    }
+
+    #[test]
+    fn an_index_reads_back_and_any_damage_or_cut_is_refused() {
+        let fingerprint = [9u8; FINGERPRINT];
+        let bytes = encode(&sample(), &fingerprint);
+        let (back, recorded) = decode(&bytes).expect("reads back");
+        assert_eq!(format!("{back:?}"), format!("{:?}", sample()));
+        assert_eq!(recorded, fingerprint);
+        for cut in 0..bytes.len() {
+            assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode(&flipped).is_none(), "bit {bit}");
+        }
+    }
+}

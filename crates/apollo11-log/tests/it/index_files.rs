@@ -1,0 +1,101 @@
+//! Index files of sealed segments: opening trusts one only when it matches its segment;
+//! otherwise the segment is scanned, as it always was.
+
+use crate::common::{append, buffered, created, sized};
+use apollo11_log::{verify, FileLog};
+use apollo11_store::StoreError;
+use std::path::{Path, PathBuf};
+
+/// A log of 60 events in 8 KiB segments, every event of step `step`.
+async fn build(dir: &Path, step: &str) {
+    let log = FileLog::open(dir, buffered()).unwrap();
+    append(&log, "r", vec![created()]).await;
+    for _ in 0..60 {
+        append(&log, "r", vec![sized(step, 300)]).await;
+    }
+}
+
+fn index_of(dir: &Path, segment: &str) -> PathBuf {
+    dir.join(segment).with_extension("idx")
+}
+
+#[tokio::test]
+async fn an_index_file_that_does_not_match_its_segment_is_ignored() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    build(a.path(), "s").await;
+    build(b.path(), "t").await;
+    let segments = verify(a.path()).unwrap().segments;
+    assert!(segments.len() >= 3, "{segments:?}");
+    let (first, second) = (&segments[0].file, &segments[1].file);
+    let index = index_of(a.path(), second);
+    let original = std::fs::read(&index).expect("rolling past a segment indexes it");
+    let other_log = std::fs::read(index_of(b.path(), second)).unwrap();
+    assert_eq!(other_log.len(), original.len(), "the same layout");
+    assert_ne!(other_log, original, "other events");
+    // A flipped bit in the middle of the segment: only a scan can see it.
+    let segment = a.path().join(second);
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[segments[1].bytes as usize / 2] ^= 0x10;
+    std::fs::write(&segment, &bytes).unwrap();
+    assert!(
+        FileLog::open(a.path(), buffered()).is_ok(),
+        "a matching index file is trusted"
+    );
+    let mut garbled = original.clone();
+    garbled[original.len() / 2] ^= 1;
+    let mut grown = bytes.clone();
+    grown.extend_from_slice(&[0; 4096]);
+    let cases = [
+        ("garbled", garbled, &bytes),
+        (
+            "another segment's",
+            std::fs::read(index_of(a.path(), first)).unwrap(),
+            &bytes,
+        ),
+        ("another log's", other_log, &bytes),
+        ("of a segment that since grew", original.clone(), &grown),
+        ("empty", Vec::new(), &bytes),
+    ];
+    for (case, index_bytes, segment_bytes) in cases {
+        std::fs::write(&index, &index_bytes).unwrap();
+        std::fs::write(&segment, segment_bytes).unwrap();
+        match FileLog::open(a.path(), buffered()) {
+            Err(StoreError::Corrupted { file, .. }) => assert_eq!(&file, second, "{case}"),
+            Err(other) => panic!("an index file {case}: {other}"),
+            Ok(_) => panic!("an index file {case} was trusted: the segment was not scanned"),
+        }
+    }
+    std::fs::remove_file(&index).unwrap();
+    std::fs::write(&segment, &bytes).unwrap();
+    assert!(
+        FileLog::open(a.path(), buffered()).is_err(),
+        "no index file"
+    );
+}
+
+#[tokio::test]
+async fn a_writing_open_indexes_sealed_segments_that_have_no_index_file() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), "s").await;
+    let segments = verify(dir.path()).unwrap().segments;
+    for s in &segments {
+        let _ = std::fs::remove_file(index_of(dir.path(), &s.file));
+    }
+    drop(FileLog::open_read_only(dir.path()).unwrap());
+    assert!(
+        !index_of(dir.path(), &segments[0].file).exists(),
+        "read-only opens write nothing"
+    );
+    drop(FileLog::open(dir.path(), buffered()).unwrap());
+    let (last, sealed) = segments.split_last().unwrap();
+    for s in sealed {
+        assert!(index_of(dir.path(), &s.file).exists(), "{} indexed", s.file);
+    }
+    assert!(
+        !index_of(dir.path(), &last.file).exists(),
+        "the last segment is not sealed"
+    );
+    let log = FileLog::open(dir.path(), buffered()).unwrap();
+    assert_eq!(log.recovery().events, 61);
+    assert_eq!(crate::common::all_ids(&log).await.len(), 61);
+}
