@@ -1,10 +1,13 @@
-//! Index files: what a sealed segment holds (each event's record offset, run and seq), saved
-//! next to it as `<segment>.idx` once the log has rolled past it, so that opening the log
-//! loads them instead of reading and checking every sealed segment.
+//! Index files: what a segment holds (each event's record offset, run and seq), saved next
+//! to it as `<segment>.idx` once the log has rolled past it, and for the last segment when
+//! the log is closed cleanly, so that opening the log loads them instead of reading and
+//! checking every segment. A writing open removes the last segment's index file, durably,
+//! before anything is appended to it.
 //!
-//! An index file is derived data. It is written without a sync (a crash may leave it
-//! missing, short or garbled) and trusted only when its own CRC holds, when it names the
-//! segment's base, when the segment's size is the data end it records, and when the
+//! An index file is derived data, saved only once its segment's data is synced. It is
+//! written without a sync itself (a crash may leave it missing, short or garbled) and
+//! trusted only when its own CRC holds, when it names the segment's base, when the
+//! segment's size is the one it records, when zeros follow the data end, and when the
 //! segment's fingerprint is the one it recorded: the stored CRC of the last event record
 //! (which covers that event's id, run and payload) and the last 16 bytes of data (the end of
 //! the final commit record, its CRC included). Otherwise the segment is scanned, as it always was. The records
@@ -26,17 +29,17 @@ pub fn path_of(segment: &Path) -> PathBuf {
     segment.with_extension("idx")
 }
 
-/// Saves the index of a sealed segment, best effort: a failure only means the next open
-/// scans the segment.
+/// Saves the index of a segment whose data is synced, best effort: a failure only means the
+/// next open scans the segment.
 pub fn save(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, scanned: &Scanned) {
-    let Ok(fingerprint) = fingerprint(file, scanned) else {
+    let (Ok(fingerprint), Ok(size)) = (fingerprint(file, scanned), file.size()) else {
         return;
     };
     let path = path_of(segment);
     let tmp = path.with_extension("idx.tmp");
     let _ = fs.remove(&tmp);
     let written = fs.open(&tmp, Mode::CreateNew).and_then(|f| {
-        f.write_all_at(&encode(scanned, &fingerprint), 0)?;
+        f.write_all_at(&encode(scanned, size, &fingerprint), 0)?;
         drop(f);
         fs.rename(&tmp, &path)
     });
@@ -53,16 +56,25 @@ pub fn load(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, base: u64) -> Option
         .ok()?
         .read_all()
         .ok()?;
-    let (scanned, recorded) = decode(&bytes)?;
+    let (scanned, size, recorded) = decode(&bytes)?;
     let matches = scanned.base == base
-        && file.size().ok()? == scanned.end
-        && fingerprint(file, &scanned).ok()? == recorded;
+        && file.size().ok()? == size
+        && fingerprint(file, &scanned).ok()? == recorded
+        && zeros_follow(file, scanned.end, size).ok()?;
     matches.then_some(scanned)
 }
 
-/// Removes a segment's index file if there is one (before a new segment takes the name).
-pub fn remove(fs: &dyn Fs, segment: &Path) {
-    let _ = fs.remove(&path_of(segment));
+/// Removes a segment's index file; true if there was one.
+pub fn remove(fs: &dyn Fs, segment: &Path) -> bool {
+    fs.remove(&path_of(segment)).is_ok()
+}
+
+/// Whether the bytes after the data end (the next record header's worth, up to a page) are
+/// zeros, as a clean close leaves them: anything written there since is for a scan to judge.
+fn zeros_follow(file: &dyn FsFile, end: u64, size: u64) -> std::io::Result<bool> {
+    let mut next = vec![0u8; (size - end).min(4096) as usize];
+    file.read_exact_at(&mut next, end)?;
+    Ok(next.iter().all(|&b| b == 0))
 }
 
 fn fingerprint(file: &dyn FsFile, scanned: &Scanned) -> std::io::Result<[u8; FINGERPRINT]> {
@@ -79,14 +91,15 @@ fn fingerprint(file: &dyn FsFile, scanned: &Scanned) -> std::io::Result<[u8; FIN
     Ok(print)
 }
 
-/// `[magic][version u32][base u64][end u64][fingerprint 20][runs u32]([len u32][id])*
+/// `[magic][version u32][base u64][end u64][size u64][fingerprint 20][runs u32]([len u32][id])*
 /// [events u32]([offset u32][seq u32][run u32])*[crc32 of all before]`, little-endian.
-fn encode(scanned: &Scanned, fingerprint: &[u8; FINGERPRINT]) -> Vec<u8> {
+fn encode(scanned: &Scanned, size: u64, fingerprint: &[u8; FINGERPRINT]) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + scanned.events.len() * 12);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&scanned.base.to_le_bytes());
     out.extend_from_slice(&scanned.end.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
     out.extend_from_slice(fingerprint);
     out.extend_from_slice(&(scanned.runs.len() as u32).to_le_bytes());
     for run in &scanned.runs {
@@ -123,7 +136,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn decode(bytes: &[u8]) -> Option<(Scanned, [u8; FINGERPRINT])> {
+fn decode(bytes: &[u8]) -> Option<(Scanned, u64, [u8; FINGERPRINT])> {
     let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
     if crc32fast::hash(body).to_le_bytes() != crc {
         return None;
@@ -132,7 +145,10 @@ fn decode(bytes: &[u8]) -> Option<(Scanned, [u8; FINGERPRINT])> {
     if c.take(MAGIC.len())? != MAGIC || c.u32()? != VERSION {
         return None;
     }
-    let (base, end) = (c.u64()?, c.u64()?);
+    let (base, end, size) = (c.u64()?, c.u64()?, c.u64()?);
+    if end > size {
+        return None;
+    }
     let fingerprint = c.take(FINGERPRINT)?.try_into().ok()?;
     let run_count = c.u32()? as usize;
     let mut runs = Vec::with_capacity(run_count.min(body.len()));
@@ -156,7 +172,7 @@ fn decode(bytes: &[u8]) -> Option<(Scanned, [u8; FINGERPRINT])> {
         end,
         stop: None,
     };
-    c.0.is_empty().then_some((scanned, fingerprint))
+    c.0.is_empty().then_some((scanned, size, fingerprint))
 }
 
 #[cfg(test)]
@@ -187,10 +203,10 @@ mod tests {
     #[test]
     fn an_index_reads_back_and_any_damage_or_cut_is_refused() {
         let fingerprint = [9u8; FINGERPRINT];
-        let bytes = encode(&sample(), &fingerprint);
-        let (back, recorded) = decode(&bytes).expect("reads back");
+        let bytes = encode(&sample(), 4096, &fingerprint);
+        let (back, size, recorded) = decode(&bytes).expect("reads back");
         assert_eq!(format!("{back:?}"), format!("{:?}", sample()));
-        assert_eq!(recorded, fingerprint);
+        assert_eq!((size, recorded), (4096, fingerprint));
         for cut in 0..bytes.len() {
             assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");
         }

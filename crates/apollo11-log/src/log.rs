@@ -231,9 +231,12 @@ fn recover(
         let inspected = inspect(fs, dir, name, last, mode, true)?;
         let path = dir.join(&inspected.name);
         if last {
-            // The last segment grows: an index file of it, from a time it was sealed before
-            // the segment after it was cut away as torn, would go stale.
-            crate::idx::remove(fs, &path);
+            // The last segment is about to grow: its index file (from a clean close) must be
+            // gone for good before anything is appended, or a crash could leave it looking
+            // valid over data it does not describe.
+            if crate::idx::remove(fs, &path) {
+                sync_dir_of(fs, &path)?;
+            }
         } else if let (false, Verdict::Clean, Some(scanned)) =
             (inspected.from_index, &inspected.verdict, &inspected.scanned)
         {

@@ -58,7 +58,8 @@ pub struct Inspected {
     pub scanned: Option<Scanned>,
     /// How its scan ended.
     pub verdict: Verdict,
-    /// Whether its content came from its index file rather than a scan.
+    /// Whether its content came from its index file rather than a scan (then `last` is not
+    /// used: an index file of the last segment is saved only at a clean close).
     pub from_index: bool,
 }
 
@@ -74,8 +75,8 @@ pub fn segment_names(fs: &dyn Fs, dir: &Path) -> Result<Vec<String>, StoreError>
         .collect())
 }
 
-/// Reads and classifies one segment. With `use_index`, a sealed (not last) segment whose
-/// index file matches it is taken from that file and not read.
+/// Reads and classifies one segment. With `use_index`, a segment whose index file matches
+/// it is taken from that file and not read.
 pub fn inspect(
     fs: &dyn Fs,
     dir: &Path,
@@ -91,11 +92,8 @@ pub fn inspect(
         .map_err(|e| StoreError::io(format!("opening {}", path.display()), e))?
         .into();
     let base = parse_file_name(name).expect("listed names parse");
-    if let (true, false, Some(scanned)) = (
-        use_index,
-        last,
-        crate::idx::load(fs, &path, file.as_ref(), base),
-    ) {
+    let indexed = use_index.then(|| crate::idx::load(fs, &path, file.as_ref(), base));
+    if let Some(Some(scanned)) = indexed {
         return Ok(Inspected {
             name: rel,
             file,

@@ -91,6 +91,25 @@ impl Writer {
             self.publish(accepted);
             next = requests.blocking_recv();
         }
+        self.index_on_close();
+    }
+
+    /// At a clean close: syncs the last segment and saves its index file, so the next open
+    /// reads no segment at all.
+    fn index_on_close(&self) {
+        // A poisoned store syncs nothing more: its files are for recovery to judge.
+        if self.shared.check_poison().is_err() || self.tail.file.sync_data().is_err() {
+            return;
+        }
+        let index = self.shared.index.read().unwrap_or_else(|p| p.into_inner());
+        let last = index.scanned(index.segments.len() - 1, self.tail.write_at);
+        let path = self.path_of(&self.tail);
+        idx::save(self.fs.as_ref(), &path, self.tail.file.as_ref(), &last);
+    }
+
+    fn path_of(&self, tail: &Tail) -> PathBuf {
+        self.segments_dir
+            .join(tail.name.trim_start_matches("segments/"))
     }
 
     /// Encodes `first` and whatever else is queued, up to the group byte limit. Appends whose
@@ -225,20 +244,19 @@ impl Writer {
                 allocated: preallocation(HEADER_BYTES as u64, &self.options),
             },
         );
-        if self.options.preallocate {
-            // Gives the unused preallocation back. Zeros would read as the end anyway, but a
-            // failed sync is never ignored: after one, nothing about the file can be trusted.
-            let trimmed = old
-                .file
-                .set_len(old.write_at)
-                .and_then(|()| old.file.sync_data());
-            trimmed.map_err(|e| format!("trimming {}: {e}", old.name))?;
-        }
+        // Gives the unused preallocation back (zeros would read as the end anyway) and makes
+        // the sealed data durable in any mode before its index file describes it. A failed
+        // sync is never ignored: after one, nothing about the file can be trusted.
+        let trimmed = if self.options.preallocate {
+            old.file.set_len(old.write_at)
+        } else {
+            Ok(())
+        };
+        let synced = trimmed.and_then(|()| old.file.sync_data());
+        synced.map_err(|e| format!("sealing {}: {e}", old.name))?;
         let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
         let sealed = index.scanned(index.segments.len() - 1, old.write_at);
-        let old_path = self
-            .segments_dir
-            .join(old.name.trim_start_matches("segments/"));
+        let old_path = self.path_of(&old);
         idx::save(self.fs.as_ref(), &old_path, old.file.as_ref(), &sealed);
         index
             .segments

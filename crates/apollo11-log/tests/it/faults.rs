@@ -5,7 +5,7 @@
 
 use crate::common::{created, sized};
 use apollo11_core::{BlobRef, EventId, RunId, Seq};
-use apollo11_log::{Fault, FileLog, Options, SimFs};
+use apollo11_log::{Fault, FileLog, Fs, Options, SimFs};
 use apollo11_store::{BlobStore, EventStore, Snapshot, SnapshotStore, StoreError};
 use std::sync::Arc;
 
@@ -117,9 +117,29 @@ async fn assert_recovers(fs: Arc<SimFs>, acked: &[u64], site: u32) {
 #[tokio::test]
 async fn an_fsync_error_at_every_sync_site_poisons_the_store_and_loses_nothing_acknowledged() {
     let clean = Arc::new(SimFs::new());
-    let (acked, error, _) = workload(clean.clone()).await;
+    let (acked, error, log) = workload(clean.clone()).await;
     assert!(error.is_none() && acked.len() == 12);
     let sites = clean.syncs();
+    drop(log);
+    assert_eq!(
+        clean.syncs(),
+        sites + 1,
+        "a clean close syncs the last segment"
+    );
+    // That sync failing cannot be reported (the log is being dropped): the close then saves
+    // no index file of the last segment, and nothing acknowledged depends on it.
+    let fs = Arc::new(SimFs::new());
+    fs.set_fault(Some(Fault::FailSync(sites)));
+    let (acked_before_close, _, log) = workload(fs.clone()).await;
+    drop(log);
+    let listed = fs.list(std::path::Path::new("/d/segments")).unwrap();
+    let last = listed.iter().filter(|n| n.ends_with(".seg")).max().unwrap();
+    assert!(
+        !listed.contains(&last.replace(".seg", ".idx")),
+        "{listed:?}"
+    );
+    fs.set_fault(None);
+    assert_recovers(fs, &acked_before_close, sites).await;
     assert!(
         sites > 20,
         "the workload syncs at open, on appends, rolls, snapshots and blobs: {sites}"
