@@ -1,6 +1,7 @@
 //! Replay: a log of 1M events (1,000 runs × 1,000; 200k with --quick), each run a real
 //! history (`RunCreated`, then steps that start and succeed, every event carrying 200 bytes),
-//! opened (scan, CRC, index) and every run folded; against a naive replay in the same run:
+//! opened (index files, or a scan with CRCs) and every run folded (`fold`: read back and
+//! applied; `read`, apart: read back and decoded only); against a naive replay in the same run:
 //! read each segment file whole, check each record's CRC, decode the whole event, fold into
 //! a `HashMap`. The naive reader knows the record framing of docs/log-format.md and nothing
 //! else of the log.
@@ -50,6 +51,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         &[
             "events",
             "open_events_per_s",
+            "read_events_per_s",
             "fold_events_per_s",
             "events_per_s",
             "mb_per_s",
@@ -62,8 +64,17 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     let log = FileLog::open_read_only(&dir)?;
     let open_s = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let runs = fold_all(&log).await?;
+    let read = read_all(&log, |_| ()).await?;
+    let read_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let mut states = HashMap::new();
+    read_all(&log, |e| fold(&mut states, e)).await?;
+    let runs = states.len();
     let fold_s = started.elapsed().as_secs_f64();
+    drop(states);
+    if read != events {
+        bail!("read {read} events back, {events} expected");
+    }
     drop(log);
     let started = Instant::now();
     let naive_runs = naive(&dir)?;
@@ -75,6 +86,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     report.row(vec![
         json!(events),
         json!(events as f64 / open_s),
+        json!(events as f64 / read_s),
         json!(events as f64 / fold_s),
         json!(events as f64 / total_s),
         json!(bytes as f64 / total_s / 1e6),
@@ -119,19 +131,19 @@ pub fn buffered_log(dir: &Path) -> Result<FileLog> {
     Ok(FileLog::open(dir, options)?)
 }
 
-/// Reads the whole log from the start in pages and folds every run; returns the run count.
-async fn fold_all(log: &FileLog) -> Result<usize> {
-    let mut states: HashMap<RunId, RunState> = HashMap::new();
-    let mut from = EventId(1);
+/// Reads the whole log from the start in pages, handing each event to `each`; returns how
+/// many events were read.
+async fn read_all(log: &FileLog, mut each: impl FnMut(&Event)) -> Result<u64> {
+    let (mut from, mut read) = (EventId(1), 0);
     loop {
         let page = log.read_from(from, 10_000).await?;
-        let Some(last) = page.last() else { break };
+        let Some(last) = page.last() else {
+            return Ok(read);
+        };
         from = EventId(last.event_id.0 + 1);
-        for e in &page {
-            fold(&mut states, e);
-        }
+        read += page.len() as u64;
+        page.iter().for_each(&mut each);
     }
-    Ok(states.len())
 }
 
 fn fold(states: &mut HashMap<RunId, RunState>, e: &Event) {
