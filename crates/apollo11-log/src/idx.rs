@@ -48,8 +48,8 @@ pub fn save(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, scanned: &Scanned) {
     }
 }
 
-/// The content of a sealed segment from its index file, if the file is there and matches
-/// the segment (see the module's notes).
+/// The content of a segment from its index file, if the file is there and matches the
+/// segment (see the module's notes).
 pub fn load(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, base: u64) -> Option<Scanned> {
     let bytes = fs
         .open(&path_of(segment), Mode::Read)
@@ -69,8 +69,8 @@ pub fn remove(fs: &dyn Fs, segment: &Path) -> bool {
     fs.remove(&path_of(segment)).is_ok()
 }
 
-/// Whether the bytes after the data end (the next record header's worth, up to a page) are
-/// zeros, as a clean close leaves them: anything written there since is for a scan to judge.
+/// Whether the bytes after the data end (up to 4 KiB of them) are zeros, as a clean close
+/// leaves them: anything written there since is for a scan to judge.
 fn zeros_follow(file: &dyn FsFile, end: u64, size: u64) -> std::io::Result<bool> {
     let mut next = vec![0u8; (size - end).min(4096) as usize];
     file.read_exact_at(&mut next, end)?;
