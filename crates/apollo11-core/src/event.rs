@@ -1,6 +1,6 @@
 //! The event record: one state transition of a run or of one of its steps.
 
-use crate::{EventId, Payload, RunId, Seq, StepName};
+use crate::{EventId, Payload, PayloadRef, RunId, Seq, StepName};
 use serde::{Deserialize, Serialize};
 
 /// One immutable fact in the log. Only state transitions are events: no progress, no
@@ -26,6 +26,67 @@ pub struct Event {
     pub instance: String,
     /// Data carried by the event (a step's output, a pinned definition, …).
     pub payload: Payload,
+}
+
+/// An [`Event`] borrowed from the bytes it was decoded from: it decodes from the encoding of
+/// an `Event` without copying its strings or inline payload, so reading a log back for a fold
+/// allocates nothing per event (but for the rare kinds that carry text).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct EventRef<'a> {
+    /// Position in the store.
+    pub event_id: EventId,
+    /// The run this event belongs to.
+    pub run_id: &'a str,
+    /// Per-run sequence number.
+    pub seq: Seq,
+    /// The step, or `None` for run-level events.
+    #[serde(borrow)]
+    pub step: Option<&'a str>,
+    /// What happened.
+    pub kind: EventKind,
+    /// 1 for a step's first try, +1 for each new `Started`.
+    pub attempt: u32,
+    /// Wall-clock milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The scheduler instance that wrote the event.
+    pub instance: &'a str,
+    /// Data carried by the event.
+    #[serde(borrow)]
+    pub payload: PayloadRef<'a>,
+}
+
+impl Event {
+    /// The event, borrowed.
+    pub fn view(&self) -> EventRef<'_> {
+        EventRef {
+            event_id: self.event_id,
+            run_id: self.run_id.as_str(),
+            seq: self.seq,
+            step: self.step.as_ref().map(StepName::as_str),
+            kind: self.kind.clone(),
+            attempt: self.attempt,
+            at_ms: self.at_ms,
+            instance: &self.instance,
+            payload: self.payload.view(),
+        }
+    }
+}
+
+impl EventRef<'_> {
+    /// The event, owned.
+    pub fn to_event(&self) -> Event {
+        Event {
+            event_id: self.event_id,
+            run_id: RunId(self.run_id.to_owned()),
+            seq: self.seq,
+            step: self.step.map(|s| StepName(s.to_owned())),
+            kind: self.kind.clone(),
+            attempt: self.attempt,
+            at_ms: self.at_ms,
+            instance: self.instance.to_owned(),
+            payload: self.payload.to_payload(),
+        }
+    }
 }
 
 /// The kinds of event. `RunCreated` is run-level; every other kind names a step.

@@ -6,7 +6,7 @@ pub mod limits;
 mod payload;
 mod spec;
 
-pub use event::{Event, EventKind, OverrideTarget};
+pub use event::{Event, EventKind, EventRef, OverrideTarget};
 pub use ids::{EventId, RunId, Seq, StepName};
-pub use payload::{BlobRef, Payload};
+pub use payload::{BlobRef, Payload, PayloadRef};
 pub use spec::{Backoff, Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, WorkflowSpec};

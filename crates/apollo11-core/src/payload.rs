@@ -1,6 +1,6 @@
 //! Event payloads: small ones inline, large ones by reference to a content-addressed blob.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Reference to a blob held by a blob store, addressed by the SHA-256 of its bytes.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -48,6 +48,54 @@ impl Payload {
             Payload::Empty | Payload::Blob(_) => None,
         }
     }
+
+    /// The payload, borrowed.
+    pub fn view(&self) -> PayloadRef<'_> {
+        match self {
+            Payload::Empty => PayloadRef::Empty,
+            Payload::Inline(b) => PayloadRef::Inline(b),
+            Payload::Blob(b) => PayloadRef::Blob(b.clone()),
+        }
+    }
+}
+
+/// A payload borrowed from the bytes it was decoded from: it decodes from the encoding of a
+/// [`Payload`] without copying inline bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PayloadRef<'a> {
+    /// No payload.
+    #[default]
+    Empty,
+    /// Inline bytes.
+    Inline(&'a [u8]),
+    /// Bytes kept in the blob store.
+    Blob(BlobRef),
+}
+
+impl PayloadRef<'_> {
+    /// True when there is no payload.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, PayloadRef::Empty)
+    }
+
+    /// The payload, owned.
+    pub fn to_payload(&self) -> Payload {
+        match self {
+            PayloadRef::Empty => Payload::Empty,
+            PayloadRef::Inline(b) => Payload::Inline(b.to_vec()),
+            PayloadRef::Blob(b) => Payload::Blob(b.clone()),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for PayloadRef<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match WireRef::deserialize(d)? {
+            WireRef::Empty => PayloadRef::Empty,
+            WireRef::Text(bytes) | WireRef::Bytes(bytes) => PayloadRef::Inline(bytes),
+            WireRef::Blob(b) => PayloadRef::Blob(b),
+        })
+    }
 }
 
 /// How a payload is written: inline bytes that are UTF-8 as text, so logs and golden files
@@ -58,6 +106,18 @@ enum Wire {
     Empty,
     Text(String),
     Bytes(Vec<u8>),
+    Blob(BlobRef),
+}
+
+/// [`Wire`], borrowed: the same variants in the same order. Text is read as the bytes it is
+/// encoded as (a string and a byte sequence encode alike), without checking it is UTF-8:
+/// an inline payload is bytes either way.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum WireRef<'a> {
+    Empty,
+    Text(&'a [u8]),
+    Bytes(&'a [u8]),
     Blob(BlobRef),
 }
 

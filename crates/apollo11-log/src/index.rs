@@ -1,11 +1,10 @@
 //! The in-memory index rebuilt on open: where every event's record is, and each run's event
 //! ids, so reads go straight to their records and never scan the log.
 
-use crate::codec::decode_event;
 use crate::fs::FsFile;
-use crate::record::{parse, Parsed, HEADER_BYTES, KIND_EVENT};
+use crate::scan::Part;
 use crate::segment::{Indexed, Scanned};
-use apollo11_core::{limits, Event, EventId, RunId, Seq};
+use apollo11_core::{Event, EventId, RunId, Seq};
 use apollo11_store::{RunSummary, StoreError};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -126,7 +125,7 @@ impl Index {
     }
 
     /// The segment holding `event_id`.
-    fn segment_of(&self, event_id: u64) -> Result<&SegmentIndex, StoreError> {
+    pub(crate) fn segment_of(&self, event_id: u64) -> Result<&SegmentIndex, StoreError> {
         let position = self.segments.partition_point(|s| s.base <= event_id);
         position
             .checked_sub(1)
@@ -139,76 +138,20 @@ impl Index {
 
     /// Reads one event by id, checking its CRC and that it is the event asked for.
     pub fn read(&self, event_id: u64) -> Result<Event, StoreError> {
-        let mut events = self.read_range(self.segment_of(event_id)?, event_id, event_id)?;
-        Ok(events.pop().expect("a range of one event"))
+        let mut event = None;
+        let mut buf = Vec::new();
+        let chunk = self.chunk(self.segment_of(event_id)?, (event_id, event_id), &mut buf)?;
+        chunk.scan(Part::ALL, &mut |e| event = Some(e.to_event()))?;
+        Ok(event.expect("a chunk of one event"))
     }
 
-    /// Reads events `first..=last` of one segment with a single read, checking every CRC and
-    /// that the records hold exactly the events asked for.
-    fn read_range(
-        &self,
-        segment: &SegmentIndex,
-        first: u64,
-        last: u64,
-    ) -> Result<Vec<Event>, StoreError> {
-        let offset_of = |id: u64| u64::from(segment.offsets[(id - segment.base) as usize]);
-        let start = offset_of(first);
-        let corrupted = |offset: u64, reason: String| StoreError::Corrupted {
-            file: segment.name.clone(),
-            offset,
-            reason,
-        };
-        let end = if last + 1 - segment.base < segment.offsets.len() as u64 {
-            offset_of(last + 1)
-        } else {
-            let at = offset_of(last);
-            let mut header = [0u8; HEADER_BYTES];
-            segment
-                .file
-                .read_exact_at(&mut header, at)
-                .map_err(|e| read_error(segment, at, e))?;
-            let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
-            if len == 0 || len > limits::RECORD_BYTES_MAX {
-                return Err(corrupted(at, format!("record length {len} on re-read")));
-            }
-            at + (HEADER_BYTES as u64) + u64::from(len)
-        };
-        let mut buf = vec![0u8; (end - start) as usize];
-        segment
-            .file
-            .read_exact_at(&mut buf, start)
-            .map_err(|e| read_error(segment, start, e))?;
-        let mut events = Vec::with_capacity((last - first + 1) as usize);
-        let mut at = 0;
-        while events.len() < events.capacity() {
-            let here = start + at as u64;
-            match parse(&buf, at) {
-                Parsed::Record {
-                    kind: KIND_EVENT,
-                    body,
-                    next,
-                } => {
-                    let event = decode_event(body).map_err(|e| corrupted(here, e))?;
-                    let expected = first + events.len() as u64;
-                    if event.event_id != EventId(expected) {
-                        return Err(corrupted(
-                            here,
-                            format!(
-                                "record holds event {} where {expected} was expected on re-read",
-                                event.event_id
-                            ),
-                        ));
-                    }
-                    events.push(event);
-                    at = next;
-                }
-                Parsed::Record { next, .. } => at = next,
-                Parsed::End | Parsed::Invalid(_) => {
-                    return Err(corrupted(here, "record damaged since open".into()))
-                }
-            }
-        }
-        Ok(events)
+    /// The run's event with seq `seq`, if it has one.
+    pub fn read_event(&self, run_id: &RunId, seq: Seq) -> Result<Option<Event>, StoreError> {
+        let id = self
+            .runs
+            .get(run_id.as_str())
+            .and_then(|&slot| self.run_events[slot as usize].get(seq.0.checked_sub(1)? as usize));
+        id.map(|&id| self.read(id)).transpose()
     }
 
     /// The run's events from `from_seq` on.
@@ -226,18 +169,8 @@ impl Index {
 
     /// At most `max` events from id `from` on, one read per segment.
     pub fn read_from(&self, from: EventId, max: u32) -> Result<Vec<Event>, StoreError> {
-        let first = from.0.max(1);
-        let last = self
-            .last_event_id
-            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
         let mut events = Vec::new();
-        let mut id = first;
-        while id <= last {
-            let segment = self.segment_of(id)?;
-            let segment_last = (segment.base + segment.offsets.len() as u64 - 1).min(last);
-            events.extend(self.read_range(segment, id, segment_last)?);
-            id = segment_last + 1;
-        }
+        self.scan_from(from, max, &mut |e| events.push(e.to_event()))?;
         Ok(events)
     }
 
@@ -256,8 +189,4 @@ impl Index {
         runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
         runs
     }
-}
-
-fn read_error(segment: &SegmentIndex, offset: u64, e: std::io::Error) -> StoreError {
-    StoreError::io(format!("reading {} at offset {offset}", segment.name), e)
 }

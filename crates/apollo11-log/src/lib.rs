@@ -9,6 +9,7 @@ mod log;
 mod options;
 mod record;
 mod recover;
+mod scan;
 mod segment;
 #[cfg(feature = "testing")]
 mod sim;

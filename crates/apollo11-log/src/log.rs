@@ -8,7 +8,7 @@ use crate::recover::{add_to_index, inspect, segment_names, Inspected, Verdict};
 use crate::segment::{file_name, HEADER_BYTES};
 use crate::writer::{create_segment, preallocation, AppendRequest, Shared, Tail, Writer};
 use crate::{snapshot, Options};
-use apollo11_core::{limits, BlobRef, Event, EventId, RunId, Seq};
+use apollo11_core::{limits, BlobRef, Event, EventId, EventRef, RunId, Seq};
 use apollo11_store::{
     sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
     StoreError,
@@ -158,6 +158,17 @@ impl FileLog {
     /// What the open found and repaired.
     pub fn recovery(&self) -> &Recovery {
         &self.recovery
+    }
+
+    /// Hands every event in the log to one of `visitors`, each called on a thread of its
+    /// own, borrowed: all the events of a run go to the same visitor, in id order. For folding
+    /// every run on every core (one visitor per core); appends wait until it returns.
+    pub fn scan_runs(
+        &self,
+        visitors: Vec<&mut (dyn FnMut(&EventRef<'_>) + Send)>,
+    ) -> Result<(), StoreError> {
+        self.shared.check_poison()?;
+        self.index().scan_runs(visitors)
     }
 
     fn index(&self) -> RwLockReadGuard<'_, Index> {
@@ -362,9 +373,24 @@ impl EventStore for FileLog {
         self.index().read_run(run_id, from_seq)
     }
 
+    async fn read_event(&self, run_id: &RunId, seq: Seq) -> Result<Option<Event>, StoreError> {
+        self.shared.check_poison()?;
+        self.index().read_event(run_id, seq)
+    }
+
     async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
         self.shared.check_poison()?;
         self.index().read_from(from, max_events)
+    }
+
+    async fn scan_from(
+        &self,
+        from: EventId,
+        max_events: u32,
+        visit: &mut (dyn for<'r, 'e> FnMut(&'r EventRef<'e>) + Send),
+    ) -> Result<Option<EventId>, StoreError> {
+        self.shared.check_poison()?;
+        self.index().scan_from(from, max_events, visit)
     }
 
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {

@@ -2,7 +2,9 @@
 //! the same state, and no event sequence makes it panic.
 
 use crate::{transition, Rule, StepStatus};
-use apollo11_core::{Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName};
+use apollo11_core::{
+    Event, EventId, EventKind, EventRef, OverrideTarget, Payload, RunId, Seq, StepName,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -46,12 +48,14 @@ pub struct StepState {
     /// How long the last finished attempt took.
     pub duration_ms: Option<u64>,
     /// The last failure, kept until the step succeeds.
-    pub last_error: Option<Failure>,
-    /// Payload of the last `Succeeded` or `Failed` event: the output of a success, or the
-    /// marker a checkpoint step left before failing.
-    pub last_payload: Payload,
+    pub last_error: Option<Box<Failure>>,
+    /// Seq of the last `Succeeded` or `Failed` event when it carried a payload (the output of
+    /// a success, or the marker a checkpoint step left before failing). The payload stays in
+    /// the log: the state of a run is as small as its steps' statuses, however big their
+    /// outputs.
+    pub payload_seq: Option<Seq>,
     /// The first event that made the step anomalous, while it is.
-    pub anomaly: Option<Anomaly>,
+    pub anomaly: Option<Box<Anomaly>>,
 }
 
 /// The state of a step that has had no event.
@@ -62,7 +66,7 @@ static NOT_STARTED: StepState = StepState {
     started_ms: None,
     duration_ms: None,
     last_error: None,
-    last_payload: Payload::Empty,
+    payload_seq: None,
     anomaly: None,
 };
 
@@ -129,9 +133,15 @@ impl RunState {
     /// Applies one event and returns the rule it matched (`None` for run-level events and for
     /// events that were only recorded as a run anomaly).
     pub fn apply(&mut self, event: &Event) -> Option<Rule> {
+        self.apply_ref(&event.view())
+    }
+
+    /// [`RunState::apply`] for an event borrowed from where it was decoded: a fold of a log
+    /// copies only the strings the state keeps.
+    pub fn apply_ref(&mut self, event: &EventRef<'_>) -> Option<Rule> {
         if let Some(reason) = self.run_level_problem(event) {
             self.record_run_anomaly(event, reason);
-            if event.run_id != self.run_id {
+            if event.run_id != self.run_id.as_str() {
                 return None;
             }
         }
@@ -141,7 +151,7 @@ impl RunState {
             (None, EventKind::RunCreated { workflow }) => {
                 if self.workflow.is_none() {
                     self.workflow = Some(workflow.clone());
-                    self.definition = event.payload.clone();
+                    self.definition = event.payload.to_payload();
                     self.created_ms = event.at_ms;
                 }
                 None
@@ -151,10 +161,10 @@ impl RunState {
         }
     }
 
-    fn run_level_problem(&self, event: &Event) -> Option<String> {
+    fn run_level_problem(&self, event: &EventRef<'_>) -> Option<String> {
         let created = self.workflow.is_some();
         let expected_seq = self.last_seq.next();
-        if event.run_id != self.run_id {
+        if event.run_id != self.run_id.as_str() {
             Some(format!(
                 "event of run `{}` in run `{}`",
                 event.run_id, self.run_id
@@ -175,7 +185,7 @@ impl RunState {
         }
     }
 
-    fn record_run_anomaly(&mut self, event: &Event, reason: String) {
+    fn record_run_anomaly(&mut self, event: &EventRef<'_>, reason: String) {
         if self.anomaly.is_none() {
             self.anomaly = Some(Anomaly {
                 event_id: event.event_id,
@@ -187,36 +197,43 @@ impl RunState {
         }
     }
 
-    fn apply_to_step(&mut self, name: &StepName, event: &Event) -> Rule {
-        if !self.steps.contains_key(name) {
-            self.steps.insert(name.clone(), StepState::default());
+    fn apply_to_step(&mut self, name: &str, event: &EventRef<'_>) -> Rule {
+        if let Some(step) = self.steps.get_mut(name) {
+            return step.apply(event);
         }
-        let step = self.steps.get_mut(name).expect("inserted above");
-        let t = transition(step.status, step.attempt, &event.kind, event.attempt);
-        let from = step.status;
-        step.status = t.next;
-        step.attempt = t.attempt;
+        let step = self.steps.entry(StepName(name.to_owned())).or_default();
+        step.apply(event)
+    }
+}
+
+impl StepState {
+    /// Applies one event of this step and returns the rule it matched.
+    fn apply(&mut self, event: &EventRef<'_>) -> Rule {
+        let t = transition(self.status, self.attempt, &event.kind, event.attempt);
+        let from = self.status;
+        self.status = t.next;
+        self.attempt = t.attempt;
         if from != t.next {
-            step.since_ms = event.at_ms;
+            self.since_ms = event.at_ms;
         }
         match t.rule {
-            Rule::Start | Rule::Retry | Rule::Rerun => step.started_ms = Some(event.at_ms),
+            Rule::Start | Rule::Retry | Rule::Rerun => self.started_ms = Some(event.at_ms),
             Rule::Succeed => {
-                step.finish_attempt(event);
-                step.last_error = None;
+                self.finish_attempt(event);
+                self.last_error = None;
             }
             Rule::Fail => {
-                step.finish_attempt(event);
+                self.finish_attempt(event);
                 if let EventKind::Failed { error, retryable } = &event.kind {
-                    step.last_error = Some(Failure {
+                    self.last_error = Some(Box::new(Failure {
                         error: error.clone(),
                         retryable: *retryable,
                         at_ms: event.at_ms,
-                    });
+                    }));
                 }
             }
-            Rule::Override => step.apply_override(event),
-            Rule::Anomaly => step.anomaly = Some(anomaly(event, from)),
+            Rule::Override => self.apply_override(event),
+            Rule::Anomaly => self.anomaly = Some(Box::new(anomaly(event, from))),
             Rule::CompensateFailure
             | Rule::CompensateSuccess
             | Rule::FinishCompensation
@@ -224,24 +241,21 @@ impl RunState {
         }
         t.rule
     }
-}
-
-impl StepState {
-    fn finish_attempt(&mut self, event: &Event) {
+    fn finish_attempt(&mut self, event: &EventRef<'_>) {
         self.duration_ms = self.started_ms.map(|s| event.at_ms.saturating_sub(s));
-        self.last_payload = event.payload.clone();
+        self.payload_seq = (!event.payload.is_empty()).then_some(event.seq);
     }
 
-    fn apply_override(&mut self, event: &Event) {
+    fn apply_override(&mut self, event: &EventRef<'_>) {
         self.anomaly = None;
         if let EventKind::ManualOverride { to, by, reason } = &event.kind {
             match to {
                 OverrideTarget::Failed => {
-                    self.last_error = Some(Failure {
+                    self.last_error = Some(Box::new(Failure {
                         error: format!("failed by {by}: {reason}"),
                         retryable: false,
                         at_ms: event.at_ms,
-                    });
+                    }));
                 }
                 OverrideTarget::Succeeded | OverrideTarget::Skipped => self.last_error = None,
                 OverrideTarget::Pending => {}
@@ -250,7 +264,7 @@ impl StepState {
     }
 }
 
-fn anomaly(event: &Event, from: StepStatus) -> Anomaly {
+fn anomaly(event: &EventRef<'_>, from: StepStatus) -> Anomaly {
     Anomaly {
         event_id: event.event_id,
         kind: event.kind.name().to_owned(),

@@ -342,8 +342,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("run {run_id}: {status}");
     for step in wf.spec().steps.iter().map(|s| s.name.as_str()) {
         let s = state.step(step);
-        let output = s
-            .last_payload
+        let payload = engine.step_payload(&run_id, step).await?;
+        let output = payload
             .inline_bytes()
             .map(String::from_utf8_lossy)
             .unwrap_or_default();

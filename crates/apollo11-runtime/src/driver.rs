@@ -10,7 +10,7 @@ use apollo11_dag::Dag;
 use apollo11_machine::{
     decide_with, retry_delay_ms, Command, Frontier, Now, Policy, RunState, RunStatus, StepStatus,
 };
-use apollo11_store::{resolve, NewEvent, StoreError};
+use apollo11_store::{NewEvent, StoreError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
@@ -311,15 +311,15 @@ impl<S: Store> Driver<S> {
         let retry = self.policy.step(node).retry.clone();
         let recorded = self.state.step(step.as_str());
         let succeeded_before = recorded.last_error.is_none();
-        let last_payload = recorded.last_payload.clone();
-        let store = self.shared.store.clone();
+        let payload_seq = recorded.payload_seq;
+        let shared = self.shared.clone();
         let (cancel_tx, cancel) = Cancel::new();
         let run_id = self.state.run_id.clone();
         let span = tracing::info_span!("step", step = %step, attempt, compensation);
         let task_step = step.clone();
         let work = async move {
-            let payload = match resolve(store.as_ref(), &last_payload).await {
-                Ok(bytes) => (!last_payload.is_empty()).then_some(bytes),
+            let payload = match shared.recorded_bytes(&run_id, payload_seq).await {
+                Ok(bytes) => bytes,
                 Err(e) => {
                     tracing::warn!(error = %e, "the recorded payload could not be read");
                     None

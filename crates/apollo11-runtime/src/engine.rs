@@ -72,6 +72,37 @@ impl<S: Store> Shared<S> {
         .await
     }
 
+    /// The payload a step's state points at (`payload_seq`), as recorded: inline or a blob
+    /// reference; empty when it points at none.
+    pub async fn recorded_payload(
+        &self,
+        run_id: &RunId,
+        seq: Option<Seq>,
+    ) -> Result<Payload, StoreError> {
+        let Some(seq) = seq else {
+            return Ok(Payload::Empty);
+        };
+        let event = self.store.read_event(run_id, seq).await?;
+        let event = event.ok_or_else(|| StoreError::NotFound {
+            what: format!("event {seq} of run {run_id}"),
+        })?;
+        Ok(event.payload)
+    }
+
+    /// The bytes of the payload a step's state points at, fetched from the blob store when
+    /// it is a reference; `None` when it points at none.
+    pub async fn recorded_bytes(
+        &self,
+        run_id: &RunId,
+        seq: Option<Seq>,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        if seq.is_none() {
+            return Ok(None);
+        }
+        let payload = self.recorded_payload(run_id, seq).await?;
+        resolve(self.store.as_ref(), &payload).await.map(Some)
+    }
+
     /// Folds the log's new events into the view and returns the view's lock.
     async fn caught_up_view(&self) -> Result<tokio::sync::MutexGuard<'_, View>, StoreError> {
         let mut view = self.view.lock().await;
@@ -327,6 +358,15 @@ impl<S: Store> Engine<S> {
             });
         }
         Ok(state)
+    }
+
+    /// The payload a step of a run recorded last: the output of its success, or the marker
+    /// it left before failing (`Payload::Empty` when it has none). Run states point at
+    /// payloads (`StepState::payload_seq`) rather than hold them; this reads one.
+    pub async fn step_payload(&self, run_id: &RunId, step: &str) -> Result<Payload, EngineError> {
+        let state = self.state(run_id).await?;
+        let seq = state.step(step).payload_seq;
+        Ok(self.shared.recorded_payload(run_id, seq).await?)
     }
 
     async fn pinned_spec(&self, state: &RunState) -> Result<WorkflowSpec, EngineError> {

@@ -155,12 +155,18 @@ pub async fn a_run_reads_back_from_any_seq(store: Arc<impl Store>) {
             .map(|e| e.seq.0)
             .collect();
         assert_eq!(seqs, (from..=4).collect::<Vec<_>>(), "from seq {from}");
+        let one = store.read_event(&run("r"), Seq(from)).await.unwrap();
+        let expected = store.read_run(&run("r"), Seq(from)).await.unwrap();
+        assert_eq!(one.as_ref(), expected.first(), "the event at seq {from}");
     }
     assert!(store
         .read_run(&run("unknown"), Seq(1))
         .await
         .unwrap()
         .is_empty());
+    for (r, seq) in [("unknown", 1), ("r", 0), ("other", 2)] {
+        assert_eq!(store.read_event(&run(r), Seq(seq)).await.unwrap(), None);
+    }
 }
 
 #[doc(hidden)]

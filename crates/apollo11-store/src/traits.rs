@@ -2,7 +2,7 @@
 //! own writer thread and page cache.
 
 use crate::StoreError;
-use apollo11_core::{BlobRef, Event, EventId, EventKind, Payload, RunId, Seq, StepName};
+use apollo11_core::{BlobRef, Event, EventId, EventKind, EventRef, Payload, RunId, Seq, StepName};
 use async_trait::async_trait;
 
 /// An event before the store assigns it an id; its run and seq come from the append call.
@@ -67,9 +67,33 @@ pub trait EventStore: Send + Sync {
     /// Events of `run_id` with seq ≥ `from_seq`, in seq order. Empty for an unknown run.
     async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError>;
 
+    /// The event of `run_id` with seq `seq`, if there is one.
+    async fn read_event(&self, run_id: &RunId, seq: Seq) -> Result<Option<Event>, StoreError> {
+        if seq.0 == 0 {
+            return Ok(None);
+        }
+        let mut events = self.read_run(run_id, seq).await?;
+        events.truncate(1);
+        Ok(events.pop())
+    }
+
     /// At most `max_events` events with id ≥ `from`, in id order: for tailing the log from
     /// a watermark without re-reading it.
     async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError>;
+
+    /// The events `read_from` would return, handed to `visit` one by one, borrowed; returns
+    /// the id of the last one (`None` when there was none). A store that decodes in place
+    /// (the file log) allocates nothing per event, which is what a fold of the whole log wants.
+    async fn scan_from(
+        &self,
+        from: EventId,
+        max_events: u32,
+        visit: &mut (dyn for<'r, 'e> FnMut(&'r EventRef<'e>) + Send),
+    ) -> Result<Option<EventId>, StoreError> {
+        let events = self.read_from(from, max_events).await?;
+        events.iter().for_each(|e| visit(&e.view()));
+        Ok(events.last().map(|e| e.event_id))
+    }
 
     /// Every run, ordered by run id.
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;

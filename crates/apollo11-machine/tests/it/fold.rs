@@ -150,7 +150,18 @@ fn durations_errors_and_payloads_are_kept() {
         (a.status, a.attempt, a.duration_ms),
         (StepStatus::Succeeded, 2, Some(250))
     );
-    assert_eq!(a.last_payload, Payload::inline("rows=10"));
+    assert_eq!(
+        a.payload_seq,
+        Some(Seq(5)),
+        "the success carries the output"
+    );
+    assert_eq!(events[4].payload, Payload::inline("rows=10"));
+    let after_failure = fold(&run(), &events[..3]);
+    assert_eq!(
+        after_failure.step("a").payload_seq,
+        None,
+        "a failure without a payload points at none"
+    );
     assert!(a.last_error.is_none(), "a success clears the last error");
     assert_eq!(state.last_event_id, EventId(5));
 }

@@ -423,9 +423,8 @@ async fn a_checkpoint_step_gets_its_previous_attempts_marker_and_large_outputs_g
         &[("ck", &[], I::Checkpoint, fails_once, false)],
     ));
     run_to_end(&engine, &wf, "r").await;
-    let state = engine.state(&RunId::from("r")).await.unwrap();
     assert_eq!(
-        state.step("ck").last_payload,
+        engine.step_payload(&RunId::from("r"), "ck").await.unwrap(),
         apollo11_core::Payload::inline("ck#2 after marker-1")
     );
     let big = f.workflow(
@@ -444,13 +443,7 @@ async fn a_checkpoint_step_gets_its_previous_attempts_marker_and_large_outputs_g
     .unwrap();
     let big = engine.register(big);
     run_to_end(&engine, &big, "b").await;
-    let payload = engine
-        .state(&RunId::from("b"))
-        .await
-        .unwrap()
-        .step("x")
-        .last_payload
-        .clone();
+    let payload = engine.step_payload(&RunId::from("b"), "x").await.unwrap();
     let apollo11_core::Payload::Blob(blob) = &payload else {
         panic!("expected a blob, got {payload:?}")
     };
