@@ -9,7 +9,7 @@
 use crate::report::Report;
 use crate::Setup;
 use anyhow::{bail, Result};
-use apollo11_core::{Event, EventId, EventKind, Payload, RunId, Seq, StepName};
+use apollo11_core::{Event, EventId, EventKind, EventRef, Payload, RunId, Seq, StepName};
 use apollo11_log::{Durability, FileLog, Options};
 use apollo11_machine::RunState;
 use apollo11_store::{EventStore, NewEvent};
@@ -67,11 +67,10 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     let read = read_all(&log, |_| ()).await?;
     let read_s = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let mut states = HashMap::new();
-    read_all(&log, |e| fold(&mut states, e)).await?;
-    let runs = states.len();
+    let parts = fold_all(&log)?;
+    let runs = parts.iter().map(HashMap::len).sum::<usize>();
     let fold_s = started.elapsed().as_secs_f64();
-    drop(states);
+    drop(parts);
     if read != events {
         bail!("read {read} events back, {events} expected");
     }
@@ -131,26 +130,48 @@ pub fn buffered_log(dir: &Path) -> Result<FileLog> {
     Ok(FileLog::open(dir, options)?)
 }
 
-/// Reads the whole log from the start in pages, handing each event to `each`; returns how
-/// many events were read.
-async fn read_all(log: &FileLog, mut each: impl FnMut(&Event)) -> Result<u64> {
+/// Reads the whole log from the start in pages, handing each event to `each`, borrowed;
+/// returns how many events were read.
+async fn read_all(log: &FileLog, mut each: impl FnMut(&EventRef<'_>) + Send) -> Result<u64> {
     let (mut from, mut read) = (EventId(1), 0);
-    loop {
-        let page = log.read_from(from, 10_000).await?;
-        let Some(last) = page.last() else {
-            return Ok(read);
-        };
-        from = EventId(last.event_id.0 + 1);
-        read += page.len() as u64;
-        page.iter().for_each(&mut each);
+    let mut count = |e: &EventRef<'_>| {
+        read += 1;
+        each(e);
+    };
+    while let Some(last) = log.scan_from(from, 10_000, &mut count).await? {
+        from = EventId(last.0 + 1);
     }
+    Ok(read)
 }
 
-fn fold(states: &mut HashMap<RunId, RunState>, e: &Event) {
-    states
-        .entry(e.run_id.clone())
-        .or_insert_with(|| RunState::new(e.run_id.clone()))
-        .apply(e);
+/// Folds every run, on one thread per core: each thread folds its share of the runs into a
+/// map of its own.
+fn fold_all(log: &FileLog) -> Result<Vec<HashMap<String, RunState>>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut parts: Vec<HashMap<String, RunState>> = (0..threads).map(|_| HashMap::new()).collect();
+    let mut visitors: Vec<_> = parts
+        .iter_mut()
+        .map(|states| move |e: &EventRef<'_>| fold(states, e))
+        .collect();
+    log.scan_runs(
+        visitors
+            .iter_mut()
+            .map(|v| v as &mut (dyn FnMut(&EventRef<'_>) + Send))
+            .collect(),
+    )?;
+    drop(visitors);
+    Ok(parts)
+}
+
+/// Folds `e` into its run's state.
+fn fold(states: &mut HashMap<String, RunState>, e: &EventRef<'_>) {
+    if let Some(state) = states.get_mut(e.run_id) {
+        state.apply_ref(e);
+        return;
+    }
+    let mut state = RunState::new(RunId(e.run_id.to_owned()));
+    state.apply_ref(e);
+    states.insert(e.run_id.to_owned(), state);
 }
 
 /// The naive replay: each segment read whole; per record `[len u32][crc u32][kind u8 …]`
@@ -181,7 +202,7 @@ fn naive(dir: &Path) -> Result<usize> {
             if body[0] == 1 {
                 let (event, _): (Event, usize) =
                     bincode::serde::decode_from_slice(&body[1..], bincode::config::standard())?;
-                fold(&mut states, &event);
+                fold(&mut states, &event.view());
             }
             at += 8 + len;
         }
