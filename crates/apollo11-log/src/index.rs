@@ -163,8 +163,22 @@ impl Index {
         else {
             return Ok(Vec::new());
         };
-        let skip = from_seq.0.saturating_sub(1) as usize;
-        ids.iter().skip(skip).map(|&id| self.read(id)).collect()
+        let skip = (from_seq.0.saturating_sub(1) as usize).min(ids.len());
+        let mut events = Vec::with_capacity(ids.len() - skip);
+        let mut buf = Vec::new();
+        let mut rest = &ids[skip..];
+        // One read for each stretch of consecutive ids in one segment.
+        while let Some(&first) = rest.first() {
+            let segment = self.segment_of(first)?;
+            let end = segment.base + segment.offsets.len() as u64;
+            let stretch = (rest.iter().zip(first..end))
+                .take_while(|(&id, expected)| id == *expected)
+                .count();
+            let chunk = self.chunk(segment, (first, first + stretch as u64 - 1), &mut buf)?;
+            chunk.scan(Part::ALL, &mut |e| events.push(e.to_event()))?;
+            rest = &rest[stretch..];
+        }
+        Ok(events)
     }
 
     /// At most `max` events from id `from` on, one read per segment.

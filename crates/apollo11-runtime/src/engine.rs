@@ -4,7 +4,9 @@
 use crate::driver::Driver;
 use crate::view::View;
 use crate::{Clock, EngineError, Workflow};
-use apollo11_core::{EventKind, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec};
+use apollo11_core::{
+    EventKind, EventRef, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
+};
 use apollo11_machine::{RunState, RunStatus};
 use apollo11_store::{
     offload, resolve, BlobStore, EventStore, NewEvent, SnapshotStore, StoreError,
@@ -108,12 +110,14 @@ impl<S: Store> Shared<S> {
         let mut view = self.view.lock().await;
         loop {
             let from = apollo11_core::EventId(view.watermark.0 + 1);
-            let page = self.store.read_from(from, 10_000).await?;
-            if page.is_empty() {
+            let mut fold = |event: &EventRef<'_>| view.apply(event);
+            if self
+                .store
+                .scan_from(from, 10_000, &mut fold)
+                .await?
+                .is_none()
+            {
                 return Ok(view);
-            }
-            for event in &page {
-                view.apply(event);
             }
         }
     }

@@ -7,7 +7,7 @@
 //! store reads one run's events straight from its index), so the view, its snapshots and
 //! the engine's memory stay small however many events the log holds.
 
-use apollo11_core::{limits, Event, EventId, EventKind, RunId, StepName};
+use apollo11_core::{limits, EventId, EventKind, EventRef, RunId, StepName};
 use apollo11_store::{Snapshot, StoreError};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -55,18 +55,18 @@ impl View {
         })
     }
 
-    /// Folds one event (events must come in id order).
-    pub fn apply(&mut self, event: &Event) {
+    /// Folds one event, borrowed (events must come in id order).
+    pub fn apply(&mut self, event: &EventRef<'_>) {
         assert!(
             event.event_id > self.watermark,
             "the view folds each event once, in order"
         );
         self.watermark = event.event_id;
-        let Some(step) = &event.step else {
+        let Some(step) = event.step else {
             if let EventKind::RunCreated { workflow } = &event.kind {
                 // A second `RunCreated` is the run's anomaly; the first one names the workflow.
                 self.runs
-                    .entry(event.run_id.clone())
+                    .entry(RunId::from(event.run_id))
                     .or_insert_with(|| RunTrack {
                         workflow: workflow.clone(),
                         started: HashMap::new(),
@@ -76,12 +76,12 @@ impl View {
         };
         // A step event of a run never created is an anomaly the run's own fold reports; it
         // teaches the view nothing.
-        let Some(run) = self.runs.get_mut(&event.run_id) else {
+        let Some(run) = self.runs.get_mut(event.run_id) else {
             return;
         };
         match &event.kind {
             EventKind::Started => {
-                run.started.insert(step.clone(), event.at_ms);
+                run.started.insert(StepName::from(step), event.at_ms);
             }
             EventKind::Succeeded => {
                 let started = run.started.remove(step);
@@ -92,7 +92,7 @@ impl View {
                     };
                     let samples = match steps.get_mut(step) {
                         Some(samples) => samples,
-                        None => steps.entry(step.clone()).or_default(),
+                        None => steps.entry(StepName::from(step)).or_default(),
                     };
                     if samples.len() == DURATION_SAMPLES_MAX {
                         samples.pop_front();
@@ -128,22 +128,22 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use apollo11_core::{Payload, Seq};
+    use apollo11_core::{PayloadRef, Seq};
 
     /// Folds `(run, step, kind, at_ms)` events in order.
     fn fold(view: &mut View, events: &[(&str, Option<&str>, EventKind, u64)]) {
         for (run, step, kind, at_ms) in events {
             let id = view.watermark.0 + 1;
-            view.apply(&Event {
+            view.apply(&EventRef {
                 event_id: EventId(id),
-                run_id: RunId((*run).into()),
+                run_id: run,
                 seq: Seq(id as u32),
-                step: step.map(|s| StepName(s.into())),
+                step: *step,
                 kind: kind.clone(),
                 attempt: 1,
                 at_ms: *at_ms,
-                instance: "test".into(),
-                payload: Payload::Empty,
+                instance: "test",
+                payload: PayloadRef::Empty,
             });
         }
     }

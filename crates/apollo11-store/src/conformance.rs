@@ -191,6 +191,16 @@ pub async fn reading_from_a_watermark_is_ordered_and_bounded(store: Arc<impl Sto
     );
     assert!(store.read_from(EventId(7), 10).await.unwrap().is_empty());
     assert!(store.read_from(EventId(1), 0).await.unwrap().is_empty());
+    for (from, max) in [(1, 100), (3, 2), (6, 5), (7, 10), (1, 0)] {
+        let mut scanned = Vec::new();
+        let last = store
+            .scan_from(EventId(from), max, &mut |e| scanned.push(e.to_event()))
+            .await
+            .unwrap();
+        let read = store.read_from(EventId(from), max).await.unwrap();
+        assert_eq!(scanned, read, "scan from {from}, at most {max}");
+        assert_eq!(last, read.last().map(|e| e.event_id), "from {from}");
+    }
 }
 
 #[doc(hidden)]

@@ -8,6 +8,7 @@ mod faults;
 mod index_files;
 mod model;
 mod power_loss;
+mod scan;
 mod second_writer;
 mod torn;
 
