@@ -1,6 +1,6 @@
 //! Event payloads: small ones inline, large ones by reference to a content-addressed blob.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Reference to a blob held by a blob store, addressed by the SHA-256 of its bytes.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -13,8 +13,8 @@ pub struct BlobRef {
 
 /// What an event carries besides its kind. Nothing is ever truncated: a payload over the
 /// inline limit is moved to the blob store and replaced by its [`BlobRef`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(into = "Wire", from = "Wire")]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(from = "Wire")]
 pub enum Payload {
     /// No payload.
     #[default]
@@ -100,7 +100,31 @@ impl<'de: 'a, 'a> Deserialize<'de> for PayloadRef<'a> {
 
 /// How a payload is written: inline bytes that are UTF-8 as text, so logs and golden files
 /// stay readable; anything else as bytes. Both read back to the same `Payload::Inline`.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum WireOut<'a> {
+    Empty,
+    Text(&'a str),
+    Bytes(&'a [u8]),
+    Blob(&'a BlobRef),
+}
+
+impl Serialize for Payload {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Payload::Empty => WireOut::Empty,
+            Payload::Inline(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => WireOut::Text(text),
+                Err(_) => WireOut::Bytes(bytes),
+            },
+            Payload::Blob(b) => WireOut::Blob(b),
+        }
+        .serialize(s)
+    }
+}
+
+/// [`WireOut`], read back owned.
+#[derive(Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Wire {
     Empty,
@@ -109,7 +133,7 @@ enum Wire {
     Blob(BlobRef),
 }
 
-/// [`Wire`], borrowed: the same variants in the same order. Text is read as the bytes it is
+/// [`WireOut`], read back borrowed: the same variants in the same order. Text is read as the bytes it is
 /// encoded as (a string and a byte sequence encode alike), without checking it is UTF-8:
 /// an inline payload is bytes either way.
 #[derive(Deserialize)]
@@ -119,19 +143,6 @@ enum WireRef<'a> {
     Text(&'a [u8]),
     Bytes(&'a [u8]),
     Blob(BlobRef),
-}
-
-impl From<Payload> for Wire {
-    fn from(p: Payload) -> Wire {
-        match p {
-            Payload::Empty => Wire::Empty,
-            Payload::Inline(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => Wire::Text(text),
-                Err(e) => Wire::Bytes(e.into_bytes()),
-            },
-            Payload::Blob(b) => Wire::Blob(b),
-        }
-    }
 }
 
 impl From<Wire> for Payload {
