@@ -1,13 +1,14 @@
 //! Durable append: 1, 16 and 256 concurrent appenders of 200-byte events in fsync mode;
 //! events/s and acknowledgement latency, against two baselines in the same run: a raw
 //! `write + fdatasync` loop over the batch size the log actually formed (counted by a file
-//! system wrapper), and SQLite driven by the same harness.
+//! system wrapper), and SQLite driven by the same harness. The same log and harness with
+//! fsync off gives the ceiling the two cores set without waiting for the disk.
 
 use crate::report::{quantile_us, raw_fsync, Report};
 use crate::Setup;
 use anyhow::Result;
 use apollo11_core::{EventKind, Payload, RunId, Seq, StepName};
-use apollo11_log::{FileLog, Fs, FsFile, FsLock, Mode, Options, RealFs};
+use apollo11_log::{Durability, FileLog, Fs, FsFile, FsLock, Mode, Options, RealFs};
 use apollo11_store::{EventStore, NewEvent};
 use serde_json::json;
 use std::future::Future;
@@ -100,6 +101,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             "p999_us",
             "raw_fsync_events_per_s",
             "ratio_to_raw",
+            "no_fsync_events_per_s",
             "sqlite_events_per_s",
             "sqlite_p99_us",
             "ratio_to_sqlite",
@@ -109,6 +111,11 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     for appenders in [1u64, 16, 256] {
         let dir = setup.dir.join(format!("append-{appenders}"));
         let (rate, per_sync, latencies) = appends(&dir, appenders, seconds).await?;
+        let buffered = Options {
+            durability: Durability::Buffered,
+            ..Options::default()
+        };
+        let (no_fsync, _) = drive(appenders, seconds, log_appender(&dir, buffered)?.0).await?;
         let raw = raw_fsync(
             &setup.dir,
             per_sync.round().max(1.0) as usize,
@@ -127,6 +134,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             json!(quantile_us(&latencies, 0.999)),
             json!(raw),
             json!(rate / raw),
+            json!(no_fsync),
             json!(sqlite),
             json!(quantile_us(&sqlite_latencies, 0.99)),
             json!(rate / sqlite),
@@ -171,11 +179,11 @@ async fn drive(appenders: u64, seconds: u64, append: Append) -> Result<(f64, Vec
 }
 
 /// The log under test in `dir` (created empty), and its count of data syncs.
-pub fn log_appender(dir: &Path) -> Result<(Append, Arc<AtomicU64>)> {
+pub fn log_appender(dir: &Path, options: Options) -> Result<(Append, Arc<AtomicU64>)> {
     let _ = std::fs::remove_dir_all(dir);
     let fs = CountingFs::default();
     let syncs = fs.syncs.clone();
-    let log = Arc::new(FileLog::open_with(Arc::new(fs), dir, Options::default())?);
+    let log = Arc::new(FileLog::open_with(Arc::new(fs), dir, options)?);
     let append: Append = Arc::new(move |run, seq| {
         let log = log.clone();
         Box::pin(async move {
@@ -201,7 +209,7 @@ pub fn sqlite_appender(path: &Path) -> Result<Append> {
 
 /// The log under test; also returns how many events each fsync carried.
 async fn appends(dir: &Path, appenders: u64, seconds: u64) -> Result<(f64, f64, Vec<Duration>)> {
-    let (append, syncs) = log_appender(dir)?;
+    let (append, syncs) = log_appender(dir, Options::default())?;
     let before = syncs.load(Ordering::Relaxed);
     let (rate, latencies) = drive(appenders, seconds, append).await?;
     let per_sync = latencies.len() as f64 / (syncs.load(Ordering::Relaxed) - before).max(1) as f64;

@@ -11,6 +11,7 @@ use crate::append::{log_appender, sqlite_appender, Append};
 use crate::report::{quantile_us, raw_fsync, Report};
 use crate::Setup;
 use anyhow::Result;
+use apollo11_log::Options;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -86,7 +87,8 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     report.header();
     for rate in [10_000, 50_000] {
         let dir = setup.dir.join(format!("open-{rate}"));
-        let (ours, latencies) = offer(rate, seconds, log_appender(&dir)?.0).await?;
+        let (ours, latencies) =
+            offer(rate, seconds, log_appender(&dir, Options::default())?.0).await?;
         let sqlite = sqlite_appender(&setup.dir.join(format!("open-{rate}.db")))?;
         let (theirs, sqlite_latencies) = offer(rate, seconds, sqlite).await?;
         let (_, syncs) = raw_fsync(&setup.dir, 1, 4_096, 2.0)?;
