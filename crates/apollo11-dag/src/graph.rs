@@ -44,10 +44,7 @@ impl Dag {
 
     /// Looks a step up by name.
     pub fn node(&self, name: &str) -> Option<NodeId> {
-        self.names
-            .iter()
-            .position(|n| n == name)
-            .map(|i| NodeId(i as u32))
+        self.index.get(name).copied()
     }
 
     /// All steps in declaration order.
