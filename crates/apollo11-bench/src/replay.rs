@@ -153,12 +153,7 @@ fn fold_all(log: &FileLog) -> Result<Vec<HashMap<String, RunState>>> {
         .iter_mut()
         .map(|states| move |e: &EventRef<'_>| fold(states, e))
         .collect();
-    log.scan_runs(
-        visitors
-            .iter_mut()
-            .map(|v| v as &mut (dyn FnMut(&EventRef<'_>) + Send))
-            .collect(),
-    )?;
+    log.scan_runs(&mut visitors)?;
     drop(visitors);
     Ok(parts)
 }

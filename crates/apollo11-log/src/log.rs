@@ -11,7 +11,7 @@ use crate::{snapshot, Options};
 use apollo11_core::{limits, BlobRef, Event, EventId, EventRef, RunId, Seq};
 use apollo11_store::{
     sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
-    StoreError,
+    StoreError, Visitor,
 };
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
@@ -163,10 +163,10 @@ impl FileLog {
     /// Hands every event in the log to one of `visitors`, each called on a thread of its
     /// own, borrowed: all the events of a run go to the same visitor, in id order. For folding
     /// every run on every core (one visitor per core); appends wait until it returns.
-    pub fn scan_runs(
-        &self,
-        visitors: Vec<&mut (dyn FnMut(&EventRef<'_>) + Send)>,
-    ) -> Result<(), StoreError> {
+    pub fn scan_runs<V>(&self, visitors: &mut [V]) -> Result<(), StoreError>
+    where
+        V: FnMut(&EventRef<'_>) + Send,
+    {
         self.shared.check_poison()?;
         self.index().scan_runs(visitors)
     }
@@ -386,11 +386,11 @@ impl EventStore for FileLog {
     async fn scan_from(
         &self,
         from: EventId,
-        max_events: u32,
-        visit: &mut (dyn for<'r, 'e> FnMut(&'r EventRef<'e>) + Send),
+        max: u32,
+        visit: &mut Visitor<'_>,
     ) -> Result<Option<EventId>, StoreError> {
         self.shared.check_poison()?;
-        self.index().scan_from(from, max_events, visit)
+        self.index().scan_from(from, max, visit)
     }
 
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {

@@ -107,10 +107,10 @@ impl Index {
     /// events of a run go to the same visitor, in id order. Each thread reads the whole log
     /// and checks and decodes only its own runs' records (the first thread also every record
     /// that is not an event), so every record is checked once.
-    pub fn scan_runs(
-        &self,
-        visitors: Vec<&mut (dyn FnMut(&EventRef<'_>) + Send)>,
-    ) -> Result<(), StoreError> {
+    pub fn scan_runs<V>(&self, visitors: &mut [V]) -> Result<(), StoreError>
+    where
+        V: FnMut(&EventRef<'_>) + Send,
+    {
         let of = visitors.len() as u32;
         let range = (1, self.last_event_id);
         std::thread::scope(|scope| {

@@ -50,6 +50,9 @@ pub struct RunSummary {
     pub last_event_id: EventId,
 }
 
+/// What `EventStore::scan_from` hands each event to, borrowed.
+pub type Visitor<'v> = dyn for<'r, 'e> FnMut(&'r EventRef<'e>) + Send + 'v;
+
 /// The append-only event log.
 #[async_trait]
 pub trait EventStore: Send + Sync {
@@ -88,7 +91,7 @@ pub trait EventStore: Send + Sync {
         &self,
         from: EventId,
         max_events: u32,
-        visit: &mut (dyn for<'r, 'e> FnMut(&'r EventRef<'e>) + Send),
+        visit: &mut Visitor<'_>,
     ) -> Result<Option<EventId>, StoreError> {
         let events = self.read_from(from, max_events).await?;
         events.iter().for_each(|e| visit(&e.view()));

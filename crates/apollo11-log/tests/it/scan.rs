@@ -36,12 +36,7 @@ fn scan(log: &FileLog, threads: usize) -> Result<Vec<Vec<Event>>, StoreError> {
         .iter_mut()
         .map(|events| move |e: &EventRef<'_>| events.push(e.to_event()))
         .collect();
-    log.scan_runs(
-        visitors
-            .iter_mut()
-            .map(|v| v as &mut (dyn FnMut(&EventRef<'_>) + Send))
-            .collect(),
-    )?;
+    log.scan_runs(&mut visitors)?;
     drop(visitors);
     Ok(seen)
 }
