@@ -111,19 +111,6 @@ pub fn parse(bytes: &[u8], at: usize) -> Parsed<'_> {
     }
 }
 
-/// The kind of the record at `at` and the offset after it, read from its header alone (no
-/// CRC check): for skipping records another reader checks. `None` where no plausible record
-/// header is.
-pub fn peek(bytes: &[u8], at: usize) -> Option<(u8, usize)> {
-    let header = bytes.get(at..at + HEADER_BYTES + 1)?;
-    let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
-    if len == 0 || len > limits::RECORD_BYTES_MAX {
-        return None;
-    }
-    let next = at + HEADER_BYTES + len as usize;
-    (next <= bytes.len()).then_some((header[HEADER_BYTES], next))
-}
-
 /// Reads a commit body: (event count, batch bytes).
 pub fn commit_fields(body: &[u8]) -> Option<(u32, u32)> {
     if body.len() != COMMIT_BODY_BYTES as usize - 1 {

@@ -4,12 +4,16 @@
 
 use crate::codec::decode_event;
 use crate::index::{Index, SegmentIndex};
-use crate::record::{parse, peek, Parsed, HEADER_BYTES, KIND_EVENT};
+use crate::record::{parse, Parsed, HEADER_BYTES, KIND_EVENT};
 use apollo11_core::{limits, EventId, EventRef};
 use apollo11_store::StoreError;
 
 /// A scan reads at most this many events' records at once.
 const CHUNK_EVENTS: u64 = 1_024;
+
+/// A scan of some runs reads through stretches of other runs' records shorter than this,
+/// and around longer ones.
+const GAP_BYTES: u64 = 16 * 1024;
 
 /// The runs whose events a scan hands on: those whose run slot is `index` modulo `of`.
 #[derive(Clone, Copy)]
@@ -22,15 +26,10 @@ impl Part {
     /// Every run.
     pub const ALL: Part = Part { index: 0, of: 1 };
 
-    /// Whether this part checks (and, for an event, decodes) a record of `kind`, given the
-    /// run slot of the next event: every record is checked by exactly one part, records that
-    /// are not events by the first.
-    fn checks(self, kind: u8, slot: u32) -> bool {
-        if kind == KIND_EVENT {
-            slot % self.of == self.index
-        } else {
-            self.index == 0
-        }
+    /// Whether this part has the run in `slot`: it checks and decodes that run's event
+    /// records, and checks the commit records that close its batches.
+    fn holds(self, slot: u32) -> bool {
+        slot % self.of == self.index
     }
 }
 
@@ -99,14 +98,16 @@ impl Index {
         let last = self
             .last_event_id
             .min(first.saturating_add(u64::from(max)).saturating_sub(1));
-        self.chunks((first, last), &mut |chunk| chunk.scan(Part::ALL, visit))?;
+        self.chunks((first, last), Part::ALL, &mut |chunk| {
+            chunk.scan(Part::ALL, visit)
+        })?;
         Ok((first <= last).then_some(EventId(last)))
     }
 
     /// Hands every event to one of `visitors`, each called on a thread of its own: all the
-    /// events of a run go to the same visitor, in id order. Each thread reads the whole log
-    /// and checks and decodes only its own runs' records (the first thread also every record
-    /// that is not an event), so every record is checked once.
+    /// events of a run go to the same visitor, in id order. Each thread reads the stretches
+    /// of the log that hold its own runs' records and checks and decodes only those (events
+    /// and the commit records of their batches), so every record is checked once.
     pub fn scan_runs<V>(&self, visitors: &mut [V]) -> Result<(), StoreError>
     where
         V: FnMut(&EventRef<'_>) + Send,
@@ -118,7 +119,7 @@ impl Index {
                 .zip(visitors)
                 .map(|(index, visit)| {
                     let part = Part { index, of };
-                    scope.spawn(move || self.chunks(range, &mut |c| c.scan(part, visit)))
+                    scope.spawn(move || self.chunks(range, part, &mut |c| c.scan(part, visit)))
                 })
                 .collect();
             threads
@@ -127,67 +128,122 @@ impl Index {
         })
     }
 
-    /// Reads events `first..=last` chunk by chunk (one segment, at most [`CHUNK_EVENTS`]),
-    /// into one buffer, handing each chunk to `each`.
+    /// Reads the events of `part` among `first..=last` chunk by chunk (one segment, at most
+    /// [`CHUNK_EVENTS`], around other runs' stretches of [`GAP_BYTES`] or more) into one
+    /// buffer, handing each chunk to `each`.
     fn chunks(
         &self,
         (first, last): (u64, u64),
+        part: Part,
         each: &mut dyn FnMut(Chunk<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let mut buf = Vec::new();
         let mut id = first;
         while id <= last {
             let segment = self.segment_of(id)?;
-            let segment_last = segment.base + segment.offsets.len() as u64 - 1;
-            let chunk_last = segment_last.min(last).min(id + CHUNK_EVENTS - 1);
-            each(self.chunk(segment, (id, chunk_last), &mut buf)?)?;
-            id = chunk_last + 1;
+            let segment_last = (segment.base + segment.offsets.len() as u64 - 1).min(last);
+            if let Some((start, end)) = segment.span(part, (id, segment_last)) {
+                each(self.chunk(segment, (start, end), &mut buf)?)?;
+                id = end + 1;
+            } else {
+                id = segment_last + 1;
+            }
         }
         Ok(())
     }
 }
 
-impl Chunk<'_> {
-    /// Hands the events of `part` to `visit`, borrowed, checking the CRC of every record
-    /// `part` checks and that the records hold exactly the events of the chunk.
-    pub fn scan(&self, part: Part, visit: &mut dyn FnMut(&EventRef<'_>)) -> Result<(), StoreError> {
-        let segment = self.segment;
-        let mut at = 0;
-        let mut next_id = self.first;
-        while next_id <= self.last {
-            let slot = segment.slots[(next_id - segment.base) as usize];
-            if let Some((kind, next)) = peek(self.bytes, at).filter(|&(k, _)| !part.checks(k, slot))
-            {
-                next_id += u64::from(kind == KIND_EVENT);
-                at = next;
-                continue;
+impl SegmentIndex {
+    /// The first stretch of `first..=last` worth reading for `part`: from its first event
+    /// there to the last one before a gap of [`GAP_BYTES`] or more of other runs' records,
+    /// at most [`CHUNK_EVENTS`] events. `None` when `part` has no event there.
+    fn span(&self, part: Part, (first, last): (u64, u64)) -> Option<(u64, u64)> {
+        let holds = |id: u64| part.holds(self.slots[(id - self.base) as usize]);
+        let offset = |id: u64| u64::from(self.offsets[(id - self.base) as usize]);
+        let start = (first..=last).find(|&id| holds(id))?;
+        let mut end = start;
+        for id in start + 1..=last.min(start + CHUNK_EVENTS - 1) {
+            if offset(id) - offset(end + 1) >= GAP_BYTES {
+                break;
             }
-            let here = self.start + at as u64;
-            match parse(self.bytes, at) {
-                Parsed::Record {
-                    kind: KIND_EVENT,
-                    body,
-                    next,
-                } => {
-                    let event = decode_event(body).map_err(|e| corrupted(segment, here, e))?;
-                    if event.event_id != EventId(next_id) {
-                        let reason = format!(
-                            "record holds event {} where {next_id} was expected on re-read",
-                            event.event_id
-                        );
-                        return Err(corrupted(segment, here, reason));
-                    }
-                    visit(&event);
-                    next_id += 1;
-                    at = next;
-                }
-                Parsed::Record { next, .. } => at = next,
-                Parsed::End | Parsed::Invalid(_) => {
-                    return Err(corrupted(segment, here, "record damaged since open".into()))
-                }
+            if holds(id) {
+                end = id;
             }
         }
+        Some((start, end))
+    }
+}
+
+impl Chunk<'_> {
+    /// Hands the events of `part` to `visit`, borrowed, checking the CRC of each of their
+    /// records and of the records that close their batches, and that each record holds the
+    /// event the index places there. Other runs' records are stepped over by the index.
+    pub fn scan(&self, part: Part, visit: &mut dyn FnMut(&EventRef<'_>)) -> Result<(), StoreError> {
+        let segment = self.segment;
+        let position = |id: u64| {
+            (u64::from(segment.offsets[(id - segment.base) as usize]) - self.start) as usize
+        };
+        // Where the last record checked ends; `None` after another run's event.
+        let mut checked = None;
+        for id in self.first..=self.last {
+            let event_at = position(id);
+            self.batch_ends(checked, event_at)?;
+            checked = if part.holds(segment.slots[(id - segment.base) as usize]) {
+                Some(self.event(id, event_at, visit)?)
+            } else {
+                None
+            };
+        }
+        self.batch_ends(checked, self.bytes.len())
+    }
+
+    /// Checks the records from `checked` (where the last event checked ends) to `until`:
+    /// those that close its batch.
+    fn batch_ends(&self, checked: Option<usize>, until: usize) -> Result<(), StoreError> {
+        let Some(mut at) = checked else {
+            return Ok(());
+        };
+        while at < until {
+            at = match parse(self.bytes, at) {
+                Parsed::Record { kind, next, .. } if kind != KIND_EVENT && next <= until => next,
+                _ => return Err(self.damaged(at)),
+            };
+        }
         Ok(())
+    }
+
+    /// Checks the event record `id` at `at` and hands the event to `visit`; returns where the
+    /// record ends.
+    fn event(
+        &self,
+        id: u64,
+        at: usize,
+        visit: &mut dyn FnMut(&EventRef<'_>),
+    ) -> Result<usize, StoreError> {
+        let Parsed::Record {
+            kind: KIND_EVENT,
+            body,
+            next,
+        } = parse(self.bytes, at)
+        else {
+            return Err(self.damaged(at));
+        };
+        let here = self.start + at as u64;
+        let event = decode_event(body).map_err(|e| corrupted(self.segment, here, e))?;
+        if event.event_id != EventId(id) {
+            let reason = format!(
+                "record holds event {} where {id} was expected on re-read",
+                event.event_id
+            );
+            return Err(corrupted(self.segment, here, reason));
+        }
+        visit(&event);
+        Ok(next)
+    }
+
+    fn damaged(&self, at: usize) -> StoreError {
+        let here = self.start + at as u64;
+        corrupted(self.segment, here, "record damaged since open".into())
     }
 }
 

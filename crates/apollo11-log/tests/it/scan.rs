@@ -96,8 +96,8 @@ async fn a_flip_anywhere_in_a_batch_fails_the_scan_whichever_visitor_has_the_run
     drop(log); // a clean close indexes the segment: a flipped one still opens
     let path = Path::new("/d").join(file);
     let original = read(fs.as_ref(), &path);
-    // Run "b" goes to the second of two visitors; its batch's commit record is checked by
-    // the first.
+    // Run "b" goes to the second of two visitors, which checks its events and the commit
+    // records of its batches; the first steps over them.
     for byte in before..after {
         let mut flipped = original.clone();
         flipped[byte] ^= 0x10;
