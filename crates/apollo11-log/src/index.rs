@@ -181,7 +181,7 @@ impl Index {
         Ok(events)
     }
 
-    /// At most `max` events from id `from` on, one read per segment.
+    /// At most `max` events from id `from` on, read in chunks (see `scan_from`).
     pub fn read_from(&self, from: EventId, max: u32) -> Result<Vec<Event>, StoreError> {
         let mut events = Vec::new();
         self.scan_from(from, max, &mut |e| events.push(e.to_event()))?;
