@@ -27,7 +27,8 @@ impl Part {
     pub const ALL: Part = Part { index: 0, of: 1 };
 
     /// Whether this part has the run in `slot`: it checks and decodes that run's event
-    /// records, and checks the commit records that close its batches.
+    /// records, and checks the commit records that follow them (a group commit's record
+    /// follows its last event).
     fn holds(self, slot: u32) -> bool {
         slot % self.of == self.index
     }
@@ -107,7 +108,7 @@ impl Index {
     /// Hands every event to one of `visitors`, each called on a thread of its own: all the
     /// events of a run go to the same visitor, in id order. Each thread reads the stretches
     /// of the log that hold its own runs' records and checks and decodes only those (events
-    /// and the commit records of their batches), so every record is checked once.
+    /// and the commit records that follow them), so every record is checked once.
     pub fn scan_runs<V>(&self, visitors: &mut [V]) -> Result<(), StoreError>
     where
         V: FnMut(&EventRef<'_>) + Send,
@@ -176,7 +177,7 @@ impl SegmentIndex {
 
 impl Chunk<'_> {
     /// Hands the events of `part` to `visit`, borrowed, checking the CRC of each of their
-    /// records and of the records that close their batches, and that each record holds the
+    /// records and of the commit records that follow them, and that each record holds the
     /// event the index places there. Other runs' records are stepped over by the index.
     pub fn scan(&self, part: Part, visit: &mut dyn FnMut(&EventRef<'_>)) -> Result<(), StoreError> {
         let segment = self.segment;
@@ -198,7 +199,7 @@ impl Chunk<'_> {
     }
 
     /// Checks the records from `checked` (where the last event checked ends) to `until`:
-    /// those that close its batch.
+    /// the commit record that follows it, if its group ends there.
     fn batch_ends(&self, checked: Option<usize>, until: usize) -> Result<(), StoreError> {
         let Some(mut at) = checked else {
             return Ok(());
