@@ -133,9 +133,9 @@ enum Wire {
     Blob(BlobRef),
 }
 
-/// [`WireOut`], read back borrowed: the same variants in the same order. Text is read as the bytes it is
-/// encoded as (a string and a byte sequence encode alike), without checking it is UTF-8:
-/// an inline payload is bytes either way.
+/// [`WireOut`], read back borrowed: the same variants in the same order. Text is read as the
+/// bytes it is encoded as (a string and a byte sequence encode alike), without checking it is
+/// UTF-8: an inline payload is bytes either way.
 #[derive(Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum WireRef<'a> {
