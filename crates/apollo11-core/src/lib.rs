@@ -3,10 +3,12 @@
 mod event;
 mod ids;
 pub mod limits;
+mod names;
 mod payload;
 mod spec;
 
 pub use event::{Event, EventKind, EventRef, OverrideTarget};
 pub use ids::{EventId, RunId, Seq, StepName};
+pub use names::{check_name, NameError, NameKind, NameProblem};
 pub use payload::{BlobRef, Payload, PayloadRef};
 pub use spec::{Backoff, Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, WorkflowSpec};

@@ -11,8 +11,13 @@ pub const RECORD_BYTES_MAX: u32 = 64 * 1024;
 /// boundary by the writer (the full text belongs to the step's own logs).
 pub const ERROR_MESSAGE_BYTES_MAX: u32 = 2 * 1024;
 
-/// Largest run id or step name, in bytes.
-pub const NAME_BYTES_MAX: u32 = 256;
+/// Largest run id, step name or workflow name, in bytes. Names become single path components
+/// (a run's folder, a step's log file), so this stays below the 255 bytes most file systems
+/// allow in one component, with room for the suffixes added to it.
+pub const NAME_BYTES_MAX: u32 = 200;
+
+/// Largest free-form label: an operator's name (`by`), a scheduler instance's name.
+pub const LABEL_BYTES_MAX: u32 = 256;
 
 /// Default number of steps a workflow may have.
 pub const DAG_NODES_MAX: u32 = 10_000;

@@ -328,10 +328,32 @@ pub async fn invalid_appends_are_refused_whole(store: Arc<impl Store>) {
             .await,
         Err(StoreError::TooLarge { .. })
     ));
-    assert!(matches!(
-        store.append(&run(""), Seq(1), vec![created()]).await,
-        Err(StoreError::Invalid { .. })
-    ));
+    for bad in [
+        "",
+        ".",
+        "..",
+        "../../x",
+        "/abs",
+        "a/b",
+        "nul\0",
+        "esc\u{1b}[2J",
+    ] {
+        assert!(
+            matches!(
+                store.append(&run(bad), Seq(1), vec![created()]).await,
+                Err(StoreError::Invalid { .. })
+            ),
+            "run id {bad:?} must be refused"
+        );
+        let step = event(Some(bad), EventKind::Started, 1, Payload::Empty);
+        assert!(
+            matches!(
+                store.append(&run("r"), Seq(1), vec![created(), step]).await,
+                Err(StoreError::Invalid { .. })
+            ),
+            "step name {bad:?} must be refused"
+        );
+    }
     assert_eq!(
         store.last_event_id().await.unwrap(),
         EventId(0),

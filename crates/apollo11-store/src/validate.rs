@@ -2,7 +2,7 @@
 //! accept and refuse exactly the same inputs and no record can exceed the record limit.
 
 use crate::{NewEvent, StoreError};
-use apollo11_core::{limits, EventKind, Payload, RunId};
+use apollo11_core::{check_name, limits, EventKind, NameKind, NameProblem, Payload, RunId};
 
 /// Largest inline payload any store accepts. The runtime's configurable inline limit
 /// (default `limits::PAYLOAD_INLINE_BYTES_MAX`) must not exceed it; bigger payloads go to
@@ -20,15 +20,15 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
         count,
         limits::APPEND_BATCH_EVENTS_MAX,
     )?;
-    check_name("run id", run_id.as_str())?;
+    name(NameKind::Run, run_id.as_str())?;
     for event in events {
         if let Some(step) = &event.step {
-            check_name("step name", step.as_str())?;
+            name(NameKind::Step, step.as_str())?;
         }
         check_len(
             "instance name",
             event.instance.len() as u64,
-            limits::NAME_BYTES_MAX,
+            limits::LABEL_BYTES_MAX,
         )?;
         match &event.kind {
             EventKind::Failed { error, .. } => check_len(
@@ -37,14 +37,14 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
                 limits::ERROR_MESSAGE_BYTES_MAX,
             )?,
             EventKind::ManualOverride { by, reason, .. } => {
-                check_len("override author", by.len() as u64, limits::NAME_BYTES_MAX)?;
+                check_len("override author", by.len() as u64, limits::LABEL_BYTES_MAX)?;
                 check_len(
                     "override reason",
                     reason.len() as u64,
                     limits::ERROR_MESSAGE_BYTES_MAX,
                 )?;
             }
-            EventKind::RunCreated { workflow } => check_name("workflow name", workflow)?,
+            EventKind::RunCreated { workflow } => name(NameKind::Workflow, workflow)?,
             EventKind::Started
             | EventKind::Succeeded
             | EventKind::Compensating
@@ -61,11 +61,19 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn check_name(what: &str, name: &str) -> Result<(), StoreError> {
-    if name.is_empty() {
-        return Err(invalid(what, "empty"));
-    }
-    check_len(what, name.len() as u64, limits::NAME_BYTES_MAX)
+/// The names rule of `apollo11_core::check_name`: the same everywhere a name enters.
+fn name(kind: NameKind, name: &str) -> Result<(), StoreError> {
+    check_name(kind, name).map_err(|e| match e.problem {
+        NameProblem::TooLong { bytes } => StoreError::TooLarge {
+            what: kind.label().to_owned(),
+            bytes: bytes as u64,
+            max: u64::from(limits::NAME_BYTES_MAX),
+        },
+        _ => StoreError::Invalid {
+            what: kind.label().to_owned(),
+            reason: e.to_string(),
+        },
+    })
 }
 
 fn check_len(what: &str, bytes: u64, max: u32) -> Result<(), StoreError> {
