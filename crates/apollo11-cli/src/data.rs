@@ -32,8 +32,21 @@ pub fn engine_exit(e: EngineError) -> Exit {
 
 /// The data directory and how its log is laid out.
 pub struct DataDir {
+    /// Always absolute: steps run in their workflow's folder and get paths inside it.
     pub path: std::path::PathBuf,
     pub segment_bytes: u64,
+}
+
+impl DataDir {
+    /// `--data-dir` made absolute (against the current folder; symlinks are kept).
+    pub fn new(path: &Path, segment_bytes: u64) -> Result<DataDir, Exit> {
+        let path = std::path::absolute(path)
+            .map_err(|e| Exit::fail(2, format!("--data-dir {}: {e}", path.display())))?;
+        Ok(DataDir {
+            path,
+            segment_bytes,
+        })
+    }
 }
 
 impl std::ops::Deref for DataDir {
@@ -52,6 +65,12 @@ pub fn open_writer(dir: &DataDir) -> Result<FileLog, Exit> {
     if let Err(e) = options.validate() {
         return Err(Exit::fail(2, format!("--segment-bytes: {e}")));
     }
+    crate::files::create_private_dir(&dir.path).map_err(|e| {
+        Exit::fail(
+            1,
+            format!("cannot create the data dir {}: {e}", dir.path.display()),
+        )
+    })?;
     FileLog::open(&dir.path, options).map_err(store_exit)
 }
 

@@ -104,7 +104,13 @@ pub fn load(path: &Path) -> Result<WorkflowSpec, DefinitionError> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    // Steps run in this folder whatever folder `run` or `resume` is started from.
+    let dir = std::fs::canonicalize(dir).map_err(|e| DefinitionError {
+        file: path.display().to_string(),
+        line: 0,
+        column: 0,
+        message: format!("cannot find the workflow file's folder: {e}"),
+    })?;
     parse(&text, &path.display().to_string(), &dir)
 }
 

@@ -4,6 +4,7 @@
 
 mod data;
 mod definition;
+mod files;
 mod inspect;
 mod operate;
 mod render;
@@ -141,9 +142,9 @@ fn main() {
 }
 
 async fn dispatch(cli: Cli) -> Exit {
-    let dir = data::DataDir {
-        path: cli.data_dir,
-        segment_bytes: cli.segment_bytes,
+    let dir = match data::DataDir::new(&cli.data_dir, cli.segment_bytes) {
+        Ok(dir) => dir,
+        Err(exit) => return exit,
     };
     let result = match cli.command {
         Command::Run {

@@ -5,6 +5,9 @@ use apollo11_machine::{RunState, RunStatus};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 
+/// How much of the end of a failed step's log `status` reads for its last lines.
+const LOG_TAIL_BYTES: u64 = 64 * 1024;
+
 /// `1.234s`, `850ms`, `2m05s`.
 pub fn millis(ms: u64) -> String {
     match ms {
@@ -74,15 +77,14 @@ pub fn status_table(
         }
     }
     for (step, attempt) in failures {
-        let log = crate::shell::log_path(data_dir, run_id.as_str(), &step, attempt, false);
-        if let Ok(text) = std::fs::read_to_string(&log) {
-            let tail: Vec<&str> = text.lines().rev().take(10).collect();
+        let log = crate::files::step_files(data_dir, run_id.as_str(), &step, attempt, false).log;
+        if let Ok(tail) = crate::files::tail(&log, 10, LOG_TAIL_BYTES) {
             out.push_str(&format!(
                 "\n  last lines of {} (attempt {attempt}, {}):\n",
                 step,
                 log.display()
             ));
-            for line in tail.into_iter().rev() {
+            for line in tail {
                 out.push_str(&format!("    {line}\n"));
             }
         }

@@ -1,15 +1,19 @@
 //! Shell steps: `sh -c COMMAND` in the workflow file's folder, in a process group of its own
 //! so a timeout, Ctrl-C or a crash of the engine's driver kills everything it started.
-//! Output and logs stay in the data directory; events only point at them.
+//! Output and logs stay in the data directory (`files.rs`); events only point at them.
 
 use crate::definition::{COMPENSATE, DIR, NON_RETRYABLE, RUN};
-use apollo11_core::WorkflowSpec;
+use crate::files::{
+    create_private_dir, create_private_file, read_output, step_files, OutputError, StepFiles,
+};
+use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
 use apollo11_runtime::{
     Output, Step, StepBuilder, StepContext, StepError, Workflow, WorkflowError,
 };
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -35,6 +39,11 @@ impl Drop for GroupGuard {
 
 /// Builds the runtime workflow for a spec made by `definition::load` (or pinned by a run).
 pub fn workflow(spec: &WorkflowSpec, data_dir: &Path) -> Result<Workflow, WorkflowError> {
+    // Steps run in their workflow's folder: a relative path would point somewhere else.
+    assert!(
+        data_dir.is_absolute(),
+        "the data dir is made absolute first"
+    );
     let dir = PathBuf::from(spec.attributes.get(DIR).map_or(".", String::as_str));
     let mut builder = Workflow::builder(&spec.name)
         .on_failure(spec.on_failure)
@@ -67,20 +76,9 @@ pub fn workflow(spec: &WorkflowSpec, data_dir: &Path) -> Result<Workflow, Workfl
     builder.build()
 }
 
-/// Where an attempt's log goes.
-pub fn log_path(
-    data_dir: &Path,
-    run: &str,
-    step: &str,
-    attempt: u32,
-    compensation: bool,
-) -> PathBuf {
-    let suffix = if compensation { ".compensate" } else { "" };
-    data_dir
-        .join("logs")
-        .join(run)
-        .join(format!("{step}.{attempt}{suffix}.log"))
-}
+/// Payloads up to this size are also passed in an environment variable. Linux refuses to
+/// start a process with one variable over 128 KiB; the `*_FILE` variable always works.
+pub const ENV_PAYLOAD_BYTES_MAX: usize = 32 * 1024;
 
 impl ShellStep {
     async fn exec(
@@ -90,18 +88,25 @@ impl ShellStep {
         compensation: bool,
     ) -> Result<Output, StepError> {
         let io = |what: &str, e: std::io::Error| StepError::retryable(format!("{what}: {e}"));
-        let log = log_path(
+        for (kind, name) in [
+            (NameKind::Run, ctx.run_id.as_str()),
+            (NameKind::Step, ctx.step.as_str()),
+        ] {
+            check_name(kind, name).map_err(|e| StepError::fatal(e.to_string()))?;
+        }
+        let files = step_files(
             &self.data_dir,
             ctx.run_id.as_str(),
             ctx.step.as_str(),
             ctx.attempt,
             compensation,
         );
-        let output = log.with_extension("output");
-        std::fs::create_dir_all(log.parent().expect("logs live in a folder"))
-            .map_err(|e| io("creating the log folder", e))?;
-        let _ = std::fs::remove_file(&output);
-        let file = std::fs::File::create(&log).map_err(|e| io("creating the step log", e))?;
+        let folder = files.log.parent().expect("step files live in a folder");
+        create_private_dir(folder).map_err(|e| io("creating the step's folder", e))?;
+        // An empty output file of our own: what the step writes there stays private, and a
+        // crashed earlier try of this attempt leaves nothing behind for this one.
+        create_private_file(&files.output).map_err(|e| io("creating the output file", e))?;
+        let log = create_private_file(&files.log).map_err(|e| io("creating the step log", e))?;
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c")
             .arg(command)
@@ -110,26 +115,37 @@ impl ShellStep {
             .env("APOLLO11_STEP", ctx.step.as_str())
             .env("APOLLO11_ATTEMPT", ctx.attempt.to_string())
             .env("APOLLO11_IDEMPOTENCY_KEY", &ctx.idempotency_key)
-            .env("APOLLO11_OUTPUT", &output)
+            .env("APOLLO11_OUTPUT", &files.output)
             .stdin(Stdio::null())
-            .stdout(
-                file.try_clone()
-                    .map_err(|e| io("opening the step log", e))?,
-            )
-            .stderr(file)
+            .stdout(log.try_clone().map_err(|e| io("opening the step log", e))?)
+            .stderr(log)
             .process_group(0);
-        if let Some(previous) = &ctx.previous_payload {
-            cmd.env(
-                "APOLLO11_PREVIOUS_PAYLOAD",
-                String::from_utf8_lossy(previous).as_ref(),
-            );
+        let payload = if compensation {
+            ctx.output.as_deref().map(|p| ("APOLLO11_STEP_OUTPUT", p))
+        } else {
+            ctx.previous_payload
+                .as_deref()
+                .map(|p| ("APOLLO11_PREVIOUS_PAYLOAD", p))
+        };
+        if let Some((var, bytes)) = payload {
+            pass_payload(&mut cmd, var, &files.payload, bytes)
+                .map_err(|e| io("writing the payload file", e))?;
         }
-        if let Some(recorded) = &ctx.output {
-            cmd.env(
-                "APOLLO11_STEP_OUTPUT",
-                String::from_utf8_lossy(recorded).as_ref(),
-            );
+        let result = self.wait(cmd, command, &files).await;
+        if payload.is_some() {
+            let _ = std::fs::remove_file(&files.payload);
         }
+        result
+    }
+
+    /// Runs the process to its end and turns its exit and output into the attempt's result.
+    async fn wait(
+        &self,
+        mut cmd: tokio::process::Command,
+        command: &str,
+        files: &StepFiles,
+    ) -> Result<Output, StepError> {
+        let io = |what: &str, e: std::io::Error| StepError::retryable(format!("{what}: {e}"));
         let mut child = cmd.spawn().map_err(|e| {
             io(
                 &format!("starting `sh -c {command}` in {}", self.dir.display()),
@@ -142,11 +158,12 @@ impl ShellStep {
             .await
             .map_err(|e| io("waiting for the step", e))?;
         guard.0 = None;
-        let written = std::fs::read(&output).unwrap_or_default();
+        let log = files.log.display();
+        let written = output(&files.output)?;
         match status.code() {
             Some(0) => Ok(Output(written)),
             Some(code) => {
-                let message = format!("exited with code {code} (log: {})", log.display());
+                let message = format!("exited with code {code} (log: {log})");
                 let error = if self.non_retryable.contains(&code) {
                     StepError::fatal(message)
                 } else {
@@ -159,11 +176,41 @@ impl ShellStep {
                 })
             }
             None => Err(StepError::retryable(format!(
-                "killed by a signal (log: {})",
-                log.display()
+                "killed by a signal (log: {log})"
             ))),
         }
     }
+}
+
+/// Hands a payload to a step: always as a file (`VAR_FILE`, 0600, in the data dir), and also
+/// in `VAR` itself when it is small and free of NUL (which no environment variable can hold).
+fn pass_payload(
+    cmd: &mut tokio::process::Command,
+    var: &str,
+    path: &Path,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    create_private_file(path)?.write_all(bytes)?;
+    cmd.env(format!("{var}_FILE"), path);
+    if bytes.len() <= ENV_PAYLOAD_BYTES_MAX && !bytes.contains(&0) {
+        cmd.env(var, String::from_utf8_lossy(bytes).as_ref());
+    }
+    Ok(())
+}
+
+/// The step's output file, bounded by `STEP_OUTPUT_BYTES_MAX`: an output over it is a
+/// failure no retry can fix, found from the file's size before anything is read.
+fn output(path: &Path) -> Result<Vec<u8>, StepError> {
+    let max = limits::STEP_OUTPUT_BYTES_MAX;
+    read_output(path, max).map_err(|e| match e {
+        OutputError::TooLarge { bytes } => StepError::fatal(format!(
+            "the output file {} is {bytes} bytes, over the limit of {max} bytes (STEP_OUTPUT_BYTES_MAX); write large results to a file of the step's own and put its path in the output",
+            path.display()
+        )),
+        OutputError::Io(e) => {
+            StepError::retryable(format!("reading the output file {}: {e}", path.display()))
+        }
+    })
 }
 
 #[async_trait]

@@ -11,6 +11,11 @@ pub const RECORD_BYTES_MAX: u32 = 64 * 1024;
 /// boundary by the writer (the full text belongs to the step's own logs).
 pub const ERROR_MESSAGE_BYTES_MAX: u32 = 2 * 1024;
 
+/// Largest output a shell step may leave in its output file, in bytes. It becomes the step's
+/// payload: read whole into memory and kept in the blob store, so it is checked from the file's
+/// size before anything is read. Bulk results belong in the step's own files.
+pub const STEP_OUTPUT_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
 /// Largest run id, step name or workflow name, in bytes. Names become single path components
 /// (a run's folder, a step's log file), so this stays below the 255 bytes most file systems
 /// allow in one component, with room for the suffixes added to it.

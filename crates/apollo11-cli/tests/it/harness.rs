@@ -37,6 +37,38 @@ impl Cli {
         ran(self.command(args).stdin(Stdio::null()).output().unwrap())
     }
 
+    /// Runs the binary from `cwd` with `--data-dir` as given (relative or not).
+    pub fn run_at(&self, cwd: &Path, data_dir: &str, args: &[&str]) -> Ran {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_apollo11"));
+        cmd.current_dir(cwd)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(args)
+            .env_remove("APOLLO11_DATA_DIR")
+            .env_remove("APOLLO11_SEGMENT_BYTES")
+            .stdin(Stdio::null());
+        ran(cmd.output().unwrap())
+    }
+
+    /// Runs the binary, killing it if it has not ended within `seconds`: for tests of what
+    /// used to hang, so that they fail instead.
+    pub fn run_within(&self, seconds: u64, args: &[&str]) -> Ran {
+        let mut child = self.spawn(args);
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                let out = ran(child.wait_with_output().unwrap());
+                panic!(
+                    "{args:?} still running after {seconds} s:\n{}{}",
+                    out.stdout, out.stderr
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ran(child.wait_with_output().unwrap())
+    }
+
     pub fn spawn(&self, args: &[&str]) -> Child {
         self.command(args)
             .stdin(Stdio::null())
