@@ -177,3 +177,33 @@ pub fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn an_output_over_the_limit_fails_for_good_naming_the_limit_and_the_file() {
+    let cli = Cli::new();
+    let over = apollo11_core::limits::STEP_OUTPUT_BYTES_MAX + 1;
+    // A sparse file: its size is what counts, and nothing of it may be read or copied.
+    let toml = format!(
+        "[workflow]\nname = \"huge\"\n[[steps]]\nname = \"a\"\nrun = \"truncate -s {over} $APOLLO11_OUTPUT\"\nidempotency = \"natural\"\nretry = {{ max_attempts = 3, initial = \"10ms\" }}\n"
+    );
+    let wf = cli.workflow("wf.toml", &toml);
+    let out = cli.run(&["run", wf.to_str().unwrap(), "--run-id", "h"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let failures: Vec<_> = cli
+        .events_json("h")
+        .into_iter()
+        .filter(|e| e["kind"] == "failed")
+        .collect();
+    assert_eq!(failures.len(), 1, "not retried: {failures:?}");
+    let error = failures[0]["error"].as_str().unwrap();
+    let file = cli.data.path().join("logs/h/a/1.output");
+    assert!(
+        error.contains(&format!("is {over} bytes"))
+            && error.contains("STEP_OUTPUT_BYTES_MAX")
+            && error.contains(file.to_str().unwrap()),
+        "{error}"
+    );
+    assert_eq!(failures[0]["retryable"], false);
+    let blobs = walk(&cli.data.path().join("blobs"));
+    assert!(blobs.is_empty(), "nothing was copied: {blobs:?}");
+}
