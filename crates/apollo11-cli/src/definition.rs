@@ -3,7 +3,8 @@
 //! in the spec's attributes, so `resume` needs nothing but the run id.
 
 use apollo11_core::{
-    limits, Backoff, Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, WorkflowSpec,
+    check_name, limits, Backoff, Idempotency, NameKind, OnFailure, RetryPolicy, StepSpec, Timeout,
+    WorkflowSpec,
 };
 use apollo11_dag::DagError;
 use apollo11_machine::{Policy, PolicyError};
@@ -122,6 +123,10 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, Definit
         at.error(offset, e.message().trim_end())
     })?;
     let workflow = raw.workflow.get_ref();
+    name(&at, NameKind::Workflow, &workflow.name)?;
+    for step in &raw.steps {
+        name(&at, NameKind::Step, &step.get_ref().name)?;
+    }
     let on_failure = match workflow
         .on_failure
         .as_ref()
@@ -191,6 +196,14 @@ fn step_spec(
 ) -> Result<StepSpec, DefinitionError> {
     let raw = step.get_ref();
     let name = raw.name.get_ref();
+    for command in std::iter::once(&raw.run).chain(&raw.compensate) {
+        if command.get_ref().contains('\0') {
+            return Err(at.error(
+                command.span().start,
+                &format!("step `{name}`: a command cannot contain a NUL character"),
+            ));
+        }
+    }
     let idempotency = match raw.idempotency.as_ref().map(|i| (i.get_ref().as_str(), i.span().start)) {
         Some(("natural", _)) => Idempotency::Natural,
         Some(("keyed", _)) => Idempotency::Keyed,
@@ -228,6 +241,13 @@ fn step_spec(
         },
         attributes,
     })
+}
+
+/// The names rule every store applies (`check_name`), applied where the name is written, so a
+/// workflow that validates can run: names become a run's and a step's folders and the
+/// idempotency key `run_id/step`.
+fn name(at: &Locator<'_>, kind: NameKind, raw: &Spanned<String>) -> Result<(), DefinitionError> {
+    check_name(kind, raw.get_ref()).map_err(|e| at.error(raw.span().start, &e.to_string()))
 }
 
 fn retry(

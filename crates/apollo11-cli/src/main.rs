@@ -12,6 +12,7 @@ mod run;
 mod shell;
 mod watch;
 
+use apollo11_core::{check_name, NameKind};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -141,7 +142,34 @@ fn main() {
     std::process::exit(exit.code);
 }
 
+/// Checks a run id given on the command line (`what` names the argument): the names rule
+/// every store applies, before anything is opened or written.
+pub(crate) fn run_id_arg(what: &str, id: &str) -> Result<(), Exit> {
+    check_name(NameKind::Run, id).map_err(|e| Exit::fail(2, format!("{what}: {e}")))
+}
+
+/// The run id and step arguments of a command that names them, checked.
+fn check_args(command: &Command) -> Result<(), Exit> {
+    match command {
+        Command::Resume { run_id, .. }
+        | Command::Status { run_id, .. }
+        | Command::Events { run_id, .. }
+        | Command::Plan { run_id } => run_id_arg("RUN_ID", run_id),
+        Command::Override { run_id, step, .. } => {
+            run_id_arg("RUN_ID", run_id)?;
+            check_name(NameKind::Step, step).map_err(|e| Exit::fail(2, format!("STEP: {e}")))
+        }
+        Command::Run { .. }
+        | Command::Runs { .. }
+        | Command::Validate { .. }
+        | Command::Verify { .. } => Ok(()),
+    }
+}
+
 async fn dispatch(cli: Cli) -> Exit {
+    if let Err(exit) = check_args(&cli.command) {
+        return exit;
+    }
     let dir = match data::DataDir::new(&cli.data_dir, cli.segment_bytes) {
         Ok(dir) => dir,
         Err(exit) => return exit,

@@ -2,8 +2,8 @@
 
 use crate::data::{engine_exit, open_writer, DataDir};
 use crate::{definition, render, shell, watch, Exit};
-use apollo11_core::WorkflowSpec;
-use apollo11_runtime::{Engine, EngineConfig, RunHandle, RunId, RunStatus};
+use apollo11_core::{limits, WorkflowSpec};
+use apollo11_runtime::{Engine, EngineConfig, EngineError, RunHandle, RunId, RunStatus};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,7 +14,9 @@ pub async fn start(
     json: bool,
 ) -> Result<Exit, Exit> {
     let spec = definition::load(file).map_err(|e| Exit::fail(2, e.to_string()))?;
-    let run_id = RunId(run_id.unwrap_or_else(|| default_run_id(&spec)));
+    if let Some(id) = &run_id {
+        crate::run_id_arg("--run-id", id)?;
+    }
     let store = Arc::new(open_writer(dir)?);
     let engine = Engine::open(store.clone(), EngineConfig::default())
         .await
@@ -23,10 +25,42 @@ pub async fn start(
         shell::workflow(&spec, dir)
             .map_err(|e| Exit::fail(2, format!("{}: {e}", file.display())))?,
     );
-    let handle = engine.start(&workflow, run_id).await.map_err(engine_exit)?;
+    let handle = match run_id {
+        Some(id) => {
+            step_folders(dir, &id, &spec)?;
+            engine
+                .start(&workflow, RunId(id))
+                .await
+                .map_err(engine_exit)?
+        }
+        None => start_with_default_id(dir, &engine, &workflow).await?,
+    };
     let exit = follow(dir, store, &engine, &spec, handle, json).await;
     engine.close().await;
     exit
+}
+
+/// Starts a run under a new default id: a second run in the same millisecond (or a clock
+/// set back) gets a suffix rather than an error.
+async fn start_with_default_id<S: apollo11_runtime::Store>(
+    dir: &DataDir,
+    engine: &Engine<S>,
+    workflow: &Arc<apollo11_runtime::Workflow>,
+) -> Result<RunHandle, Exit> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    let spec = workflow.spec();
+    let mut n = 1;
+    loop {
+        let id = default_run_id(&spec.name, now_ms, n);
+        step_folders(dir, &id, spec)?;
+        match engine.start(workflow, RunId(id)).await {
+            Err(EngineError::RunExists { .. }) if n < DEFAULT_ID_TRIES => n += 1,
+            other => return other.map_err(engine_exit),
+        }
+    }
 }
 
 pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exit> {
@@ -45,19 +79,46 @@ pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exi
     exit
 }
 
-/// A run id that sorts by start time and says what ran.
-fn default_run_id(spec: &WorkflowSpec) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!(
-        "{}-{}",
-        spec.name,
-        humantime::format_rfc3339_seconds(
-            std::time::UNIX_EPOCH + std::time::Duration::from_secs(now.as_secs())
-        )
-    )
-    .replace(':', "")
+/// How many suffixed ids a new run tries before giving up.
+const DEFAULT_ID_TRIES: u32 = 100;
+
+/// A run id that sorts by start time and says what ran: the workflow's name (cut so the id
+/// stays a valid name), the start time to the millisecond, and `-N` from the second try on.
+fn default_run_id(workflow: &str, now_ms: u64, n: u32) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now_ms);
+    let stamp = humantime::format_rfc3339_millis(at)
+        .to_string()
+        .replace(':', "");
+    let suffix = if n > 1 {
+        format!("-{n}")
+    } else {
+        String::new()
+    };
+    let room = limits::NAME_BYTES_MAX as usize - stamp.len() - suffix.len() - 1;
+    let mut end = workflow.len().min(room);
+    while !workflow.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}-{stamp}{suffix}", &workflow[..end])
+}
+
+/// Creates the folder of each step of a run before its first event, so a name the file
+/// system refuses is an error now rather than a run that cannot start its steps.
+fn step_folders(dir: &DataDir, run_id: &str, spec: &WorkflowSpec) -> Result<(), Exit> {
+    for step in &spec.steps {
+        let folder = crate::files::step_dir(dir, run_id, &step.name);
+        crate::files::create_private_dir(&folder).map_err(|e| {
+            Exit::fail(
+                2,
+                format!(
+                    "run `{run_id}`, step `{}`: cannot create {}: {e}",
+                    step.name,
+                    folder.display()
+                ),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Waits for the run while showing it; on Ctrl-C stops every step and leaves the run to resume.
@@ -112,5 +173,24 @@ async fn interrupted() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apollo11_core::{check_name, NameKind};
+
+    #[test]
+    fn default_ids_are_valid_names_and_differ_by_try() {
+        let longest = "é".repeat(100);
+        for name in ["five-stage", longest.as_str()] {
+            let first = default_run_id(name, 1_796_053_190_895, 1);
+            let second = default_run_id(name, 1_796_053_190_895, 2);
+            check_name(NameKind::Run, &first).unwrap();
+            check_name(NameKind::Run, &second).unwrap();
+            assert_ne!(first, second);
+            assert!(first.ends_with("T153950.895Z"), "{first}");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Tests of the real `apollo11` binary.
 
 mod harness;
+mod hostile;
 mod inspect;
 mod lifecycle;
 mod paths;
