@@ -213,3 +213,33 @@ fn the_default_run_id_is_a_valid_name_whatever_the_workflow_name_and_unique_per_
         assert!(Path::new(&cli.data.path().join("logs").join(id).join("s/1.log")).is_file());
     }
 }
+
+#[test]
+fn a_step_folder_the_file_system_refuses_stops_the_run_before_its_first_event() {
+    // A data dir so deep that a step's folder (logs/<run>/<200-byte step>) passes PATH_MAX.
+    let sandbox = Sandbox::new();
+    let mut data = sandbox.root.path().to_path_buf();
+    while data.as_os_str().len() < 4_000 {
+        data.push("d".repeat(199));
+    }
+    std::fs::create_dir_all(&data).unwrap();
+    let step = "s".repeat(200);
+    let wf = sandbox.cli.workflow("wf.toml", &workflow("w", &step));
+    let data = data.to_str().unwrap();
+    let out = sandbox.cli.run_at(
+        sandbox.cli.work.path(),
+        data,
+        &["run", wf.to_str().unwrap(), "--run-id", "r"],
+    );
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("cannot create"), "{}", out.stderr);
+    let runs = sandbox
+        .cli
+        .run_at(sandbox.cli.work.path(), data, &["runs", "--json"]);
+    assert_eq!(
+        (runs.code, runs.stdout.as_str()),
+        (0, ""),
+        "no run was created: {}",
+        runs.stderr
+    );
+}
