@@ -284,10 +284,19 @@ fn retry(
         backoff,
         initial_ms: ms(&raw.initial, base.initial_ms)?,
         max_ms: ms(&raw.max, base.max_ms)?,
-        jitter_pct: raw
-            .jitter_pct
-            .as_ref()
-            .map_or(base.jitter_pct, |j| *j.get_ref()),
+        jitter_pct: match &raw.jitter_pct {
+            None => base.jitter_pct,
+            Some(j) if *j.get_ref() <= 100 => *j.get_ref(),
+            Some(j) => {
+                return Err(at.error(
+                    j.span().start,
+                    &format!(
+                        "jitter_pct is {}; at most 100 (percent of the delay)",
+                        j.get_ref()
+                    ),
+                ))
+            }
+        },
     })
 }
 
@@ -299,22 +308,40 @@ fn timeout(
     match raw.get_ref().as_str() {
         "auto" => Ok(Timeout::Auto { fallback_ms }),
         "none" => Ok(Timeout::None),
-        _ => duration_ms(at, raw).map(Timeout::Fixed),
+        _ => match duration_ms(at, raw)? {
+            0 => Err(at.error(
+                raw.span().start,
+                &format!(
+                    "a timeout of `{}` would fail every attempt at once; write e.g. \"10m\", or \"none\"",
+                    raw.get_ref()
+                ),
+            )),
+            ms => Ok(Timeout::Fixed(ms)),
+        },
     }
 }
 
+/// A duration in milliseconds, at most `DURATION_MS_MAX` (checked before any conversion
+/// that could wrap).
 fn duration_ms(at: &Locator<'_>, raw: &Spanned<String>) -> Result<u64, DefinitionError> {
-    humantime::parse_duration(raw.get_ref())
-        .map(|d| d.as_millis() as u64)
-        .map_err(|e| {
-            at.error(
-                raw.span().start,
-                &format!(
-                    "`{}` is not a duration ({e}); write e.g. \"30s\", \"10m\", \"1h 30m\"",
-                    raw.get_ref()
-                ),
-            )
-        })
+    let text = raw.get_ref();
+    let duration = humantime::parse_duration(text).map_err(|e| {
+        at.error(
+            raw.span().start,
+            &format!("`{text}` is not a duration ({e}); write e.g. \"30s\", \"10m\", \"1h 30m\""),
+        )
+    })?;
+    let max = limits::DURATION_MS_MAX;
+    match u64::try_from(duration.as_millis()) {
+        Ok(ms) if ms <= max => Ok(ms),
+        _ => Err(at.error(
+            raw.span().start,
+            &format!(
+                "`{text}` is longer than {} days, the longest duration allowed",
+                max / 86_400_000
+            ),
+        )),
+    }
 }
 
 /// Places a graph or policy error on the step it names.

@@ -16,6 +16,10 @@ pub const ERROR_MESSAGE_BYTES_MAX: u32 = 2 * 1024;
 /// size before anything is read. Bulk results belong in the step's own files.
 pub const STEP_OUTPUT_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
+/// Longest duration a workflow definition may state (a timeout, a retry delay): 365 days.
+/// Far beyond any sensible wait, and far from the `u64` milliseconds that would wrap.
+pub const DURATION_MS_MAX: u64 = 365 * 24 * 3600 * 1000;
+
 /// Largest run id, step name or workflow name, in bytes. Names become single path components
 /// (a run's folder, a step's log file), so this stays below the 255 bytes most file systems
 /// allow in one component, with room for the suffixes added to it.

@@ -46,6 +46,14 @@ fn each_semantic_error_names_the_file_line_and_column() {
         (format!("{HEAD}on_failure = \"panic\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n"), "wf.toml:3:14: on_failure is `panic`"),
         (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"true\nidempotency = \"natural\"\n"), "wf.toml:5:12: invalid basic string"),
         (HEAD.to_owned(), "wf.toml:1:1: the workflow has no [[steps]]"),
+        // 2^64 ms and more used to wrap (to 384 ms for this one).
+        (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\ntimeout = \"18446744073709552s\"\n"), "wf.toml:7:11: `18446744073709552s` is longer than 365 days"),
+        (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\nretry = {{ max = \"9000d\" }}\n"), "wf.toml:7:17: `9000d` is longer than 365 days"),
+        (format!("{HEAD}[defaults]\nretry = {{ initial = \"366d\" }}\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n"), "wf.toml:4:21: `366d` is longer than 365 days"),
+        (format!("{HEAD}[defaults]\ntimeout = \"0s\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n"), "wf.toml:4:11: a timeout of `0s` would fail every attempt at once"),
+        (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\ntimeout = \"0ms\"\n"), "wf.toml:7:11: a timeout of `0ms` would fail every attempt at once"),
+        (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\nretry = {{ jitter_pct = 150 }}\n"), "wf.toml:7:24: jitter_pct is 150; at most 100"),
+        (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"a\\u0000b\"\nidempotency = \"natural\"\n"), "wf.toml:5:7: step `a`: a command cannot contain a NUL character"),
     ];
     for (toml, expected) in cases {
         let line = invalid(&toml);
