@@ -196,14 +196,8 @@ impl<S: Store> Driver<S> {
         let run_id = self.state.run_id.clone();
         let first = Seq(self.state.last_seq.0 + 1 - unsent as u32);
         batch.extend(events.iter().cloned());
-        match self
-            .shared
-            .store
-            .append(&run_id, first, batch.clone())
-            .await
-        {
+        match self.append_in_parts(&run_id, first, &batch).await {
             Ok(ids) => {
-                self.shared.appended(ids.len() as u64);
                 let last = *ids.last().expect("a batch has events");
                 for (i, (event, id)) in events.into_iter().zip(&ids[unsent..]).enumerate() {
                     let seq = Seq(first.0 + (unsent + i) as u32);
@@ -219,6 +213,26 @@ impl<S: Store> Driver<S> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Appends `batch` in order, in parts of at most `APPEND_BATCH_EVENTS_MAX` events (a wide
+    /// run starts more steps at once than one append may carry). The caller launches nothing
+    /// before every part is durable; a crash between parts leaves a prefix of the batch, as a
+    /// crash between two decisions would, and steps started in it are found interrupted.
+    async fn append_in_parts(
+        &self,
+        run_id: &RunId,
+        first: Seq,
+        batch: &[NewEvent],
+    ) -> Result<Vec<apollo11_core::EventId>, StoreError> {
+        let mut ids = Vec::with_capacity(batch.len());
+        for part in batch.chunks(limits::APPEND_BATCH_EVENTS_MAX as usize) {
+            let seq = Seq(first.0 + ids.len() as u32);
+            let appended = self.shared.store.append(run_id, seq, part.to_vec()).await?;
+            self.shared.appended(appended.len() as u64);
+            ids.extend(appended);
+        }
+        Ok(ids)
     }
 
     /// Rebuilds the state from the log, then re-folds the unsent outcomes that still apply.

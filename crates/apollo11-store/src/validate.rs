@@ -14,12 +14,14 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
     if events.is_empty() {
         return Err(invalid("append", "no events"));
     }
-    let count = events.len() as u64;
-    check_len(
-        "events in one append",
-        count,
-        limits::APPEND_BATCH_EVENTS_MAX,
-    )?;
+    let max = limits::APPEND_BATCH_EVENTS_MAX;
+    if events.len() > max as usize {
+        let reason = format!(
+            "{} events in one append; at most {max} are allowed",
+            events.len()
+        );
+        return Err(invalid("append", &reason));
+    }
     name(NameKind::Run, run_id.as_str())?;
     for event in events {
         if let Some(step) = &event.step {
@@ -91,5 +93,32 @@ fn invalid(what: &str, reason: &str) -> StoreError {
     StoreError::Invalid {
         what: what.to_owned(),
         reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_many_events_in_one_append_are_counted_in_events_not_bytes() {
+        let started = NewEvent {
+            step: Some("s".into()),
+            kind: EventKind::Started,
+            attempt: 1,
+            at_ms: 0,
+            instance: "i".into(),
+            payload: Payload::Empty,
+        };
+        let max = limits::APPEND_BATCH_EVENTS_MAX as usize;
+        validate(&RunId::from("r"), &vec![started.clone(); max]).unwrap();
+        let e = validate(&RunId::from("r"), &vec![started; max + 1]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "invalid append: {} events in one append; at most {max} are allowed",
+                max + 1
+            )
+        );
     }
 }

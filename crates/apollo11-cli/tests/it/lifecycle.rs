@@ -274,3 +274,25 @@ fn ctrl_c_stops_the_steps_and_the_run_resumes() {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_eq!(cli.ledger(), ["long 1", "long 2"]);
 }
+
+#[test]
+fn twelve_hundred_independent_steps_under_max_concurrency_1500_all_run() {
+    let cli = Cli::new();
+    let mut toml = String::from("[workflow]\nname = \"wide\"\nmax_concurrency = 1500\n");
+    for i in 0..1_200 {
+        toml.push_str(&format!(
+            "[[steps]]\nname = \"s{i:04}\"\nrun = \"true\"\nidempotency = \"natural\"\n"
+        ));
+    }
+    let wf = cli.workflow("wf.toml", &toml);
+    let out = cli.run_within(
+        300,
+        &["run", wf.to_str().unwrap(), "--run-id", "wide", "--json"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let status = cli.status_json("wide");
+    assert_eq!(status["state"], "succeeded");
+    let steps = status["steps"].as_object().unwrap();
+    assert_eq!(steps.len(), 1_200);
+    assert!(steps.values().all(|s| s["state"] == "succeeded"));
+}

@@ -2,3 +2,4 @@
 
 mod engine;
 mod scripted;
+mod wide;
