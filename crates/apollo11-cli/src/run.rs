@@ -6,6 +6,7 @@ use apollo11_core::{limits, WorkflowSpec};
 use apollo11_runtime::{Engine, EngineConfig, EngineError, RunHandle, RunId, RunStatus};
 use std::path::Path;
 use std::sync::Arc;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 pub async fn start(
     dir: &DataDir,
@@ -13,6 +14,7 @@ pub async fn start(
     run_id: Option<String>,
     json: bool,
 ) -> Result<Exit, Exit> {
+    let mut interrupts = Interrupts::install()?;
     let spec = definition::load(file).map_err(|e| Exit::fail(2, e.to_string()))?;
     if let Some(id) = &run_id {
         crate::run_id_arg("--run-id", id)?;
@@ -35,7 +37,7 @@ pub async fn start(
         }
         None => start_with_default_id(dir, &engine, &workflow).await?,
     };
-    let exit = follow(dir, store, &engine, &spec, handle, json).await;
+    let exit = follow(dir, store, &engine, &spec, handle, json, &mut interrupts).await;
     engine.close().await;
     exit
 }
@@ -64,6 +66,7 @@ async fn start_with_default_id<S: apollo11_runtime::Store>(
 }
 
 pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exit> {
+    let mut interrupts = Interrupts::install()?;
     let store = Arc::new(open_writer(dir)?);
     let engine = Engine::open(store.clone(), EngineConfig::default())
         .await
@@ -74,7 +77,7 @@ pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exi
         .spec;
     engine.register(shell::workflow(&spec, dir).map_err(|e| Exit::fail(1, e.to_string()))?);
     let handle = engine.resume(id).await.map_err(engine_exit)?;
-    let exit = follow(dir, store, &engine, &spec, handle, json).await;
+    let exit = follow(dir, store, &engine, &spec, handle, json, &mut interrupts).await;
     engine.close().await;
     exit
 }
@@ -129,13 +132,14 @@ async fn follow<S: apollo11_runtime::Store>(
     spec: &WorkflowSpec,
     handle: RunHandle,
     json: bool,
+    interrupts: &mut Interrupts,
 ) -> Result<Exit, Exit> {
     let run_id = handle.run_id().clone();
     let abort = handle.abort_handle();
     let watcher = (!json).then(|| watch::spawn(store, run_id.clone(), spec.clone()));
     let outcome = tokio::select! {
         outcome = handle.outcome() => Some(outcome),
-        () = interrupted() => None,
+        () = interrupts.recv() => None,
     };
     if let Some(w) = watcher {
         w.finish().await;
@@ -166,31 +170,32 @@ async fn follow<S: apollo11_runtime::Store>(
     }))
 }
 
-/// Ctrl-C or SIGTERM (what `timeout`, systemd and Kubernetes send).
-async fn interrupted() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+/// The signals that stop a run and leave it to `resume`: Ctrl-C, SIGTERM (what `timeout`,
+/// systemd and Kubernetes send) and SIGHUP (the terminal was closed). Installed before the
+/// run starts, so none of them can end the process without stopping its steps.
+pub struct Interrupts {
+    interrupt: Signal,
+    term: Signal,
+    hangup: Signal,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use apollo11_core::{check_name, NameKind};
+impl Interrupts {
+    pub fn install() -> Result<Interrupts, Exit> {
+        let install = |kind: SignalKind| {
+            signal(kind).map_err(|e| Exit::fail(1, format!("installing a signal handler: {e}")))
+        };
+        Ok(Interrupts {
+            interrupt: install(SignalKind::interrupt())?,
+            term: install(SignalKind::terminate())?,
+            hangup: install(SignalKind::hangup())?,
+        })
+    }
 
-    #[test]
-    fn default_ids_are_valid_names_and_differ_by_try() {
-        let longest = "é".repeat(100);
-        for name in ["five-stage", longest.as_str()] {
-            let first = default_run_id(name, 1_796_053_190_895, 1);
-            let second = default_run_id(name, 1_796_053_190_895, 2);
-            check_name(NameKind::Run, &first).unwrap();
-            check_name(NameKind::Run, &second).unwrap();
-            assert_ne!(first, second);
-            assert!(first.ends_with("T153950.895Z"), "{first}");
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.term.recv() => {}
+            _ = self.hangup.recv() => {}
         }
     }
 }

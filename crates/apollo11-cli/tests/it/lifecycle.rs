@@ -246,8 +246,9 @@ fn a_second_run_on_a_busy_data_dir_exits_4_while_status_still_works() {
     assert!(first.wait().unwrap().success());
 }
 
-#[test]
-fn ctrl_c_stops_the_steps_and_the_run_resumes() {
+/// Ctrl-C, SIGTERM (`timeout`, systemd, Kubernetes) and SIGHUP (the terminal was closed)
+/// stop the steps' process groups and leave the run to `resume`, with exit 130.
+fn a_signal_stops_the_steps_and_the_run_resumes(signal: nix::sys::signal::Signal) {
     let cli = Cli::new();
     let toml = format!(
         "[workflow]\nname = \"int\"\n[[steps]]\nname = \"long\"\nrun = \"{}; if [ $APOLLO11_ATTEMPT = 1 ]; then echo $$ > long.pid; touch long.started; sleep 30; fi\"\nidempotency = \"keyed\"\n",
@@ -256,23 +257,39 @@ fn ctrl_c_stops_the_steps_and_the_run_resumes() {
     let wf = cli.workflow("wf.toml", &toml);
     let child = cli.spawn(&["run", wf.to_str().unwrap(), "--run-id", "int"]);
     wait_for(&cli.file("long.started"));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     let out = crate::harness::ran(child.wait_with_output().unwrap());
-    assert_eq!(out.code, 130, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 130, "{signal}: {}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("apollo11 resume int"), "{}", out.stderr);
     let step_pid: i32 = std::fs::read_to_string(cli.file("long.pid"))
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    assert!(gone(step_pid), "the interrupted step was killed");
+    assert!(gone(step_pid), "{signal}: the interrupted step was killed");
+    assert_eq!(
+        cli.status_json("int")["state"],
+        "running",
+        "left for resume"
+    );
     let out = cli.run(&["resume", "int"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_eq!(cli.ledger(), ["long 1", "long 2"]);
+}
+
+#[test]
+fn ctrl_c_stops_the_steps_and_the_run_resumes() {
+    a_signal_stops_the_steps_and_the_run_resumes(nix::sys::signal::Signal::SIGINT);
+}
+
+#[test]
+fn sigterm_stops_the_steps_and_the_run_resumes() {
+    a_signal_stops_the_steps_and_the_run_resumes(nix::sys::signal::Signal::SIGTERM);
+}
+
+#[test]
+fn sighup_stops_the_steps_and_the_run_resumes() {
+    a_signal_stops_the_steps_and_the_run_resumes(nix::sys::signal::Signal::SIGHUP);
 }
 
 #[test]
