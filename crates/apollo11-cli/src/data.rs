@@ -16,6 +16,13 @@ pub fn store_exit(e: StoreError) -> Exit {
             format!("{e}; read-only commands (status, events, runs, plan, verify) still work"),
         ),
         StoreError::Corrupted { .. } => Exit::fail(3, e.to_string()),
+        // Something the log points at (a blob, an event) is gone: the data dir is damaged.
+        StoreError::NotFound { .. } => Exit::fail(
+            3,
+            format!(
+                "{e}, but the log refers to it: the data dir is damaged (see `apollo11 verify`)"
+            ),
+        ),
         other => Exit::fail(1, other.to_string()),
     }
 }

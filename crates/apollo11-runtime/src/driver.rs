@@ -10,7 +10,7 @@ use apollo11_dag::Dag;
 use apollo11_machine::{
     decide_with, retry_delay_ms, Command, Frontier, Now, Policy, RunState, RunStatus, StepStatus,
 };
-use apollo11_store::{NewEvent, StoreError};
+use apollo11_store::{resolve, NewEvent, StoreError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
@@ -164,11 +164,12 @@ impl<S: Store> Driver<S> {
             self.wait(wake).await?;
             return Ok(None);
         }
+        let payloads = self.launch_payloads(&launches).await?;
         if !self.commit(events).await? {
             return Ok(None);
         }
-        for (step, attempt, compensation) in launches {
-            self.launch(step, attempt, compensation);
+        for ((step, attempt, compensation), payload) in launches.into_iter().zip(payloads) {
+            self.launch(step, attempt, compensation, payload);
         }
         Ok(None)
     }
@@ -312,7 +313,61 @@ impl<S: Store> Driver<S> {
         }
     }
 
-    fn launch(&mut self, step: StepName, attempt: u32, compensation: bool) {
+    /// What each launch hands its step (its checkpoint marker, or for a compensation its
+    /// output), read before its `Started` or `Compensating` is appended. A payload that cannot
+    /// be read (a damaged or missing blob) stops the run with the store's error before that
+    /// append: a step must never run with nothing in place of what it was promised. Outcomes
+    /// already known are appended first: they are facts worth keeping.
+    async fn launch_payloads(
+        &mut self,
+        launches: &[(StepName, u32, bool)],
+    ) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
+        let mut payloads = Vec::with_capacity(launches.len());
+        for (step, _, compensation) in launches {
+            match self.recorded_payload(step, *compensation).await {
+                Ok(payload) => payloads.push(payload),
+                Err(e) => {
+                    self.commit(Vec::new()).await?;
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(payloads)
+    }
+
+    /// The payload a step's state points at, when its launch uses it; one of an outcome not
+    /// yet appended is taken from the unsent batch.
+    async fn recorded_payload(
+        &self,
+        step: &StepName,
+        compensation: bool,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let recorded = self.state.step(step.as_str());
+        // A compensation gets the output of a success, not the marker of a failure.
+        let used = !compensation || recorded.last_error.is_none();
+        let Some(seq) = recorded.payload_seq.filter(|_| used) else {
+            return Ok(None);
+        };
+        let first_unsent = self.state.last_seq.0 + 1 - self.unsent.len() as u32;
+        match seq.0.checked_sub(first_unsent) {
+            Some(i) => {
+                let payload = &self.unsent[i as usize].payload;
+                resolve(self.shared.store.as_ref(), payload).await.map(Some)
+            }
+            None => {
+                let run_id = &self.state.run_id;
+                self.shared.recorded_bytes(run_id, Some(seq)).await
+            }
+        }
+    }
+
+    fn launch(
+        &mut self,
+        step: StepName,
+        attempt: u32,
+        compensation: bool,
+        payload: Option<Vec<u8>>,
+    ) {
         let code = self
             .workflow
             .step(step.as_str())
@@ -323,33 +378,18 @@ impl<S: Store> Driver<S> {
             .node(step.as_str())
             .expect("decide only names steps of the graph");
         let retry = self.policy.step(node).retry.clone();
-        let recorded = self.state.step(step.as_str());
-        let succeeded_before = recorded.last_error.is_none();
-        let payload_seq = recorded.payload_seq;
-        let shared = self.shared.clone();
         let (cancel_tx, cancel) = Cancel::new();
         let run_id = self.state.run_id.clone();
         let span = tracing::info_span!("step", step = %step, attempt, compensation);
         let task_step = step.clone();
         let work = async move {
-            let payload = match shared.recorded_bytes(&run_id, payload_seq).await {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    tracing::warn!(error = %e, "the recorded payload could not be read");
-                    None
-                }
-            };
             let ctx = StepContext {
                 idempotency_key: format!("{run_id}/{task_step}"),
                 run_id,
                 step: task_step.clone(),
                 attempt,
                 previous_payload: if compensation { None } else { payload.clone() },
-                output: if compensation && succeeded_before {
-                    payload
-                } else {
-                    None
-                },
+                output: if compensation { payload } else { None },
                 cancel,
             };
             let outcome = if compensation {

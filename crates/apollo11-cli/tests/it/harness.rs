@@ -135,6 +135,15 @@ pub fn wait_for(path: &Path) {
     }
 }
 
+/// Waits (bounded) until `done` says so, polling: for states only visible through the log.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} never happened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A step line that records its execution in `ledger`.
 pub fn record(step: &str) -> String {
     format!("echo \\\"{step} $APOLLO11_ATTEMPT\\\" >> ledger")

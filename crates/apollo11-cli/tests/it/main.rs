@@ -1,5 +1,6 @@
 //! Tests of the real `apollo11` binary.
 
+mod blobs;
 mod harness;
 mod hostile;
 mod inspect;
