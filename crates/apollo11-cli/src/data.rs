@@ -63,6 +63,24 @@ impl std::ops::Deref for DataDir {
     }
 }
 
+/// Says what is wrong when `--data-dir` (which may not exist yet) cannot be a data dir: it is
+/// a file, or its `segments` is not a folder (damage, or a folder that is not Apollo-11's).
+pub fn check_layout(dir: &Path) -> Result<(), Exit> {
+    if dir.exists() && !dir.is_dir() {
+        let message = format!("--data-dir {} is not a folder", dir.display());
+        return Err(Exit::fail(2, message));
+    }
+    let segments = dir.join("segments");
+    if segments.exists() && !segments.is_dir() {
+        let message = format!(
+            "{} is not a folder: this data dir is damaged, or is not an Apollo-11 data dir",
+            segments.display()
+        );
+        return Err(Exit::fail(3, message));
+    }
+    Ok(())
+}
+
 /// Opens the data dir for writing (takes the lock).
 pub fn open_writer(dir: &DataDir) -> Result<FileLog, Exit> {
     let options = Options {
@@ -72,6 +90,7 @@ pub fn open_writer(dir: &DataDir) -> Result<FileLog, Exit> {
     if let Err(e) = options.validate() {
         return Err(Exit::fail(2, format!("--segment-bytes: {e}")));
     }
+    check_layout(&dir.path)?;
     crate::files::create_private_dir(&dir.path).map_err(|e| {
         Exit::fail(
             1,
@@ -83,6 +102,7 @@ pub fn open_writer(dir: &DataDir) -> Result<FileLog, Exit> {
 
 /// Opens the data dir read-only (no lock: works while a run is in progress).
 pub fn open_reader(dir: &Path) -> Result<FileLog, Exit> {
+    check_layout(dir)?;
     if !dir.join("segments").is_dir() {
         return Err(Exit::fail(
             2,

@@ -104,7 +104,7 @@ pub fn read_output(path: &Path, max: u64) -> Result<Vec<u8>, OutputError> {
 }
 
 /// The last `lines` lines of a file, reading at most its last `window` bytes (a log may be
-/// huge). The first line is dropped when the window starts inside it.
+/// huge). A line the window starts inside is marked with a leading `…`.
 pub fn tail(path: &Path, lines: usize, window: u64) -> std::io::Result<Vec<String>> {
     let mut file = File::open(path)?;
     let len = file.metadata()?.len();
@@ -113,12 +113,12 @@ pub fn tail(path: &Path, lines: usize, window: u64) -> std::io::Result<Vec<Strin
     let mut bytes = Vec::with_capacity((len - start) as usize);
     file.take(window).read_to_end(&mut bytes)?;
     let text = String::from_utf8_lossy(&bytes);
-    let mut all: Vec<&str> = text.lines().collect();
-    if start > 0 && !all.is_empty() {
-        all.remove(0);
+    let mut all: Vec<String> = text.lines().map(str::to_owned).collect();
+    if let Some(first) = all.first_mut().filter(|_| start > 0) {
+        first.insert(0, '…');
     }
     let from = all.len().saturating_sub(lines);
-    Ok(all[from..].iter().map(|l| (*l).to_owned()).collect())
+    Ok(all.split_off(from))
 }
 
 #[cfg(test)]
@@ -140,12 +140,12 @@ mod tests {
     }
 
     #[test]
-    fn tail_reads_only_the_end_and_drops_a_cut_line() {
+    fn tail_reads_only_the_end_and_marks_a_cut_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         std::fs::write(&path, format!("{}\nx\ny\nz\n", "w".repeat(100))).unwrap();
         assert_eq!(tail(&path, 2, 1_000).unwrap(), ["y", "z"]);
-        assert_eq!(tail(&path, 10, 10).unwrap(), ["x", "y", "z"]);
+        assert_eq!(tail(&path, 10, 10).unwrap(), ["…www", "x", "y", "z"]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! lock, so they work while a run is in progress, and change nothing.
 
 use crate::data::{load_run, open_reader, store_exit};
-use crate::{render, Exit};
+use crate::{out, render, Exit};
 use apollo11_core::{EventKind, Payload, Seq};
 use apollo11_machine::{decide, Command, Now, Policy};
 use apollo11_store::EventStore;
@@ -14,18 +14,23 @@ pub async fn status(dir: &Path, run_id: &str, at: Option<u64>, json: bool) -> Re
     let run = load_run(&store, run_id, at).await?;
     let status = run.status();
     if json {
-        println!(
-            "{}",
-            render::status_json(&run.state.run_id, status, &run.state, &run.spec)
-        );
+        out::line(render::status_json(
+            &run.state.run_id,
+            status,
+            &run.state,
+            &run.spec,
+        ))?;
     } else {
         if let Some(at) = at {
-            println!("as of event {at}:");
+            out::line(format!("as of event {at}:"))?;
         }
-        println!(
-            "{}",
-            render::status_table(&run.state.run_id, status, &run.state, &run.spec, dir)
-        );
+        out::line(render::status_table(
+            &run.state.run_id,
+            status,
+            &run.state,
+            &run.spec,
+            dir,
+        ))?;
     }
     Ok(Exit::code(0))
 }
@@ -35,50 +40,68 @@ pub async fn events(dir: &Path, run_id: &str, json: bool) -> Result<Exit, Exit> 
     let run = load_run(&store, run_id, None).await?;
     for e in &run.events {
         if json {
-            println!("{}", render::event_json(e));
+            out::line(render::event_json(e))?;
         } else {
-            println!("{}", render::event_line(e));
+            out::line(render::event_line(e))?;
         }
     }
     Ok(Exit::code(0))
 }
 
+/// Every run the log can answer for; one that cannot be read is named on stderr and the
+/// others are still listed, then the command exits with the worst code it met.
 pub async fn runs(dir: &Path, json: bool) -> Result<Exit, Exit> {
     let store = open_reader(dir)?;
     let runs = store.list_runs().await.map_err(store_exit)?;
     if !json {
-        println!(
+        out::line(format!(
             "{:<40} {:<20} {:<12} {:>7}  LAST EVENT",
             "RUN", "WORKFLOW", "STATE", "DONE"
-        );
+        ))?;
     }
+    let mut code = 0;
     for summary in runs {
-        let run = load_run(&store, summary.run_id.as_str(), None).await?;
-        let done = run
-            .spec
-            .steps
-            .iter()
-            .filter(|s| run.state.status(&s.name).satisfies_dependents())
-            .count();
-        let last = run.events.last().map_or(0, |e| e.at_ms);
-        if json {
-            let line = serde_json::json!({"run_id": summary.run_id.as_str(), "workflow": run.spec.name, "state": run.status().name(), "steps_done": done, "steps": run.spec.steps.len(), "last_event_id": summary.last_event_id.0});
-            println!("{line}");
-        } else {
-            let done = format!("{done}/{}", run.spec.steps.len());
-            let at = humantime::format_rfc3339_seconds(
-                std::time::UNIX_EPOCH + std::time::Duration::from_millis(last),
-            );
-            println!(
-                "{:<40} {:<20} {:<12} {:>7}  {at}",
-                summary.run_id,
-                run.spec.name,
-                run.status().name(),
-                done
-            );
-        }
+        let run = match load_run(&store, summary.run_id.as_str(), None).await {
+            Ok(run) => run,
+            Err(exit) => {
+                let why = exit.message.as_deref().unwrap_or("unreadable");
+                crate::warn(&format!(
+                    "run `{}` cannot be read: {why}",
+                    out::name(summary.run_id.as_str())
+                ));
+                code = code.max(exit.code);
+                continue;
+            }
+        };
+        out::line(run_line(&run, &summary, json))?;
     }
-    Ok(Exit::code(0))
+    Ok(Exit::code(code))
+}
+
+/// One line of `runs`.
+fn run_line(run: &crate::data::Run, summary: &apollo11_store::RunSummary, json: bool) -> String {
+    let done = run
+        .spec
+        .steps
+        .iter()
+        .filter(|s| run.state.status(&s.name).satisfies_dependents())
+        .count();
+    if json {
+        let line = serde_json::json!({"run_id": summary.run_id.as_str(), "workflow": run.spec.name, "state": run.status().name(), "steps_done": done, "steps": run.spec.steps.len(), "last_event_id": summary.last_event_id.0});
+        return line.to_string();
+    }
+    let last = run.events.last().map_or(0, |e| e.at_ms);
+    let done = format!("{done}/{}", run.spec.steps.len());
+    let at = humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(last),
+    );
+    format!(
+        "{:<40} {:<20} {:<12} {:>7}  {at}",
+        out::name(summary.run_id.as_str()),
+        out::name(&run.spec.name),
+        run.status().name(),
+        done
+    )
 }
 
 /// What `resume` would do now: the same `decide` the engine runs, on the same state, with
@@ -96,7 +119,8 @@ pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
     let nothing = BTreeSet::new();
     let mut state = run.state.clone();
     let mut at_ms = now_ms;
-    println!("run {run_id} is {}; resume would:", run.status());
+    let status = run.status();
+    out::line(format!("run {run_id} is {status}; resume would:"))?;
     // Follow the decisions through interruptions and backoffs (at most a few rounds) until
     // something starts or the run is finished, folding nothing but hypothetical failures.
     for _ in 0..4 {
@@ -121,7 +145,8 @@ pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
                 } => interrupted.push((step.clone(), *attempt, error.clone())),
                 _ => {}
             }
-            println!("  {}", describe(command, at_ms));
+            let line = describe(command, at_ms);
+            out::line(format!("  {}", out::shown(&line, out::DETAIL_CHARS_MAX)))?;
         }
         let acted = commands
             .iter()
@@ -135,7 +160,7 @@ pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
             _ => break,
         }
     }
-    println!("(nothing was changed)");
+    out::line("(nothing was changed)")?;
     Ok(Exit::code(0))
 }
 

@@ -7,6 +7,7 @@ mod definition;
 mod files;
 mod inspect;
 mod operate;
+mod out;
 mod render;
 mod run;
 mod shell;
@@ -137,10 +138,21 @@ fn main() {
     // interrupt left running.
     drop(runtime);
     if let Some(message) = exit.message {
-        eprintln!("apollo11: {message}");
+        warn(&message);
     }
     std::process::exit(exit.code);
 }
+
+/// Says something on stderr, escaped (messages quote names, paths and notes from outside);
+/// a closed stderr is no reason to fail.
+pub(crate) fn warn(message: &str) {
+    use std::io::Write;
+    let shown = out::shown(message, MESSAGE_CHARS_MAX);
+    let _ = writeln!(std::io::stderr(), "apollo11: {shown}");
+}
+
+/// Longest message printed on stderr.
+const MESSAGE_CHARS_MAX: usize = 8 * 1024;
 
 /// Checks a run id given on the command line (`what` names the argument): the names rule
 /// every store applies, before anything is opened or written.

@@ -1,8 +1,8 @@
 //! `override`, `validate`, `verify`.
 
 use crate::data::{engine_exit, open_writer, DataDir};
-use crate::{definition, Exit};
-use apollo11_core::OverrideTarget;
+use crate::{definition, out, Exit};
+use apollo11_core::{limits, OverrideTarget};
 use apollo11_runtime::{Engine, EngineConfig, RunId};
 use std::path::Path;
 use std::sync::Arc;
@@ -21,12 +21,8 @@ pub async fn override_step(
             format!("--to {to}: expected succeeded, skipped, pending or failed"),
         )
     })?;
-    if reason.trim().is_empty() {
-        return Err(Exit::fail(
-            2,
-            "--reason must say why: it is kept in the log for whoever replays this run",
-        ));
-    }
+    label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
+    label("--by", by, limits::LABEL_BYTES_MAX)?;
     let store = Arc::new(open_writer(dir)?);
     let engine = Engine::open(store, EngineConfig::default())
         .await
@@ -36,31 +32,46 @@ pub async fn override_step(
         .await
         .map_err(engine_exit)?;
     engine.close().await;
-    println!(
+    out::line(format!(
         "{run_id}: {step} set to {} by {by} ({reason}); continue with `apollo11 resume {run_id}`",
         to.name()
-    );
+    ))?;
     Ok(Exit::code(0))
+}
+
+/// An operator's note (`--by`, `--reason`): kept in the log and shown to whoever reads the
+/// run's timeline, so it must say something, fit the store's limit, and be one line of
+/// plain text (a newline could forge a line of `events`, an escape sequence drive a
+/// terminal).
+fn label(flag: &str, text: &str, max_bytes: u32) -> Result<(), Exit> {
+    let problem = if text.trim().is_empty() {
+        "is empty: it is kept in the log for whoever replays this run".to_owned()
+    } else if text.len() > max_bytes as usize {
+        format!("is {} bytes; at most {max_bytes} are allowed", text.len())
+    } else if text.chars().any(char::is_control) {
+        format!(
+            "`{}` contains a control character (newline, escape, ...)",
+            out::shown(text, out::TEXT_CHARS_MAX)
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Exit::fail(2, format!("{flag} {problem}")))
 }
 
 pub fn validate(file: &Path) -> Result<Exit, Exit> {
     let spec = definition::load(file).map_err(|e| Exit::fail(2, e.to_string()))?;
-    println!(
+    out::line(format!(
         "{}: workflow `{}` with {} steps is valid",
         file.display(),
         spec.name,
         spec.steps.len()
-    );
+    ))?;
     Ok(Exit::code(0))
 }
 
 pub fn verify(dir: &Path, json: bool) -> Result<Exit, Exit> {
-    if !dir.join("segments").is_dir() {
-        return Err(Exit::fail(
-            2,
-            format!("{} holds no Apollo-11 data", dir.display()),
-        ));
-    }
+    crate::data::check_layout(dir)?;
     let report = apollo11_log::verify(dir).map_err(crate::data::store_exit)?;
     if json {
         let segments: Vec<_> = report.segments.iter().map(|s| serde_json::json!({"file": s.file, "base_event_id": s.base_event_id, "events": s.events, "bytes": s.bytes})).collect();
@@ -70,39 +81,41 @@ pub fn verify(dir: &Path, json: bool) -> Result<Exit, Exit> {
                 |d| serde_json::json!({"file": d.file, "offset": d.offset, "reason": d.reason}),
             )
         };
-        let out = serde_json::json!({"clean": report.is_clean(), "events": report.events, "segments": segments, "snapshots": snapshots, "torn_tail": damage(&report.torn_tail), "torn_files": report.torn_files, "damage": damage(&report.damage)});
-        println!("{out}");
+        let report_json = serde_json::json!({"clean": report.is_clean(), "events": report.events, "segments": segments, "snapshots": snapshots, "torn_tail": damage(&report.torn_tail), "torn_files": report.torn_files, "damage": damage(&report.damage)});
+        out::line(report_json)?;
     } else {
         for s in &report.segments {
-            println!(
+            out::line(format!(
                 "segment  {:<40} events {:>8} from #{:<8} {} bytes",
                 s.file, s.events, s.base_event_id, s.bytes
-            );
+            ))?;
         }
         for s in &report.snapshots {
-            println!(
+            out::line(format!(
                 "snapshot {:<40} {}",
                 s.file,
                 s.problem.clone().unwrap_or_else(|| format!(
                     "ok, covers events up to {}",
                     s.watermark.unwrap_or(0)
                 ))
-            );
+            ))?;
         }
         if let Some(t) = &report.torn_tail {
-            println!("torn tail in {} at offset {}: {} (cut at the next writing open, kept in a .torn file)", t.file, t.offset, t.reason);
+            out::line(format!("torn tail in {} at offset {}: {} (cut at the next writing open, kept in a .torn file)", t.file, t.offset, t.reason))?;
         }
         for f in &report.torn_files {
-            println!("kept     segments/{f} (bytes cut by an earlier recovery)");
+            out::line(format!(
+                "kept     segments/{f} (bytes cut by an earlier recovery)"
+            ))?;
         }
-        match &report.damage {
-            Some(d) => println!("DAMAGE   {} at offset {}: {}", d.file, d.offset, d.reason),
-            None if report.is_clean() => println!("clean: {} events verified", report.events),
-            None => println!(
+        out::line(match &report.damage {
+            Some(d) => format!("DAMAGE   {} at offset {}: {}", d.file, d.offset, d.reason),
+            None if report.is_clean() => format!("clean: {} events verified", report.events),
+            None => format!(
                 "damaged snapshots (the log itself is intact: {} events)",
                 report.events
             ),
-        }
+        })?;
     }
     Ok(Exit::code(if report.is_clean() { 0 } else { 3 }))
 }

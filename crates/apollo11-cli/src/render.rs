@@ -1,5 +1,6 @@
 //! What the commands print: readable tables and timelines, and the JSON shapes of DESIGN §6.
 
+use crate::out;
 use apollo11_core::{Event, EventKind, Payload, RunId, WorkflowSpec};
 use apollo11_machine::{RunState, RunStatus};
 use serde_json::{json, Map, Value};
@@ -7,6 +8,8 @@ use std::path::Path;
 
 /// How much of the end of a failed step's log `status` reads for its last lines.
 const LOG_TAIL_BYTES: u64 = 64 * 1024;
+/// How many of those lines it shows.
+const LOG_TAIL_LINES: usize = 10;
 
 /// `1.234s`, `850ms`, `2m05s`.
 pub fn millis(ms: u64) -> String {
@@ -44,6 +47,7 @@ pub fn status_json(
 }
 
 /// A table of the steps, with the tail of the log of any step whose last attempt failed.
+/// Everything from outside (names, errors, log lines, paths) is capped and escaped.
 pub fn status_table(
     run_id: &RunId,
     status: RunStatus,
@@ -51,8 +55,12 @@ pub fn status_table(
     spec: &WorkflowSpec,
     data_dir: &Path,
 ) -> String {
-    let mut out = format!("run {run_id} ({}): {status}\n", spec.name);
-    out.push_str(&format!(
+    let mut text = format!(
+        "run {} ({}): {status}\n",
+        out::name(run_id.as_str()),
+        out::name(&spec.name)
+    );
+    text.push_str(&format!(
         "  {:<24} {:<13} {:>8} {:>9}  {}\n",
         "STEP", "STATE", "ATTEMPTS", "DURATION", "LAST ERROR"
     ));
@@ -62,11 +70,11 @@ pub fn status_table(
         let error = step
             .last_error
             .as_ref()
-            .map_or(String::new(), |e| e.error.clone());
+            .map_or(String::new(), |e| out::shown(&e.error, out::TEXT_CHARS_MAX));
         let duration = step.duration_ms.map_or("-".to_owned(), millis);
-        out.push_str(&format!(
+        text.push_str(&format!(
             "  {:<24} {:<13} {:>8} {:>9}  {}\n",
-            s.name,
+            out::name(&s.name),
             step.status.name(),
             step.attempt,
             duration,
@@ -77,32 +85,44 @@ pub fn status_table(
         }
     }
     for (step, attempt) in failures {
-        let log = crate::files::step_files(data_dir, run_id.as_str(), &step, attempt, false).log;
-        if let Ok(tail) = crate::files::tail(&log, 10, LOG_TAIL_BYTES) {
-            out.push_str(&format!(
-                "\n  last lines of {} (attempt {attempt}, {}):\n",
-                step,
-                log.display()
-            ));
-            for line in tail {
-                out.push_str(&format!("    {line}\n"));
-            }
-        }
+        text.push_str(&log_tail(data_dir, run_id, &step, attempt));
     }
-    out.trim_end().to_owned()
+    text.trim_end().to_owned()
 }
 
-/// One readable line for an event.
+/// The last lines of a failed attempt's log, read from the end of the file.
+fn log_tail(data_dir: &Path, run_id: &RunId, step: &str, attempt: u32) -> String {
+    let log = crate::files::step_files(data_dir, run_id.as_str(), step, attempt, false).log;
+    let Ok(tail) = crate::files::tail(&log, LOG_TAIL_LINES, LOG_TAIL_BYTES) else {
+        return String::new();
+    };
+    let mut text = format!(
+        "\n  last lines of {} (attempt {attempt}, {}):\n",
+        out::name(step),
+        out::shown(&log.display().to_string(), out::DETAIL_CHARS_MAX)
+    );
+    for line in tail {
+        text.push_str(&format!("    {}\n", out::shown(&line, out::TEXT_CHARS_MAX)));
+    }
+    text
+}
+
+/// One readable line for an event, with its names and texts capped and escaped.
 pub fn event_line(e: &Event) -> String {
-    let step = e.step.as_ref().map_or("-", |s| s.as_str());
+    let step = e
+        .step
+        .as_ref()
+        .map_or("-".to_owned(), |s| out::name(s.as_str()));
+    let detail = |text: &str| out::shown(text, out::DETAIL_CHARS_MAX);
     let detail = match &e.kind {
-        EventKind::RunCreated { workflow } => format!(" workflow {workflow}"),
+        EventKind::RunCreated { workflow } => format!(" workflow {}", out::name(workflow)),
         EventKind::Failed { error, retryable } => format!(
-            ": {error}{}",
+            ": {}{}",
+            detail(error),
             if *retryable { "" } else { " (not retryable)" }
         ),
         EventKind::ManualOverride { to, by, reason } => {
-            format!(" -> {} by {by}: {reason}", to.name())
+            format!(" -> {} by {}: {}", to.name(), out::name(by), detail(reason))
         }
         EventKind::Started
         | EventKind::Succeeded

@@ -1,7 +1,7 @@
 //! `run` and `resume`: drive a run on the engine, show it live, stop cleanly on Ctrl-C.
 
 use crate::data::{engine_exit, open_writer, DataDir};
-use crate::{definition, render, shell, watch, Exit};
+use crate::{definition, out, render, shell, watch, Exit};
 use apollo11_core::{limits, WorkflowSpec};
 use apollo11_runtime::{Engine, EngineConfig, EngineError, RunHandle, RunId, RunStatus};
 use std::path::Path;
@@ -140,6 +140,7 @@ async fn follow<S: apollo11_runtime::Store>(
     let outcome = tokio::select! {
         outcome = handle.outcome() => Some(outcome),
         () = interrupts.recv() => None,
+        () = out::closed() => None,
     };
     if let Some(w) = watcher {
         w.finish().await;
@@ -155,14 +156,13 @@ async fn follow<S: apollo11_runtime::Store>(
     };
     let status = outcome.map_err(engine_exit)?;
     let state = engine.state(&run_id).await.map_err(engine_exit)?;
-    if json {
-        println!("{}", render::status_json(&run_id, status, &state, spec));
+    let shown = if json {
+        render::status_json(&run_id, status, &state, spec)
     } else {
-        println!(
-            "{}",
-            render::status_table(&run_id, status, &state, spec, dir)
-        );
-    }
+        render::status_table(&run_id, status, &state, spec, dir)
+    };
+    // The run is over: its status decides the exit code, whether stdout is still read or not.
+    let _ = out::line(shown);
     Ok(Exit::code(if status == RunStatus::Succeeded {
         0
     } else {

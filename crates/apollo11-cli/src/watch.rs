@@ -2,7 +2,7 @@
 //! attempt and elapsed time, redrawn in place; otherwise one plain line per transition. It
 //! reads the run's new events from the store, the same truth everything else reads.
 
-use crate::render;
+use crate::{out, render};
 use apollo11_core::{RunId, Seq, WorkflowSpec};
 use apollo11_machine::RunState;
 use apollo11_store::EventStore;
@@ -85,7 +85,10 @@ impl View {
 
     fn event(&mut self, event: &apollo11_core::Event, state: &RunState) {
         match self {
-            View::Lines => println!("{}", render::event_line(event)),
+            // A closed stdout is noticed by whoever follows the run (`out::closed`).
+            View::Lines => {
+                let _ = out::line(render::event_line(event));
+            }
             View::Live(live) => live.event(event, state),
         }
     }
@@ -115,11 +118,12 @@ impl Live {
         let s = state.step(&step);
         if s.status.is_busy() {
             let multi = &self.multi;
+            let prefix = out::name(&step);
             self.busy.entry(step).or_insert_with(|| {
                 multi.add(
                     ProgressBar::new_spinner()
                         .with_style(style("  {spinner:.cyan} {prefix:<24} {msg}"))
-                        .with_prefix(event.step.as_ref().map_or(String::new(), |s| s.to_string())),
+                        .with_prefix(prefix),
                 )
             });
         } else {
@@ -134,7 +138,10 @@ impl Live {
                 .last_error
                 .as_ref()
                 .filter(|_| mark == "!!")
-                .map_or(String::new(), |e| format!("  {}", e.error));
+                .map_or(String::new(), |e| {
+                    format!("  {}", out::shown(&e.error, out::TEXT_CHARS_MAX))
+                });
+            let step = out::name(&step);
             let took = s.duration_ms.map_or(String::new(), render::millis);
             let _ = self.multi.println(format!(
                 "{mark} {step:<24} {:<12} attempt {:<3} {took}{error}",
