@@ -2,14 +2,17 @@
 
 mod bench;
 mod crash;
+mod readme;
 mod tidy;
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy|crash|bench>
-  ci     fmt check, clippy -D warnings, every test of the workspace (tidy included), crash test
+const USAGE: &str = "usage: cargo xtask <ci|tidy|readme|crash|bench>
+  ci     fmt check, clippy -D warnings, every test of the workspace (tidy included), the
+         README's first command from the repository root, crash test
   tidy   check crate layering and the purity of the core crates
+  readme run the README's first command as written, check its run succeeded
   crash  [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
   bench  [--quick] [append|replay|scheduler]...: release benchmarks, JSON in target/bench/";
 
@@ -18,6 +21,7 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&tidy::workspace_root()?),
+        Some("readme") => readme::check_first_command(&tidy::workspace_root()?),
         Some("bench") => bench::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
@@ -36,7 +40,9 @@ fn ci() -> Result<()> {
         "warnings",
     ])?;
     cargo(&["test", "--workspace", "--locked"])?;
-    crash::run(&tidy::workspace_root()?, crash::Args::parse(&[])?)
+    let root = tidy::workspace_root()?;
+    readme::check_first_command(&root)?;
+    crash::run(&root, crash::Args::parse(&[])?)
 }
 
 fn cargo(args: &[&str]) -> Result<()> {
