@@ -12,9 +12,16 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     build(root, &["-p", "apollo11-bench"])?;
     let manifest = root.join(PEER).join("Cargo.toml");
     let manifest = manifest.to_string_lossy();
+    let target = crate::tidy::target_dir(root)?;
+    let peer_target = target.join("peer");
     build(
         root,
-        &["--manifest-path", &manifest, "--target-dir", "target/peer"],
+        &[
+            "--manifest-path",
+            &manifest,
+            "--target-dir",
+            &peer_target.to_string_lossy(),
+        ],
     )?;
     let revision = Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
@@ -24,15 +31,15 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let revision = revision
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    let out = root.join("target/bench");
-    let status = Command::new(root.join("target/release/apollo11-bench"))
+    let out = target.join("bench");
+    let status = Command::new(target.join("release/apollo11-bench"))
         .args(args)
         .arg("--out")
         .arg(&out)
         .env("APOLLO11_GIT_REV", revision)
         .env(
             "APOLLO11_PEER_DUROXIDE",
-            root.join("target/peer/release/apollo11-peer-duroxide"),
+            peer_target.join("release/apollo11-peer-duroxide"),
         )
         .current_dir(root)
         .status()

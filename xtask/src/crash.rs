@@ -70,10 +70,11 @@ pub fn run(root: &Path, args: Args) -> Result<()> {
     if !status.success() {
         bail!("building the crash child failed");
     }
-    let child_bin = root.join("target/debug/examples/crash_child");
+    let target = crate::tidy::target_dir(root)?;
+    let child_bin = target.join("debug/examples/crash_child");
     let dir = args
         .dir
-        .unwrap_or_else(|| root.join(format!("target/crash/{}", args.seed)));
+        .unwrap_or_else(|| target.join(format!("crash/{}", args.seed)));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     println!(

@@ -90,6 +90,16 @@ pub fn workspace_root() -> Result<PathBuf> {
         .to_path_buf())
 }
 
+/// Where cargo puts what it builds: `target/` unless `CARGO_TARGET_DIR` or a config says
+/// otherwise, so binaries built by `cargo build` are looked for where they are.
+pub fn target_dir(root: &Path) -> Result<PathBuf> {
+    let metadata = cargo_metadata(root)?;
+    let dir = metadata["target_directory"]
+        .as_str()
+        .context("cargo metadata names no target_directory")?;
+    Ok(PathBuf::from(dir))
+}
+
 pub fn check(root: &Path) -> Result<()> {
     let metadata = cargo_metadata(root)?;
     let mut problems = layering_problems(&metadata);
