@@ -141,6 +141,13 @@ pub async fn load_run(store: &FileLog, run_id: &str, at: Option<u64>) -> Result<
             format!("no run `{run_id}` in this data dir (see `apollo11 runs`)"),
         ));
     }
+    let begins = events[0].event_id.0;
+    if let Some(at) = at.filter(|at| *at < begins) {
+        return Err(Exit::fail(
+            2,
+            format!("run `{run_id}` begins at event {begins}; --at {at} is before it existed (event ids count every run's events)"),
+        ));
+    }
     // The definition is pinned by the first event, whatever point in time is asked for.
     let bytes = resolve(store, &events[0].payload)
         .await

@@ -54,3 +54,33 @@ async fn status_at_every_event_equals_the_fold_of_the_events_up_to_it() {
         EventId(events.len() as u64)
     );
 }
+
+#[test]
+fn status_at_an_event_before_the_run_existed_says_so() {
+    let cli = Cli::new();
+    let wf = cli.workflow(
+        "wf.toml",
+        "[workflow]\nname = \"w\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n",
+    );
+    for run in ["first", "second"] {
+        assert_eq!(
+            cli.run(&["run", wf.to_str().unwrap(), "--run-id", run])
+                .code,
+            0
+        );
+    }
+    let first_event = cli.events_json("second")[0]["event_id"].as_u64().unwrap();
+    let out = cli.run(&["status", "second", "--at", "1"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("run `second` begins at event {first_event}")),
+        "{}",
+        out.stderr
+    );
+    let at = first_event.to_string();
+    assert_eq!(
+        cli.run(&["status", "second", "--at", &at, "--json"]).code,
+        0
+    );
+}
