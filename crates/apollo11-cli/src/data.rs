@@ -1,4 +1,5 @@
-//! Opening the data directory, and turning store errors into the exit codes of DESIGN §6.
+//! Opening the data directory, and turning store errors into the command's exit codes: 2 for
+//! what the user asked wrong, 3 for damaged data, 4 for a data dir another writer holds.
 
 use crate::Exit;
 use apollo11_core::{RunId, Seq, WorkflowSpec};

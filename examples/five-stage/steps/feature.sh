@@ -1,8 +1,8 @@
 . steps/lib.sh
 # Checkpoint: each finished chunk is recorded in the output file, which becomes the payload
-# of a failed attempt; the next attempt gets it back in APOLLO11_PREVIOUS_PAYLOAD.
+# of a failed attempt; the next attempt gets it back in the file APOLLO11_PREVIOUS_PAYLOAD_FILE.
 chunk_rows=50000
-done_chunks=$(printf '%s' "${APOLLO11_PREVIOUS_PAYLOAD:-}" | sed -n 's/.*"chunks_done": *\([0-9]*\).*/\1/p')
+done_chunks=$(sed -n 's/.*"chunks_done": *\([0-9]*\).*/\1/p' "${APOLLO11_PREVIOUS_PAYLOAD_FILE:-/dev/null}")
 done_chunks=${done_chunks:-0}
 rows=$(($(wc -l < "$WORK/clean.csv") - 1))
 chunks=$(( (rows + chunk_rows - 1) / chunk_rows ))
