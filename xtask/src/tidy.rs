@@ -82,8 +82,11 @@ const IMPURE_TOKENS: &[&str] = &[
     "rand::",
 ];
 
+/// The checkout `cargo xtask` was run in. `cargo run` names it at run time; the path compiled
+/// in is only a fallback, as two checkouts sharing a target dir share this binary.
 pub fn workspace_root() -> Result<PathBuf> {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let here = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
     Ok(here
         .parent()
         .context("xtask lives in the workspace root")?
