@@ -6,6 +6,7 @@ mod common;
 mod compat;
 mod faults;
 mod index_files;
+mod missing;
 mod model;
 mod power_loss;
 mod scan;
