@@ -2,16 +2,20 @@
 
 mod bench;
 mod crash;
+mod mutants;
 mod tidy;
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy|crash|bench>
-  ci     fmt check, clippy -D warnings, every test of the workspace (tidy included), crash test
-  tidy   check crate layering and the purity of the core crates
-  crash  [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
-  bench  [--quick] [append|replay|scheduler]...: release benchmarks, JSON in target/bench/";
+const USAGE: &str = "usage: cargo xtask <ci|tidy|crash|bench|mutants>
+  ci       fmt check, clippy -D warnings, every test of the workspace (tidy included), crash test
+  tidy     check crate layering and the purity of the core crates
+  crash    [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
+  bench    [--quick] [append|replay|scheduler]...: release benchmarks, JSON in target/bench/
+  mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
+           and the log's recovery files, each with its crate's tests; prints each score
+           (caught / (caught + missed)) and the surviving mutants; output in target/mutants/";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -19,6 +23,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&tidy::workspace_root()?),
         Some("bench") => bench::run(&tidy::workspace_root()?, &args[1..]),
+        Some("mutants") => mutants::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }
