@@ -119,6 +119,7 @@ fn cargo() -> String {
 /// Runs cargo-mutants on `package` (only `files` of it, if any), testing with the package's
 /// own tests, into `out`.
 fn mutate(root: &Path, package: &str, files: &[&str], out: &PathBuf) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut command = Command::new(cargo());
     command
         .current_dir(root)
