@@ -13,6 +13,7 @@ mod power_loss;
 mod scan;
 mod second_writer;
 mod torn;
+mod verify;
 
 /// The conformance suite on the real file system.
 mod conformance_real {
