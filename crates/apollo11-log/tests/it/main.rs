@@ -5,6 +5,7 @@ mod bitflip;
 mod common;
 mod compat;
 mod faults;
+mod files;
 mod guards;
 mod index_files;
 mod missing;
