@@ -168,6 +168,22 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_header_over_a_missing_body_is_named_for_its_length() {
+        // Eight bytes are a whole header: what is wrong is the body it announces.
+        let mut header = 5u32.to_le_bytes().to_vec();
+        header.extend_from_slice(&[1; 4]);
+        assert_eq!(
+            parse(&header, 0),
+            Parsed::Invalid("record of 5 bytes runs past the end of the file".into())
+        );
+        assert_eq!(
+            parse(&header[..7], 0),
+            Parsed::Invalid("7 bytes left, too few for a record header".into())
+        );
+        assert_eq!(parse(&[0; 8], 0), Parsed::End);
+    }
+
+    #[test]
     fn a_commit_body_reads_back_and_any_other_length_is_refused() {
         let mut out = Vec::new();
         append_commit(&mut out, 3, 700);
