@@ -228,3 +228,31 @@ async fn a_buffered_snapshot_past_the_end_is_no_evidence() {
     assert_eq!(log.load_snapshot().await.unwrap(), None);
     assert_eq!(log.last_event_id().await.unwrap().0, log.recovery().events);
 }
+
+#[tokio::test]
+async fn an_unreadable_last_header_after_the_log_rolled_to_it_is_damage_not_a_torn_write() {
+    // A crash while creating a segment can tear its header, but the segment before it gets
+    // its index file only after the new header and directory entry were synced.
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), 60, Evidence::CleanClose).await;
+    let segments = verify(dir.path()).unwrap().segments;
+    let last = dir.path().join(&segments.last().unwrap().file);
+    std::fs::remove_file(last.with_extension("idx")).unwrap();
+    let mut bytes = std::fs::read(&last).unwrap();
+    bytes.fill(0);
+    std::fs::write(&last, bytes).unwrap();
+    let before = contents(dir.path());
+    let case = "unreadable last header";
+    let (file, offset) = assert_missing(FileLog::open(dir.path(), options()), case);
+    assert_eq!(
+        (file.as_str(), offset),
+        (segments.last().unwrap().file.as_str(), 0)
+    );
+    assert_missing(FileLog::open_read_only(dir.path()), case);
+    assert_eq!(contents(dir.path()), before);
+    // Without that index file, it is what a crash leaves: the segment is cut whole.
+    let previous = dir.path().join(&segments[segments.len() - 2].file);
+    std::fs::remove_file(previous.with_extension("idx")).unwrap();
+    let log = FileLog::open(dir.path(), options()).unwrap();
+    assert_eq!(log.recovery().events, 60 - segments.last().unwrap().events);
+}
