@@ -86,6 +86,20 @@ async fn verify_reports_index_files_an_open_ignores_and_stays_clean() {
     // The next writing open scans that segment and indexes it anew.
     drop(FileLog::open(dir.path(), crate::common::buffered()).unwrap());
     assert!(verify(dir.path()).unwrap().ignored_index_files.is_empty());
+    // Another segment's index file, intact, under this segment's name: it names another base.
+    let second = dir.path().join(&segments[1].file).with_extension("idx");
+    std::fs::copy(&index, &second).unwrap();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    let ignored = &report.ignored_index_files;
+    assert_eq!(ignored.len(), 1, "{ignored:?}");
+    assert_eq!(ignored[0].file, segments[1].file.replace(".seg", ".idx"));
+    assert!(
+        ignored[0].reason.contains("names base event id"),
+        "{ignored:?}"
+    );
+    let log = FileLog::open_read_only(dir.path()).unwrap();
+    assert_eq!(crate::common::read_everything(&log).await.unwrap(), 31);
 }
 
 fn with_blob(step: &str, blob: &BlobRef) -> NewEvent {
