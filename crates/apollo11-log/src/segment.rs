@@ -182,10 +182,16 @@ pub fn complete_batch_after(bytes: &[u8], offset: u64) -> Option<u64> {
     let from = offset as usize + 1;
     let commit_len = COMMIT_BODY_BYTES.to_le_bytes();
     for p in from..bytes.len().saturating_sub(crate::record::HEADER_BYTES) {
+        // A cheap filter before the CRC: the parse below decides.
         if bytes[p..p + 4] != commit_len || bytes[p + 8] != KIND_COMMIT {
             continue;
         }
-        let Parsed::Record { body, .. } = parse(bytes, p) else {
+        let Parsed::Record {
+            kind: KIND_COMMIT,
+            body,
+            ..
+        } = parse(bytes, p)
+        else {
             continue;
         };
         let Some((count, batch_bytes)) = commit_fields(body) else {
@@ -339,6 +345,12 @@ mod tests {
         // A valid event under a commit record that counts two.
         let miscounted = segment(&[batch(&[1], Some(2), None)]);
         assert_eq!(complete_batch_after(&miscounted, 0), None);
+        // A commit record closing no event is no batch (the writer never writes one).
+        let mut empty = segment(&[]);
+        empty.truncate(HEADER_BYTES);
+        empty.extend_from_slice(&[0xa5; 10]);
+        append_commit(&mut empty, 0, 0);
+        assert_eq!(complete_batch_after(&empty, HEADER_BYTES as u64), None);
         // A batch reaching back before the damage does not follow it.
         let whole = segment(&[batch(&[1], None, None)]);
         assert_eq!(complete_batch_after(&whole, HEADER_BYTES as u64 + 1), None);
