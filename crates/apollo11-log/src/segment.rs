@@ -345,6 +345,16 @@ mod tests {
         // A valid event under a commit record that counts two.
         let miscounted = segment(&[batch(&[1], Some(2), None)]);
         assert_eq!(complete_batch_after(&miscounted, 0), None);
+        // Records framed and checksummed as events, closed by a matching commit record, but
+        // holding no event: no batch either.
+        let mut undecodable = Vec::new();
+        append_record(&mut undecodable, KIND_EVENT, |b| {
+            b.extend_from_slice(&[0xff; 30])
+        });
+        let len = undecodable.len() as u32;
+        append_commit(&mut undecodable, 1, len);
+        let bytes = segment(&[undecodable]);
+        assert_eq!(complete_batch_after(&bytes, 0), None);
         // A commit record closing no event is no batch (the writer never writes one).
         let mut empty = segment(&[]);
         empty.truncate(HEADER_BYTES);
