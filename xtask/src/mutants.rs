@@ -147,7 +147,12 @@ fn print_target(name: &str, o: &Outcomes) {
         o.timeout.len(),
         o.unviable.len()
     );
-    for (title, list) in [("survived", &o.missed), ("timed out", &o.timeout)] {
+    let lists = [
+        ("survived", &o.missed),
+        ("timed out", &o.timeout),
+        ("unviable", &o.unviable),
+    ];
+    for (title, list) in lists {
         for mutant in list {
             println!("  {title}: {mutant}");
         }
