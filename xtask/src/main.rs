@@ -2,19 +2,23 @@
 
 mod bench;
 mod crash;
+mod mutants;
 mod readme;
 mod tidy;
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy|readme|crash|bench>
-  ci     fmt check, clippy -D warnings, every test of the workspace (tidy included), the
-         README's first command from the repository root, crash test
-  tidy   check crate layering and the purity of the core crates
-  readme run the README's first command as written, check its run succeeded
-  crash  [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
-  bench  [--quick] [append|replay|scheduler]...: release benchmarks, JSON in target/bench/";
+const USAGE: &str = "usage: cargo xtask <ci|tidy|readme|crash|bench|mutants>
+  ci       fmt check, clippy -D warnings, every test of the workspace (tidy included), the
+           README's first command from the repository root, crash test
+  tidy     check crate layering and the purity of the core crates
+  readme   run the README's first command as written, check its run succeeded
+  crash    [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
+  bench    [--quick] [append|replay|scheduler]...: release benchmarks, JSON in target/bench/
+  mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
+           and the log's recovery files, each with its crate's tests; prints each score
+           (caught / (caught + missed)) and the surviving mutants; output in target/mutants/";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -23,6 +27,7 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::check(&tidy::workspace_root()?),
         Some("readme") => readme::check_first_command(&tidy::workspace_root()?),
         Some("bench") => bench::run(&tidy::workspace_root()?, &args[1..]),
+        Some("mutants") => mutants::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }

@@ -1,10 +1,20 @@
 //! The narrow file-system interface every byte of the log goes through, so tests can swap
 //! the real file system for one that simulates crashes, power loss and IO errors.
+//!
+//! Step outputs may hold secrets: on the real file system every directory the log creates
+//! (and the data directory itself) has mode 0700 and every file it creates mode 0600,
+//! whatever the umask. The lock file is never followed through a symbolic link nor taken
+//! when it is a hard link to some other file: the writer truncates it.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{DirBuilder, File, OpenOptions, Permissions, TryLockError};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+
+/// Mode of every directory the log creates.
+const DIR_MODE: u32 = 0o700;
+/// Mode of every file the log creates.
+const FILE_MODE: u32 = 0o600;
 
 /// How to open a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,7 +32,8 @@ pub trait FsLock: Send + Sync {}
 
 /// File-system operations the log uses.
 pub trait Fs: Send + Sync + 'static {
-    /// Creates a directory and its parents.
+    /// Creates a directory and its parents, each one created (and `dir` itself) accessible
+    /// to its owner only.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Opens a file.
     fn open(&self, path: &Path, mode: Mode) -> io::Result<Box<dyn FsFile>>;
@@ -35,7 +46,8 @@ pub trait Fs: Send + Sync + 'static {
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Takes an exclusive lock on `path` (created if missing), writing `holder` into it.
-    /// `Ok(None)` when another process (or handle) holds it.
+    /// `Ok(None)` when another process (or handle) holds it. Refuses, touching nothing, a
+    /// `path` that is a symbolic link or not a file of its own.
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<Option<Box<dyn FsLock>>>;
 }
 
@@ -72,7 +84,25 @@ impl FsLock for RealLock {}
 
 impl Fs for RealFs {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(dir)
+        // Top down, so that each directory created gets its mode whatever the umask.
+        let missing: Vec<&Path> = dir
+            .ancestors()
+            .filter(|p| !p.as_os_str().is_empty())
+            .take_while(|p| std::fs::symlink_metadata(p).is_err())
+            .collect();
+        for created in missing.iter().rev() {
+            match DirBuilder::new().mode(DIR_MODE).create(created) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                _ => std::fs::set_permissions(created, Permissions::from_mode(DIR_MODE))?,
+            }
+        }
+        // A directory that was there already (the data directory an operator made) is
+        // narrowed to its owner too.
+        let mode = std::fs::metadata(dir)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(dir, Permissions::from_mode(mode & DIR_MODE))?;
+        }
+        Ok(())
     }
 
     fn open(&self, path: &Path, mode: Mode) -> io::Result<Box<dyn FsFile>> {
@@ -80,9 +110,17 @@ impl Fs for RealFs {
         match mode {
             Mode::Read => options.read(true),
             Mode::Write => options.read(true).write(true),
-            Mode::CreateNew => options.read(true).write(true).create_new(true),
+            Mode::CreateNew => options
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(FILE_MODE),
         };
-        Ok(Box::new(options.open(path)?))
+        let file = options.open(path)?;
+        if mode == Mode::CreateNew {
+            file.set_permissions(Permissions::from_mode(FILE_MODE))?;
+        }
+        Ok(Box::new(file))
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -110,12 +148,35 @@ impl Fs for RealFs {
     }
 
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<Option<Box<dyn FsLock>>> {
+        let refused = |why: &str| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is {why}; the log refuses to lock (and truncate) it: remove it",
+                    path.display()
+                ),
+            )
+        };
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(path)?;
+            .mode(FILE_MODE)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => refused("a symbolic link"),
+                _ => e,
+            })?;
+        let metadata = file.metadata()?;
+        if !metadata.is_file() {
+            return Err(refused("not a regular file"));
+        }
+        if metadata.nlink() != 1 {
+            return Err(refused("a hard link to another file"));
+        }
+        file.set_permissions(Permissions::from_mode(FILE_MODE))?;
         match file.try_lock() {
             Ok(()) => {
                 file.set_len(0)?;

@@ -4,6 +4,11 @@
 //! checking every segment. A writing open removes the last segment's index file, durably,
 //! before anything is appended to it.
 //!
+//! An index file is also evidence. It is saved only after the data it describes was synced,
+//! so a segment holding less than its index file records has lost committed data; and one
+//! saved when the log moved past its segment ([`Kind::Sealed`]) proves that the next
+//! segment had been created, durably, before it.
+//!
 //! An index file is derived data, saved only once its segment's data is synced. It is
 //! written without a sync itself (a crash may leave it missing, short or garbled) and
 //! trusted only when its own CRC holds, when it names the segment's base, when the
@@ -18,7 +23,50 @@ use crate::segment::{Indexed, Scanned, HEADER_BYTES};
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"A11INDEX";
-const VERSION: u32 = 1;
+/// Version 2 adds the kind; version 1 files are still read (as [`Kind::Unknown`]).
+const VERSION: u32 = 2;
+
+/// When an index file was saved, which says what else it proves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Saved once the log had moved past the segment (at a roll, or at a writing open for a
+    /// segment that is not the last): a later segment existed, durably.
+    Sealed,
+    /// Saved for the last segment at a clean close.
+    Closed,
+    /// A version 1 file, which does not say.
+    Unknown,
+}
+
+impl Kind {
+    fn code(self) -> u32 {
+        match self {
+            Kind::Sealed => 1,
+            Kind::Closed => 2,
+            Kind::Unknown => 0,
+        }
+    }
+
+    /// How a report names it.
+    pub fn saved_when(self) -> &'static str {
+        match self {
+            Kind::Sealed => "saved when the log moved past the segment",
+            Kind::Closed => "saved at a clean close",
+            Kind::Unknown => "saved after its data was synced",
+        }
+    }
+}
+
+/// An index file that passed its own checks (CRC, magic, version, layout): what it records.
+#[derive(Debug)]
+pub struct Recorded {
+    /// When it was saved.
+    pub kind: Kind,
+    /// The segment's content as it was then.
+    pub scanned: Scanned,
+    size: u64,
+    fingerprint: [u8; FINGERPRINT],
+}
 /// Bytes of a segment's fingerprint: the last event record's CRC, then the last 16 bytes.
 const FINGERPRINT: usize = 4 + TAIL;
 /// Bytes at the end of a segment's data that its fingerprint holds.
@@ -31,7 +79,7 @@ pub fn path_of(segment: &Path) -> PathBuf {
 
 /// Saves the index of a segment whose data is synced, best effort: a failure only means the
 /// next open scans the segment.
-pub fn save(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, scanned: &Scanned) {
+pub fn save(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, scanned: &Scanned, kind: Kind) {
     let (Ok(fingerprint), Ok(size)) = (fingerprint(file, scanned), file.size()) else {
         return;
     };
@@ -39,7 +87,7 @@ pub fn save(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, scanned: &Scanned) {
     let tmp = path.with_extension("idx.tmp");
     let _ = fs.remove(&tmp);
     let written = fs.open(&tmp, Mode::CreateNew).and_then(|f| {
-        f.write_all_at(&encode(scanned, size, &fingerprint), 0)?;
+        f.write_all_at(&encode(scanned, kind, size, &fingerprint), 0)?;
         drop(f);
         fs.rename(&tmp, &path)
     });
@@ -48,20 +96,41 @@ pub fn save(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, scanned: &Scanned) {
     }
 }
 
-/// The content of a segment from its index file, if the file is there and matches the
-/// segment (see the module's notes).
-pub fn load(fs: &dyn Fs, segment: &Path, file: &dyn FsFile, base: u64) -> Option<Scanned> {
-    let bytes = fs
-        .open(&path_of(segment), Mode::Read)
-        .ok()?
-        .read_all()
-        .ok()?;
-    let (scanned, size, recorded) = decode(&bytes)?;
-    let matches = scanned.base == base
-        && file.size().ok()? == size
-        && fingerprint(file, &scanned).ok()? == recorded
-        && zeros_follow(file, scanned.end, size).ok()?;
-    matches.then_some(scanned)
+/// Reads the index file at `path`: `Ok(None)` when there is none, `Err` with what is wrong
+/// when it fails its own checks (it is then ignored).
+pub fn read(fs: &dyn Fs, path: &Path) -> Result<Option<Recorded>, String> {
+    let bytes = match fs.open(path, Mode::Read).and_then(|f| f.read_all()) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("unreadable: {e}")),
+    };
+    decode(&bytes).map(Some)
+}
+
+/// Why `recorded` does not describe the segment `file` as it is now (`None` when it does;
+/// see the module's notes).
+pub fn mismatch(recorded: &Recorded, file: &dyn FsFile) -> Option<String> {
+    let scanned = &recorded.scanned;
+    let size = match file.size() {
+        Ok(size) => size,
+        Err(e) => return Some(format!("segment unreadable: {e}")),
+    };
+    if size != recorded.size {
+        return Some(format!(
+            "records a segment of {} bytes, the segment has {size}",
+            recorded.size
+        ));
+    }
+    if fingerprint(file, scanned).ok() != Some(recorded.fingerprint) {
+        return Some("the segment's last records differ from those it recorded".into());
+    }
+    if !zeros_follow(file, scanned.end, size).unwrap_or(false) {
+        return Some(format!(
+            "the segment holds data past offset {}, where it recorded the end",
+            scanned.end
+        ));
+    }
+    None
 }
 
 /// Removes a segment's index file; true if there was one.
@@ -91,12 +160,14 @@ fn fingerprint(file: &dyn FsFile, scanned: &Scanned) -> std::io::Result<[u8; FIN
     Ok(print)
 }
 
-/// `[magic][version u32][base u64][end u64][size u64][fingerprint 20][runs u32]([len u32][id])*
-/// [events u32]([offset u32][seq u32][run u32])*[crc32 of all before]`, little-endian.
-fn encode(scanned: &Scanned, size: u64, fingerprint: &[u8; FINGERPRINT]) -> Vec<u8> {
+/// `[magic][version u32][kind u32][base u64][end u64][size u64][fingerprint 20][runs u32]
+/// ([len u32][id])*[events u32]([offset u32][seq u32][run u32])*[crc32 of all before]`,
+/// little-endian (version 1 has no kind).
+fn encode(scanned: &Scanned, kind: Kind, size: u64, fingerprint: &[u8; FINGERPRINT]) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + scanned.events.len() * 12);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&kind.code().to_le_bytes());
     out.extend_from_slice(&scanned.base.to_le_bytes());
     out.extend_from_slice(&scanned.end.to_le_bytes());
     out.extend_from_slice(&size.to_le_bytes());
@@ -136,28 +207,53 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn decode(bytes: &[u8]) -> Option<(Scanned, u64, [u8; FINGERPRINT])> {
-    let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
-    if crc32fast::hash(body).to_le_bytes() != crc {
-        return None;
-    }
+fn decode(bytes: &[u8]) -> Result<Recorded, String> {
+    let body = bytes.len().checked_sub(4).map(|at| bytes.split_at(at));
+    let Some((body, _)) = body.filter(|(body, crc)| crc32fast::hash(body).to_le_bytes() == **crc)
+    else {
+        return Err(format!("fails its checksum ({} bytes)", bytes.len()));
+    };
     let mut c = Cursor(body);
-    if c.take(MAGIC.len())? != MAGIC || c.u32()? != VERSION {
-        return None;
+    if c.take(MAGIC.len()) != Some(MAGIC.as_slice()) {
+        return Err("not an index file (bad magic)".into());
     }
+    let kind = match c.u32() {
+        Some(1) => Kind::Unknown,
+        Some(VERSION) => match c.u32() {
+            Some(1) => Kind::Sealed,
+            Some(2) => Kind::Closed,
+            other => return Err(format!("unknown kind {other:?}")),
+        },
+        other => {
+            return Err(format!(
+                "index file version {other:?}; this build reads 1 and {VERSION}"
+            ))
+        }
+    };
+    let (scanned, size, fingerprint) =
+        decode_body(c, body.len()).ok_or("its fields are inconsistent")?;
+    Ok(Recorded {
+        kind,
+        scanned,
+        size,
+        fingerprint,
+    })
+}
+
+fn decode_body(mut c: Cursor<'_>, body_len: usize) -> Option<(Scanned, u64, [u8; FINGERPRINT])> {
     let (base, end, size) = (c.u64()?, c.u64()?, c.u64()?);
     if end > size {
         return None;
     }
     let fingerprint = c.take(FINGERPRINT)?.try_into().ok()?;
     let run_count = c.u32()? as usize;
-    let mut runs = Vec::with_capacity(run_count.min(body.len()));
+    let mut runs = Vec::with_capacity(run_count.min(body_len));
     for _ in 0..run_count {
         let len = c.u32()? as usize;
         runs.push(std::str::from_utf8(c.take(len)?).ok()?.to_owned());
     }
     let event_count = c.u32()? as usize;
-    let mut events = Vec::with_capacity(event_count.min(body.len() / 12));
+    let mut events = Vec::with_capacity(event_count.min(body_len / 12));
     for _ in 0..event_count {
         let (offset, seq, run) = (c.u32()?, c.u32()?, c.u32()?);
         if run as usize >= runs.len() || u64::from(offset) >= end {
@@ -203,17 +299,37 @@ mod tests {
     #[test]
     fn an_index_reads_back_and_any_damage_or_cut_is_refused() {
         let fingerprint = [9u8; FINGERPRINT];
-        let bytes = encode(&sample(), 4096, &fingerprint);
-        let (back, size, recorded) = decode(&bytes).expect("reads back");
-        assert_eq!(format!("{back:?}"), format!("{:?}", sample()));
-        assert_eq!((size, recorded), (4096, fingerprint));
-        for cut in 0..bytes.len() {
-            assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        for kind in [Kind::Sealed, Kind::Closed] {
+            let bytes = encode(&sample(), kind, 4096, &fingerprint);
+            let back = decode(&bytes).expect("reads back");
+            assert_eq!(format!("{:?}", back.scanned), format!("{:?}", sample()));
+            assert_eq!(
+                (back.kind, back.size, back.fingerprint),
+                (kind, 4096, fingerprint)
+            );
+            for cut in 0..bytes.len() {
+                assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+            }
+            for bit in 0..bytes.len() * 8 {
+                let mut flipped = bytes.clone();
+                flipped[bit / 8] ^= 1 << (bit % 8);
+                assert!(decode(&flipped).is_err(), "bit {bit}");
+            }
         }
-        for bit in 0..bytes.len() * 8 {
-            let mut flipped = bytes.clone();
-            flipped[bit / 8] ^= 1 << (bit % 8);
-            assert!(decode(&flipped).is_none(), "bit {bit}");
-        }
+    }
+
+    #[test]
+    fn a_version_1_index_file_still_reads_and_says_nothing_of_its_kind() {
+        let fingerprint = [3u8; FINGERPRINT];
+        let mut v1 = encode(&sample(), Kind::Sealed, 4096, &fingerprint);
+        // Version 1: the same layout without the kind.
+        v1.drain(12..16);
+        v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let body = v1.len() - 4;
+        let crc = crc32fast::hash(&v1[..body]).to_le_bytes();
+        v1[body..].copy_from_slice(&crc);
+        let back = decode(&v1).expect("version 1 reads");
+        assert_eq!(back.kind, Kind::Unknown);
+        assert_eq!(format!("{:?}", back.scanned), format!("{:?}", sample()));
     }
 }

@@ -136,6 +136,23 @@ impl Index {
             })
     }
 
+    /// The CRC stored in the header of event `event_id`'s record: what a snapshot saved at
+    /// that watermark identifies the log by.
+    pub fn record_crc(&self, event_id: u64) -> Result<u32, StoreError> {
+        let segment = self.segment_of(event_id)?;
+        let offset = u64::from(segment.offsets[(event_id - segment.base) as usize]);
+        let mut header = [0u8; 8];
+        segment
+            .file
+            .read_exact_at(&mut header, offset)
+            .map_err(|e| {
+                StoreError::io(format!("reading {} at offset {offset}", segment.name), e)
+            })?;
+        Ok(u32::from_le_bytes(
+            header[4..8].try_into().expect("4 bytes"),
+        ))
+    }
+
     /// Reads one event by id, checking its CRC and that it is the event asked for.
     pub fn read(&self, event_id: u64) -> Result<Event, StoreError> {
         let mut event = None;

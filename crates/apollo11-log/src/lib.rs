@@ -6,9 +6,11 @@ mod fs;
 mod idx;
 mod index;
 mod log;
+mod missing;
 mod options;
 mod record;
 mod recover;
+mod repair;
 mod scan;
 mod segment;
 #[cfg(feature = "testing")]
@@ -21,9 +23,9 @@ pub use fs::{Fs, FsFile, FsLock, Mode, RealFs};
 pub use log::{FileLog, Recovery, TornTail};
 pub use options::{Durability, Options};
 pub use recover::Damage;
+pub use repair::{repair, repair_with, RepairReport};
 #[cfg(feature = "testing")]
 pub use sim::{Fault, SimFs};
 pub use verify::{
-    repair, repair_with, verify, verify_with, RepairReport, SegmentReport, SnapshotReport,
-    VerifyReport,
+    verify, verify_with, BlobReport, BlobUse, SegmentReport, SnapshotReport, VerifyReport,
 };

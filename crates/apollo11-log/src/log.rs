@@ -4,7 +4,7 @@
 use crate::files::{keep_torn, sync_dir_of, write_atomically};
 use crate::fs::{Fs, FsLock, Mode, RealFs};
 use crate::index::Index;
-use crate::recover::{add_to_index, inspect, segment_names, Inspected, Verdict};
+use crate::recover::{load, Inspected, Verdict};
 use crate::segment::{file_name, HEADER_BYTES};
 use crate::writer::{create_segment, preallocation, AppendRequest, Shared, Tail, Writer};
 use crate::{snapshot, Options};
@@ -124,18 +124,10 @@ impl FileLog {
         dir: impl AsRef<Path>,
     ) -> Result<FileLog, StoreError> {
         let dir = dir.as_ref().to_path_buf();
-        let names = segment_names(fs.as_ref(), &dir)?;
-        let mut index = Index::default();
-        for (i, name) in names.iter().enumerate() {
-            let last = i + 1 == names.len();
-            let inspected = inspect(fs.as_ref(), &dir, name, last, Mode::Read, true)?;
-            if let Verdict::Damaged(damage) = &inspected.verdict {
-                return Err(damage.clone().into_error());
-            }
-            add_to_index(&mut index, &inspected)?;
-        }
+        let loaded = load(fs.as_ref(), &dir, Mode::Read)?;
+        let index = loaded.index;
         let recovery = Recovery {
-            segments: names.len(),
+            segments: loaded.segments,
             events: index.last_event_id,
             torn: None,
         };
@@ -223,83 +215,95 @@ pub(crate) fn take_lock(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn FsLock>, Stor
     }
 }
 
-/// Loads every segment, cuts a torn tail off the last one, and decides where to write next.
+/// Loads every segment and checks it all (refusing, with nothing changed, on damage or on
+/// evidence of missing committed data); only then cuts a torn tail off the last segment,
+/// makes what was found durable, indexes the sealed segments scanned, and decides where to
+/// write next.
 fn recover(
     fs: &dyn Fs,
     dir: &Path,
     options: &Options,
 ) -> Result<(Index, Tail, Recovery), StoreError> {
-    let names = segment_names(fs, dir)?;
-    let mut index = Index::default();
+    let loaded = load(fs, dir, Mode::Write)?;
+    let mut index = loaded.index;
     let mut recovery = Recovery {
-        segments: names.len(),
-        ..Recovery::default()
+        segments: loaded.segments,
+        events: index.last_event_id,
+        torn: None,
     };
     let mut tail = None;
-    for (i, name) in names.iter().enumerate() {
-        let last = i + 1 == names.len();
-        let mode = if last { Mode::Write } else { Mode::Read };
-        let inspected = inspect(fs, dir, name, last, mode, true)?;
-        let path = dir.join(&inspected.name);
-        if last {
-            // The last segment is about to grow: its index file (from a clean close) must be
-            // gone for good before anything is appended, or a crash could leave it looking
-            // valid over data it does not describe.
-            if crate::idx::remove(fs, &path) {
-                sync_dir_of(fs, &path)?;
-            }
-        } else if let (false, Verdict::Clean, Some(scanned)) =
-            (inspected.from_index, &inspected.verdict, &inspected.scanned)
+    if let Some(last) = &loaded.last {
+        let path = dir.join(&last.name);
+        // The last segment is about to grow: its index file (from a clean close) must be
+        // gone for good before anything is appended, or a crash could leave it looking
+        // valid over data it does not describe.
+        if crate::idx::remove(fs, &path) {
+            sync_dir_of(fs, &path)?;
+        }
+        if let Verdict::Torn {
+            offset,
+            bytes,
+            reason,
+        } = &last.verdict
         {
-            crate::idx::save(fs, &path, inspected.file.as_ref(), scanned);
+            recovery.torn = Some(cut_torn_tail(fs, dir, last, *offset, *bytes, reason)?);
         }
-        match &inspected.verdict {
-            Verdict::Damaged(damage) => return Err(damage.clone().into_error()),
-            Verdict::Torn {
-                offset,
-                bytes,
-                reason,
-            } => {
-                recovery.torn = Some(cut_torn_tail(fs, dir, &inspected, *offset, *bytes, reason)?);
-            }
-            Verdict::Clean => {}
-        }
-        add_to_index(&mut index, &inspected)?;
-        if let (true, Some(scanned)) = (last, &inspected.scanned) {
-            let allocated = inspected
-                .file
-                .size()
-                .map_err(|e| StoreError::io(format!("sizing {}", inspected.name), e))?;
+        if let Some(scanned) = &last.scanned {
+            // What this open found must be durable before anything vouches for it: a
+            // snapshot saved in fsync durability, or an index file saying a later segment
+            // exists. After a process crash in buffered mode it may be in the page cache only.
+            let io = |e| StoreError::io(format!("syncing {}", path.display()), e);
+            last.file.sync_data().map_err(io)?;
             tail = Some(Tail {
-                name: inspected.name.clone(),
-                file: inspected.file.clone(),
+                name: last.name.clone(),
+                file: last.file.clone(),
                 write_at: scanned.end,
-                allocated,
+                allocated: last
+                    .file
+                    .size()
+                    .map_err(|e| StoreError::io(format!("sizing {}", last.name), e))?,
             });
         }
     }
-    recovery.events = index.last_event_id;
     let tail = match tail {
         Some(tail) => tail,
-        None => {
-            let base = index.last_event_id + 1;
-            let path = dir.join("segments").join(file_name(base));
-            let file = create_segment(fs, &path, base, options)
-                .map_err(|e| StoreError::io(format!("creating {}", path.display()), e))?;
-            index.segments.push(crate::index::SegmentIndex::new(
-                base,
-                format!("segments/{}", file_name(base)),
-                file.clone(),
-            ));
-            Tail {
-                name: format!("segments/{}", file_name(base)),
-                file,
-                write_at: HEADER_BYTES as u64,
-                allocated: preallocation(HEADER_BYTES as u64, options),
-            }
-        }
+        None => new_tail(fs, dir, &mut index, options)?,
     };
+    let segments = dir.join("segments");
+    fs.sync_dir(&segments)
+        .map_err(|e| StoreError::io(format!("syncing {}", segments.display()), e))?;
+    // Every segment listed before the tail now has a durable successor.
+    for (position, path, end) in &loaded.unindexed {
+        let sealed = index.scanned(*position, *end);
+        let file = index.segments[*position].file.clone();
+        crate::idx::save(fs, path, file.as_ref(), &sealed, crate::idx::Kind::Sealed);
+    }
     Ok((index, tail, recovery))
+}
+
+/// Creates the first segment, or one replacing a last segment cut whole.
+fn new_tail(
+    fs: &dyn Fs,
+    dir: &Path,
+    index: &mut Index,
+    options: &Options,
+) -> Result<Tail, StoreError> {
+    let base = index.last_event_id + 1;
+    let name = format!("segments/{}", file_name(base));
+    let path = dir.join(&name);
+    let file = create_segment(fs, &path, base, options)
+        .map_err(|e| StoreError::io(format!("creating {}", path.display()), e))?;
+    index.segments.push(crate::index::SegmentIndex::new(
+        base,
+        name.clone(),
+        file.clone(),
+    ));
+    Ok(Tail {
+        name,
+        file,
+        write_at: HEADER_BYTES as u64,
+        allocated: preallocation(HEADER_BYTES as u64, options),
+    })
 }
 
 /// Moves a torn tail's bytes to a `.torn` file and zeroes them in the segment. A segment
@@ -412,7 +416,11 @@ impl SnapshotStore for FileLog {
         if snapshot.watermark.0 > last {
             return Err(snapshot::beyond_log(snapshot.watermark.0, last));
         }
-        let result = self.write_snapshot(&snapshot);
+        let record_crc = match snapshot.watermark.0 {
+            0 => 0,
+            w => self.index().record_crc(w)?,
+        };
+        let result = self.write_snapshot(&snapshot, record_crc);
         self.poison_on_io(result)
     }
 
@@ -424,9 +432,21 @@ impl SnapshotStore for FileLog {
             let Ok(bytes) = self.fs.open(&path, Mode::Read).and_then(|f| f.read_all()) else {
                 continue;
             };
-            match snapshot::decode(&bytes) {
-                Ok(s) if s.watermark.0 <= last => return Ok(Some(s)),
-                Ok(_) | Err(_) => continue,
+            // A damaged snapshot, one past the log's end, or one from another log is
+            // skipped for an older one.
+            let Ok(file) = snapshot::decode(&bytes) else {
+                continue;
+            };
+            let watermark = file.snapshot.watermark.0;
+            if watermark > last {
+                continue;
+            }
+            let record_crc = match watermark {
+                0 => 0,
+                w => self.index().record_crc(w)?,
+            };
+            if snapshot::foreign(&file, record_crc).is_none() {
+                return Ok(Some(file.snapshot));
             }
         }
         Ok(None)
@@ -434,10 +454,11 @@ impl SnapshotStore for FileLog {
 }
 
 impl FileLog {
-    fn write_snapshot(&self, snapshot: &Snapshot) -> Result<(), StoreError> {
+    fn write_snapshot(&self, snapshot: &Snapshot, record_crc: u32) -> Result<(), StoreError> {
         let dir = self.dir.join("snapshots");
         let path = dir.join(snapshot::file_name(snapshot.watermark.0));
-        write_atomically(self.fs.as_ref(), &path, &snapshot::encode(snapshot))?;
+        let bytes = snapshot::encode(snapshot, self.options.durability, record_crc);
+        write_atomically(self.fs.as_ref(), &path, &bytes)?;
         let names = self.snapshot_names()?;
         for old in names.iter().rev().skip(self.options.snapshots_kept) {
             let path = dir.join(old);

@@ -3,6 +3,7 @@
 //! and repair, so they can never disagree about what the log holds.
 
 use crate::fs::{Fs, FsFile, Mode};
+use crate::idx;
 use crate::index::{Index, SegmentIndex};
 use crate::segment::{complete_batch_after, parse_file_name, scan, Scanned};
 use apollo11_store::StoreError;
@@ -61,22 +62,39 @@ pub struct Inspected {
     /// Whether its content came from its index file rather than a scan (then `last` is not
     /// used: an index file of the last segment is saved only at a clean close).
     pub from_index: bool,
+    /// The kind of its index file, when it has one that passed its own checks.
+    pub index_kind: Option<idx::Kind>,
+    /// An index file that is ignored, and why.
+    pub index_problem: Option<Damage>,
+}
+
+impl Inspected {
+    /// Where its committed data ends (0 when the header is unreadable).
+    pub fn end(&self) -> u64 {
+        self.scanned.as_ref().map_or(0, |s| s.end)
+    }
 }
 
 /// Segment file names in `segments/`, in event-id order.
 pub fn segment_names(fs: &dyn Fs, dir: &Path) -> Result<Vec<String>, StoreError> {
-    let segments = dir.join("segments");
-    let names = fs
-        .list(&segments)
-        .map_err(|e| StoreError::io(format!("listing {}", segments.display()), e))?;
-    Ok(names
+    Ok(list_segments_dir(fs, dir)?
         .into_iter()
         .filter(|n| parse_file_name(n).is_some())
         .collect())
 }
 
+/// Every file name in `segments/`, sorted.
+pub fn list_segments_dir(fs: &dyn Fs, dir: &Path) -> Result<Vec<String>, StoreError> {
+    let segments = dir.join("segments");
+    fs.list(&segments)
+        .map_err(|e| StoreError::io(format!("listing {}", segments.display()), e))
+}
+
 /// Reads and classifies one segment. With `use_index`, a segment whose index file matches
-/// it is taken from that file and not read.
+/// it is taken from that file and not read. The index file is read before the segment: a
+/// writer running meanwhile only ever adds to a segment after removing its index file, so
+/// a segment read after its index file can never hold less than the file records unless
+/// committed data was lost.
 pub fn inspect(
     fs: &dyn Fs,
     dir: &Path,
@@ -87,70 +105,46 @@ pub fn inspect(
 ) -> Result<Inspected, StoreError> {
     let rel = format!("segments/{name}");
     let path = dir.join(&rel);
+    let base = parse_file_name(name).expect("listed names parse");
+    let (recorded, mut index_problem) = read_index_file(fs, &path, base);
     let file: Arc<dyn FsFile> = fs
         .open(&path, mode)
         .map_err(|e| StoreError::io(format!("opening {}", path.display()), e))?
         .into();
-    let base = parse_file_name(name).expect("listed names parse");
-    let indexed = use_index.then(|| crate::idx::load(fs, &path, file.as_ref(), base));
-    if let Some(Some(scanned)) = indexed {
-        return Ok(Inspected {
-            name: rel,
-            file,
-            scanned: Some(scanned),
-            verdict: Verdict::Clean,
-            from_index: true,
-        });
+    let index_kind = recorded.as_ref().map(|r| r.kind);
+    let mismatch = recorded
+        .as_ref()
+        .and_then(|r| idx::mismatch(r, file.as_ref()));
+    if use_index && mismatch.is_none() {
+        if let Some(recorded) = recorded {
+            return Ok(Inspected {
+                name: rel,
+                file,
+                scanned: Some(recorded.scanned),
+                verdict: Verdict::Clean,
+                from_index: true,
+                index_kind,
+                index_problem,
+            });
+        }
     }
     let bytes = file
         .read_all()
         .map_err(|e| StoreError::io(format!("reading {}", path.display()), e))?;
-    let damaged = |offset: u64, reason: String| {
-        Verdict::Damaged(Damage {
+    let (scanned, verdict) = classify(&bytes, &rel, base, last);
+    let end = scanned.as_ref().map_or(0, |s| s.end);
+    let verdict = match (verdict, &recorded) {
+        (Verdict::Damaged(damage), _) => Verdict::Damaged(damage),
+        (_, Some(recorded)) if recorded.scanned.end > end => Verdict::Damaged(Damage {
             file: rel.clone(),
-            offset,
-            reason,
-        })
-    };
-    let (scanned, verdict) = match scan(&bytes) {
-        Err(stop) if last && complete_batch_after(&bytes, 0).is_none() => {
-            let bytes = nonzero_len(&bytes, 0);
-            (
-                None,
-                Verdict::Torn {
-                    offset: 0,
-                    bytes,
-                    reason: stop.reason,
-                },
-            )
-        }
-        Err(stop) => (None, damaged(stop.offset, stop.reason)),
-        Ok(scanned) => {
-            let verdict = match &scanned.stop {
-                None => Verdict::Clean,
-                Some(stop) if !last => damaged(stop.offset, stop.reason.clone()),
-                Some(stop) => match complete_batch_after(&bytes, stop.offset) {
-                    Some(at) => damaged(
-                        stop.offset,
-                        format!("{}; a complete batch follows at offset {at}, so this is damage, not a torn write", stop.reason),
-                    ),
-                    None => Verdict::Torn { offset: scanned.end, bytes: nonzero_len(&bytes, scanned.end), reason: stop.reason.clone() },
-                },
-            };
-            if scanned.base != base {
-                (
-                    None,
-                    damaged(
-                        0,
-                        format!(
-                            "header says base event id {}, file name says {base}",
-                            scanned.base
-                        ),
-                    ),
-                )
-            } else {
-                (Some(scanned), verdict)
+            offset: end,
+            reason: lost_per_index(recorded, scanned.as_ref()),
+        }),
+        (verdict, _) => {
+            if let Some(reason) = mismatch {
+                index_problem = Some(index_damage(&path, format!("ignored: {reason}")));
             }
+            verdict
         }
     };
     Ok(Inspected {
@@ -159,7 +153,106 @@ pub fn inspect(
         scanned,
         verdict,
         from_index: false,
+        index_kind,
+        index_problem,
     })
+}
+
+/// The segment's index file if it passed its own checks and names the segment's base; else
+/// why it is ignored.
+fn read_index_file(
+    fs: &dyn Fs,
+    segment: &Path,
+    base: u64,
+) -> (Option<idx::Recorded>, Option<Damage>) {
+    let path = idx::path_of(segment);
+    match idx::read(fs, &path) {
+        Ok(Some(r)) if r.scanned.base == base => (Some(r), None),
+        Ok(Some(r)) => {
+            let reason = format!(
+                "ignored: it names base event id {}, not {base}",
+                r.scanned.base
+            );
+            (None, Some(index_damage(&path, reason)))
+        }
+        Ok(None) => (None, None),
+        Err(reason) => (
+            None,
+            Some(index_damage(&path, format!("ignored: {reason}"))),
+        ),
+    }
+}
+
+fn index_damage(path: &Path, reason: String) -> Damage {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    Damage {
+        file: format!("segments/{}", name.unwrap_or_default()),
+        offset: 0,
+        reason,
+    }
+}
+
+/// The evidence an index file gives of committed data missing from its segment.
+fn lost_per_index(recorded: &idx::Recorded, scanned: Option<&Scanned>) -> String {
+    let (events, end) = scanned.map_or((0, 0), |s| (s.events.len(), s.end));
+    format!(
+        "committed data is missing: the segment's index file ({}) records {} events up to \
+         offset {}, but only {events} events up to offset {end} are there",
+        recorded.kind.saved_when(),
+        recorded.scanned.events.len(),
+        recorded.scanned.end,
+    )
+}
+
+/// What a scan of a whole segment finds, and what it means: damage, a torn tail (only in the
+/// last segment, and only with no complete batch after it), or a clean end.
+fn classify(bytes: &[u8], rel: &str, base: u64, last: bool) -> (Option<Scanned>, Verdict) {
+    let damaged = |offset: u64, reason: String| {
+        Verdict::Damaged(Damage {
+            file: rel.to_owned(),
+            offset,
+            reason,
+        })
+    };
+    let scanned = match scan(bytes) {
+        Err(stop) if last && complete_batch_after(bytes, 0).is_none() => {
+            let torn = Verdict::Torn {
+                offset: 0,
+                bytes: nonzero_len(bytes, 0),
+                reason: stop.reason,
+            };
+            return (None, torn);
+        }
+        Err(stop) => return (None, damaged(stop.offset, stop.reason)),
+        Ok(scanned) => scanned,
+    };
+    if scanned.base != base {
+        let reason = format!(
+            "header says base event id {}, file name says {base}",
+            scanned.base
+        );
+        return (None, damaged(0, reason));
+    }
+    let verdict = match &scanned.stop {
+        None => Verdict::Clean,
+        Some(stop) if !last => damaged(stop.offset, stop.reason.clone()),
+        Some(stop) => match complete_batch_after(bytes, stop.offset) {
+            Some(at) => damaged(
+                stop.offset,
+                format!(
+                    "{}; a complete batch follows at offset {at}, so this is damage, not a \
+                     torn write",
+                    stop.reason
+                ),
+            ),
+            None => Verdict::Torn {
+                offset: scanned.end,
+                bytes: nonzero_len(bytes, scanned.end),
+                reason: stop.reason.clone(),
+            },
+        },
+    };
+    (Some(scanned), verdict)
 }
 
 /// Bytes from `from` to the last non-zero byte.
@@ -218,4 +311,59 @@ pub fn add_to_index(index: &mut Index, inspected: &Inspected) -> Result<(), Stor
         index.push_to_slot(slot, event_id, e.offset);
     }
     Ok(())
+}
+
+/// A log as an open finds it, every segment checked and nothing changed yet.
+pub struct Loaded {
+    /// Segment files found.
+    pub segments: usize,
+    /// Every committed event.
+    pub index: Index,
+    /// The last segment.
+    pub last: Option<Inspected>,
+    /// Segments before the last that were scanned, not taken from an index file: their
+    /// position in the index, path and end (a writing open indexes them).
+    pub unindexed: Vec<(usize, std::path::PathBuf, u64)>,
+}
+
+/// Reads every segment (the last one opened in `last_mode`) and refuses, changing nothing,
+/// on damage or on evidence that committed data is missing at the end. Shared by the
+/// writing and the read-only open, so they can never disagree about what the log holds.
+pub fn load(fs: &dyn Fs, dir: &Path, last_mode: Mode) -> Result<Loaded, StoreError> {
+    let before = crate::missing::list_before(fs, dir)?;
+    let names = segment_names(fs, dir)?;
+    let mut loaded = Loaded {
+        segments: names.len(),
+        index: Index::default(),
+        last: None,
+        unindexed: Vec::new(),
+    };
+    let mut previous_kind = None;
+    for (i, name) in names.iter().enumerate() {
+        let last = i + 1 == names.len();
+        let mode = if last { last_mode } else { Mode::Read };
+        let inspected = inspect(fs, dir, name, last, mode, true)?;
+        if let Verdict::Damaged(damage) = &inspected.verdict {
+            return Err(damage.clone().into_error());
+        }
+        add_to_index(&mut loaded.index, &inspected)?;
+        if last {
+            loaded.last = Some(inspected);
+        } else {
+            if !inspected.from_index {
+                let path = dir.join(&inspected.name);
+                loaded.unindexed.push((i, path, inspected.end()));
+            }
+            previous_kind = inspected.index_kind;
+        }
+    }
+    let end = crate::missing::End {
+        last: loaded.last.as_ref(),
+        previous_kind,
+        last_event_id: loaded.index.last_event_id,
+    };
+    match crate::missing::at_end(fs, dir, &before, &end)? {
+        Some(damage) => Err(damage.into_error()),
+        None => Ok(loaded),
+    }
 }

@@ -182,10 +182,16 @@ pub fn complete_batch_after(bytes: &[u8], offset: u64) -> Option<u64> {
     let from = offset as usize + 1;
     let commit_len = COMMIT_BODY_BYTES.to_le_bytes();
     for p in from..bytes.len().saturating_sub(crate::record::HEADER_BYTES) {
+        // A cheap filter before the CRC: the parse below decides.
         if bytes[p..p + 4] != commit_len || bytes[p + 8] != KIND_COMMIT {
             continue;
         }
-        let Parsed::Record { body, .. } = parse(bytes, p) else {
+        let Parsed::Record {
+            kind: KIND_COMMIT,
+            body,
+            ..
+        } = parse(bytes, p)
+        else {
             continue;
         };
         let Some((count, batch_bytes)) = commit_fields(body) else {
@@ -218,4 +224,149 @@ fn batch_is_valid(bytes: &[u8], start: usize, commit_at: usize, count: u32) -> b
         }
     }
     at == commit_at && seen == count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::encode_event;
+    use crate::record::{append_commit, append_record};
+    use apollo11_core::{Event, EventId, EventKind, Payload, RunId, Seq};
+
+    fn event(id: u64, seq: u32) -> Event {
+        Event {
+            event_id: EventId(id),
+            run_id: RunId::from("r"),
+            seq: Seq(seq),
+            step: None,
+            kind: EventKind::Started,
+            attempt: 1,
+            at_ms: 0,
+            instance: "i".into(),
+            payload: Payload::inline("p"),
+        }
+    }
+
+    /// A batch of the events with ids `ids` (seqs equal to ids), closed by a commit record
+    /// saying `count` events and `bytes` bytes (`None`: the true values).
+    fn batch(ids: &[u64], count: Option<u32>, bytes: Option<u32>) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &id in ids {
+            append_record(&mut out, KIND_EVENT, |b| {
+                encode_event(&event(id, id as u32), b).unwrap()
+            });
+        }
+        let len = out.len() as u32;
+        append_commit(
+            &mut out,
+            count.unwrap_or(ids.len() as u32),
+            bytes.unwrap_or(len),
+        );
+        out
+    }
+
+    fn segment(batches: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = header(1);
+        for b in batches {
+            out.extend_from_slice(b);
+        }
+        out.extend_from_slice(&[0; 64]);
+        out
+    }
+
+    #[test]
+    fn a_clean_segment_scans_to_its_end() {
+        let bytes = segment(&[batch(&[1, 2], None, None), batch(&[3], None, None)]);
+        let scanned = scan(&bytes).unwrap();
+        assert_eq!(scanned.events.len(), 3);
+        assert_eq!(scanned.stop, None);
+        assert_eq!(scanned.end as usize, bytes.len() - 64);
+    }
+
+    #[test]
+    fn event_ids_must_run_consecutively_within_a_segment() {
+        let first = batch(&[1], None, None);
+        let bytes = segment(&[first.clone(), batch(&[3], None, None)]);
+        let scanned = scan(&bytes).unwrap();
+        assert_eq!(scanned.events.len(), 1);
+        let stop = scanned.stop.unwrap();
+        assert_eq!(stop.offset as usize, HEADER_BYTES + first.len());
+        assert_eq!(stop.reason, "event id 3 where 2 was expected");
+        let within = segment(&[batch(&[1, 1], None, None)]);
+        assert!(scan(&within).unwrap().stop.is_some(), "a repeated id");
+    }
+
+    #[test]
+    fn a_commit_record_must_name_exactly_the_batch_it_closes() {
+        let good = batch(&[1, 2], None, None);
+        let true_bytes = (good.len() - COMMIT_BODY_BYTES as usize - 8) as u32;
+        for (count, bytes) in [
+            (Some(1), None),
+            (Some(3), None),
+            (None, Some(true_bytes - 1)),
+        ] {
+            let bytes = segment(&[batch(&[1, 2], count, bytes)]);
+            let scanned = scan(&bytes).unwrap();
+            assert!(scanned.events.is_empty(), "{count:?} {bytes:?}");
+            let stop = scanned.stop.unwrap();
+            assert_eq!(stop.reason, "commit record does not match its batch");
+            assert_eq!(stop.offset, HEADER_BYTES as u64 + u64::from(true_bytes));
+        }
+        let empty = segment(&[batch(&[], None, None)]);
+        let stop = scan(&empty).unwrap().stop.unwrap();
+        assert_eq!(
+            stop.reason, "commit record does not match its batch",
+            "no events"
+        );
+    }
+
+    #[test]
+    fn a_complete_batch_is_found_after_damage_at_its_exact_offset() {
+        let first = batch(&[1], None, None);
+        let second = batch(&[2, 3], None, None);
+        let mut bytes = segment(&[first.clone(), second]);
+        bytes[HEADER_BYTES + 10] ^= 0xff;
+        let at = (HEADER_BYTES + first.len()) as u64;
+        assert_eq!(complete_batch_after(&bytes, HEADER_BYTES as u64), Some(at));
+        assert_eq!(
+            complete_batch_after(&bytes, at),
+            None,
+            "none after the last"
+        );
+    }
+
+    #[test]
+    fn a_commit_record_over_anything_but_valid_events_is_no_complete_batch() {
+        // A valid commit record whose batch would be 40 bytes of garbage.
+        let mut garbage = vec![0xa5u8; 40];
+        append_commit(&mut garbage, 1, 40);
+        let bytes = segment(&[garbage]);
+        assert_eq!(complete_batch_after(&bytes, 0), None);
+        // A valid event under a commit record that counts two.
+        let miscounted = segment(&[batch(&[1], Some(2), None)]);
+        assert_eq!(complete_batch_after(&miscounted, 0), None);
+        // Records framed and checksummed as events, closed by a matching commit record, but
+        // holding no event: no batch either.
+        let mut undecodable = Vec::new();
+        append_record(&mut undecodable, KIND_EVENT, |b| {
+            b.extend_from_slice(&[0xff; 30])
+        });
+        let len = undecodable.len() as u32;
+        append_commit(&mut undecodable, 1, len);
+        let bytes = segment(&[undecodable]);
+        assert_eq!(complete_batch_after(&bytes, 0), None);
+        // A commit record closing no event is no batch (the writer never writes one).
+        let mut empty = segment(&[]);
+        empty.truncate(HEADER_BYTES);
+        empty.extend_from_slice(&[0xa5; 10]);
+        append_commit(&mut empty, 0, 0);
+        assert_eq!(complete_batch_after(&empty, HEADER_BYTES as u64), None);
+        // A batch reaching back before the damage does not follow it.
+        let whole = segment(&[batch(&[1], None, None)]);
+        assert_eq!(complete_batch_after(&whole, HEADER_BYTES as u64 + 1), None);
+        assert_eq!(
+            complete_batch_after(&whole, HEADER_BYTES as u64 - 1),
+            Some(HEADER_BYTES as u64)
+        );
+    }
 }

@@ -104,7 +104,13 @@ impl Writer {
         let index = self.shared.index.read().unwrap_or_else(|p| p.into_inner());
         let last = index.scanned(index.segments.len() - 1, self.tail.write_at);
         let path = self.path_of(&self.tail);
-        idx::save(self.fs.as_ref(), &path, self.tail.file.as_ref(), &last);
+        idx::save(
+            self.fs.as_ref(),
+            &path,
+            self.tail.file.as_ref(),
+            &last,
+            idx::Kind::Closed,
+        );
     }
 
     fn path_of(&self, tail: &Tail) -> PathBuf {
@@ -227,10 +233,22 @@ impl Writer {
         }
     }
 
-    /// Starts a new segment whose first event is `base`: create, header, preallocate, sync
-    /// the file and the directory, then trim the old segment's unused preallocation and save
-    /// its index file.
+    /// Starts a new segment whose first event is `base`: trim the old segment's unused
+    /// preallocation and sync it, create the new one (header synced, directory synced), then
+    /// save the old one's index file, which thereby proves the new one exists.
     fn roll(&mut self, base: u64) -> Result<(), String> {
+        // Gives the unused preallocation back (zeros would read as the end anyway) and makes
+        // the sealed data durable in any mode before a later segment exists: a segment
+        // followed by another is never cut as a torn tail. A failed sync is never ignored:
+        // after one, nothing about the file can be trusted.
+        let old = &self.tail;
+        let trimmed = if self.options.preallocate {
+            old.file.set_len(old.write_at)
+        } else {
+            Ok(())
+        };
+        let synced = trimmed.and_then(|()| old.file.sync_data());
+        synced.map_err(|e| format!("sealing {}: {e}", old.name))?;
         let name = file_name(base);
         let path = self.segments_dir.join(&name);
         let file = create_segment(self.fs.as_ref(), &path, base, &self.options)
@@ -244,20 +262,16 @@ impl Writer {
                 allocated: preallocation(HEADER_BYTES as u64, &self.options),
             },
         );
-        // Gives the unused preallocation back (zeros would read as the end anyway) and makes
-        // the sealed data durable in any mode before its index file describes it. A failed
-        // sync is never ignored: after one, nothing about the file can be trusted.
-        let trimmed = if self.options.preallocate {
-            old.file.set_len(old.write_at)
-        } else {
-            Ok(())
-        };
-        let synced = trimmed.and_then(|()| old.file.sync_data());
-        synced.map_err(|e| format!("sealing {}: {e}", old.name))?;
         let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
         let sealed = index.scanned(index.segments.len() - 1, old.write_at);
         let old_path = self.path_of(&old);
-        idx::save(self.fs.as_ref(), &old_path, old.file.as_ref(), &sealed);
+        idx::save(
+            self.fs.as_ref(),
+            &old_path,
+            old.file.as_ref(),
+            &sealed,
+            idx::Kind::Sealed,
+        );
         index
             .segments
             .push(SegmentIndex::new(base, self.tail.name.clone(), file));

@@ -3,9 +3,10 @@
 //! the index and does not read the segment: a read of the flipped event fails, and `verify`
 //! reports the flip, with the file and offset; without an index file, the open is refused
 //! with them. Before a later
-//! complete batch in the last segment, the open is refused. In the last batch of the log the
-//! flip is indistinguishable from a torn write, so it is cut, kept in a `.torn` file and
-//! reported, never read as data.
+//! complete batch in the last segment, the open is refused. In the last batch of the log
+//! after a crash the flip is indistinguishable from a torn write, so it is cut, kept in a
+//! `.torn` file and reported, never read as data; after a clean close, the index file of the
+//! last segment proves that batch was committed, and the flip is damage.
 
 use crate::common::{append, created, read, read_everything, remove_index_files, sized, write};
 use apollo11_core::EventId;
@@ -176,6 +177,29 @@ async fn a_flip_followed_by_a_complete_batch_in_the_last_segment_refuses_to_open
 async fn a_flip_in_the_last_batch_is_cut_as_a_torn_tail_and_reported() {
     let layout = layout().await;
     let (file, start, end) = layout.batches[4].clone();
+    let path = Path::new("/d").join(&file);
+    let mut flipped = read(layout.fs.as_ref(), &path);
+    flipped[(start + end) / 2] ^= 1;
+    write(layout.fs.as_ref(), &path, &flipped);
+    // After the clean close that ended `layout`, the last segment's index file records the
+    // batch as committed: not a torn write.
+    let report = verify_with(layout.fs.clone(), "/d").unwrap();
+    let damage = report
+        .damage
+        .expect("the index file proves the batch was committed");
+    assert_eq!(
+        (damage.file.as_str(), damage.offset),
+        (file.as_str(), start as u64)
+    );
+    assert!(
+        damage.reason.contains("committed data is missing"),
+        "{damage:?}"
+    );
+    assert!(report.torn_tail.is_none());
+    flipped[(start + end) / 2] ^= 1;
+    write(layout.fs.as_ref(), &path, &flipped);
+    // What a crash leaves: no index file of the last segment (only a clean close saves one).
+    remove_index_files(layout.fs.as_ref(), Path::new("/d"));
     let path = Path::new("/d").join(&file);
     let original = read(layout.fs.as_ref(), &path);
     for byte in start..end {

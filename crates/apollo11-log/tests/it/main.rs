@@ -5,12 +5,16 @@ mod bitflip;
 mod common;
 mod compat;
 mod faults;
+mod files;
+mod guards;
 mod index_files;
+mod missing;
 mod model;
 mod power_loss;
 mod scan;
 mod second_writer;
 mod torn;
+mod verify;
 
 /// The conformance suite on the real file system.
 mod conformance_real {
