@@ -4,7 +4,7 @@
 use crate::data::{load_run, open_reader, store_exit};
 use crate::{render, Exit};
 use apollo11_core::{EventKind, Payload, Seq};
-use apollo11_machine::{decide, Command, Now, Policy};
+use apollo11_machine::{decide, pause_cause, Command, Now, PauseCause, Policy, RunStatus};
 use apollo11_store::EventStore;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -82,8 +82,9 @@ pub async fn runs(dir: &Path, json: bool) -> Result<Exit, Exit> {
 }
 
 /// What `resume` would do now: the same `decide` the engine runs, on the same state, with
-/// nothing executing (as after a crash). Steps it would mark interrupted are folded as
-/// failed so the plan also shows what follows from that.
+/// nothing executing (as after a crash). Attempts and compensations it would mark
+/// interrupted are folded as failed so the plan also shows what follows from that; a paused
+/// run gets what an operator must do.
 pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
     let store = open_reader(dir)?;
     let run = load_run(&store, run_id, None).await?;
@@ -109,29 +110,38 @@ pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
                 executing: &nothing,
             },
         );
-        let mut interrupted = Vec::new();
         let mut wake = None;
+        let mut failures = Vec::new();
         for command in &commands {
             match command {
                 Command::WakeAt { ms } => wake = Some(*ms),
-                Command::Fail {
-                    step,
-                    attempt,
-                    error,
-                } => interrupted.push((step.clone(), *attempt, error.clone())),
-                _ => {}
+                Command::Fail { .. } | Command::FailCompensation { .. } => {
+                    failures.extend(command.event());
+                }
+                Command::Start { .. } | Command::Compensate { .. } | Command::Finish { .. } => {}
             }
             println!("  {}", describe(command, at_ms));
         }
-        let acted = commands
-            .iter()
-            .any(|c| !matches!(c, Command::WakeAt { .. } | Command::Fail { .. }));
-        for (step, attempt, error) in &interrupted {
-            state.apply(&hypothetical_failure(&state, step, *attempt, error, at_ms));
+        let acted = commands.iter().any(|c| {
+            matches!(
+                c,
+                Command::Start { .. } | Command::Compensate { .. } | Command::Finish { .. }
+            )
+        });
+        let failed = !failures.is_empty();
+        for (step, kind, attempt) in failures {
+            state.apply(&hypothetical(&state, step, kind, attempt, at_ms));
+        }
+        if commands.contains(&Command::Finish {
+            status: RunStatus::Paused,
+        }) {
+            for line in operator_advice(run_id, &state, &dag, &policy) {
+                println!("  {line}");
+            }
         }
         match (acted, wake) {
-            (false, Some(ms)) if interrupted.is_empty() => at_ms = ms,
-            (false, _) if !interrupted.is_empty() => {}
+            (false, Some(ms)) if !failed => at_ms = ms,
+            (false, _) if failed => {}
             _ => break,
         }
     }
@@ -139,12 +149,53 @@ pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
     Ok(Exit::code(0))
 }
 
-/// The `Failed` event resume would append for an interrupted attempt.
-fn hypothetical_failure(
+/// What an operator can do about a paused run.
+fn operator_advice(
+    run_id: &str,
+    state: &apollo11_machine::RunState,
+    dag: &apollo11_dag::Dag,
+    policy: &Policy,
+) -> Vec<String> {
+    let Some(cause) = pause_cause(state, dag, policy) else {
+        return Vec::new();
+    };
+    let why = crate::render::paused_because_cause(state, &cause);
+    let over = |step: &str, to: &str| {
+        format!("`apollo11 override {run_id} {step} --to {to} --reason TEXT`")
+    };
+    let mut lines = vec![format!("the run waits for a person: {why}")];
+    match cause {
+        PauseCause::StepFailed { step } => {
+            lines.push(format!(
+                "fix the cause, then {} to run it again, or {} / {} to go on without it;",
+                over(step.as_str(), "pending"),
+                over(step.as_str(), "succeeded"),
+                over(step.as_str(), "skipped")
+            ));
+        }
+        PauseCause::CompensationFailed { step, retry_with } => {
+            lines.push(format!(
+                "undo what `{step}` did by hand, then {} to go on without undoing it again;",
+                over(step.as_str(), "skipped")
+            ));
+            if let Some(to) = retry_with {
+                lines.push(format!(
+                    "or fix what makes the compensation fail, then {} to have it tried again;",
+                    over(step.as_str(), to.name())
+                ));
+            }
+        }
+    }
+    lines.push(format!("then `apollo11 resume {run_id}`."));
+    lines
+}
+
+/// The event resume would append for a command that fails an attempt or a compensation try.
+fn hypothetical(
     state: &apollo11_machine::RunState,
     step: &apollo11_core::StepName,
+    kind: EventKind,
     attempt: u32,
-    error: &str,
     at_ms: u64,
 ) -> apollo11_core::Event {
     apollo11_core::Event {
@@ -152,10 +203,7 @@ fn hypothetical_failure(
         run_id: state.run_id.clone(),
         seq: Seq(state.last_seq.0 + 1),
         step: Some(step.clone()),
-        kind: EventKind::Failed {
-            error: error.to_owned(),
-            retryable: true,
-        },
+        kind,
         attempt,
         at_ms,
         instance: "plan".into(),
@@ -180,9 +228,9 @@ fn describe(command: &Command, now_ms: u64) -> String {
             error,
         } => format!("fail {step} attempt {attempt}: {error}"),
         Command::Compensate { step, .. } => format!("compensate {step}"),
-        Command::ResumeCompensation { step, .. } => {
-            format!("run the unfinished compensation of {step} again")
-        }
+        Command::FailCompensation { step, .. } => format!(
+            "mark the compensation of {step} as interrupted (it was running when the engine stopped), then try it again per the step's retry policy"
+        ),
         Command::WakeAt { ms } => format!(
             "then, after {} (a retry backoff or a timeout):",
             render::millis(ms.saturating_sub(now_ms))

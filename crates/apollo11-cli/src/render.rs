@@ -1,7 +1,7 @@
 //! What the commands print: readable tables and timelines, and the JSON shapes of DESIGN §6.
 
 use apollo11_core::{Event, EventKind, Payload, RunId, WorkflowSpec};
-use apollo11_machine::{RunState, RunStatus};
+use apollo11_machine::{pause_cause, PauseCause, Policy, RunState, RunStatus};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 
@@ -49,6 +49,9 @@ pub fn status_table(
     data_dir: &Path,
 ) -> String {
     let mut out = format!("run {run_id} ({}): {status}\n", spec.name);
+    if let Some(why) = paused_because(state, spec) {
+        out.push_str(&format!("  paused: {why}\n"));
+    }
     out.push_str(&format!(
         "  {:<24} {:<13} {:>8} {:>9}  {}\n",
         "STEP", "STATE", "ATTEMPTS", "DURATION", "LAST ERROR"
@@ -56,9 +59,12 @@ pub fn status_table(
     let mut failures = Vec::new();
     for s in &spec.steps {
         let step = state.step(&s.name);
+        // A compensation's failure says more about where the step is than the failure
+        // that led to the compensation.
         let error = step
-            .last_error
+            .compensation_error
             .as_ref()
+            .or(step.last_error.as_ref())
             .map_or(String::new(), |e| e.error.clone());
         let duration = step.duration_ms.map_or("-".to_owned(), millis);
         out.push_str(&format!(
@@ -90,12 +96,50 @@ pub fn status_table(
     out.trim_end().to_owned()
 }
 
+/// Why the run waits for a person, in a sentence; `None` unless it is paused.
+pub fn paused_because(state: &RunState, spec: &WorkflowSpec) -> Option<String> {
+    let (dag, policy) = Policy::compile(spec, |_, fallback| fallback).ok()?;
+    let cause = pause_cause(state, &dag, &policy)?;
+    Some(paused_because_cause(state, &cause))
+}
+
+/// A pause's cause, in a sentence.
+pub fn paused_because_cause(state: &RunState, cause: &PauseCause) -> String {
+    let error = |e: Option<&apollo11_machine::Failure>| {
+        e.map_or(String::from("no error recorded"), |e| e.error.clone())
+    };
+    match cause {
+        PauseCause::StepFailed { step } => {
+            let s = state.step(step.as_str());
+            format!(
+                "step `{step}` failed for good after {} attempt(s): {}",
+                s.attempt,
+                error(s.last_error.as_deref())
+            )
+        }
+        PauseCause::CompensationFailed { step, .. } => {
+            let s = state.step(step.as_str());
+            format!(
+                "the compensation of `{step}` failed for good after {} tr{}: {}",
+                s.compensation_tries,
+                if s.compensation_tries == 1 {
+                    "y"
+                } else {
+                    "ies"
+                },
+                error(s.compensation_error.as_deref())
+            )
+        }
+    }
+}
+
 /// One readable line for an event.
 pub fn event_line(e: &Event) -> String {
     let step = e.step.as_ref().map_or("-", |s| s.as_str());
     let detail = match &e.kind {
         EventKind::RunCreated { workflow } => format!(" workflow {workflow}"),
-        EventKind::Failed { error, retryable } => format!(
+        EventKind::Failed { error, retryable }
+        | EventKind::CompensationFailed { error, retryable } => format!(
             ": {error}{}",
             if *retryable { "" } else { " (not retryable)" }
         ),
@@ -132,7 +176,10 @@ pub fn event_json(e: &Event) -> Value {
     });
     let extra = match &e.kind {
         EventKind::RunCreated { workflow } => json!({"workflow": workflow}),
-        EventKind::Failed { error, retryable } => json!({"error": error, "retryable": retryable}),
+        EventKind::Failed { error, retryable }
+        | EventKind::CompensationFailed { error, retryable } => {
+            json!({"error": error, "retryable": retryable})
+        }
         EventKind::ManualOverride { to, by, reason } => {
             json!({"to": to.name(), "by": by, "reason": reason})
         }

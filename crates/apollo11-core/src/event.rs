@@ -90,6 +90,9 @@ impl EventRef<'_> {
 }
 
 /// The kinds of event. `RunCreated` is run-level; every other kind names a step.
+///
+/// The log encodes a kind by its position in this list: new kinds go at the end, so logs
+/// written before them still decode to the same kinds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
@@ -122,6 +125,14 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// One try of a step's compensation failed; it is retried per the step's retry policy,
+    /// and once no try is left (or the error is not retryable) the run waits for a person.
+    CompensationFailed {
+        /// What went wrong (`"interrupted"` when a dead scheduler left the try unfinished).
+        error: String,
+        /// False when trying the compensation again cannot help.
+        retryable: bool,
+    },
 }
 
 /// States an operator may put a step in.
@@ -149,6 +160,7 @@ impl EventKind {
             EventKind::Compensating => "compensating",
             EventKind::Compensated => "compensated",
             EventKind::ManualOverride { .. } => "manual_override",
+            EventKind::CompensationFailed { .. } => "compensation_failed",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `decide`: the scheduling brain as a pure function. The runtime calls it after every
 //! change, executes the commands, appends the events they produce, and calls it again.
 
-use crate::rollback::{failed_for_good, status_with, to_undo};
+use crate::rollback::{compensation_stuck, failed_for_good, status_with, to_undo};
 use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
 use apollo11_core::{EventKind, Idempotency, OnFailure, StepName};
 use apollo11_dag::{Dag, NodeId};
@@ -38,16 +38,17 @@ pub enum Command {
         /// `"timeout"` or `"interrupted"`.
         error: String,
     },
-    /// Append `Compensating` and run the step's compensation on the compensation queue.
+    /// Append `Compensating` and run one try of the step's compensation, whose outcome is
+    /// appended as `Compensated` or `CompensationFailed`.
     Compensate {
         /// The step.
         step: StepName,
         /// Its current attempt.
         attempt: u32,
     },
-    /// Run again a compensation that a dead scheduler left unfinished (no new event;
-    /// compensations are idempotent).
-    ResumeCompensation {
+    /// Append `CompensationFailed {error: "interrupted", retryable: true}` for a try of a
+    /// compensation that a dead scheduler left unfinished; it is retried like any failed try.
+    FailCompensation {
         /// The step.
         step: StepName,
         /// Its current attempt.
@@ -85,9 +86,14 @@ impl Command {
             Command::Compensate { step, attempt } => {
                 Some((step, EventKind::Compensating, *attempt))
             }
-            Command::ResumeCompensation { .. }
-            | Command::WakeAt { .. }
-            | Command::Finish { .. } => None,
+            Command::FailCompensation { step, attempt } => {
+                let failed = EventKind::CompensationFailed {
+                    error: "interrupted".into(),
+                    retryable: true,
+                };
+                Some((step, failed, *attempt))
+            }
+            Command::WakeAt { .. } | Command::Finish { .. } => None,
         }
     }
 }
@@ -115,16 +121,17 @@ pub fn decide_with(
     if status.is_terminal() {
         return vec![Command::Finish { status }];
     }
-    let mut commands = if state.anomaly.is_some() || f.anomalous() {
-        Vec::new()
-    } else if failed_for_good(state, dag, policy, f) {
-        match policy.on_failure {
-            OnFailure::Pause => Vec::new(),
-            OnFailure::Rollback => rollback_wave(state, dag, policy, f),
-        }
-    } else {
-        progress(state, dag, policy, now, f)
-    };
+    let mut commands =
+        if state.anomaly.is_some() || f.anomalous() || compensation_stuck(state, dag, policy, f) {
+            Vec::new()
+        } else if failed_for_good(state, dag, policy, f) {
+            match policy.on_failure {
+                OnFailure::Pause => Vec::new(),
+                OnFailure::Rollback => rollback_wave(state, dag, policy, now, f),
+            }
+        } else {
+            progress(state, dag, policy, now, f)
+        };
     let wake = commands
         .iter()
         .filter_map(|c| match c {
@@ -166,7 +173,7 @@ fn interrupted_and_timed_out(
                     error: "timeout".into(),
                 })
             }
-            StepStatus::Compensating if !executing => commands.push(Command::ResumeCompensation {
+            StepStatus::Compensating if !executing => commands.push(Command::FailCompensation {
                 step: step_name(),
                 attempt,
             }),
@@ -220,8 +227,12 @@ fn progress(
                 });
                 continue;
             }
+            StepStatus::CompensationFailed => {
+                commands.push(compensation_retry(state, dag, policy, now, n));
+                continue;
+            }
             StepStatus::Failed | StepStatus::Compensated => retry_due_ms(state, dag, policy, n),
-            // The frontier only lists the three states above; a stale one is not trusted.
+            // The frontier only lists the four states above; a stale one is not trusted.
             StepStatus::Running
             | StepStatus::Succeeded
             | StepStatus::Compensating
@@ -257,9 +268,46 @@ fn retry_due_ms(state: &RunState, dag: &Dag, policy: &Policy, node: NodeId) -> u
     })
 }
 
+/// The next try of a compensation that failed: `Compensate` once the step's backoff from
+/// the failed try has passed, else `WakeAt` that time.
+fn compensation_retry(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    now: Now<'_>,
+    node: NodeId,
+) -> Command {
+    let name = dag.name(node);
+    let step = state.step(name);
+    let due_ms = step.compensation_error.as_ref().map_or(0, |failure| {
+        let delay = retry_delay_ms(
+            &policy.step(node).retry,
+            state.run_id.as_str(),
+            name,
+            step.compensation_tries,
+        );
+        failure.at_ms.saturating_add(delay)
+    });
+    if due_ms > now.ms {
+        Command::WakeAt { ms: due_ms }
+    } else {
+        Command::Compensate {
+            step: StepName(name.into()),
+            attempt: step.attempt,
+        }
+    }
+}
+
 /// The next wave of a rollback: wait for running attempts to end, then compensate every
-/// step none of whose dependents still needs compensating.
-fn rollback_wave(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> Vec<Command> {
+/// step none of whose dependents still needs compensating (a failed try is retried after
+/// its backoff, and the steps it depends on wait for it).
+fn rollback_wave(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    now: Now<'_>,
+    f: &Frontier,
+) -> Vec<Command> {
     if f.running > 0 {
         return Vec::new();
     }
@@ -270,10 +318,22 @@ fn rollback_wave(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> 
     wave.into_iter()
         .filter_map(|n| {
             let step = state.step(dag.name(n));
-            (step.status != StepStatus::Compensating).then(|| Command::Compensate {
-                step: StepName(dag.name(n).into()),
-                attempt: step.attempt,
-            })
+            match step.status {
+                StepStatus::Compensating => None,
+                StepStatus::CompensationFailed => {
+                    Some(compensation_retry(state, dag, policy, now, n))
+                }
+                StepStatus::Succeeded | StepStatus::Failed => Some(Command::Compensate {
+                    step: StepName(dag.name(n).into()),
+                    attempt: step.attempt,
+                }),
+                // `to_undo` lists none of these.
+                StepStatus::Pending
+                | StepStatus::Running
+                | StepStatus::Compensated
+                | StepStatus::Skipped
+                | StepStatus::Anomalous => None,
+            }
         })
         .collect()
 }

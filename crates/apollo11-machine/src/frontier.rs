@@ -16,11 +16,13 @@ pub struct Frontier {
     status: Vec<StepStatus>,
     /// Per step: how many of its dependencies are succeeded or skipped.
     deps_done: Vec<u32>,
-    /// Pending steps whose dependencies are all done, and failed or compensated steps.
+    /// Pending steps whose dependencies are all done, failed or compensated steps, and steps
+    /// whose compensation waits for its next try.
     pub(crate) candidates: ByRank,
     /// Running or compensating steps.
     pub(crate) busy: ByRank,
-    /// Failed, compensating or compensated steps that carry an error.
+    /// Steps that may stop the run: failed, compensating or compensated steps that carry an
+    /// error, and every step whose compensation failed.
     pub(crate) troubled: ByRank,
     pub(crate) done: usize,
     pub(crate) running: usize,
@@ -72,12 +74,15 @@ impl Frontier {
         set(&mut self.busy, key, new.is_busy());
         let after_failure = matches!(
             new,
-            StepStatus::Failed | StepStatus::Compensating | StepStatus::Compensated
+            StepStatus::Failed
+                | StepStatus::Compensating
+                | StepStatus::CompensationFailed
+                | StepStatus::Compensated
         );
         set(
             &mut self.troubled,
             key,
-            after_failure && s.last_error.is_some(),
+            (after_failure && s.last_error.is_some()) || new == StepStatus::CompensationFailed,
         );
         self.refresh_candidate(dag, n);
         let (was_done, is_done) = (old.satisfies_dependents(), new.satisfies_dependents());
@@ -94,7 +99,7 @@ impl Frontier {
     fn refresh_candidate(&mut self, dag: &Dag, n: NodeId) {
         let ready = match self.status[n.index()] {
             StepStatus::Pending => self.deps_done[n.index()] as usize == dag.dependencies(n).len(),
-            StepStatus::Failed | StepStatus::Compensated => true,
+            StepStatus::Failed | StepStatus::Compensated | StepStatus::CompensationFailed => true,
             StepStatus::Running
             | StepStatus::Succeeded
             | StepStatus::Compensating

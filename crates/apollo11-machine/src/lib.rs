@@ -13,7 +13,7 @@ pub use backoff::retry_delay_ms;
 pub use decide::{decide, decide_with, Command, Now};
 pub use frontier::Frontier;
 pub use policy::{Policy, PolicyError, StepPolicy};
-pub use rollback::{run_status, RunStatus};
+pub use rollback::{pause_cause, run_status, PauseCause, RunStatus};
 pub use state::{fold, Anomaly, Failure, RunState, StepState};
 pub use status::StepStatus;
 pub use table::{transition, Rule, Transition};

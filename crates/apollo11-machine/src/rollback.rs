@@ -3,7 +3,7 @@
 //! transitions, so the run status can never disagree with them.
 
 use crate::{Frontier, Policy, RunState, StepPolicy, StepState, StepStatus};
-use apollo11_core::{Idempotency, OnFailure};
+use apollo11_core::{Idempotency, OnFailure, OverrideTarget, StepName};
 use apollo11_dag::{Dag, NodeId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -48,6 +48,60 @@ impl fmt::Display for RunStatus {
     }
 }
 
+/// Why a run waits for a person.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PauseCause {
+    /// A step failed with no retry left (or with an error no retry fixes) and the workflow
+    /// says `on_failure = "pause"`.
+    StepFailed {
+        /// The first such step in topological order.
+        step: StepName,
+    },
+    /// A step's compensation failed with no try left (or with an error no retry fixes):
+    /// the run waits whatever `on_failure` says, since the engine cannot undo the step.
+    CompensationFailed {
+        /// The first such step in topological order.
+        step: StepName,
+        /// The override that makes the run try the compensation again (with a new budget of
+        /// tries), when there is one: during a rollback, putting the step back in the state
+        /// its compensation started from.
+        retry_with: Option<OverrideTarget>,
+    },
+}
+
+/// Why a run is paused; `None` unless [`run_status`] says `paused`.
+pub fn pause_cause(state: &RunState, dag: &Dag, policy: &Policy) -> Option<PauseCause> {
+    let f = Frontier::new(dag, state);
+    if status_with(state, dag, policy, &f) != RunStatus::Paused {
+        return None;
+    }
+    let troubled = || f.troubled.iter().map(|&(_, n)| n);
+    if let Some(n) = troubled().find(|&n| stuck(state.step(dag.name(n)), policy.step(n))) {
+        let step = state.step(dag.name(n));
+        let retry_with = rolling_back(state, dag, policy, &f).then(|| {
+            if step.last_error.is_some() {
+                OverrideTarget::Failed
+            } else {
+                OverrideTarget::Succeeded
+            }
+        });
+        return Some(PauseCause::CompensationFailed {
+            step: StepName(dag.name(n).to_owned()),
+            retry_with,
+        });
+    }
+    troubled()
+        .find(|&n| exhausted(state.step(dag.name(n)), policy.step(n)))
+        .map(|n| PauseCause::StepFailed {
+            step: StepName(dag.name(n).to_owned()),
+        })
+}
+
+/// True when the run undoes its steps rather than going forward.
+pub(crate) fn rolling_back(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> bool {
+    policy.on_failure == OnFailure::Rollback && failed_for_good(state, dag, policy, f)
+}
+
 /// The status of a run, from its state alone.
 pub fn run_status(state: &RunState, dag: &Dag, policy: &Policy) -> RunStatus {
     status_with(state, dag, policy, &Frontier::new(dag, state))
@@ -66,7 +120,13 @@ pub(crate) fn status_with(state: &RunState, dag: &Dag, policy: &Policy, f: &Fron
     if f.done == dag.len() {
         return RunStatus::Succeeded;
     }
-    if busy || !failed_for_good(state, dag, policy, f) {
+    if busy {
+        return RunStatus::Running;
+    }
+    if compensation_stuck(state, dag, policy, f) {
+        return RunStatus::Paused;
+    }
+    if !failed_for_good(state, dag, policy, f) {
         return RunStatus::Running;
     }
     match policy.on_failure {
@@ -83,10 +143,35 @@ pub(crate) fn failed_for_good(state: &RunState, dag: &Dag, policy: &Policy, f: &
         .any(|&(_, n)| exhausted(state.step(dag.name(n)), policy.step(n)))
 }
 
+/// True when a step's compensation failed with no try left (or with an error no retry can
+/// fix): the run then waits for a person, whatever `on_failure` says, because nothing the
+/// engine can do undoes that step.
+pub(crate) fn compensation_stuck(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    f: &Frontier,
+) -> bool {
+    f.troubled
+        .iter()
+        .any(|&(_, n)| stuck(state.step(dag.name(n)), policy.step(n)))
+}
+
+fn stuck(step: &StepState, policy: &StepPolicy) -> bool {
+    step.status == StepStatus::CompensationFailed
+        && step
+            .compensation_error
+            .as_ref()
+            .is_some_and(|e| !e.retryable || step.compensation_tries >= policy.retry.max_attempts)
+}
+
 fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
     let after_failure = matches!(
         step.status,
-        StepStatus::Failed | StepStatus::Compensating | StepStatus::Compensated
+        StepStatus::Failed
+            | StepStatus::Compensating
+            | StepStatus::CompensationFailed
+            | StepStatus::Compensated
     );
     after_failure
         && step
@@ -96,15 +181,18 @@ fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
 }
 
 /// Steps a rollback must still compensate or is compensating: every succeeded step with a
-/// compensation, and every failed step of class `compensate` (its failure may have left
-/// effects, which is why the class exists).
+/// compensation, every failed step of class `compensate` (its failure may have left
+/// effects, which is why the class exists), and every step whose compensation is under way
+/// or waits for its next try.
 pub(crate) fn to_undo(state: &RunState, dag: &Dag, policy: &Policy) -> Vec<NodeId> {
     dag.nodes()
         .filter(|&n| {
             let p = policy.step(n);
             p.has_compensation
                 && match state.status(dag.name(n)) {
-                    StepStatus::Succeeded | StepStatus::Compensating => true,
+                    StepStatus::Succeeded
+                    | StepStatus::Compensating
+                    | StepStatus::CompensationFailed => true,
                     StepStatus::Failed => p.idempotency == Idempotency::Compensate,
                     StepStatus::Pending
                     | StepStatus::Running

@@ -56,6 +56,19 @@ pub struct StepState {
     pub payload_seq: Option<Seq>,
     /// The first event that made the step anomalous, while it is.
     pub anomaly: Option<Box<Anomaly>>,
+    /// Tries of the step's current compensation (1 once it starts, +1 for each retry); 0
+    /// when no compensation is under way or waiting for its next try. Omitted when 0, so
+    /// states written before compensation tries existed read the same.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compensation_tries: u32,
+    /// The last failed try of the current compensation, until it finishes or an operator
+    /// overrides the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensation_error: Option<Box<Failure>>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The state of a step that has had no event.
@@ -68,6 +81,8 @@ static NOT_STARTED: StepState = StepState {
     last_error: None,
     payload_seq: None,
     anomaly: None,
+    compensation_tries: 0,
+    compensation_error: None,
 };
 
 /// State of one run, folded from its events.
@@ -234,13 +249,34 @@ impl StepState {
             }
             Rule::Override => self.apply_override(event),
             Rule::Anomaly => self.anomaly = Some(Box::new(anomaly(event, from))),
-            Rule::CompensateFailure
-            | Rule::CompensateSuccess
-            | Rule::FinishCompensation
-            | Rule::StayAnomalous => {}
+            Rule::CompensateFailure | Rule::CompensateSuccess => {
+                self.compensation_tries = 1;
+                self.compensation_error = None;
+            }
+            Rule::RetryCompensation => {
+                self.compensation_tries = self.compensation_tries.saturating_add(1);
+            }
+            Rule::FailCompensation => {
+                if let EventKind::CompensationFailed { error, retryable } = &event.kind {
+                    self.compensation_error = Some(Box::new(Failure {
+                        error: error.clone(),
+                        retryable: *retryable,
+                        at_ms: event.at_ms,
+                    }));
+                }
+            }
+            Rule::FinishCompensation => self.end_compensation(),
+            Rule::StayAnomalous => {}
         }
         t.rule
     }
+
+    /// Forgets the tries of a compensation that finished or that an operator ended.
+    fn end_compensation(&mut self) {
+        self.compensation_tries = 0;
+        self.compensation_error = None;
+    }
+
     fn finish_attempt(&mut self, event: &EventRef<'_>) {
         self.duration_ms = self.started_ms.map(|s| event.at_ms.saturating_sub(s));
         self.payload_seq = (!event.payload.is_empty()).then_some(event.seq);
@@ -248,6 +284,7 @@ impl StepState {
 
     fn apply_override(&mut self, event: &EventRef<'_>) {
         self.anomaly = None;
+        self.end_compensation();
         if let EventKind::ManualOverride { to, by, reason } = &event.kind {
             match to {
                 OverrideTarget::Failed => {

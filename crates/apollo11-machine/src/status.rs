@@ -21,6 +21,9 @@ pub enum StepStatus {
     Failed,
     /// Its compensation is under way.
     Compensating,
+    /// A try of its compensation failed: it waits for the next try (after the step's backoff)
+    /// or, with no try left, for an operator. Nothing is under way.
+    CompensationFailed,
     /// Its compensation finished.
     Compensated,
     /// An operator decided it is not needed.
@@ -31,12 +34,13 @@ pub enum StepStatus {
 
 impl StepStatus {
     /// Every state, in declaration order.
-    pub const ALL: [StepStatus; 8] = [
+    pub const ALL: [StepStatus; 9] = [
         StepStatus::Pending,
         StepStatus::Running,
         StepStatus::Succeeded,
         StepStatus::Failed,
         StepStatus::Compensating,
+        StepStatus::CompensationFailed,
         StepStatus::Compensated,
         StepStatus::Skipped,
         StepStatus::Anomalous,
@@ -50,6 +54,7 @@ impl StepStatus {
             StepStatus::Succeeded => "succeeded",
             StepStatus::Failed => "failed",
             StepStatus::Compensating => "compensating",
+            StepStatus::CompensationFailed => "compensation_failed",
             StepStatus::Compensated => "compensated",
             StepStatus::Skipped => "skipped",
             StepStatus::Anomalous => "anomalous",

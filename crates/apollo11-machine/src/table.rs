@@ -23,6 +23,10 @@ pub enum Rule {
     CompensateSuccess,
     /// compensating(a) + Compensated(a) → compensated
     FinishCompensation,
+    /// compensating(a) + CompensationFailed(a) → compensation_failed
+    FailCompensation,
+    /// compensation_failed(a) + Compensating(a) → compensating (the next try)
+    RetryCompensation,
     /// compensated(a) + Started(a+1) → running(a+1)
     Rerun,
     /// any + ManualOverride{to} → to, attempt kept
@@ -35,7 +39,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every row of the table.
-    pub const ALL: [Rule; 11] = [
+    pub const ALL: [Rule; 13] = [
         Rule::Start,
         Rule::Succeed,
         Rule::Fail,
@@ -43,6 +47,8 @@ impl Rule {
         Rule::CompensateFailure,
         Rule::CompensateSuccess,
         Rule::FinishCompensation,
+        Rule::FailCompensation,
+        Rule::RetryCompensation,
         Rule::Rerun,
         Rule::Override,
         Rule::Anomaly,
@@ -81,6 +87,12 @@ pub fn transition(
         (S::Failed, K::Compensating) if same_try => (Rule::CompensateFailure, S::Compensating),
         (S::Succeeded, K::Compensating) if same_try => (Rule::CompensateSuccess, S::Compensating),
         (S::Compensating, K::Compensated) if same_try => (Rule::FinishCompensation, S::Compensated),
+        (S::Compensating, K::CompensationFailed { .. }) if same_try => {
+            (Rule::FailCompensation, S::CompensationFailed)
+        }
+        (S::CompensationFailed, K::Compensating) if same_try => {
+            (Rule::RetryCompensation, S::Compensating)
+        }
         (S::Compensated, K::Started) if next_try => (Rule::Rerun, S::Running),
         (
             S::Pending
@@ -88,6 +100,7 @@ pub fn transition(
             | S::Succeeded
             | S::Failed
             | S::Compensating
+            | S::CompensationFailed
             | S::Compensated
             | S::Skipped
             | S::Anomalous,
@@ -100,7 +113,8 @@ pub fn transition(
             | K::Succeeded
             | K::Failed { .. }
             | K::Compensating
-            | K::Compensated,
+            | K::Compensated
+            | K::CompensationFailed { .. },
         ) => (Rule::StayAnomalous, S::Anomalous),
         (
             S::Pending
@@ -108,6 +122,7 @@ pub fn transition(
             | S::Succeeded
             | S::Failed
             | S::Compensating
+            | S::CompensationFailed
             | S::Compensated
             | S::Skipped,
             K::RunCreated { .. }
@@ -115,7 +130,8 @@ pub fn transition(
             | K::Succeeded
             | K::Failed { .. }
             | K::Compensating
-            | K::Compensated,
+            | K::Compensated
+            | K::CompensationFailed { .. },
         ) => (Rule::Anomaly, S::Anomalous),
     };
     let attempt = match rule {
@@ -125,6 +141,8 @@ pub fn transition(
         | Rule::CompensateFailure
         | Rule::CompensateSuccess
         | Rule::FinishCompensation
+        | Rule::FailCompensation
+        | Rule::RetryCompensation
         | Rule::Override
         | Rule::Anomaly
         | Rule::StayAnomalous => attempt,

@@ -8,7 +8,7 @@ use crate::{EngineError, Output, StepContext, StepError, Workflow, WorkflowError
 use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
 use apollo11_dag::Dag;
 use apollo11_machine::{
-    decide_with, retry_delay_ms, Command, Frontier, Now, Policy, RunState, RunStatus, StepStatus,
+    decide_with, Command, Frontier, Now, Policy, RunState, RunStatus, StepStatus,
 };
 use apollo11_store::{NewEvent, StoreError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -33,8 +33,17 @@ struct Done {
 }
 
 enum Outcome {
+    /// An attempt's result.
     Ran(Result<Output, StepError>),
-    Compensated,
+    /// One try of a compensation: the driver never retries inside the task; a failed try is
+    /// an event, and `decide` says when to try again.
+    Compensation(Result<(), StepError>),
+}
+
+impl Outcome {
+    fn is_compensation(&self) -> bool {
+        matches!(self, Outcome::Compensation(_))
+    }
 }
 
 pub(crate) struct Driver<S: Store> {
@@ -48,7 +57,8 @@ pub(crate) struct Driver<S: Store> {
     notify: Arc<Notify>,
     executing: BTreeMap<StepName, Running>,
     tasks: JoinSet<Done>,
-    task_steps: HashMap<Id, (StepName, u32)>,
+    /// Each task's step, attempt and whether it is a compensation, to record a panic.
+    task_steps: HashMap<Id, (StepName, u32, bool)>,
     /// Set when events may have been appended by someone else (an override).
     stale: bool,
     /// Outcomes already folded into `state` but not yet appended: they go out with the next
@@ -145,12 +155,11 @@ impl<S: Store> Driver<S> {
                     self.stop(&step);
                     metrics::counter!("apollo11_step_outcomes_total", "outcome" => if error == "timeout" { "timeout" } else { "interrupted" }).increment(1);
                 }
-                Command::Compensate { step, attempt } => {
-                    metrics::counter!("apollo11_compensations_total").increment(1);
-                    launches.push((step, attempt, true));
-                }
-                Command::ResumeCompensation { step, attempt } => {
-                    launches.push((step, attempt, true))
+                Command::Compensate { step, attempt } => launches.push((step, attempt, true)),
+                Command::FailCompensation { step, .. } => {
+                    self.stop(&step);
+                    metrics::counter!("apollo11_compensations_total", "outcome" => "interrupted")
+                        .increment(1);
                 }
                 Command::WakeAt { ms } => wake = Some(ms),
                 Command::Finish { status } => {
@@ -232,7 +241,10 @@ impl<S: Store> Driver<S> {
         self.frontier = Frontier::new(&self.dag, &self.state);
         for event in unsent {
             let step = event.step.clone().expect("outcomes name a step");
-            let compensation = event.kind == EventKind::Compensated;
+            let compensation = matches!(
+                event.kind,
+                EventKind::Compensated | EventKind::CompensationFailed { .. }
+            );
             if self.still_current(&step, event.attempt, compensation) {
                 self.fold_unsent(event);
             }
@@ -304,11 +316,6 @@ impl<S: Store> Driver<S> {
             .step(step.as_str())
             .expect("decide only names steps of the workflow")
             .clone();
-        let node = self
-            .dag
-            .node(step.as_str())
-            .expect("decide only names steps of the graph");
-        let retry = self.policy.step(node).retry.clone();
         let recorded = self.state.step(step.as_str());
         let succeeded_before = recorded.last_error.is_none();
         let payload_seq = recorded.payload_seq;
@@ -339,8 +346,7 @@ impl<S: Store> Driver<S> {
                 cancel,
             };
             let outcome = if compensation {
-                compensate_until_done(code.as_ref(), &ctx, &retry).await;
-                Outcome::Compensated
+                Outcome::Compensation(code.compensate(&ctx).await)
             } else {
                 Outcome::Ran(code.run(&ctx).await)
             };
@@ -351,7 +357,8 @@ impl<S: Store> Driver<S> {
             }
         };
         let abort = self.tasks.spawn(work.instrument(span));
-        self.task_steps.insert(abort.id(), (step.clone(), attempt));
+        self.task_steps
+            .insert(abort.id(), (step.clone(), attempt, compensation));
         self.executing.insert(
             step,
             Running {
@@ -402,21 +409,28 @@ impl<S: Store> Driver<S> {
                     self.task_steps.remove(&e.id());
                 }
                 Err(e) => {
-                    let (step, attempt) = self
+                    let (step, attempt, compensation) = self
                         .task_steps
                         .remove(&e.id())
                         .expect("every task is known");
-                    let failure = StepError::retryable(format!("step panicked: {e}"));
+                    // A panic is a retryable failure: `decide` retries it after the
+                    // step's backoff, like any other failed attempt or try.
+                    let outcome = if compensation {
+                        let failure = StepError::retryable(format!("compensation panicked: {e}"));
+                        Outcome::Compensation(Err(failure))
+                    } else {
+                        Outcome::Ran(Err(StepError::retryable(format!("step panicked: {e}"))))
+                    };
                     done.push(Done {
                         step,
                         attempt,
-                        outcome: Outcome::Ran(Err(failure)),
+                        outcome,
                     });
                 }
             }
         }
         for d in done {
-            let compensation = matches!(d.outcome, Outcome::Compensated);
+            let compensation = d.outcome.is_compensation();
             let mine = self
                 .executing
                 .get(&d.step)
@@ -434,7 +448,22 @@ impl<S: Store> Driver<S> {
 
     async fn outcome_event(&self, done: &Done) -> Result<NewEvent, StoreError> {
         let (kind, payload, outcome) = match &done.outcome {
-            Outcome::Compensated => (EventKind::Compensated, Payload::Empty, "compensated"),
+            Outcome::Compensation(result) => {
+                let (kind, outcome) = match result {
+                    Ok(()) => (EventKind::Compensated, "compensated"),
+                    Err(e) => {
+                        let kind = EventKind::CompensationFailed {
+                            error: clip(&e.message),
+                            retryable: e.retryable,
+                        };
+                        tracing::warn!(error = %e.message, retryable = e.retryable, "compensation failed");
+                        (kind, "failed")
+                    }
+                };
+                metrics::counter!("apollo11_compensations_total", "outcome" => outcome)
+                    .increment(1);
+                return Ok(self.event(&done.step, kind, done.attempt, Payload::Empty));
+            }
             Outcome::Ran(Ok(output)) => (
                 EventKind::Succeeded,
                 Payload::inline(output.0.clone()),
@@ -455,28 +484,6 @@ impl<S: Store> Driver<S> {
         metrics::counter!("apollo11_step_outcomes_total", "outcome" => outcome).increment(1);
         let payload = self.shared.offload(payload).await?;
         Ok(self.event(&done.step, kind, done.attempt, payload))
-    }
-}
-
-/// Runs a compensation until it succeeds, backing off per the step's retry policy between
-/// tries. Compensations are idempotent, and a run cannot move on while one is unfinished; an
-/// operator can override the step to stop it.
-async fn compensate_until_done(
-    code: &dyn crate::Step,
-    ctx: &StepContext,
-    retry: &apollo11_core::RetryPolicy,
-) {
-    let mut tries = 0u32;
-    loop {
-        tries += 1;
-        match code.compensate(ctx).await {
-            Ok(()) => return,
-            Err(e) => {
-                let delay = retry_delay_ms(retry, ctx.run_id.as_str(), ctx.step.as_str(), tries);
-                tracing::warn!(error = %e, tries, delay_ms = delay, "compensation failed; retrying");
-                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
-            }
-        }
     }
 }
 

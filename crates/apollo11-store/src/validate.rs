@@ -31,11 +31,13 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
             limits::LABEL_BYTES_MAX,
         )?;
         match &event.kind {
-            EventKind::Failed { error, .. } => check_len(
-                "error message",
-                error.len() as u64,
-                limits::ERROR_MESSAGE_BYTES_MAX,
-            )?,
+            EventKind::Failed { error, .. } | EventKind::CompensationFailed { error, .. } => {
+                check_len(
+                    "error message",
+                    error.len() as u64,
+                    limits::ERROR_MESSAGE_BYTES_MAX,
+                )?
+            }
             EventKind::ManualOverride { by, reason, .. } => {
                 check_len("override author", by.len() as u64, limits::LABEL_BYTES_MAX)?;
                 check_len(

@@ -88,6 +88,15 @@ impl History {
         self.raw(Some(step), EventKind::Compensated, attempt, Payload::Empty)
     }
 
+    pub fn compensation_failed(self, step: &str, error: &str, retryable: bool) -> History {
+        let attempt = self.attempt(step);
+        let kind = EventKind::CompensationFailed {
+            error: error.to_owned(),
+            retryable,
+        };
+        self.raw(Some(step), kind, attempt, Payload::Empty)
+    }
+
     pub fn overridden(self, step: &str, to: OverrideTarget, by: &str, reason: &str) -> History {
         let attempt = self.attempt(step);
         let kind = EventKind::ManualOverride {
@@ -153,6 +162,7 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
         3 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::Failed { error, retryable }),
         2 => Just(EventKind::Compensating),
         2 => Just(EventKind::Compensated),
+        2 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::CompensationFailed { error, retryable }),
         1 => (target, "[a-z]{1,4}").prop_map(|(to, by)| EventKind::ManualOverride { to, by, reason: "why".into() }),
         1 => "[a-z]{1,4}".prop_map(|workflow| EventKind::RunCreated { workflow }),
     ]

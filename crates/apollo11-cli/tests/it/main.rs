@@ -3,5 +3,6 @@
 mod harness;
 mod inspect;
 mod lifecycle;
+mod operator;
 mod storage;
 mod validation;

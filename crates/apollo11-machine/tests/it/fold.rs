@@ -170,3 +170,66 @@ fn durations_errors_and_payloads_are_kept() {
 fn rename(node: &str) -> String {
     format!("s{}", node.trim_start_matches('n').parse::<u32>().unwrap())
 }
+
+#[test]
+fn compensation_tries_and_their_last_error_are_kept_until_the_compensation_ends() {
+    let h = History::new("run-p")
+        .created("wf", Payload::Empty)
+        .started("a")
+        .succeeded("a", "out")
+        .compensating("a")
+        .at(7_000)
+        .compensation_failed("a", "permission denied", true)
+        .compensating("a")
+        .compensation_failed("a", "disk full", false);
+    let state = fold(&run(), h.events());
+    let a = state.step("a");
+    assert_eq!(
+        (a.status, a.attempt, a.compensation_tries),
+        (StepStatus::CompensationFailed, 1, 2)
+    );
+    let error = a.compensation_error.as_deref().unwrap();
+    assert_eq!(
+        (error.error.as_str(), error.retryable, error.at_ms),
+        ("disk full", false, 7_020)
+    );
+    assert!(a.last_error.is_none(), "the step itself did not fail");
+    assert_eq!(
+        a.payload_seq,
+        Some(Seq(3)),
+        "the output stays for the next try"
+    );
+    let retried = fold(&run(), h.clone().compensating("a").events());
+    let a = retried.step("a");
+    assert_eq!(
+        (a.status, a.compensation_tries),
+        (StepStatus::Compensating, 3)
+    );
+    assert!(
+        a.compensation_error.is_some(),
+        "kept while the next try runs"
+    );
+    for ended in [
+        h.clone().compensating("a").compensated("a"),
+        h.clone().overridden(
+            "a",
+            apollo11_core::OverrideTarget::Skipped,
+            "op",
+            "undone by hand",
+        ),
+    ] {
+        let a = fold(&run(), ended.events()).step("a").clone();
+        assert_eq!((a.compensation_tries, a.compensation_error), (0, None));
+    }
+    let again = fold(
+        &run(),
+        h.overridden("a", apollo11_core::OverrideTarget::Succeeded, "op", "retry")
+            .compensating("a")
+            .events(),
+    );
+    assert_eq!(
+        again.step("a").compensation_tries,
+        1,
+        "a new compensation counts anew"
+    );
+}

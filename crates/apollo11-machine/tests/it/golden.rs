@@ -50,6 +50,34 @@ fn payment() -> WorkflowSpec {
     )
 }
 
+/// A diamond run whose `d` failed for good after `a`, `b` and `c` succeeded.
+fn diamond_failed_at_d(h: History) -> History {
+    h.created("test", pinned(&diamond()))
+        .started("a")
+        .succeeded("a", "A")
+        .started("b")
+        .started("c")
+        .succeeded("c", "C")
+        .succeeded("b", "B")
+        .started("d")
+        .failed("d", "disk full", false)
+}
+
+/// The diamond's rollback where `b`'s compensation fails all three of its tries.
+fn undo_out_of_tries(h: History) -> History {
+    diamond_failed_at_d(h)
+        .compensating("b")
+        .compensating("c")
+        .compensated("c")
+        .compensation_failed("b", "bucket locked", true)
+        .wait(1_000)
+        .compensating("b")
+        .compensation_failed("b", "bucket locked", true)
+        .wait(2_000)
+        .compensating("b")
+        .compensation_failed("b", "bucket locked", true)
+}
+
 fn goldens() -> Vec<Golden> {
     let chain_run = |h: History| h.created("test", pinned(&chain()));
     vec![
@@ -114,6 +142,45 @@ fn goldens() -> Vec<Golden> {
                 .compensated("a"),
             status: RunStatus::RolledBack,
             steps: "a=compensated#1 b=compensated#1 c=compensated#1 d=failed#1",
+        },
+        Golden {
+            name: "compensation_retried",
+            history: diamond_failed_at_d(History::new("undo-retry"))
+                .compensating("b")
+                .compensating("c")
+                .compensated("c")
+                .wait(60_000)
+                .compensation_failed("b", "interrupted", true)
+                .wait(1_000)
+                .compensating("b")
+                .compensation_failed("b", "connection refused", true)
+                .wait(2_000)
+                .compensating("b")
+                .compensated("b")
+                .compensating("a")
+                .compensated("a"),
+            status: RunStatus::RolledBack,
+            steps: "a=compensated#1 b=compensated#1 c=compensated#1 d=failed#1",
+        },
+        Golden {
+            name: "compensation_out_of_tries",
+            history: undo_out_of_tries(History::new("undo-stuck")),
+            status: RunStatus::Paused,
+            steps: "a=succeeded#1 b=compensation_failed#1 c=compensated#1 d=failed#1",
+        },
+        Golden {
+            name: "compensation_out_of_tries_then_override",
+            history: undo_out_of_tries(History::new("undo-override"))
+                .overridden(
+                    "b",
+                    OverrideTarget::Skipped,
+                    "carol",
+                    "unlocked the bucket and deleted the copy by hand",
+                )
+                .compensating("a")
+                .compensated("a"),
+            status: RunStatus::RolledBack,
+            steps: "a=compensated#1 b=skipped#1 c=compensated#1 d=failed#1",
         },
         Golden {
             name: "compensate_then_rerun",

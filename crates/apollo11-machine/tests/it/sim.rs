@@ -54,11 +54,15 @@ pub struct Sim {
     pub events: Vec<Event>,
     pub now_ms: u64,
     script: Script,
+    /// What each try of a compensation does: `(step, try)`; `Hang` is not allowed.
+    compensation_script: Script,
     /// Executing work: step -> (finishes at, is a compensation, outcome).
     executing: BTreeMap<StepName, (u64, bool, Outcome)>,
     wake_ms: Option<u64>,
     /// Most steps seen running at once.
     pub peak_running: usize,
+    /// Compensation tries started.
+    pub compensations: usize,
 }
 
 impl Sim {
@@ -73,9 +77,11 @@ impl Sim {
             events: Vec::new(),
             now_ms: 1_000,
             script: Box::new(script),
+            compensation_script: Box::new(|_, _| Outcome::Ok(5)),
             executing: BTreeMap::new(),
             wake_ms: None,
             peak_running: 0,
+            compensations: 0,
         };
         sim.append(
             None,
@@ -86,6 +92,12 @@ impl Sim {
             pinned(spec),
         );
         sim
+    }
+
+    /// Scripts what each try of a compensation does.
+    pub fn compensations(mut self, script: impl Fn(&str, u32) -> Outcome + 'static) -> Sim {
+        self.compensation_script = Box::new(script);
+        self
     }
 
     fn append(&mut self, step: Option<&StepName>, kind: EventKind, attempt: u32, payload: Payload) {
@@ -148,13 +160,19 @@ impl Sim {
                 Command::Fail { step, .. } => {
                     self.executing.remove(&step);
                 }
+                Command::FailCompensation { step, .. } => assert!(
+                    !self.executing.contains_key(&step),
+                    "the compensation of {step} failed as interrupted while executing"
+                ),
                 Command::Compensate { step, .. } => {
-                    self.executing
-                        .insert(step, (self.now_ms + 5, true, Outcome::Ok(5)));
-                }
-                Command::ResumeCompensation { step, .. } => {
-                    self.executing
-                        .insert(step, (self.now_ms + 5, true, Outcome::Ok(5)));
+                    let tries = self.state.step(step.as_str()).compensation_tries;
+                    let outcome = (self.compensation_script)(step.as_str(), tries);
+                    let ends = match outcome {
+                        Outcome::Ok(ms) | Outcome::Err { after_ms: ms, .. } => self.now_ms + ms,
+                        Outcome::Hang => unreachable!("compensations in the sim always end"),
+                    };
+                    self.compensations += 1;
+                    self.executing.insert(step, (ends, true, outcome));
                 }
                 Command::WakeAt { ms } => {
                     assert!(
@@ -230,7 +248,12 @@ impl Sim {
             let (_, compensation, outcome) = self.executing.remove(&step).unwrap();
             let attempt = self.state.step(step.as_str()).attempt;
             let kind = match (compensation, outcome) {
-                (true, _) => EventKind::Compensated,
+                (true, Outcome::Ok(_)) => EventKind::Compensated,
+                (true, Outcome::Err { retryable, .. }) => EventKind::CompensationFailed {
+                    error: "undo failed".into(),
+                    retryable,
+                },
+                (true, Outcome::Hang) => unreachable!("compensations in the sim always end"),
                 (false, Outcome::Ok(_)) => EventKind::Succeeded,
                 (false, Outcome::Err { retryable, .. }) => EventKind::Failed {
                     error: "boom".into(),

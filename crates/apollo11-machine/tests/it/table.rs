@@ -23,6 +23,10 @@ fn kinds() -> Vec<EventKind> {
             by: "op".into(),
             reason: "r".into(),
         },
+        EventKind::CompensationFailed {
+            error: "e".into(),
+            retryable: true,
+        },
     ]
 }
 
@@ -40,6 +44,12 @@ fn expected(status: StepStatus, kind: &EventKind) -> (Rule, StepStatus) {
         (S::Failed, EventKind::Compensating) => (Rule::CompensateFailure, S::Compensating),
         (S::Succeeded, EventKind::Compensating) => (Rule::CompensateSuccess, S::Compensating),
         (S::Compensating, EventKind::Compensated) => (Rule::FinishCompensation, S::Compensated),
+        (S::Compensating, EventKind::CompensationFailed { .. }) => {
+            (Rule::FailCompensation, S::CompensationFailed)
+        }
+        (S::CompensationFailed, EventKind::Compensating) => {
+            (Rule::RetryCompensation, S::Compensating)
+        }
         (S::Compensated, EventKind::Started) => (Rule::Rerun, S::Running),
         _ => (Rule::Anomaly, S::Anomalous),
     }
@@ -94,6 +104,15 @@ fn a_wrong_attempt_number_is_an_anomaly_even_on_an_allowed_transition() {
         (StepStatus::Failed, EventKind::Compensating, 3),
         (StepStatus::Succeeded, EventKind::Compensating, 1),
         (StepStatus::Compensating, EventKind::Compensated, 3),
+        (
+            StepStatus::Compensating,
+            EventKind::CompensationFailed {
+                error: "e".into(),
+                retryable: true,
+            },
+            1,
+        ),
+        (StepStatus::CompensationFailed, EventKind::Compensating, 3),
         (StepStatus::Compensated, EventKind::Started, 5),
     ] {
         let attempt_now = if status == StepStatus::Pending { 0 } else { 2 };

@@ -1,4 +1,5 @@
 //! Integration tests of the runtime, on the in-memory store with tokio's paused clock.
 
+mod compensation;
 mod engine;
 mod scripted;
