@@ -165,6 +165,13 @@ fn operator_advice(
     };
     let mut lines = vec![format!("the run waits for a person: {why}")];
     match cause {
+        PauseCause::Operator { .. } => {
+            lines.push("`apollo11 resume` lifts the pause and goes on;".to_owned());
+            lines.push(format!(
+                "or `apollo11 rollback {run_id} --reason TEXT` to undo the run instead."
+            ));
+            return lines;
+        }
         PauseCause::StepFailed { step } => {
             lines.push(format!(
                 "fix the cause, then {} to run it again, or {} / {} to go on without it;",

@@ -11,6 +11,7 @@ mod run;
 mod shell;
 mod watch;
 
+use apollo11_runtime::RunAction;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -78,6 +79,22 @@ enum Command {
         step: String,
         #[arg(long, value_parser = ["succeeded", "skipped", "pending", "failed"])]
         to: String,
+        #[arg(long)]
+        reason: String,
+        #[arg(long, env = "USER", default_value = "operator")]
+        by: String,
+    },
+    /// Pause a run: it starts nothing new; `resume` lifts the pause. Recorded with who and why.
+    Pause {
+        run_id: String,
+        #[arg(long)]
+        reason: String,
+        #[arg(long, env = "USER", default_value = "operator")]
+        by: String,
+    },
+    /// Roll a run back (compensate what it did, in reverse order) at its next `resume`.
+    Rollback {
+        run_id: String,
         #[arg(long)]
         reason: String,
         #[arg(long, env = "USER", default_value = "operator")]
@@ -162,6 +179,12 @@ async fn dispatch(cli: Cli) -> Exit {
             reason,
             by,
         } => operate::override_step(&dir, &run_id, &step, &to, &reason, &by).await,
+        Command::Pause { run_id, reason, by } => {
+            operate::act(&dir, &run_id, RunAction::Pause, &reason, &by).await
+        }
+        Command::Rollback { run_id, reason, by } => {
+            operate::act(&dir, &run_id, RunAction::Rollback, &reason, &by).await
+        }
         Command::Plan { run_id } => inspect::plan(&dir, &run_id).await,
         Command::Validate { workflow } => operate::validate(&workflow),
         Command::Verify { json } => operate::verify(&dir, json),

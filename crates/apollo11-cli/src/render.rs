@@ -52,6 +52,12 @@ pub fn status_table(
     if let Some(why) = paused_because(state, spec) {
         out.push_str(&format!("  paused: {why}\n"));
     }
+    if let Some(asked) = &state.rollback {
+        out.push_str(&format!(
+            "  rollback requested by {}: {}\n",
+            asked.by, asked.reason
+        ));
+    }
     out.push_str(&format!(
         "  {:<24} {:<13} {:>8} {:>9}  {}\n",
         "STEP", "STATE", "ATTEMPTS", "DURATION", "LAST ERROR"
@@ -109,6 +115,7 @@ pub fn paused_because_cause(state: &RunState, cause: &PauseCause) -> String {
         e.map_or(String::from("no error recorded"), |e| e.error.clone())
     };
     match cause {
+        PauseCause::Operator { by, reason } => format!("by {by}: {reason}"),
         PauseCause::StepFailed { step } => {
             let s = state.step(step.as_str());
             format!(
@@ -146,6 +153,9 @@ pub fn event_line(e: &Event) -> String {
         EventKind::ManualOverride { to, by, reason } => {
             format!(" -> {} by {by}: {reason}", to.name())
         }
+        EventKind::RunPaused { by, reason }
+        | EventKind::RunResumed { by, reason }
+        | EventKind::RollbackRequested { by, reason } => format!(" by {by}: {reason}"),
         EventKind::Started
         | EventKind::Succeeded
         | EventKind::Compensating
@@ -183,6 +193,9 @@ pub fn event_json(e: &Event) -> Value {
         EventKind::ManualOverride { to, by, reason } => {
             json!({"to": to.name(), "by": by, "reason": reason})
         }
+        EventKind::RunPaused { by, reason }
+        | EventKind::RunResumed { by, reason }
+        | EventKind::RollbackRequested { by, reason } => json!({"by": by, "reason": reason}),
         EventKind::Started
         | EventKind::Succeeded
         | EventKind::Compensating

@@ -3,7 +3,7 @@
 use crate::data::{engine_exit, open_writer, DataDir};
 use crate::{definition, render, shell, watch, Exit};
 use apollo11_core::WorkflowSpec;
-use apollo11_runtime::{Engine, EngineConfig, RunHandle, RunId, RunStatus};
+use apollo11_runtime::{Engine, EngineConfig, EngineError, RunHandle, RunId, RunStatus};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -39,10 +39,32 @@ pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exi
         .await?
         .spec;
     engine.register(shell::workflow(&spec, dir).map_err(|e| Exit::fail(1, e.to_string()))?);
+    lift_pause(&engine, &id).await?;
     let handle = engine.resume(id).await.map_err(engine_exit)?;
     let exit = follow(dir, store, &engine, &spec, handle, json).await;
     engine.close().await;
     exit
+}
+
+/// `resume` is an operator's decision to go on: it lifts an operator's pause, recorded as
+/// `RunResumed` by `$USER`.
+async fn lift_pause<S: apollo11_runtime::Store>(
+    engine: &Engine<S>,
+    id: &RunId,
+) -> Result<(), Exit> {
+    let state = engine.state(id).await.map_err(engine_exit)?;
+    if state.paused.is_none() {
+        return Ok(());
+    }
+    let by = std::env::var("USER").unwrap_or_else(|_| "operator".to_owned());
+    match engine
+        .unpause(id, &by, "resumed with `apollo11 resume`")
+        .await
+    {
+        // A finished run stays as it is; resume reports it.
+        Ok(()) | Err(EngineError::NotAllowed { .. }) => Ok(()),
+        Err(e) => Err(engine_exit(e)),
+    }
 }
 
 /// A run id that sorts by start time and says what ran.

@@ -89,7 +89,8 @@ impl EventRef<'_> {
     }
 }
 
-/// The kinds of event. `RunCreated` is run-level; every other kind names a step.
+/// The kinds of event. `RunCreated`, `RunPaused`, `RunResumed` and `RollbackRequested` are
+/// run-level (no step); every other kind names a step.
 ///
 /// The log encodes a kind by its position in this list: new kinds go at the end, so logs
 /// written before them still decode to the same kinds.
@@ -133,6 +134,29 @@ pub enum EventKind {
         /// False when trying the compensation again cannot help.
         retryable: bool,
     },
+    /// Run-level: an operator paused the run. It starts nothing new; what is running
+    /// finishes.
+    RunPaused {
+        /// Who did it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// Run-level: an operator lifted their pause.
+    RunResumed {
+        /// Who did it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// Run-level: an operator asked the run to roll back, as if a step had failed for good
+    /// with `on_failure = "rollback"`.
+    RollbackRequested {
+        /// Who did it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// States an operator may put a step in.
@@ -161,6 +185,26 @@ impl EventKind {
             EventKind::Compensated => "compensated",
             EventKind::ManualOverride { .. } => "manual_override",
             EventKind::CompensationFailed { .. } => "compensation_failed",
+            EventKind::RunPaused { .. } => "run_paused",
+            EventKind::RunResumed { .. } => "run_resumed",
+            EventKind::RollbackRequested { .. } => "rollback_requested",
+        }
+    }
+
+    /// True for the kinds that concern the run as a whole and name no step.
+    pub fn is_run_level(&self) -> bool {
+        match self {
+            EventKind::RunCreated { .. }
+            | EventKind::RunPaused { .. }
+            | EventKind::RunResumed { .. }
+            | EventKind::RollbackRequested { .. } => true,
+            EventKind::Started
+            | EventKind::Succeeded
+            | EventKind::Failed { .. }
+            | EventKind::Compensating
+            | EventKind::Compensated
+            | EventKind::ManualOverride { .. }
+            | EventKind::CompensationFailed { .. } => false,
         }
     }
 }

@@ -1,9 +1,9 @@
 //! `decide`: the scheduling brain as a pure function. The runtime calls it after every
 //! change, executes the commands, appends the events they produce, and calls it again.
 
-use crate::rollback::{compensation_stuck, failed_for_good, status_with, to_undo};
+use crate::rollback::{compensation_stuck, failed_for_good, rolling_back, status_with, to_undo};
 use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
-use apollo11_core::{EventKind, Idempotency, OnFailure, StepName};
+use apollo11_core::{EventKind, Idempotency, StepName};
 use apollo11_dag::{Dag, NodeId};
 use std::collections::BTreeSet;
 
@@ -121,17 +121,20 @@ pub fn decide_with(
     if status.is_terminal() {
         return vec![Command::Finish { status }];
     }
-    let mut commands =
-        if state.anomaly.is_some() || f.anomalous() || compensation_stuck(state, dag, policy, f) {
-            Vec::new()
-        } else if failed_for_good(state, dag, policy, f) {
-            match policy.on_failure {
-                OnFailure::Pause => Vec::new(),
-                OnFailure::Rollback => rollback_wave(state, dag, policy, now, f),
-            }
-        } else {
-            progress(state, dag, policy, now, f)
-        };
+    let mut commands = if state.anomaly.is_some()
+        || f.anomalous()
+        || compensation_stuck(state, dag, policy, f)
+        || state.paused.is_some()
+    {
+        Vec::new()
+    } else if rolling_back(state, dag, policy, f) {
+        rollback_wave(state, dag, policy, now, f)
+    } else if failed_for_good(state, dag, policy, f) {
+        // `on_failure = "pause"`: running work finishes, then the run is paused.
+        Vec::new()
+    } else {
+        progress(state, dag, policy, now, f)
+    };
     let wake = commands
         .iter()
         .filter_map(|c| match c {

@@ -51,6 +51,13 @@ impl fmt::Display for RunStatus {
 /// Why a run waits for a person.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PauseCause {
+    /// An operator paused it (`RunPaused`); `RunResumed` lifts it.
+    Operator {
+        /// Who.
+        by: String,
+        /// Why.
+        reason: String,
+    },
     /// A step failed with no retry left (or with an error no retry fixes) and the workflow
     /// says `on_failure = "pause"`.
     StepFailed {
@@ -90,6 +97,12 @@ pub fn pause_cause(state: &RunState, dag: &Dag, policy: &Policy) -> Option<Pause
             retry_with,
         });
     }
+    if let Some(pause) = &state.paused {
+        return Some(PauseCause::Operator {
+            by: pause.by.clone(),
+            reason: pause.reason.clone(),
+        });
+    }
     troubled()
         .find(|&n| exhausted(state.step(dag.name(n)), policy.step(n)))
         .map(|n| PauseCause::StepFailed {
@@ -97,9 +110,11 @@ pub fn pause_cause(state: &RunState, dag: &Dag, policy: &Policy) -> Option<Pause
         })
 }
 
-/// True when the run undoes its steps rather than going forward.
+/// True when the run undoes its steps rather than going forward: an operator asked for it,
+/// or a step failed for good under `on_failure = "rollback"`.
 pub(crate) fn rolling_back(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> bool {
-    policy.on_failure == OnFailure::Rollback && failed_for_good(state, dag, policy, f)
+    state.rollback.is_some()
+        || (policy.on_failure == OnFailure::Rollback && failed_for_good(state, dag, policy, f))
 }
 
 /// The status of a run, from its state alone.
@@ -126,14 +141,18 @@ pub(crate) fn status_with(state: &RunState, dag: &Dag, policy: &Policy, f: &Fron
     if compensation_stuck(state, dag, policy, f) {
         return RunStatus::Paused;
     }
-    if !failed_for_good(state, dag, policy, f) {
+    let rolling_back = rolling_back(state, dag, policy, f);
+    // A rollback with nothing left to undo is finished, even under an operator's pause.
+    if rolling_back && to_undo(state, dag, policy).is_empty() {
+        return RunStatus::RolledBack;
+    }
+    if state.paused.is_some() {
+        return RunStatus::Paused;
+    }
+    if rolling_back || !failed_for_good(state, dag, policy, f) {
         return RunStatus::Running;
     }
-    match policy.on_failure {
-        OnFailure::Pause => RunStatus::Paused,
-        OnFailure::Rollback if to_undo(state, dag, policy).is_empty() => RunStatus::RolledBack,
-        OnFailure::Rollback => RunStatus::Running,
-    }
+    RunStatus::Paused
 }
 
 /// True when a step has failed with no retry left, which stops the run's progress.

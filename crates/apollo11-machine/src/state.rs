@@ -85,6 +85,19 @@ static NOT_STARTED: StepState = StepState {
     compensation_error: None,
 };
 
+/// An operator's action on a run, as the log recorded it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorAction {
+    /// Who.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// When (wall clock of the event).
+    pub at_ms: u64,
+    /// The event that recorded it.
+    pub event_id: EventId,
+}
+
 /// State of one run, folded from its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunState {
@@ -104,6 +117,14 @@ pub struct RunState {
     pub steps: BTreeMap<StepName, StepState>,
     /// The first run-level anomaly (an event out of sequence, before `RunCreated`, …).
     pub anomaly: Option<Anomaly>,
+    /// The operator's pause in force (`RunPaused`, until `RunResumed` or
+    /// `RollbackRequested`). Omitted when none, like the fields below, so states written
+    /// before operator events existed read the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<OperatorAction>,
+    /// The operator's request to roll back (`RollbackRequested`), once made: it stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<OperatorAction>,
 }
 
 /// Folds `events` of one run into its state.
@@ -171,8 +192,49 @@ impl RunState {
                 }
                 None
             }
-            (None, _) => None,
+            (None, kind) => {
+                self.apply_operator_action(kind, event);
+                None
+            }
             (Some(step), _) => Some(self.apply_to_step(step, event)),
+        }
+    }
+
+    /// Run-level operator events. They are never anomalies: what an operator did is recorded
+    /// as it was (a second pause keeps the first, a resume of a run not paused changes
+    /// nothing); which actions make sense in which state is `allowed_actions`' business,
+    /// asked before an action is appended.
+    fn apply_operator_action(&mut self, kind: &EventKind, event: &EventRef<'_>) {
+        let action = |by: &String, reason: &String| OperatorAction {
+            by: by.clone(),
+            reason: reason.clone(),
+            at_ms: event.at_ms,
+            event_id: event.event_id,
+        };
+        match kind {
+            EventKind::RunPaused { by, reason } => {
+                if self.paused.is_none() {
+                    self.paused = Some(action(by, reason));
+                }
+            }
+            EventKind::RunResumed { .. } => self.paused = None,
+            EventKind::RollbackRequested { by, reason } => {
+                // Asking for a rollback is asking the run to act: it ends a pause.
+                self.paused = None;
+                if self.rollback.is_none() {
+                    self.rollback = Some(action(by, reason));
+                }
+            }
+            // `RunCreated` is folded by the caller; step kinds without a step are run
+            // anomalies, recorded by the caller, and change nothing here.
+            EventKind::RunCreated { .. }
+            | EventKind::Started
+            | EventKind::Succeeded
+            | EventKind::Failed { .. }
+            | EventKind::Compensating
+            | EventKind::Compensated
+            | EventKind::ManualOverride { .. }
+            | EventKind::CompensationFailed { .. } => {}
         }
     }
 
@@ -191,10 +253,14 @@ impl RunState {
             ))
         } else if let (None, EventKind::RunCreated { .. }) = (&event.step, &event.kind) {
             created.then(|| "a second RunCreated".to_owned())
-        } else if event.step.is_none() {
+        } else if event.step.is_none() && !event.kind.is_run_level() {
             Some("a step event without a step".to_owned())
         } else if !created {
-            Some("a step event before RunCreated".to_owned())
+            Some(if event.step.is_some() {
+                "a step event before RunCreated".to_owned()
+            } else {
+                format!("{} before RunCreated", event.kind.name())
+            })
         } else {
             None
         }

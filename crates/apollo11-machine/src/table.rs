@@ -1,6 +1,7 @@
-//! The step transition table of DESIGN §3, as one exhaustive `match` with no wildcard:
-//! adding a state or an event kind does not compile until every pair is decided here.
-//! `docs/ARCHITECTURE.md` mirrors this table.
+//! The step transition table, as one exhaustive `match` with no wildcard: adding a state or
+//! an event kind does not compile until every pair is decided here. `docs/ARCHITECTURE.md`
+//! mirrors this table. Run-level kinds (`RunCreated`, `RunPaused`, `RunResumed`,
+//! `RollbackRequested`) never name a step: one that does is an anomaly of that step.
 
 use crate::StepStatus;
 use apollo11_core::{EventKind, OverrideTarget};
@@ -114,7 +115,10 @@ pub fn transition(
             | K::Failed { .. }
             | K::Compensating
             | K::Compensated
-            | K::CompensationFailed { .. },
+            | K::CompensationFailed { .. }
+            | K::RunPaused { .. }
+            | K::RunResumed { .. }
+            | K::RollbackRequested { .. },
         ) => (Rule::StayAnomalous, S::Anomalous),
         (
             S::Pending
@@ -131,7 +135,10 @@ pub fn transition(
             | K::Failed { .. }
             | K::Compensating
             | K::Compensated
-            | K::CompensationFailed { .. },
+            | K::CompensationFailed { .. }
+            | K::RunPaused { .. }
+            | K::RunResumed { .. }
+            | K::RollbackRequested { .. },
         ) => (Rule::Anomaly, S::Anomalous),
     };
     let attempt = match rule {

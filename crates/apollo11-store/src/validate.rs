@@ -38,10 +38,13 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
                     limits::ERROR_MESSAGE_BYTES_MAX,
                 )?
             }
-            EventKind::ManualOverride { by, reason, .. } => {
-                check_len("override author", by.len() as u64, limits::LABEL_BYTES_MAX)?;
+            EventKind::ManualOverride { by, reason, .. }
+            | EventKind::RunPaused { by, reason }
+            | EventKind::RunResumed { by, reason }
+            | EventKind::RollbackRequested { by, reason } => {
+                check_len("operator name", by.len() as u64, limits::LABEL_BYTES_MAX)?;
                 check_len(
-                    "override reason",
+                    "operator's reason",
                     reason.len() as u64,
                     limits::ERROR_MESSAGE_BYTES_MAX,
                 )?;

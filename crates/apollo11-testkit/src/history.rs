@@ -107,6 +107,33 @@ impl History {
         self.raw(Some(step), kind, attempt, Payload::Empty)
     }
 
+    /// An operator's `RunPaused`.
+    pub fn paused(self, by: &str, reason: &str) -> History {
+        let kind = EventKind::RunPaused {
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+        };
+        self.raw(None, kind, 0, Payload::Empty)
+    }
+
+    /// An operator's `RunResumed`.
+    pub fn resumed(self, by: &str, reason: &str) -> History {
+        let kind = EventKind::RunResumed {
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+        };
+        self.raw(None, kind, 0, Payload::Empty)
+    }
+
+    /// An operator's `RollbackRequested`.
+    pub fn rollback_requested(self, by: &str, reason: &str) -> History {
+        let kind = EventKind::RollbackRequested {
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+        };
+        self.raw(None, kind, 0, Payload::Empty)
+    }
+
     /// Appends any event, valid or not, with the next seq and event id.
     pub fn raw(
         mut self,
@@ -165,12 +192,16 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
         2 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::CompensationFailed { error, retryable }),
         1 => (target, "[a-z]{1,4}").prop_map(|(to, by)| EventKind::ManualOverride { to, by, reason: "why".into() }),
         1 => "[a-z]{1,4}".prop_map(|workflow| EventKind::RunCreated { workflow }),
+        1 => "[a-z]{1,4}".prop_map(|by| EventKind::RunPaused { by, reason: "why".into() }),
+        1 => "[a-z]{1,4}".prop_map(|by| EventKind::RunResumed { by, reason: "why".into() }),
+        1 => "[a-z]{1,4}".prop_map(|by| EventKind::RollbackRequested { by, reason: "why".into() }),
     ]
 }
 
 /// A run's history over `steps` steps: mostly plausible (attempts near the step's current
-/// count, run-level `RunCreated` first), sometimes wrong in every way the table can see:
-/// wrong attempts, events out of order, a missing `RunCreated`, a bad seq.
+/// count, run-level `RunCreated` first, operator actions on the run), sometimes wrong in
+/// every way the table can see: wrong attempts, events out of order, a missing
+/// `RunCreated`, a bad seq, a run-level event naming a step.
 pub fn arb_history(steps: usize, max_len: usize) -> impl Strategy<Value = Vec<Event>> {
     let one = (0..steps, arb_event_kind(), 0u32..3, 0u32..20, 0u64..5_000);
     (any::<bool>(), proptest::collection::vec(one, 0..max_len)).prop_map(move |(created, picks)| {
@@ -186,9 +217,12 @@ pub fn arb_history(steps: usize, max_len: usize) -> impl Strategy<Value = Vec<Ev
             }
             // One event in twenty gets a random attempt number.
             let attempt = if noise == 0 { delta } else { attempts[step] };
-            history = history
-                .wait(wait)
-                .raw(Some(&name), kind, attempt, Payload::Empty);
+            // Operator actions go to the run most of the time, and to a step (an anomaly)
+            // otherwise; a stray `RunCreated` goes to a step (a second one on the run is
+            // tested on its own).
+            let operator = kind.is_run_level() && !matches!(kind, EventKind::RunCreated { .. });
+            let step = (!operator || noise % 4 == 0).then_some(name.as_str());
+            history = history.wait(wait).raw(step, kind, attempt, Payload::Empty);
         }
         let mut events = history.into_events();
         if let Some(e) = events.get_mut(max_len / 2).filter(|_| !created) {

@@ -7,7 +7,8 @@ use apollo11_core::{
     WorkflowSpec,
 };
 use apollo11_machine::{
-    decide, pause_cause, retry_delay_ms, Command, Now, PauseCause, Policy, RunStatus,
+    check_action, decide, pause_cause, retry_delay_ms, Command, Now, PauseCause, Policy, RunAction,
+    RunStatus,
 };
 use apollo11_testkit::{arb_dag_edges, History};
 use proptest::prelude::*;
@@ -46,7 +47,7 @@ fn ready_steps_start_in_parallel_up_to_the_concurrency_limit() {
 }
 
 /// What `decide` says at `ms` for the run `h` holds, with nothing executing.
-fn decide_at(w: &WorkflowSpec, h: &History, ms: u64, executing: &[&str]) -> Vec<Command> {
+pub fn decide_at(w: &WorkflowSpec, h: &History, ms: u64, executing: &[&str]) -> Vec<Command> {
     let (dag, policy) = Policy::compile(w, |_, f| f).unwrap();
     let state = apollo11_machine::fold(h.run_id(), h.events());
     let executing = executing.iter().map(|s| StepName::from(*s)).collect();
@@ -615,6 +616,7 @@ proptest! {
         seed in any::<u64>(),
         rollback in any::<bool>(),
         crash_at in proptest::option::of(0usize..30),
+        operator in proptest::option::of((0usize..30, 0usize..3)),
     ) {
         let steps: Vec<(&str, Vec<&str>)> = edges.iter().map(|(n, d)| (n.as_str(), d.iter().map(String::as_str).collect())).collect();
         let owned: Vec<(&str, &[&str], I, bool)> = steps.iter().enumerate().map(|(i, (n, d))| {
@@ -636,17 +638,35 @@ proptest! {
             }
             sim.crash();
         }
-        let status = sim.run();
+        // An operator acts once, at a random point, when the run allows it; a pause is
+        // lifted once the run stops on it.
+        let mut status = None;
+        if let Some((rounds, action)) = operator {
+            for _ in 0..rounds {
+                status = sim.round();
+                if status.is_some() { break; }
+            }
+            let action = RunAction::ALL[action];
+            if status.is_none() && check_action(&sim.state, &sim.dag, &sim.policy, action).is_ok() {
+                sim.operator(action, "random");
+            }
+        }
+        let mut status = status.unwrap_or_else(|| sim.run());
+        if status == RunStatus::Paused && sim.state.paused.is_some() {
+            sim.operator(RunAction::Resume, "go on");
+            status = sim.run();
+        }
+        let rolling_back = rollback || sim.state.rollback.is_some();
         prop_assert!(sim.peak_running <= 3);
         match status {
             RunStatus::Succeeded => prop_assert!(sim.summary().split(' ').all(|s| s.contains("=succeeded"))),
             // A rollback pauses only on a compensation out of tries (or one no retry fixes).
             RunStatus::Paused => prop_assert!(
-                !rollback || sim.state.steps.values().any(|s| s.status == apollo11_machine::StepStatus::CompensationFailed),
+                !rolling_back || sim.state.steps.values().any(|s| s.status == apollo11_machine::StepStatus::CompensationFailed),
                 "{}", sim.summary()
             ),
             RunStatus::RolledBack => {
-                prop_assert!(rollback);
+                prop_assert!(rolling_back);
                 for (name, _, _, has_compensation) in &owned {
                     let left = sim.state.status(name);
                     prop_assert!(!(*has_compensation && left == apollo11_machine::StepStatus::Succeeded), "{name} not undone");

@@ -233,3 +233,70 @@ fn compensation_tries_and_their_last_error_are_kept_until_the_compensation_ends(
         "a new compensation counts anew"
     );
 }
+
+#[test]
+fn operator_actions_on_the_run_are_folded_into_its_pause_and_rollback() {
+    let h = History::new("run-p")
+        .created("wf", Payload::Empty)
+        .at(2_000)
+        .paused("alice", "database maintenance")
+        .paused("bob", "me too");
+    let state = fold(&run(), h.events());
+    let pause = state.paused.clone().unwrap();
+    assert_eq!(
+        (
+            pause.by.as_str(),
+            pause.reason.as_str(),
+            pause.at_ms,
+            pause.event_id
+        ),
+        ("alice", "database maintenance", 2_000, EventId(2)),
+        "a second pause keeps the first"
+    );
+    assert!(state.anomaly.is_none() && state.rollback.is_none());
+    let resumed = fold(&run(), h.clone().resumed("alice", "done").events());
+    assert!(resumed.paused.is_none());
+    let again = fold(
+        &run(),
+        h.clone()
+            .resumed("alice", "done")
+            .resumed("bob", "x")
+            .events(),
+    );
+    assert!(
+        again.paused.is_none() && again.anomaly.is_none(),
+        "a resume of a run not paused changes nothing"
+    );
+    let rolled = fold(
+        &run(),
+        h.rollback_requested("carol", "bad release")
+            .rollback_requested("dan", "again")
+            .events(),
+    );
+    assert!(rolled.paused.is_none(), "a rollback request ends the pause");
+    assert_eq!(rolled.rollback.unwrap().by, "carol");
+}
+
+#[test]
+fn an_operator_event_before_run_created_or_naming_a_step_is_an_anomaly() {
+    let early = History::new("run-p")
+        .paused("alice", "x")
+        .created("wf", Payload::Empty);
+    let anomaly = fold(&run(), early.events()).anomaly.unwrap();
+    assert_eq!(anomaly.reason, "run_paused before RunCreated");
+    let on_a_step = History::new("run-p").created("wf", Payload::Empty).raw(
+        Some("a"),
+        apollo11_core::EventKind::RollbackRequested {
+            by: "op".into(),
+            reason: "r".into(),
+        },
+        0,
+        Payload::Empty,
+    );
+    let state = fold(&run(), on_a_step.events());
+    assert_eq!(state.status("a"), StepStatus::Anomalous);
+    assert!(
+        state.rollback.is_none(),
+        "the run was not asked to roll back"
+    );
+}

@@ -78,6 +78,14 @@ fn undo_out_of_tries(h: History) -> History {
         .compensation_failed("b", "bucket locked", true)
 }
 
+/// The chain paused by an operator while `collect` ran; `collect` finished.
+fn operator_pause(h: History) -> History {
+    h.created("test", pinned(&chain()))
+        .started("collect")
+        .paused("alice", "database maintenance")
+        .succeeded("collect", "rows=100")
+}
+
 fn goldens() -> Vec<Golden> {
     let chain_run = |h: History| h.created("test", pinned(&chain()));
     vec![
@@ -181,6 +189,44 @@ fn goldens() -> Vec<Golden> {
                 .compensated("a"),
             status: RunStatus::RolledBack,
             steps: "a=compensated#1 b=skipped#1 c=compensated#1 d=failed#1",
+        },
+        Golden {
+            name: "operator_paused",
+            history: operator_pause(History::new("op-pause")),
+            status: RunStatus::Paused,
+            steps: "collect=succeeded#1 clean=pending#0 persist=pending#0",
+        },
+        Golden {
+            name: "operator_pause_then_resume",
+            history: operator_pause(History::new("op-resume"))
+                .wait(3_600_000)
+                .resumed("alice", "maintenance over")
+                .started("clean")
+                .succeeded("clean", "rows=97")
+                .started("persist")
+                .succeeded("persist", "ok"),
+            status: RunStatus::Succeeded,
+            steps: "collect=succeeded#1 clean=succeeded#1 persist=succeeded#1",
+        },
+        Golden {
+            name: "rollback_requested",
+            history: History::new("op-rollback")
+                .created("test", pinned(&diamond()))
+                .started("a")
+                .succeeded("a", "A")
+                .started("b")
+                .started("c")
+                .succeeded("c", "C")
+                .rollback_requested("bob", "wrong input file")
+                .succeeded("b", "B")
+                .compensating("b")
+                .compensating("c")
+                .compensated("c")
+                .compensated("b")
+                .compensating("a")
+                .compensated("a"),
+            status: RunStatus::RolledBack,
+            steps: "a=compensated#1 b=compensated#1 c=compensated#1 d=pending#0",
         },
         Golden {
             name: "compensate_then_rerun",

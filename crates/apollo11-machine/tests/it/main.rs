@@ -3,6 +3,7 @@
 mod decide;
 mod fold;
 mod golden;
+mod operator;
 mod sim;
 mod table;
 

@@ -8,7 +8,7 @@ use apollo11_core::{
 };
 use apollo11_dag::Dag;
 use apollo11_machine::{
-    decide, decide_with, Command, Frontier, Now, Policy, RunState, RunStatus, StepStatus,
+    decide, decide_with, Command, Frontier, Now, Policy, RunAction, RunState, RunStatus, StepStatus,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -313,6 +313,11 @@ impl Sim {
             assert!(self.round().is_none(), "run ended before {step} started");
         }
         panic!("{step} never started attempt {attempt}");
+    }
+
+    /// An operator's action on the run, appended as its run-level event.
+    pub fn operator(&mut self, action: RunAction, reason: &str) {
+        self.append(None, action.event("operator", reason), 0, Payload::Empty);
     }
 
     pub fn override_step(&mut self, step: &str, to: OverrideTarget, reason: &str) {

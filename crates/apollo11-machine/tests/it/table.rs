@@ -27,6 +27,19 @@ fn kinds() -> Vec<EventKind> {
             error: "e".into(),
             retryable: true,
         },
+        // Run-level kinds that name a step: anomalies of that step.
+        EventKind::RunPaused {
+            by: "op".into(),
+            reason: "r".into(),
+        },
+        EventKind::RunResumed {
+            by: "op".into(),
+            reason: "r".into(),
+        },
+        EventKind::RollbackRequested {
+            by: "op".into(),
+            reason: "r".into(),
+        },
     ]
 }
 

@@ -2,4 +2,5 @@
 
 mod compensation;
 mod engine;
+mod operator;
 mod scripted;
