@@ -212,7 +212,7 @@ fn progress(
     now: Now<'_>,
     f: &Frontier,
 ) -> Vec<Command> {
-    let mut slots = (policy.max_concurrency as usize).saturating_sub(f.running);
+    let mut slots = (policy.max_concurrency() as usize).saturating_sub(f.running);
     let mut commands = Vec::new();
     for &(_, n) in &f.candidates {
         let name = dag.name(n);

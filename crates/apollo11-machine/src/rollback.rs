@@ -114,7 +114,7 @@ pub fn pause_cause(state: &RunState, dag: &Dag, policy: &Policy) -> Option<Pause
 /// or a step failed for good under `on_failure = "rollback"`.
 pub(crate) fn rolling_back(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> bool {
     state.rollback.is_some()
-        || (policy.on_failure == OnFailure::Rollback && failed_for_good(state, dag, policy, f))
+        || (policy.on_failure() == OnFailure::Rollback && failed_for_good(state, dag, policy, f))
 }
 
 /// The status of a run, from its state alone.

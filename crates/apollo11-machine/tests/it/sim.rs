@@ -221,7 +221,7 @@ impl Sim {
             .count();
         self.peak_running = self.peak_running.max(running);
         assert!(
-            running <= self.policy.max_concurrency as usize,
+            running <= self.policy.max_concurrency() as usize,
             "concurrency limit broken"
         );
     }
