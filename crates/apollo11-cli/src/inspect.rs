@@ -4,7 +4,9 @@
 use crate::data::{load_run, open_reader, store_exit};
 use crate::{render, Exit};
 use apollo11_core::{EventKind, Payload, Seq};
-use apollo11_machine::{decide, pause_cause, Command, Now, PauseCause, Policy, RunStatus};
+use apollo11_machine::{
+    decide, pause_cause, Command, FailReason, Now, PauseCause, Policy, RunStatus,
+};
 use apollo11_store::EventStore;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -225,15 +227,15 @@ fn describe(command: &Command, now_ms: u64) -> String {
         Command::Fail {
             step,
             attempt,
-            error,
-        } if error == "interrupted" => {
+            reason: FailReason::Interrupted,
+        } => {
             format!("mark {step} attempt {attempt} as interrupted (it was running when the engine stopped), then retry it per its policy")
         }
         Command::Fail {
             step,
             attempt,
-            error,
-        } => format!("fail {step} attempt {attempt}: {error}"),
+            reason: FailReason::Timeout,
+        } => format!("fail {step} attempt {attempt}: past its timeout"),
         Command::Compensate { step, .. } => format!("compensate {step}"),
         Command::FailCompensation { step, .. } => format!(
             "mark the compensation of {step} as interrupted (it was running when the engine stopped), then try it again per the step's retry policy"

@@ -2,6 +2,7 @@
 
 use crate::{EventId, Payload, PayloadRef, RunId, Seq, StepName};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// One immutable fact in the log. Only state transitions are events: no progress, no
 /// heartbeats.
@@ -173,39 +174,103 @@ pub enum OverrideTarget {
     Failed,
 }
 
-impl EventKind {
-    /// Lower-case name of the kind, as shown to users.
-    pub fn name(&self) -> &'static str {
+/// The kind of an event without its fields: what a state records about an event it
+/// refused, and a name to show. Serializes as [`KindTag::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KindTag {
+    /// [`EventKind::RunCreated`].
+    RunCreated,
+    /// [`EventKind::Started`].
+    Started,
+    /// [`EventKind::Succeeded`].
+    Succeeded,
+    /// [`EventKind::Failed`].
+    Failed,
+    /// [`EventKind::Compensating`].
+    Compensating,
+    /// [`EventKind::Compensated`].
+    Compensated,
+    /// [`EventKind::ManualOverride`].
+    ManualOverride,
+    /// [`EventKind::CompensationFailed`].
+    CompensationFailed,
+    /// [`EventKind::RunPaused`].
+    RunPaused,
+    /// [`EventKind::RunResumed`].
+    RunResumed,
+    /// [`EventKind::RollbackRequested`].
+    RollbackRequested,
+}
+
+impl KindTag {
+    /// Lower-case name, as shown to users and written in JSON.
+    pub fn name(self) -> &'static str {
         match self {
-            EventKind::RunCreated { .. } => "run_created",
-            EventKind::Started => "started",
-            EventKind::Succeeded => "succeeded",
-            EventKind::Failed { .. } => "failed",
-            EventKind::Compensating => "compensating",
-            EventKind::Compensated => "compensated",
-            EventKind::ManualOverride { .. } => "manual_override",
-            EventKind::CompensationFailed { .. } => "compensation_failed",
-            EventKind::RunPaused { .. } => "run_paused",
-            EventKind::RunResumed { .. } => "run_resumed",
-            EventKind::RollbackRequested { .. } => "rollback_requested",
+            KindTag::RunCreated => "run_created",
+            KindTag::Started => "started",
+            KindTag::Succeeded => "succeeded",
+            KindTag::Failed => "failed",
+            KindTag::Compensating => "compensating",
+            KindTag::Compensated => "compensated",
+            KindTag::ManualOverride => "manual_override",
+            KindTag::CompensationFailed => "compensation_failed",
+            KindTag::RunPaused => "run_paused",
+            KindTag::RunResumed => "run_resumed",
+            KindTag::RollbackRequested => "rollback_requested",
         }
     }
 
     /// True for the kinds that concern the run as a whole and name no step.
-    pub fn is_run_level(&self) -> bool {
+    pub fn is_run_level(self) -> bool {
         match self {
-            EventKind::RunCreated { .. }
-            | EventKind::RunPaused { .. }
-            | EventKind::RunResumed { .. }
-            | EventKind::RollbackRequested { .. } => true,
-            EventKind::Started
-            | EventKind::Succeeded
-            | EventKind::Failed { .. }
-            | EventKind::Compensating
-            | EventKind::Compensated
-            | EventKind::ManualOverride { .. }
-            | EventKind::CompensationFailed { .. } => false,
+            KindTag::RunCreated
+            | KindTag::RunPaused
+            | KindTag::RunResumed
+            | KindTag::RollbackRequested => true,
+            KindTag::Started
+            | KindTag::Succeeded
+            | KindTag::Failed
+            | KindTag::Compensating
+            | KindTag::Compensated
+            | KindTag::ManualOverride
+            | KindTag::CompensationFailed => false,
         }
+    }
+}
+
+impl fmt::Display for KindTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl EventKind {
+    /// The kind without its fields.
+    pub fn tag(&self) -> KindTag {
+        match self {
+            EventKind::RunCreated { .. } => KindTag::RunCreated,
+            EventKind::Started => KindTag::Started,
+            EventKind::Succeeded => KindTag::Succeeded,
+            EventKind::Failed { .. } => KindTag::Failed,
+            EventKind::Compensating => KindTag::Compensating,
+            EventKind::Compensated => KindTag::Compensated,
+            EventKind::ManualOverride { .. } => KindTag::ManualOverride,
+            EventKind::CompensationFailed { .. } => KindTag::CompensationFailed,
+            EventKind::RunPaused { .. } => KindTag::RunPaused,
+            EventKind::RunResumed { .. } => KindTag::RunResumed,
+            EventKind::RollbackRequested { .. } => KindTag::RollbackRequested,
+        }
+    }
+
+    /// Lower-case name of the kind, as shown to users.
+    pub fn name(&self) -> &'static str {
+        self.tag().name()
+    }
+
+    /// True for the kinds that concern the run as a whole and name no step.
+    pub fn is_run_level(&self) -> bool {
+        self.tag().is_run_level()
     }
 }
 

@@ -6,6 +6,7 @@ use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, St
 use apollo11_core::{EventKind, Idempotency, StepName};
 use apollo11_dag::{Dag, NodeId};
 use std::collections::BTreeSet;
+use std::fmt;
 
 /// The present as the runtime sees it: the time, and the steps whose attempt or
 /// compensation it is executing right now. A step the log says is running but that is not
@@ -18,6 +19,33 @@ pub struct Now<'a> {
     pub executing: &'a BTreeSet<StepName>,
 }
 
+/// Why the machine itself fails an attempt or a compensation try. The log records it as the
+/// event's error text (`"timeout"`, `"interrupted"`), as logs always have, so old logs fold
+/// the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailReason {
+    /// The attempt ran past its timeout: the runtime stops it.
+    Timeout,
+    /// A scheduler that died left the attempt or try unfinished.
+    Interrupted,
+}
+
+impl FailReason {
+    /// The error text the event records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailReason::Timeout => "timeout",
+            FailReason::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl fmt::Display for FailReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One thing for the runtime to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -28,15 +56,15 @@ pub enum Command {
         /// The attempt to start.
         attempt: u32,
     },
-    /// Append `Failed {error, retryable: true}` for an attempt that timed out (stop it) or
-    /// that a dead scheduler left running (`"interrupted"`).
+    /// Append `Failed {error: reason, retryable: true}` for an attempt that timed out (stop
+    /// it) or that a dead scheduler left running.
     Fail {
         /// The step.
         step: StepName,
         /// The attempt that failed.
         attempt: u32,
-        /// `"timeout"` or `"interrupted"`.
-        error: String,
+        /// Why.
+        reason: FailReason,
     },
     /// Append `Compensating` and run one try of the step's compensation, whose outcome is
     /// appended as `Compensated` or `CompensationFailed`.
@@ -75,10 +103,10 @@ impl Command {
             Command::Fail {
                 step,
                 attempt,
-                error,
+                reason,
             } => {
                 let failed = EventKind::Failed {
-                    error: error.clone(),
+                    error: reason.as_str().to_owned(),
                     retryable: true,
                 };
                 Some((step, failed, *attempt))
@@ -88,7 +116,7 @@ impl Command {
             }
             Command::FailCompensation { step, attempt } => {
                 let failed = EventKind::CompensationFailed {
-                    error: "interrupted".into(),
+                    error: FailReason::Interrupted.as_str().to_owned(),
                     retryable: true,
                 };
                 Some((step, failed, *attempt))
@@ -167,13 +195,13 @@ fn interrupted_and_timed_out(
             StepStatus::Running if !executing => commands.push(Command::Fail {
                 step: step_name(),
                 attempt,
-                error: "interrupted".into(),
+                reason: FailReason::Interrupted,
             }),
             StepStatus::Running if timeout_at(step, policy, n).is_some_and(|t| t <= now.ms) => {
                 commands.push(Command::Fail {
                     step: step_name(),
                     attempt,
-                    error: "timeout".into(),
+                    reason: FailReason::Timeout,
                 })
             }
             StepStatus::Compensating if !executing => commands.push(Command::FailCompensation {

@@ -12,10 +12,10 @@ mod table;
 
 pub use actions::{allowed_actions, check_action, Refusal, RunAction};
 pub use backoff::retry_delay_ms;
-pub use decide::{decide, decide_with, Command, Now};
+pub use decide::{decide, decide_with, Command, FailReason, Now};
 pub use frontier::Frontier;
 pub use policy::{Policy, PolicyError, StepPolicy};
 pub use rollback::{pause_cause, run_status, PauseCause, RunStatus};
-pub use state::{fold, Anomaly, Failure, OperatorAction, RunState, StepState};
+pub use state::{fold, Anomaly, AnomalySite, Failure, OperatorAction, RunState, StepState};
 pub use status::StepStatus;
 pub use table::{transition, Rule, Transition};

@@ -3,7 +3,7 @@
 
 use crate::{transition, Rule, StepStatus};
 use apollo11_core::{
-    Event, EventId, EventKind, EventRef, OverrideTarget, Payload, RunId, Seq, StepName,
+    Event, EventId, EventKind, EventRef, KindTag, OverrideTarget, Payload, RunId, Seq, StepName,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -24,14 +24,54 @@ pub struct Failure {
 pub struct Anomaly {
     /// The offending event.
     pub event_id: EventId,
-    /// Its kind, as named in the log.
-    pub kind: String,
+    /// Its kind.
+    pub kind: KindTag,
     /// Its attempt number.
     pub event_attempt: u32,
-    /// The state the step (or run) was in.
-    pub from: String,
+    /// What it hit: the run, or the step in the state it was in.
+    pub from: AnomalySite,
     /// What is wrong.
     pub reason: String,
+}
+
+/// What an anomalous event hit. Serializes as `"run"` or the step state's name, as the
+/// field always has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AnomalySite {
+    /// The run as a whole (an event out of sequence, of another run, before `RunCreated`).
+    Run,
+    /// A step, in the state it was in.
+    Step(StepStatus),
+}
+
+impl AnomalySite {
+    /// `run`, or the step state's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AnomalySite::Run => "run",
+            AnomalySite::Step(status) => status.name(),
+        }
+    }
+}
+
+impl Serialize for AnomalySite {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for AnomalySite {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == "run" {
+            return Ok(AnomalySite::Run);
+        }
+        StepStatus::parse(&name)
+            .map(AnomalySite::Step)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!("`{name}` is neither `run` nor a step state"))
+            })
+    }
 }
 
 /// State of one step, folded from its events.
@@ -270,9 +310,9 @@ impl RunState {
         if self.anomaly.is_none() {
             self.anomaly = Some(Anomaly {
                 event_id: event.event_id,
-                kind: event.kind.name().to_owned(),
+                kind: event.kind.tag(),
                 event_attempt: event.attempt,
-                from: "run".to_owned(),
+                from: AnomalySite::Run,
                 reason,
             });
         }
@@ -370,9 +410,9 @@ impl StepState {
 fn anomaly(event: &EventRef<'_>, from: StepStatus) -> Anomaly {
     Anomaly {
         event_id: event.event_id,
-        kind: event.kind.name().to_owned(),
+        kind: event.kind.tag(),
         event_attempt: event.attempt,
-        from: from.name().to_owned(),
+        from: AnomalySite::Step(from),
         reason: format!(
             "{} (attempt {}) is not allowed here",
             event.kind.name(),

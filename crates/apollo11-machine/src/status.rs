@@ -61,6 +61,11 @@ impl StepStatus {
         }
     }
 
+    /// The state of a name given by [`StepStatus::name`].
+    pub fn parse(name: &str) -> Option<StepStatus> {
+        StepStatus::ALL.into_iter().find(|s| s.name() == name)
+    }
+
     /// True when dependents of a step in this state may run.
     pub fn satisfies_dependents(self) -> bool {
         matches!(self, StepStatus::Succeeded | StepStatus::Skipped)

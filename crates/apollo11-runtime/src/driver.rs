@@ -151,9 +151,10 @@ impl<S: Store> Driver<S> {
             }
             match command {
                 Command::Start { step, attempt } => launches.push((step, attempt, false)),
-                Command::Fail { step, error, .. } => {
+                Command::Fail { step, reason, .. } => {
                     self.stop(&step);
-                    metrics::counter!("apollo11_step_outcomes_total", "outcome" => if error == "timeout" { "timeout" } else { "interrupted" }).increment(1);
+                    metrics::counter!("apollo11_step_outcomes_total", "outcome" => reason.as_str())
+                        .increment(1);
                 }
                 Command::Compensate { step, attempt } => launches.push((step, attempt, true)),
                 Command::FailCompensation { step, .. } => {

@@ -7,8 +7,8 @@ use apollo11_core::{
     WorkflowSpec,
 };
 use apollo11_machine::{
-    check_action, decide, pause_cause, retry_delay_ms, Command, Now, PauseCause, Policy, RunAction,
-    RunStatus,
+    check_action, decide, pause_cause, retry_delay_ms, Command, FailReason, Now, PauseCause,
+    Policy, RunAction, RunStatus,
 };
 use apollo11_testkit::{arb_dag_edges, History};
 use proptest::prelude::*;
@@ -195,7 +195,7 @@ fn a_step_left_running_by_a_dead_scheduler_is_failed_as_interrupted_then_retried
     let interrupted = Command::Fail {
         step: StepName::from("b"),
         attempt: 1,
-        error: "interrupted".into(),
+        reason: FailReason::Interrupted,
     };
     assert_eq!(sim.decide(), [interrupted]);
     assert_eq!(sim.run(), RunStatus::Succeeded);

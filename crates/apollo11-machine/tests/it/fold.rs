@@ -105,8 +105,22 @@ fn an_event_the_table_forbids_makes_the_step_anomalous_and_names_the_event() {
     assert_eq!(a.status, StepStatus::Anomalous);
     let anomaly = a.anomaly.clone().unwrap();
     assert_eq!(
-        (anomaly.event_id, anomaly.from.as_str()),
-        (EventId(4), "succeeded")
+        (anomaly.event_id, anomaly.kind, anomaly.from),
+        (
+            EventId(4),
+            apollo11_core::KindTag::Succeeded,
+            apollo11_machine::AnomalySite::Step(StepStatus::Succeeded)
+        )
+    );
+    // The state's JSON names them as it always has.
+    let json = serde_json::to_value(&anomaly).unwrap();
+    assert_eq!(
+        (&json["kind"], &json["from"]),
+        (&"succeeded".into(), &"succeeded".into())
+    );
+    assert_eq!(
+        serde_json::from_value::<apollo11_machine::Anomaly>(json).unwrap(),
+        *anomaly
     );
     assert_eq!(
         state.status("b"),
@@ -128,6 +142,22 @@ fn run_level_anomalies_are_recorded_once_with_the_first_offence() {
     let anomaly = state.anomaly.unwrap();
     assert_eq!(anomaly.event_id, EventId(1));
     assert_eq!(anomaly.reason, "a step event before RunCreated");
+    let json = serde_json::to_value(&anomaly).unwrap();
+    assert_eq!(
+        (&json["kind"], &json["from"]),
+        (&"started".into(), &"run".into())
+    );
+    assert_eq!(
+        serde_json::from_value::<apollo11_machine::Anomaly>(json).unwrap(),
+        anomaly
+    );
+    let bad = serde_json::json!({"event_id": 1, "kind": "started", "event_attempt": 1, "from": "moon", "reason": "x"});
+    let err = serde_json::from_value::<apollo11_machine::Anomaly>(bad).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`moon` is neither `run` nor a step state"),
+        "{err}"
+    );
 }
 
 #[test]
