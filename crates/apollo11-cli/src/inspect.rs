@@ -4,9 +4,7 @@
 use crate::data::{load_run, open_reader, store_exit};
 use crate::{render, Exit};
 use apollo11_core::{EventKind, Payload, Seq};
-use apollo11_machine::{
-    decide, pause_cause, Command, FailReason, Now, PauseCause, Policy, RunStatus,
-};
+use apollo11_machine::{Command, FailReason, Now, PauseCause, RunMachine, RunStatus};
 use apollo11_store::EventStore;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -90,28 +88,22 @@ pub async fn runs(dir: &Path, json: bool) -> Result<Exit, Exit> {
 pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
     let store = open_reader(dir)?;
     let run = load_run(&store, run_id, None).await?;
-    let (dag, policy) = Policy::compile(&run.spec, |_, fallback| fallback)
+    let mut machine = RunMachine::compile(&run.spec, run.state.clone(), |_, fallback| fallback)
         .map_err(|e| Exit::fail(1, e.to_string()))?;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis() as u64;
     let nothing = BTreeSet::new();
-    let mut state = run.state.clone();
     let mut at_ms = now_ms;
     println!("run {run_id} is {}; resume would:", run.status());
     // Follow the decisions through interruptions and backoffs (at most a few rounds) until
     // something starts or the run is finished, folding nothing but hypothetical failures.
     for _ in 0..4 {
-        let commands = decide(
-            &state,
-            &dag,
-            &policy,
-            Now {
-                ms: at_ms,
-                executing: &nothing,
-            },
-        );
+        let commands = machine.decide(Now {
+            ms: at_ms,
+            executing: &nothing,
+        });
         let mut wake = None;
         let mut failures = Vec::new();
         for command in &commands {
@@ -132,12 +124,13 @@ pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
         });
         let failed = !failures.is_empty();
         for (step, kind, attempt) in failures {
-            state.apply(&hypothetical(&state, step, kind, attempt, at_ms));
+            let event = hypothetical(machine.state(), step, kind, attempt, at_ms);
+            machine.apply(&event);
         }
         if commands.contains(&Command::Finish {
             status: RunStatus::Paused,
         }) {
-            for line in operator_advice(run_id, &state, &dag, &policy) {
+            for line in operator_advice(run_id, &machine) {
                 println!("  {line}");
             }
         }
@@ -152,16 +145,11 @@ pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
 }
 
 /// What an operator can do about a paused run.
-fn operator_advice(
-    run_id: &str,
-    state: &apollo11_machine::RunState,
-    dag: &apollo11_dag::Dag,
-    policy: &Policy,
-) -> Vec<String> {
-    let Some(cause) = pause_cause(state, dag, policy) else {
+fn operator_advice(run_id: &str, machine: &RunMachine) -> Vec<String> {
+    let Some(cause) = machine.pause_cause() else {
         return Vec::new();
     };
-    let why = crate::render::paused_because_cause(state, &cause);
+    let why = crate::render::paused_because_cause(machine.state(), &cause);
     let over = |step: &str, to: &str| {
         format!("`apollo11 override {run_id} {step} --to {to} --reason TEXT`")
     };

@@ -132,9 +132,10 @@ pub fn decide(state: &RunState, dag: &Dag, policy: &Policy, now: Now<'_>) -> Vec
     decide_with(state, dag, policy, now, &Frontier::new(dag, state))
 }
 
-/// [`decide`] with the run's [`Frontier`] kept current by the caller: the same decisions,
-/// in time proportional to what the run is doing rather than to its number of steps.
-pub fn decide_with(
+/// [`decide`] with the run's [`Frontier`] kept current by [`crate::RunMachine`]: the same
+/// decisions, in time proportional to what the run is doing rather than to its number of
+/// steps.
+pub(crate) fn decide_with(
     state: &RunState,
     dag: &Dag,
     policy: &Policy,

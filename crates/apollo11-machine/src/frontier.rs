@@ -1,7 +1,8 @@
 //! An index of a run's steps by what `decide` looks for: the steps that could start (or be
 //! retried), the steps at work, the steps carrying a failure, and counts. Built from a state
-//! in O(steps); kept current by the runtime in O(log steps + dependents) per event, so a
-//! decision costs what the run is doing, not how long its workflow is.
+//! in O(steps); kept current by `RunMachine` in O(log steps + dependents) per event, so a
+//! decision costs what the run is doing, not how long its workflow is. Private: only
+//! `RunMachine` updates one, together with the state it indexes.
 
 use crate::{RunState, StepStatus};
 use apollo11_dag::{Dag, NodeId};
@@ -12,7 +13,7 @@ type ByRank = BTreeSet<(u32, NodeId)>;
 
 /// What `decide` needs to know about a run's steps without looking at all of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Frontier {
+pub(crate) struct Frontier {
     status: Vec<StepStatus>,
     /// Per step: how many of its dependencies are succeeded or skipped.
     deps_done: Vec<u32>,
@@ -34,7 +35,7 @@ pub struct Frontier {
 
 impl Frontier {
     /// Indexes every step of `state`.
-    pub fn new(dag: &Dag, state: &RunState) -> Frontier {
+    pub(crate) fn new(dag: &Dag, state: &RunState) -> Frontier {
         let mut f = Frontier {
             status: vec![StepStatus::Pending; dag.len()],
             deps_done: vec![0; dag.len()],
@@ -58,7 +59,7 @@ impl Frontier {
     }
 
     /// Re-indexes `step` after an event about it was applied to `state`.
-    pub fn update(&mut self, dag: &Dag, state: &RunState, step: &str) {
+    pub(crate) fn update(&mut self, dag: &Dag, state: &RunState, step: &str) {
         let Some(n) = dag.node(step) else {
             self.unknown.insert(step.to_owned());
             return;

@@ -78,14 +78,23 @@ pub enum PauseCause {
 
 /// Why a run is paused; `None` unless [`run_status`] says `paused`.
 pub fn pause_cause(state: &RunState, dag: &Dag, policy: &Policy) -> Option<PauseCause> {
-    let f = Frontier::new(dag, state);
-    if status_with(state, dag, policy, &f) != RunStatus::Paused {
+    pause_cause_with(state, dag, policy, &Frontier::new(dag, state))
+}
+
+/// [`pause_cause`] with the run's frontier at hand.
+pub(crate) fn pause_cause_with(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    f: &Frontier,
+) -> Option<PauseCause> {
+    if status_with(state, dag, policy, f) != RunStatus::Paused {
         return None;
     }
     let troubled = || f.troubled.iter().map(|&(_, n)| n);
     if let Some(n) = troubled().find(|&n| stuck(state.step(dag.name(n)), policy.step(n))) {
         let step = state.step(dag.name(n));
-        let retry_with = rolling_back(state, dag, policy, &f).then(|| {
+        let retry_with = rolling_back(state, dag, policy, f).then(|| {
             if step.last_error.is_some() {
                 OverrideTarget::Failed
             } else {

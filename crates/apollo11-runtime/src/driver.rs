@@ -6,10 +6,7 @@ use crate::engine::{Shared, Store};
 use crate::step::Cancel;
 use crate::{EngineError, Output, StepContext, StepError, Workflow, WorkflowError};
 use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
-use apollo11_dag::Dag;
-use apollo11_machine::{
-    decide_with, Command, Frontier, Now, Policy, RunState, RunStatus, StepStatus,
-};
+use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus, StepStatus};
 use apollo11_store::{NewEvent, StoreError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -49,11 +46,9 @@ impl Outcome {
 pub(crate) struct Driver<S: Store> {
     shared: Arc<Shared<S>>,
     workflow: Arc<Workflow>,
-    dag: Dag,
-    policy: Policy,
-    state: RunState,
-    /// Kept current with `state`, so each decision costs what the run is doing.
-    frontier: Frontier,
+    /// The run's state with what decisions read of it, kept together event by event, so
+    /// each decision costs what the run is doing.
+    machine: RunMachine,
     notify: Arc<Notify>,
     executing: BTreeMap<StepName, Running>,
     tasks: JoinSet<Done>,
@@ -86,18 +81,14 @@ impl<S: Store> Driver<S> {
                 );
             }
         }
-        let (dag, policy) = Policy::compile(spec, |name, fallback| {
+        let machine = RunMachine::compile(spec, state, |name, fallback| {
             auto.get(name).copied().unwrap_or(fallback)
         })
         .map_err(WorkflowError::Invalid)?;
-        let frontier = Frontier::new(&dag, &state);
         Ok(Driver {
             shared,
             workflow,
-            dag,
-            policy,
-            state,
-            frontier,
+            machine,
             notify,
             executing: BTreeMap::new(),
             tasks: JoinSet::new(),
@@ -108,7 +99,7 @@ impl<S: Store> Driver<S> {
     }
 
     pub async fn drive(mut self) -> Result<RunStatus, EngineError> {
-        let span = tracing::info_span!("run", run_id = %self.state.run_id, workflow = %self.workflow.spec().name);
+        let span = tracing::info_span!("run", run_id = %self.run_id(), workflow = %self.workflow.spec().name);
         async move {
             loop {
                 if let Some(status) = self.turn().await? {
@@ -134,12 +125,7 @@ impl<S: Store> Driver<S> {
             ms: self.shared.clock.now_ms(),
             executing: &executing,
         };
-        debug_assert_eq!(
-            self.frontier,
-            Frontier::new(&self.dag, &self.state),
-            "the frontier drifted from the state"
-        );
-        let commands = decide_with(&self.state, &self.dag, &self.policy, now, &self.frontier);
+        let commands = self.machine.decide(now);
         metrics::histogram!("apollo11_scheduler_loop_seconds")
             .record(started.elapsed().as_secs_f64());
         let mut events = Vec::new();
@@ -203,8 +189,8 @@ impl<S: Store> Driver<S> {
         if unsent + events.len() == 0 {
             return Ok(true);
         }
-        let run_id = self.state.run_id.clone();
-        let first = Seq(self.state.last_seq.0 + 1 - unsent as u32);
+        let run_id = self.run_id().clone();
+        let first = Seq(self.state().last_seq.0 + 1 - unsent as u32);
         batch.extend(events.iter().cloned());
         match self
             .shared
@@ -219,7 +205,7 @@ impl<S: Store> Driver<S> {
                     let seq = Seq(first.0 + (unsent + i) as u32);
                     self.fold(&event.into_event(*id, run_id.clone(), seq));
                 }
-                self.state.last_event_id = last;
+                self.machine.acknowledge(last);
                 Ok(true)
             }
             Err(StoreError::Conflict { .. }) => {
@@ -233,13 +219,9 @@ impl<S: Store> Driver<S> {
 
     /// Rebuilds the state from the log, then re-folds the unsent outcomes that still apply.
     async fn refold(&mut self, unsent: Vec<NewEvent>) -> Result<(), StoreError> {
-        let events = self
-            .shared
-            .store
-            .read_run(&self.state.run_id, Seq(1))
-            .await?;
-        self.state = apollo11_machine::fold(&self.state.run_id.clone(), &events);
-        self.frontier = Frontier::new(&self.dag, &self.state);
+        let events = self.shared.store.read_run(self.run_id(), Seq(1)).await?;
+        let state = apollo11_machine::fold(self.run_id(), &events);
+        self.machine.reset(state);
         for event in unsent {
             let step = event.step.clone().expect("outcomes name a step");
             let compensation = matches!(
@@ -256,24 +238,29 @@ impl<S: Store> Driver<S> {
 
     /// Folds an outcome before it is appended (its event id is known only after).
     fn fold_unsent(&mut self, event: NewEvent) {
-        let seq = Seq(self.state.last_seq.0 + 1);
-        let id = self.state.last_event_id;
-        self.fold(&event.clone().into_event(id, self.state.run_id.clone(), seq));
+        let seq = Seq(self.state().last_seq.0 + 1);
+        let id = self.state().last_event_id;
+        self.fold(&event.clone().into_event(id, self.run_id().clone(), seq));
         self.unsent.push(event);
     }
 
-    /// Folds one event into the state and the frontier.
+    /// Folds one event into the run's machine.
     fn fold(&mut self, event: &apollo11_core::Event) {
-        self.state.apply(event);
-        if let Some(step) = &event.step {
-            self.frontier.update(&self.dag, &self.state, step.as_str());
-        }
+        self.machine.apply(event);
+    }
+
+    fn state(&self) -> &RunState {
+        self.machine.state()
+    }
+
+    fn run_id(&self) -> &RunId {
+        &self.machine.state().run_id
     }
 
     /// Folds events someone else appended, and stops work they made stale.
     async fn catch_up(&mut self) -> Result<(), StoreError> {
-        let from = Seq(self.state.last_seq.0 + 1);
-        for event in self.shared.store.read_run(&self.state.run_id, from).await? {
+        let from = Seq(self.state().last_seq.0 + 1);
+        for event in self.shared.store.read_run(self.run_id(), from).await? {
             self.fold(&event);
         }
         self.stop_stale();
@@ -295,7 +282,7 @@ impl<S: Store> Driver<S> {
     }
 
     fn still_current(&self, step: &StepName, attempt: u32, compensation: bool) -> bool {
-        let s = self.state.step(step.as_str());
+        let s = self.state().step(step.as_str());
         let expected = if compensation {
             StepStatus::Compensating
         } else {
@@ -317,12 +304,12 @@ impl<S: Store> Driver<S> {
             .step(step.as_str())
             .expect("decide only names steps of the workflow")
             .clone();
-        let recorded = self.state.step(step.as_str());
+        let recorded = self.state().step(step.as_str());
         let succeeded_before = recorded.last_error.is_none();
         let payload_seq = recorded.payload_seq;
         let shared = self.shared.clone();
         let (cancel_tx, cancel) = Cancel::new();
-        let run_id = self.state.run_id.clone();
+        let run_id = self.run_id().clone();
         let span = tracing::info_span!("step", step = %step, attempt, compensation);
         let task_step = step.clone();
         let work = async move {

@@ -308,7 +308,7 @@ fn pause_then_override_then_the_run_continues_downstream() {
     assert_eq!(sim.run(), RunStatus::Paused);
     assert_eq!(sim.summary(), "a=succeeded#1 b=failed#1 c=pending#0");
     assert_eq!(
-        pause_cause(&sim.state, &sim.dag, &sim.policy),
+        pause_cause(sim.state(), sim.dag(), sim.policy()),
         Some(PauseCause::StepFailed {
             step: StepName::from("b")
         })
@@ -511,10 +511,10 @@ fn a_compensation_out_of_tries_pauses_the_run_whatever_on_failure_says_until_an_
         "a=succeeded#1 b=compensation_failed#1 c=compensated#1 d=compensated#1 e=failed#1",
         "a is not compensated while b, which depends on it, is not undone"
     );
-    let b = sim.state.step("b");
+    let b = sim.state().step("b");
     assert_eq!(b.compensation_tries, 3, "max_attempts tries, then a person");
     assert_eq!(
-        pause_cause(&sim.state, &sim.dag, &sim.policy),
+        pause_cause(sim.state(), sim.dag(), sim.policy()),
         Some(PauseCause::CompensationFailed {
             step: StepName::from("b"),
             retry_with: Some(OverrideTarget::Succeeded)
@@ -547,7 +547,7 @@ fn a_compensation_error_that_no_retry_can_fix_pauses_at_once() {
         });
     assert_eq!(sim.run(), RunStatus::Paused);
     assert_eq!(sim.steps_with("compensating"), ["d"]);
-    assert_eq!(sim.state.step("d").compensation_tries, 1);
+    assert_eq!(sim.state().step("d").compensation_tries, 1);
     // Overriding to `succeeded` asks for the compensation again, with a fresh budget.
     sim.override_step(
         "d",
@@ -583,7 +583,7 @@ fn a_compensate_class_step_whose_compensation_fails_once_is_compensated_then_rer
         }
     });
     assert_eq!(sim.run(), RunStatus::Succeeded);
-    assert_eq!(pause_cause(&sim.state, &sim.dag, &sim.policy), None);
+    assert_eq!(pause_cause(sim.state(), sim.dag(), sim.policy()), None);
     let kinds: Vec<&str> = sim
         .events
         .iter()
@@ -647,28 +647,28 @@ proptest! {
                 if status.is_some() { break; }
             }
             let action = RunAction::ALL[action];
-            if status.is_none() && check_action(&sim.state, &sim.dag, &sim.policy, action).is_ok() {
+            if status.is_none() && check_action(sim.state(), sim.dag(), sim.policy(), action).is_ok() {
                 sim.operator(action, "random");
             }
         }
         let mut status = status.unwrap_or_else(|| sim.run());
-        if status == RunStatus::Paused && sim.state.paused.is_some() {
+        if status == RunStatus::Paused && sim.state().paused.is_some() {
             sim.operator(RunAction::Resume, "go on");
             status = sim.run();
         }
-        let rolling_back = rollback || sim.state.rollback.is_some();
+        let rolling_back = rollback || sim.state().rollback.is_some();
         prop_assert!(sim.peak_running <= 3);
         match status {
             RunStatus::Succeeded => prop_assert!(sim.summary().split(' ').all(|s| s.contains("=succeeded"))),
             // A rollback pauses only on a compensation out of tries (or one no retry fixes).
             RunStatus::Paused => prop_assert!(
-                !rolling_back || sim.state.steps.values().any(|s| s.status == apollo11_machine::StepStatus::CompensationFailed),
+                !rolling_back || sim.state().steps.values().any(|s| s.status == apollo11_machine::StepStatus::CompensationFailed),
                 "{}", sim.summary()
             ),
             RunStatus::RolledBack => {
                 prop_assert!(rolling_back);
                 for (name, _, _, has_compensation) in &owned {
-                    let left = sim.state.status(name);
+                    let left = sim.state().status(name);
                     prop_assert!(!(*has_compensation && left == apollo11_machine::StepStatus::Succeeded), "{name} not undone");
                 }
             }
@@ -687,7 +687,7 @@ fn a_compensate_class_step_out_of_compensation_tries_pauses_with_no_retry_overri
     assert_eq!(sim.run(), RunStatus::Paused);
     assert_eq!(sim.summary(), "charge=compensation_failed#1");
     assert_eq!(
-        pause_cause(&sim.state, &sim.dag, &sim.policy),
+        pause_cause(sim.state(), sim.dag(), sim.policy()),
         Some(PauseCause::CompensationFailed {
             step: StepName::from("charge"),
             retry_with: None

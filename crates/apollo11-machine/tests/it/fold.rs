@@ -1,9 +1,11 @@
 //! Properties of the fold: deterministic, total, and snapshot + suffix == full replay.
 
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, StepName};
-use apollo11_machine::{fold, RunState, StepStatus};
+use apollo11_core::{Idempotency, OnFailure, StepSpec, WorkflowSpec};
+use apollo11_machine::{decide, fold, run_status, Now, RunMachine, RunState, StepStatus};
 use apollo11_testkit::{arb_event_kind, arb_history, History};
 use proptest::prelude::*;
+use std::collections::BTreeSet;
 
 fn run() -> RunId {
     RunId::from("run-p")
@@ -37,25 +39,35 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1_000, ..ProptestConfig::default() })]
 
     #[test]
-    fn a_frontier_kept_event_by_event_equals_one_built_from_the_state(
+    fn a_machine_kept_event_by_event_equals_one_built_from_its_state(
         events in arb_history(4, 60),
         edges in apollo11_testkit::arb_dag_edges(3),
+        on_failure in prop_oneof![Just(OnFailure::Pause), Just(OnFailure::Rollback)],
     ) {
-        // Steps s0..s2 form a random graph; the history also names s3, which it lacks.
-        let edges: Vec<(String, Vec<String>)> = edges
+        // Steps s0..s2 form a random workflow; the history also names s3, which it lacks.
+        let steps: Vec<StepSpec> = edges
             .into_iter()
-            .map(|(n, deps)| (rename(&n), deps.iter().map(|d| rename(d)).collect()))
+            .map(|(n, deps)| {
+                let deps: Vec<String> = deps.iter().map(|d| rename(d)).collect();
+                let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+                StepSpec {
+                    has_compensation: true,
+                    ..StepSpec::new(&rename(&n), &deps, Idempotency::Compensate)
+                }
+            })
             .collect();
-        let dag = apollo11_dag::Dag::build(&edges, 100).unwrap();
-        let mut state = RunState::new(run());
-        let mut frontier = apollo11_machine::Frontier::new(&dag, &state);
+        let spec = WorkflowSpec { name: "wf".into(), on_failure, max_concurrency: 2, steps, attributes: Default::default() };
+        let mut machine = RunMachine::compile(&spec, RunState::new(run()), |_, f| f).unwrap();
+        let nothing = BTreeSet::new();
         for e in &events {
-            state.apply(e);
-            if let Some(step) = &e.step {
-                frontier.update(&dag, &state, step.as_str());
-            }
-            prop_assert_eq!(&frontier, &apollo11_machine::Frontier::new(&dag, &state));
+            machine.apply(e);
+            let rebuilt = RunMachine::new(machine.dag().clone(), machine.policy().clone(), machine.state().clone());
+            prop_assert_eq!(&machine, &rebuilt);
+            let now = Now { ms: e.at_ms, executing: &nothing };
+            prop_assert_eq!(machine.decide(now), decide(machine.state(), machine.dag(), machine.policy(), now));
+            prop_assert_eq!(machine.status(), run_status(machine.state(), machine.dag(), machine.policy()));
         }
+        prop_assert_eq!(machine.into_state(), fold(&run(), &events));
     }
 
     #[test]

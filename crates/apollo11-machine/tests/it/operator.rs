@@ -46,7 +46,7 @@ fn a_paused_run_lets_running_attempts_finish_and_starts_nothing_new_until_resume
         "running attempts finished and were recorded"
     );
     assert_eq!(
-        pause_cause(&sim.state, &sim.dag, &sim.policy),
+        pause_cause(sim.state(), sim.dag(), sim.policy()),
         Some(PauseCause::Operator {
             by: "operator".into(),
             reason: "database maintenance".into()
@@ -92,7 +92,7 @@ fn a_pause_during_a_rollback_holds_its_next_wave() {
         ],
     );
     let mut sim = Sim::new(&w, failing("c", u32::MAX, false, 10));
-    while sim.state.status("b") != apollo11_machine::StepStatus::Compensating {
+    while sim.state().status("b") != apollo11_machine::StepStatus::Compensating {
         assert!(sim.round().is_none());
     }
     sim.operator(RunAction::Pause, "look first");

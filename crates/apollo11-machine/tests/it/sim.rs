@@ -8,7 +8,7 @@ use apollo11_core::{
 };
 use apollo11_dag::Dag;
 use apollo11_machine::{
-    decide, decide_with, Command, Frontier, Now, Policy, RunAction, RunState, RunStatus, StepStatus,
+    decide, Command, Now, Policy, RunAction, RunMachine, RunState, RunStatus, StepStatus,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,11 +46,8 @@ pub fn failing(
 }
 
 pub struct Sim {
-    pub dag: Dag,
-    pub policy: Policy,
-    pub state: RunState,
-    /// Kept current event by event, as the runtime does.
-    frontier: Frontier,
+    /// The run's state, folded event by event as the runtime does.
+    pub machine: RunMachine,
     pub events: Vec<Event>,
     pub now_ms: u64,
     script: Script,
@@ -67,13 +64,13 @@ pub struct Sim {
 
 impl Sim {
     pub fn new(spec: &WorkflowSpec, script: impl Fn(&str, u32) -> Outcome + 'static) -> Sim {
-        let (dag, policy) = Policy::compile(spec, |_, fallback| fallback).unwrap();
-        let frontier = Frontier::new(&dag, &RunState::new(RunId::from("run-1")));
+        let machine =
+            RunMachine::compile(spec, RunState::new(RunId::from("run-1")), |_, fallback| {
+                fallback
+            })
+            .unwrap();
         let mut sim = Sim {
-            frontier,
-            dag,
-            policy,
-            state: RunState::new(RunId::from("run-1")),
+            machine,
             events: Vec::new(),
             now_ms: 1_000,
             script: Box::new(script),
@@ -104,7 +101,7 @@ impl Sim {
         let n = self.events.len() as u64 + 1;
         let event = Event {
             event_id: EventId(n),
-            run_id: self.state.run_id.clone(),
+            run_id: self.state().run_id.clone(),
             seq: Seq(n as u32),
             step: step.cloned(),
             kind,
@@ -113,37 +110,47 @@ impl Sim {
             instance: "sim".into(),
             payload,
         };
-        self.state.apply(&event);
-        if let Some(step) = &event.step {
-            self.frontier.update(&self.dag, &self.state, step.as_str());
-        }
+        self.machine.apply(&event);
         self.events.push(event);
         assert!(
-            !self.state.is_anomalous(),
+            !self.state().is_anomalous(),
             "decide led to an anomaly: {:?}",
-            self.state
+            self.state()
         );
     }
 
-    /// The commands `decide` gives now. Checks on every call that the incrementally kept
-    /// frontier equals one built from scratch and gives the same decisions.
+    /// The commands `decide` gives now. Checks on every call that the machine, kept event by
+    /// event, equals one built from its state and gives the same decisions as `decide`.
     pub fn decide(&self) -> Vec<Command> {
         let executing: BTreeSet<StepName> = self.executing.keys().cloned().collect();
         let now = Now {
             ms: self.now_ms,
             executing: &executing,
         };
-        assert_eq!(
-            self.frontier,
-            Frontier::new(&self.dag, &self.state),
-            "the incremental frontier drifted"
+        let rebuilt = RunMachine::new(
+            self.dag().clone(),
+            self.policy().clone(),
+            self.state().clone(),
         );
-        let incremental = decide_with(&self.state, &self.dag, &self.policy, now, &self.frontier);
+        assert_eq!(self.machine, rebuilt, "the machine's index drifted");
+        let incremental = self.machine.decide(now);
         assert_eq!(
             incremental,
-            decide(&self.state, &self.dag, &self.policy, now)
+            decide(self.state(), self.dag(), self.policy(), now)
         );
         incremental
+    }
+
+    pub fn state(&self) -> &RunState {
+        self.machine.state()
+    }
+
+    pub fn dag(&self) -> &Dag {
+        self.machine.dag()
+    }
+
+    pub fn policy(&self) -> &Policy {
+        self.machine.policy()
     }
 
     /// Carries out commands; returns the terminal status if one was reached.
@@ -165,7 +172,7 @@ impl Sim {
                     "the compensation of {step} failed as interrupted while executing"
                 ),
                 Command::Compensate { step, .. } => {
-                    let tries = self.state.step(step.as_str()).compensation_tries;
+                    let tries = self.state().step(step.as_str()).compensation_tries;
                     let outcome = (self.compensation_script)(step.as_str(), tries);
                     let ends = match outcome {
                         Outcome::Ok(ms) | Outcome::Err { after_ms: ms, .. } => self.now_ms + ms,
@@ -190,16 +197,18 @@ impl Sim {
 
     /// A step may start only after its dependencies and never after its own success.
     fn check_startable(&self, step: &StepName) {
-        let node = self.dag.node(step.as_str()).unwrap();
-        for &d in self.dag.dependencies(node) {
+        let node = self.dag().node(step.as_str()).unwrap();
+        for &d in self.dag().dependencies(node) {
             assert!(
-                self.state.status(self.dag.name(d)).satisfies_dependents(),
+                self.state()
+                    .status(self.dag().name(d))
+                    .satisfies_dependents(),
                 "{step} started before {}",
-                self.dag.name(d)
+                self.dag().name(d)
             );
         }
         assert_ne!(
-            self.state.status(step.as_str()),
+            self.state().status(step.as_str()),
             StepStatus::Succeeded,
             "{step} rerun after success"
         );
@@ -214,14 +223,14 @@ impl Sim {
         };
         self.executing.insert(step, (ends, false, outcome));
         let running = self
-            .state
+            .state()
             .steps
             .values()
             .filter(|s| s.status == StepStatus::Running)
             .count();
         self.peak_running = self.peak_running.max(running);
         assert!(
-            running <= self.policy.max_concurrency() as usize,
+            running <= self.policy().max_concurrency() as usize,
             "concurrency limit broken"
         );
     }
@@ -246,7 +255,7 @@ impl Sim {
             .collect();
         for step in due {
             let (_, compensation, outcome) = self.executing.remove(&step).unwrap();
-            let attempt = self.state.step(step.as_str()).attempt;
+            let attempt = self.state().step(step.as_str()).attempt;
             let kind = match (compensation, outcome) {
                 (true, Outcome::Ok(_)) => EventKind::Compensated,
                 (true, Outcome::Err { retryable, .. }) => EventKind::CompensationFailed {
@@ -306,7 +315,7 @@ impl Sim {
     /// Runs decisions until `step` has started `attempt` (then stops, as if killed mid-step).
     pub fn run_until_started(&mut self, step: &str, attempt: u32) {
         for _ in 0..10_000 {
-            let s = self.state.step(step);
+            let s = self.state().step(step);
             if s.status == StepStatus::Running && s.attempt == attempt {
                 return;
             }
@@ -321,7 +330,7 @@ impl Sim {
     }
 
     pub fn override_step(&mut self, step: &str, to: OverrideTarget, reason: &str) {
-        let attempt = self.state.step(step).attempt;
+        let attempt = self.state().step(step).attempt;
         let kind = EventKind::ManualOverride {
             to,
             by: "operator".into(),
@@ -332,11 +341,11 @@ impl Sim {
 
     /// `step=status#attempt` for every step, in declaration order.
     pub fn summary(&self) -> String {
-        self.dag
+        self.dag()
             .nodes()
             .map(|n| {
-                let s = self.state.step(self.dag.name(n));
-                format!("{}={}#{}", self.dag.name(n), s.status, s.attempt)
+                let s = self.state().step(self.dag().name(n));
+                format!("{}={}#{}", self.dag().name(n), s.status, s.attempt)
             })
             .collect::<Vec<_>>()
             .join(" ")
