@@ -695,3 +695,78 @@ fn a_compensate_class_step_out_of_compensation_tries_pauses_with_no_retry_overri
         "outside a rollback no override asks for the compensation again"
     );
 }
+
+#[test]
+fn a_rollback_undoes_a_failed_step_only_when_its_class_is_compensate() {
+    for (class, undone) in [
+        (I::Compensate, true),
+        (I::Keyed, false),
+        (I::Checkpoint, false),
+    ] {
+        let w = spec(
+            OnFailure::Rollback,
+            &[("a", &[], I::Keyed, true), ("b", &["a"], class, true)],
+        );
+        let h = History::new("r")
+            .created("test", pinned(&w))
+            .started("a")
+            .succeeded("a", "A")
+            .started("b")
+            .failed("b", "no", false);
+        let first = if undone { "b" } else { "a" };
+        assert_eq!(
+            decide_at(&w, &h, 0, &[]),
+            [Command::Compensate {
+                step: StepName::from(first),
+                attempt: 1
+            }],
+            "{class:?}"
+        );
+    }
+}
+
+#[test]
+fn either_kind_of_anomaly_alone_stops_new_work_while_a_step_is_busy() {
+    let w = spec(
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Natural, false),
+            ("b", &[], I::Natural, false),
+            ("c", &[], I::Natural, false),
+        ],
+    );
+    let created = History::new("r").created("test", pinned(&w)).started("a");
+    // A step anomaly only: `b` is anomalous, `a` is running.
+    let step_only = created.clone().succeeded("b", "no start");
+    // A run anomaly only: an event of another run in this run's log.
+    let mut run_only = created.clone().into_events();
+    let mut foreign = run_only[1].clone();
+    foreign.run_id = apollo11_core::RunId::from("other");
+    foreign.seq = apollo11_core::Seq(3);
+    run_only.push(foreign);
+    let (dag, policy) = Policy::compile(&w, |_, f| f).unwrap();
+    let executing = [StepName::from("a")].into_iter().collect();
+    let now = Now {
+        ms: 0,
+        executing: &executing,
+    };
+    for (what, state) in [
+        (
+            "step",
+            apollo11_machine::fold(step_only.run_id(), step_only.events()),
+        ),
+        ("run", apollo11_machine::fold(created.run_id(), &run_only)),
+    ] {
+        assert!(state.is_anomalous(), "{what}");
+        assert_eq!(
+            decide(&state, &dag, &policy, now),
+            [],
+            "{what}: nothing new starts"
+        );
+        assert_eq!(
+            apollo11_machine::run_status(&state, &dag, &policy),
+            RunStatus::Running,
+            "{what}: still busy"
+        );
+    }
+}
