@@ -57,6 +57,53 @@ pub struct EventRef<'a> {
 }
 
 impl Event {
+    /// An event of run `run_id` at `seq`: for `step`, or for the run with `None` (run-level
+    /// kinds). It starts with event id 0 (a store assigns ids on append), attempt 0, time 0,
+    /// no instance and no payload; the `with_*` methods set them.
+    pub fn new(run_id: &str, seq: Seq, step: Option<&str>, kind: EventKind) -> Event {
+        Event {
+            event_id: EventId(0),
+            run_id: RunId::from(run_id),
+            seq,
+            step: step.map(StepName::from),
+            kind,
+            attempt: 0,
+            at_ms: 0,
+            instance: String::new(),
+            payload: Payload::Empty,
+        }
+    }
+
+    /// The event with this id.
+    pub fn with_event_id(mut self, event_id: EventId) -> Event {
+        self.event_id = event_id;
+        self
+    }
+
+    /// The event with this attempt number.
+    pub fn with_attempt(mut self, attempt: u32) -> Event {
+        self.attempt = attempt;
+        self
+    }
+
+    /// The event at this wall-clock time (milliseconds since the Unix epoch).
+    pub fn with_at_ms(mut self, at_ms: u64) -> Event {
+        self.at_ms = at_ms;
+        self
+    }
+
+    /// The event written by this scheduler instance.
+    pub fn with_instance(mut self, instance: &str) -> Event {
+        self.instance = instance.to_owned();
+        self
+    }
+
+    /// The event carrying this payload.
+    pub fn with_payload(mut self, payload: Payload) -> Event {
+        self.payload = payload;
+        self
+    }
+
     /// The event, borrowed.
     pub fn view(&self) -> EventRef<'_> {
         EventRef {
@@ -95,6 +142,11 @@ impl EventRef<'_> {
 ///
 /// The log encodes a kind by its position in this list: new kinds go at the end, so logs
 /// written before them still decode to the same kinds.
+///
+/// Not `#[non_exhaustive]`, on purpose: the machine's transition table is one exhaustive
+/// `match (state, kind)`, so that a new kind does not compile until every state has its row;
+/// a wildcard arm, which `#[non_exhaustive]` would force on it, would decide new pairs
+/// silently.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
@@ -160,7 +212,8 @@ pub enum EventKind {
     },
 }
 
-/// States an operator may put a step in.
+/// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
+/// maps every target to a state in an exhaustive match (see [`EventKind`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OverrideTarget {
@@ -175,7 +228,8 @@ pub enum OverrideTarget {
 }
 
 /// The kind of an event without its fields: what a state records about an event it
-/// refused, and a name to show. Serializes as [`KindTag::name`].
+/// refused, and a name to show. Serializes as [`KindTag::name`]. It grows with
+/// [`EventKind`], exhaustive as it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KindTag {

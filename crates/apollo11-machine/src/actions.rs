@@ -8,7 +8,8 @@ use apollo11_core::EventKind;
 use apollo11_dag::Dag;
 use std::fmt;
 
-/// An operator action on a whole run, each recorded as a run-level event.
+/// An operator action on a whole run, each recorded as a run-level event. Exhaustive on
+/// purpose: every front end maps each action to a command or a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RunAction {
     /// `RunPaused`: start nothing new; what runs finishes.
@@ -52,6 +53,7 @@ impl fmt::Display for RunAction {
 
 /// Why a run does not allow an action now.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Refusal {
     /// The run succeeded or was rolled back: nothing is left to pause, resume or undo.
     Finished {

@@ -22,6 +22,9 @@ pub struct Now<'a> {
 /// Why the machine itself fails an attempt or a compensation try. The log records it as the
 /// event's error text (`"timeout"`, `"interrupted"`), as logs always have, so old logs fold
 /// the same.
+///
+/// Exhaustive: front ends describe each reason (the plan tells an interrupted attempt from a
+/// timed-out one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FailReason {
     /// The attempt ran past its timeout: the runtime stops it.
@@ -46,7 +49,8 @@ impl fmt::Display for FailReason {
     }
 }
 
-/// One thing for the runtime to do.
+/// One thing for the runtime to do. Exhaustive on purpose: a runtime that meets a command it
+/// does not know must not compile, rather than skip it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     /// Append `Started(attempt)` and run the step.

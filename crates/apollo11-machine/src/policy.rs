@@ -6,6 +6,7 @@ use std::fmt;
 
 /// What `decide` needs to know about one step.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StepPolicy {
     /// How the step is made safe to rerun.
     pub idempotency: Idempotency,
@@ -27,7 +28,8 @@ pub struct Policy {
     steps: Vec<StepPolicy>,
 }
 
-/// Why a workflow spec cannot be scheduled.
+/// Why a workflow spec cannot be scheduled. Exhaustive: front ends place each error on the
+/// line of the file it comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PolicyError {
     /// The graph is invalid.

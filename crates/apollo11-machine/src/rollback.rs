@@ -11,6 +11,7 @@ use std::fmt;
 /// Status of a run as a whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunStatus {
     /// Work remains or is under way.
     Running,
@@ -48,7 +49,8 @@ impl fmt::Display for RunStatus {
     }
 }
 
-/// Why a run waits for a person.
+/// Why a run waits for a person. Exhaustive on purpose: a front end must tell an operator
+/// what to do about every cause, so a new one should not compile until it does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PauseCause {
     /// An operator paused it (`RunPaused`); `RunResumed` lifts it.

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 /// The last failure of a step.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Failure {
     /// The error text of the `Failed` event (or of the override that failed the step).
     pub error: String,
@@ -21,6 +22,7 @@ pub struct Failure {
 
 /// An event that broke the rules, and the state it hit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Anomaly {
     /// The offending event.
     pub event_id: EventId,
@@ -76,6 +78,7 @@ impl<'de> Deserialize<'de> for AnomalySite {
 
 /// State of one step, folded from its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct StepState {
     /// Current state.
     pub status: StepStatus,
@@ -127,6 +130,7 @@ static NOT_STARTED: StepState = StepState {
 
 /// An operator's action on a run, as the log recorded it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct OperatorAction {
     /// Who.
     pub by: String,
@@ -140,6 +144,7 @@ pub struct OperatorAction {
 
 /// State of one run, folded from its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RunState {
     /// The run.
     pub run_id: RunId,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// The row of the table that an event matched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Rule {
     /// pending(n) + Started(n+1) → running(n+1)
     Start,
@@ -59,6 +60,7 @@ impl Rule {
 
 /// Result of applying one event to one step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Transition {
     /// The row that matched.
     pub rule: Rule,

@@ -212,3 +212,96 @@ fn an_event_borrowed_and_owned_again_is_the_same_event() {
     let borrowed: EventRef<'_> = serde_json::from_str(&json).unwrap();
     assert_eq!(borrowed, view);
 }
+
+#[test]
+fn an_event_built_by_its_constructor_has_what_was_set_and_defaults_for_the_rest() {
+    let plain = Event::new("r", Seq(2), Some("s"), EventKind::Started);
+    assert_eq!(
+        (
+            plain.event_id,
+            plain.run_id.as_str(),
+            plain.seq,
+            plain.step.as_ref().map(StepName::as_str)
+        ),
+        (EventId(0), "r", Seq(2), Some("s"))
+    );
+    assert_eq!(
+        (plain.attempt, plain.at_ms, plain.instance.as_str()),
+        (0, 0, "")
+    );
+    assert_eq!(plain.payload, Payload::Empty);
+    let full = plain
+        .with_event_id(EventId(7))
+        .with_attempt(3)
+        .with_at_ms(1_500)
+        .with_instance("engine-2")
+        .with_payload(Payload::inline("out"));
+    assert_eq!(
+        (
+            full.event_id,
+            full.attempt,
+            full.at_ms,
+            full.instance.as_str()
+        ),
+        (EventId(7), 3, 1_500, "engine-2")
+    );
+    assert_eq!(full.payload, Payload::inline("out"));
+    let run_level = Event::new(
+        "r",
+        Seq(1),
+        None,
+        EventKind::RunCreated {
+            workflow: "w".into(),
+        },
+    );
+    assert_eq!(run_level.step, None);
+}
+
+#[test]
+fn specs_built_by_their_constructors_have_what_was_set() {
+    use apollo11_core::{Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, WorkflowSpec};
+    let retry = RetryPolicy {
+        max_attempts: 5,
+        ..RetryPolicy::default()
+    };
+    let step = StepSpec::new("b", &["a"], Idempotency::Compensate)
+        .with_compensation()
+        .with_retry(retry.clone())
+        .with_timeout(Timeout::Fixed(30_000));
+    assert_eq!(
+        (
+            step.name.as_str(),
+            step.depends_on.clone(),
+            step.idempotency
+        ),
+        ("b", vec!["a".to_owned()], Idempotency::Compensate)
+    );
+    assert!(step.has_compensation);
+    assert_eq!(
+        (step.retry.clone(), step.timeout),
+        (retry, Timeout::Fixed(30_000))
+    );
+    let plain = StepSpec::new("a", &[], Idempotency::Natural);
+    assert!(!plain.has_compensation);
+    assert_eq!(
+        (plain.retry, plain.timeout),
+        (RetryPolicy::default(), Timeout::None)
+    );
+    let spec = WorkflowSpec::new("w", OnFailure::Rollback, vec![step]);
+    assert_eq!(
+        (
+            spec.name.as_str(),
+            spec.on_failure,
+            spec.max_concurrency,
+            spec.steps.len()
+        ),
+        ("w", OnFailure::Rollback, 8, 1)
+    );
+    assert!(spec.attributes.is_empty());
+    assert_eq!(spec.with_max_concurrency(2).max_concurrency, 2);
+    assert_eq!(
+        RetryPolicy::default().max_attempts,
+        3,
+        "the default retry policy tries three times"
+    );
+}

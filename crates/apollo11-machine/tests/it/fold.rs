@@ -2,8 +2,9 @@
 
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, StepName};
 use apollo11_core::{Idempotency, OnFailure, StepSpec, WorkflowSpec};
+use apollo11_machine::History;
 use apollo11_machine::{decide, fold, run_status, Now, RunMachine, RunState, StepStatus};
-use apollo11_testkit::{arb_event_kind, arb_history, History};
+use apollo11_testkit::{arb_event_kind, arb_history};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -341,4 +342,33 @@ fn an_operator_event_before_run_created_or_naming_a_step_is_an_anomaly() {
         state.rollback.is_none(),
         "the run was not asked to roll back"
     );
+}
+
+#[test]
+fn a_history_numbers_its_events_and_keeps_its_clock() {
+    let h = History::new("run-p")
+        .first_event_id(40)
+        .created("wf", Payload::Empty)
+        .wait(500)
+        .started("a")
+        .at(9_000)
+        .failed("a", "x", true)
+        .started("a");
+    let got: Vec<(u64, u32, u64, u32)> = h
+        .events()
+        .iter()
+        .map(|e| (e.event_id.0, e.seq.0, e.at_ms, e.attempt))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (40, 1, 1_000, 0),
+            (41, 2, 1_510, 1),
+            (42, 3, 9_000, 1),
+            (43, 4, 9_010, 2)
+        ]
+    );
+    assert_eq!(h.run_id().as_str(), "run-p");
+    assert!(h.events().iter().all(|e| e.instance == "test"));
+    assert_eq!(h.clone().into_events(), h.events());
 }

@@ -5,8 +5,8 @@
 
 use crate::{pinned, spec};
 use apollo11_core::{Event, Idempotency as I, OnFailure, OverrideTarget, WorkflowSpec};
+use apollo11_machine::History;
 use apollo11_machine::{fold, run_status, Policy, RunStatus};
-use apollo11_testkit::History;
 use std::path::PathBuf;
 
 struct Golden {

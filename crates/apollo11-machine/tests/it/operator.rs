@@ -4,11 +4,11 @@ use crate::decide::decide_at;
 use crate::sim::{failing, Outcome, Sim};
 use crate::{pinned, spec};
 use apollo11_core::{Idempotency as I, OnFailure, StepName, WorkflowSpec};
+use apollo11_machine::History;
 use apollo11_machine::{
     allowed_actions, check_action, fold, pause_cause, Command, PauseCause, Policy, Refusal,
     RunAction, RunStatus,
 };
-use apollo11_testkit::History;
 
 fn start(step: &str, attempt: u32) -> Command {
     Command::Start {
