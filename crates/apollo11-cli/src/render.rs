@@ -1,4 +1,4 @@
-//! What the commands print: readable tables and timelines, and the JSON shapes of DESIGN §6.
+//! What the commands print: readable tables and timelines, and the JSON of `status` and `events`.
 
 use apollo11_core::{Event, EventKind, Payload, RunId, WorkflowSpec};
 use apollo11_machine::{pause_cause, PauseCause, Policy, RunState, RunStatus};
@@ -171,7 +171,7 @@ pub fn event_line(e: &Event) -> String {
     )
 }
 
-/// An event with the fields of DESIGN §2; the payload as JSON when it is JSON.
+/// An event with all its fields; the payload as JSON when it is JSON.
 pub fn event_json(e: &Event) -> Value {
     let mut v = json!({
         "event_id": e.event_id.0,

@@ -109,6 +109,20 @@ fn topological_order_breaks_ties_by_name() {
 }
 
 #[test]
+fn a_graph_knows_its_size_its_edges_and_its_names() {
+    let d = diamond();
+    assert_eq!((d.len(), d.is_empty()), (4, false));
+    let node = |n: &str| d.node(n).unwrap();
+    assert_eq!(names(&d, d.dependencies(node("d"))), ["b", "c"]);
+    assert!(d.dependencies(node("a")).is_empty());
+    assert_eq!(names(&d, d.dependents(node("a"))), ["b", "c"]);
+    assert_eq!(d.node("nope"), None);
+    let declared: Vec<String> = d.nodes().map(|n| d.name(n).to_owned()).collect();
+    assert_eq!(declared, ["d", "b", "c", "a"], "nodes in declaration order");
+    assert_eq!(d.nodes().len(), 4);
+}
+
+#[test]
 fn ready_set_follows_dependency_states() {
     let d = diamond();
     let a = d.node("a").unwrap();

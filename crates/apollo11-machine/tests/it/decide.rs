@@ -1,4 +1,4 @@
-//! `decide` with an explicit clock: every scheduling rule of DESIGN §4.
+//! `decide` with an explicit clock: every scheduling rule of docs/ARCHITECTURE.md.
 
 use crate::sim::{failing, Outcome, Sim};
 use crate::{pinned, spec};

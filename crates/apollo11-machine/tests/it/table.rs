@@ -1,5 +1,5 @@
 //! The transition table, pair by pair: every (state, event kind) combination is applied and
-//! its outcome checked against DESIGN §3, and every row of the table must be reached.
+//! its outcome checked against the table in docs/ARCHITECTURE.md, and every row must be reached.
 
 use apollo11_core::{EventKind, OverrideTarget};
 use apollo11_machine::{transition, Rule, StepStatus};
