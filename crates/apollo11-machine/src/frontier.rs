@@ -22,8 +22,8 @@ pub(crate) struct Frontier {
     pub(crate) candidates: ByRank,
     /// Running or compensating steps.
     pub(crate) busy: ByRank,
-    /// Steps that may stop the run: failed, compensating or compensated steps that carry an
-    /// error, and every step whose compensation failed.
+    /// Steps that may stop the run: those that carry an error (a retry under way included),
+    /// and every step whose compensation failed.
     pub(crate) troubled: ByRank,
     pub(crate) done: usize,
     pub(crate) running: usize,
@@ -73,17 +73,12 @@ impl Frontier {
             - usize::from(old == StepStatus::Anomalous);
         self.status[n.index()] = new;
         set(&mut self.busy, key, new.is_busy());
-        let after_failure = matches!(
-            new,
-            StepStatus::Failed
-                | StepStatus::Compensating
-                | StepStatus::CompensationFailed
-                | StepStatus::Compensated
-        );
+        // Which of these stop the run depends on their state and policy; `rollback.rs`
+        // decides that, here they are only found.
         set(
             &mut self.troubled,
             key,
-            (after_failure && s.last_error.is_some()) || new == StepStatus::CompensationFailed,
+            s.last_error.is_some() || new == StepStatus::CompensationFailed,
         );
         self.refresh_candidate(dag, n);
         let (was_done, is_done) = (old.satisfies_dependents(), new.satisfies_dependents());

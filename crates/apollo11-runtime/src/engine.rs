@@ -274,7 +274,8 @@ impl<S: Store> Engine<S> {
     }
 
     /// Drives an existing run again (after a crash, a pause, or an override), with the
-    /// definition it was created with.
+    /// definition it was created with. An operator's pause stays in force (the run ends
+    /// `paused` at once, having started nothing) until [`Engine::unpause`] lifts it.
     pub async fn resume(&self, run_id: RunId) -> Result<RunHandle, EngineError> {
         let state = self.shared.run_state(&run_id).await?;
         let pinned = self.pinned_spec(&state).await?;

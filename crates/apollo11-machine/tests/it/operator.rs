@@ -221,3 +221,137 @@ fn which_actions_a_run_allows_follows_its_state() {
         "the run is already paused by alice"
     );
 }
+
+#[test]
+fn a_pause_holds_a_step_that_became_ready_while_another_still_runs() {
+    let w = spec(
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Keyed, false),
+            ("slow", &[], I::Keyed, false),
+            ("c", &["a"], I::Keyed, false),
+        ],
+    );
+    let mut sim = Sim::new(&w, |step, _| match step {
+        "slow" => Outcome::Ok(1_000),
+        _ => Outcome::Ok(10),
+    });
+    while sim.state().status("a") != apollo11_machine::StepStatus::Succeeded {
+        assert!(sim.round().is_none());
+    }
+    assert_eq!(sim.decide(), [start("c", 1)], "c is ready");
+    sim.operator(RunAction::Pause, "hold");
+    assert_eq!(sim.decide(), [], "paused: c waits, slow finishes");
+    assert_eq!(sim.run(), RunStatus::Paused);
+    assert_eq!(sim.summary(), "a=succeeded#1 slow=succeeded#1 c=pending#0");
+}
+
+#[test]
+fn a_compensation_out_of_tries_holds_the_rollback_while_another_compensation_runs() {
+    let w = spec(
+        OnFailure::Rollback,
+        &[
+            ("x", &[], I::Keyed, true),
+            ("y", &[], I::Keyed, true),
+            ("bad", &["x", "y"], I::Natural, false),
+        ],
+    );
+    let mut sim =
+        Sim::new(&w, failing("bad", u32::MAX, false, 10)).compensations(|step, _| match step {
+            "x" => Outcome::Err {
+                after_ms: 5,
+                retryable: false,
+            },
+            _ => Outcome::Ok(1_000),
+        });
+    while sim.state().status("x") != apollo11_machine::StepStatus::CompensationFailed {
+        assert!(sim.round().is_none());
+    }
+    assert_eq!(
+        sim.state().status("y"),
+        apollo11_machine::StepStatus::Compensating
+    );
+    assert_eq!(
+        sim.decide(),
+        [],
+        "no new try of x, while y's compensation runs"
+    );
+    assert_eq!(sim.run(), RunStatus::Paused);
+}
+
+#[test]
+fn a_run_machine_answers_for_the_state_it_holds() {
+    use apollo11_machine::{EventId, RunMachine};
+    let w = fork();
+    let running = History::new("r").created("test", pinned(&w)).started("a");
+    let paused = running.clone().succeeded("a", "A").paused("alice", "hold");
+    let state = |h: &History| fold(h.run_id(), h.events());
+    let mut machine = RunMachine::compile(&w, state(&running), |_, f| f).unwrap();
+    assert_eq!(
+        machine.allowed_actions(),
+        [RunAction::Pause, RunAction::Rollback]
+    );
+    assert_eq!(
+        machine.check_action(RunAction::Resume),
+        Err(Refusal::NotPaused)
+    );
+    assert_eq!(machine.pause_cause(), None);
+    machine.reset(state(&paused));
+    assert_eq!(machine.state(), &state(&paused));
+    assert_eq!(
+        machine.allowed_actions(),
+        [RunAction::Resume, RunAction::Rollback]
+    );
+    assert_eq!(
+        machine.pause_cause(),
+        Some(PauseCause::Operator {
+            by: "alice".into(),
+            reason: "hold".into()
+        })
+    );
+    assert_eq!(machine.status(), RunStatus::Paused);
+    assert_eq!(machine.state().last_event_id, EventId(4));
+    machine.acknowledge(EventId(9));
+    assert_eq!(machine.state().last_event_id, EventId(9));
+    machine.acknowledge(EventId(5));
+    assert_eq!(
+        machine.state().last_event_id,
+        EventId(9),
+        "a watermark never goes back"
+    );
+}
+
+#[test]
+fn actions_statuses_and_reasons_have_their_names() {
+    use apollo11_machine::FailReason;
+    let actions: Vec<String> = RunAction::ALL.iter().map(|a| a.to_string()).collect();
+    assert_eq!(actions, ["pause", "resume", "rollback"]);
+    assert_eq!(RunAction::Rollback.name(), "rollback");
+    let statuses = [
+        RunStatus::Running,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::RolledBack,
+        RunStatus::Paused,
+    ];
+    let names: Vec<String> = statuses.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        names,
+        ["running", "succeeded", "failed", "rolled_back", "paused"]
+    );
+    for s in statuses {
+        assert_eq!(s.name(), s.to_string());
+        assert_eq!(
+            serde_json::to_value(s).unwrap(),
+            serde_json::Value::from(s.name())
+        );
+        assert_eq!(s.is_terminal(), s != RunStatus::Running);
+    }
+    assert_eq!(
+        (
+            FailReason::Timeout.to_string(),
+            FailReason::Interrupted.to_string()
+        ),
+        ("timeout".to_owned(), "interrupted".to_owned())
+    );
+}
