@@ -33,7 +33,8 @@ pub fn engine_exit(e: EngineError) -> Exit {
         EngineError::Store(s) => store_exit(s),
         EngineError::UnknownRun { .. }
         | EngineError::UnknownStep { .. }
-        | EngineError::RunExists { .. } => Exit::fail(2, e.to_string()),
+        | EngineError::RunExists { .. }
+        | EngineError::NotAllowed { .. } => Exit::fail(2, e.to_string()),
         other => Exit::fail(1, other.to_string()),
     }
 }

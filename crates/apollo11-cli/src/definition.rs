@@ -372,7 +372,8 @@ fn locate_policy_error(at: &Locator<'_>, raw: &RawFile, e: PolicyError) -> Defin
             .first()
             .map(|s| s.get_ref().name.span().start),
         PolicyError::CompensationMissing { step: name }
-        | PolicyError::ZeroAttempts { step: name } => step(name).first().map(|s| s.span().start),
+        | PolicyError::ZeroAttempts { step: name }
+        | PolicyError::ZeroTimeout { step: name } => step(name).first().map(|s| s.span().start),
         PolicyError::Dag(DagError::TooManyNodes { .. } | DagError::Empty)
         | PolicyError::ZeroConcurrency => None,
     };

@@ -4,7 +4,7 @@
 use crate::data::{load_run, open_reader, store_exit};
 use crate::{out, render, Exit};
 use apollo11_core::{EventKind, Payload, Seq};
-use apollo11_machine::{decide, Command, Now, Policy};
+use apollo11_machine::{Command, FailReason, Now, PauseCause, RunMachine, RunStatus};
 use apollo11_store::EventStore;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -105,58 +105,63 @@ fn run_line(run: &crate::data::Run, summary: &apollo11_store::RunSummary, json: 
 }
 
 /// What `resume` would do now: the same `decide` the engine runs, on the same state, with
-/// nothing executing (as after a crash). Steps it would mark interrupted are folded as
-/// failed so the plan also shows what follows from that.
+/// nothing executing (as after a crash). Attempts and compensations it would mark
+/// interrupted are folded as failed so the plan also shows what follows from that; a paused
+/// run gets what an operator must do.
 pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
     let store = open_reader(dir)?;
     let run = load_run(&store, run_id, None).await?;
-    let (dag, policy) = Policy::compile(&run.spec, |_, fallback| fallback)
+    let mut machine = RunMachine::compile(&run.spec, run.state.clone(), |_, fallback| fallback)
         .map_err(|e| Exit::fail(1, e.to_string()))?;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis() as u64;
     let nothing = BTreeSet::new();
-    let mut state = run.state.clone();
     let mut at_ms = now_ms;
     let status = run.status();
     out::line(format!("run {run_id} is {status}; resume would:"))?;
     // Follow the decisions through interruptions and backoffs (at most a few rounds) until
     // something starts or the run is finished, folding nothing but hypothetical failures.
     for _ in 0..4 {
-        let commands = decide(
-            &state,
-            &dag,
-            &policy,
-            Now {
-                ms: at_ms,
-                executing: &nothing,
-            },
-        );
-        let mut interrupted = Vec::new();
+        let commands = machine.decide(Now {
+            ms: at_ms,
+            executing: &nothing,
+        });
         let mut wake = None;
+        let mut failures = Vec::new();
         for command in &commands {
             match command {
                 Command::WakeAt { ms } => wake = Some(*ms),
-                Command::Fail {
-                    step,
-                    attempt,
-                    error,
-                } => interrupted.push((step.clone(), *attempt, error.clone())),
-                _ => {}
+                Command::Fail { .. } | Command::FailCompensation { .. } => {
+                    failures.extend(command.event());
+                }
+                Command::Start { .. } | Command::Compensate { .. } | Command::Finish { .. } => {}
             }
             let line = describe(command, at_ms);
             out::line(format!("  {}", out::shown(&line, out::DETAIL_CHARS_MAX)))?;
         }
-        let acted = commands
-            .iter()
-            .any(|c| !matches!(c, Command::WakeAt { .. } | Command::Fail { .. }));
-        for (step, attempt, error) in &interrupted {
-            state.apply(&hypothetical_failure(&state, step, *attempt, error, at_ms));
+        let acted = commands.iter().any(|c| {
+            matches!(
+                c,
+                Command::Start { .. } | Command::Compensate { .. } | Command::Finish { .. }
+            )
+        });
+        let failed = !failures.is_empty();
+        for (step, kind, attempt) in failures {
+            let event = hypothetical(machine.state(), step, kind, attempt, at_ms);
+            machine.apply(&event);
+        }
+        if commands.contains(&Command::Finish {
+            status: RunStatus::Paused,
+        }) {
+            for line in operator_advice(run_id, &machine) {
+                println!("  {line}");
+            }
         }
         match (acted, wake) {
-            (false, Some(ms)) if interrupted.is_empty() => at_ms = ms,
-            (false, _) if !interrupted.is_empty() => {}
+            (false, Some(ms)) if !failed => at_ms = ms,
+            (false, _) if failed => {}
             _ => break,
         }
     }
@@ -164,12 +169,55 @@ pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
     Ok(Exit::code(0))
 }
 
-/// The `Failed` event resume would append for an interrupted attempt.
-fn hypothetical_failure(
+/// What an operator can do about a paused run.
+fn operator_advice(run_id: &str, machine: &RunMachine) -> Vec<String> {
+    let Some(cause) = machine.pause_cause() else {
+        return Vec::new();
+    };
+    let why = crate::render::paused_because_cause(machine.state(), &cause);
+    let over = |step: &str, to: &str| {
+        format!("`apollo11 override {run_id} {step} --to {to} --reason TEXT`")
+    };
+    let mut lines = vec![format!("the run waits for a person: {why}")];
+    match cause {
+        PauseCause::Operator { .. } => {
+            lines.push("`apollo11 resume` lifts the pause and goes on;".to_owned());
+            lines.push(format!(
+                "or `apollo11 rollback {run_id} --reason TEXT` to undo the run instead."
+            ));
+            return lines;
+        }
+        PauseCause::StepFailed { step } => {
+            lines.push(format!(
+                "fix the cause, then {} to run it again, or {} / {} to go on without it;",
+                over(step.as_str(), "pending"),
+                over(step.as_str(), "succeeded"),
+                over(step.as_str(), "skipped")
+            ));
+        }
+        PauseCause::CompensationFailed { step, retry_with } => {
+            lines.push(format!(
+                "undo what `{step}` did by hand, then {} to go on without undoing it again;",
+                over(step.as_str(), "skipped")
+            ));
+            if let Some(to) = retry_with {
+                lines.push(format!(
+                    "or fix what makes the compensation fail, then {} to have it tried again;",
+                    over(step.as_str(), to.name())
+                ));
+            }
+        }
+    }
+    lines.push(format!("then `apollo11 resume {run_id}`."));
+    lines
+}
+
+/// The event resume would append for a command that fails an attempt or a compensation try.
+fn hypothetical(
     state: &apollo11_machine::RunState,
     step: &apollo11_core::StepName,
+    kind: EventKind,
     attempt: u32,
-    error: &str,
     at_ms: u64,
 ) -> apollo11_core::Event {
     apollo11_core::Event {
@@ -177,10 +225,7 @@ fn hypothetical_failure(
         run_id: state.run_id.clone(),
         seq: Seq(state.last_seq.0 + 1),
         step: Some(step.clone()),
-        kind: EventKind::Failed {
-            error: error.to_owned(),
-            retryable: true,
-        },
+        kind,
         attempt,
         at_ms,
         instance: "plan".into(),
@@ -195,19 +240,19 @@ fn describe(command: &Command, now_ms: u64) -> String {
         Command::Fail {
             step,
             attempt,
-            error,
-        } if error == "interrupted" => {
+            reason: FailReason::Interrupted,
+        } => {
             format!("mark {step} attempt {attempt} as interrupted (it was running when the engine stopped), then retry it per its policy")
         }
         Command::Fail {
             step,
             attempt,
-            error,
-        } => format!("fail {step} attempt {attempt}: {error}"),
+            reason: FailReason::Timeout,
+        } => format!("fail {step} attempt {attempt}: past its timeout"),
         Command::Compensate { step, .. } => format!("compensate {step}"),
-        Command::ResumeCompensation { step, .. } => {
-            format!("run the unfinished compensation of {step} again")
-        }
+        Command::FailCompensation { step, .. } => format!(
+            "mark the compensation of {step} as interrupted (it was running when the engine stopped), then try it again per the step's retry policy"
+        ),
         Command::WakeAt { ms } => format!(
             "then, after {} (a retry backoff or a timeout):",
             render::millis(ms.saturating_sub(now_ms))

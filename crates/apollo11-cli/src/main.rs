@@ -14,6 +14,7 @@ mod shell;
 mod watch;
 
 use apollo11_core::{check_name, NameKind};
+use apollo11_runtime::RunAction;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -81,6 +82,22 @@ enum Command {
         step: String,
         #[arg(long, value_parser = ["succeeded", "skipped", "pending", "failed"])]
         to: String,
+        #[arg(long)]
+        reason: String,
+        #[arg(long, env = "USER", default_value = "operator")]
+        by: String,
+    },
+    /// Pause a run: it starts nothing new; `resume` lifts the pause. Recorded with who and why.
+    Pause {
+        run_id: String,
+        #[arg(long)]
+        reason: String,
+        #[arg(long, env = "USER", default_value = "operator")]
+        by: String,
+    },
+    /// Roll a run back (compensate what it did, in reverse order) at its next `resume`.
+    Rollback {
+        run_id: String,
         #[arg(long)]
         reason: String,
         #[arg(long, env = "USER", default_value = "operator")]
@@ -166,7 +183,9 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         Command::Resume { run_id, .. }
         | Command::Status { run_id, .. }
         | Command::Events { run_id, .. }
-        | Command::Plan { run_id } => run_id_arg("RUN_ID", run_id),
+        | Command::Plan { run_id }
+        | Command::Pause { run_id, .. }
+        | Command::Rollback { run_id, .. } => run_id_arg("RUN_ID", run_id),
         Command::Override { run_id, step, .. } => {
             run_id_arg("RUN_ID", run_id)?;
             check_name(NameKind::Step, step).map_err(|e| Exit::fail(2, format!("STEP: {e}")))
@@ -203,6 +222,12 @@ async fn dispatch(cli: Cli) -> Exit {
             reason,
             by,
         } => operate::override_step(&dir, &run_id, &step, &to, &reason, &by).await,
+        Command::Pause { run_id, reason, by } => {
+            operate::act(&dir, &run_id, RunAction::Pause, &reason, &by).await
+        }
+        Command::Rollback { run_id, reason, by } => {
+            operate::act(&dir, &run_id, RunAction::Rollback, &reason, &by).await
+        }
         Command::Plan { run_id } => inspect::plan(&dir, &run_id).await,
         Command::Validate { workflow } => operate::validate(&workflow),
         Command::Verify { json } => operate::verify(&dir, json),

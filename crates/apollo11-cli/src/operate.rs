@@ -1,9 +1,9 @@
-//! `override`, `validate`, `verify`.
+//! `override`, `pause`, `rollback`, `validate`, `verify`.
 
 use crate::data::{engine_exit, open_writer, DataDir};
 use crate::{definition, out, Exit};
 use apollo11_core::{limits, OverrideTarget};
-use apollo11_runtime::{Engine, EngineConfig, RunId};
+use apollo11_runtime::{Engine, EngineConfig, RunAction, RunId};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -57,6 +57,39 @@ fn label(flag: &str, text: &str, max_bytes: u32) -> Result<(), Exit> {
         return Ok(());
     };
     Err(Exit::fail(2, format!("{flag} {problem}")))
+}
+
+/// `pause` and `rollback`: an operator action on a whole run, recorded with who and why;
+/// `resume` then drives the run (and lifts a pause).
+pub async fn act(
+    dir: &DataDir,
+    run_id: &str,
+    action: RunAction,
+    reason: &str,
+    by: &str,
+) -> Result<Exit, Exit> {
+    label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
+    label("--by", by, limits::LABEL_BYTES_MAX)?;
+    let store = Arc::new(open_writer(dir)?);
+    let engine = Engine::open(store, EngineConfig::default())
+        .await
+        .map_err(engine_exit)?;
+    let id = RunId::from(run_id);
+    let done = match action {
+        RunAction::Pause => engine.pause(&id, by, reason).await,
+        RunAction::Resume => engine.unpause(&id, by, reason).await,
+        RunAction::Rollback => engine.request_rollback(&id, by, reason).await,
+    };
+    engine.close().await;
+    done.map_err(engine_exit)?;
+    let next = match action {
+        RunAction::Pause => "`apollo11 resume` lifts it",
+        RunAction::Resume | RunAction::Rollback => "it happens at the next `apollo11 resume`",
+    };
+    out::line(format!(
+        "{run_id}: {action} recorded, by {by} ({reason}); {next} {run_id}"
+    ))?;
+    Ok(Exit::code(0))
 }
 
 pub fn validate(file: &Path) -> Result<Exit, Exit> {

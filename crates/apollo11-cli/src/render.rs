@@ -3,7 +3,7 @@
 
 use crate::out;
 use apollo11_core::{Event, EventKind, Payload, RunId, WorkflowSpec};
-use apollo11_machine::{RunState, RunStatus};
+use apollo11_machine::{pause_cause, PauseCause, Policy, RunState, RunStatus};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 
@@ -61,6 +61,16 @@ pub fn status_table(
         out::name(run_id.as_str()),
         out::name(&spec.name)
     );
+    if let Some(why) = paused_because(state, spec) {
+        text.push_str(&format!("  paused: {why}\n"));
+    }
+    if let Some(asked) = &state.rollback {
+        text.push_str(&format!(
+            "  rollback requested by {}: {}\n",
+            out::name(&asked.by),
+            out::shown(&asked.reason, out::DETAIL_CHARS_MAX)
+        ));
+    }
     text.push_str(&format!(
         "  {:<24} {:<13} {:>8} {:>9}  {}\n",
         "STEP", "STATE", "ATTEMPTS", "DURATION", "LAST ERROR"
@@ -68,9 +78,12 @@ pub fn status_table(
     let mut failures = Vec::new();
     for s in &spec.steps {
         let step = state.step(&s.name);
+        // A compensation's failure says more about where the step is than the failure
+        // that led to the compensation.
         let error = step
-            .last_error
+            .compensation_error
             .as_ref()
+            .or(step.last_error.as_ref())
             .map_or(String::new(), |e| out::shown(&e.error, out::TEXT_CHARS_MAX));
         let duration = step.duration_ms.map_or("-".to_owned(), millis);
         text.push_str(&format!(
@@ -108,6 +121,52 @@ fn log_tail(data_dir: &Path, run_id: &RunId, step: &str, attempt: u32) -> String
     text
 }
 
+/// Why the run waits for a person, in a sentence; `None` unless it is paused.
+pub fn paused_because(state: &RunState, spec: &WorkflowSpec) -> Option<String> {
+    let (dag, policy) = Policy::compile(spec, |_, fallback| fallback).ok()?;
+    let cause = pause_cause(state, &dag, &policy)?;
+    Some(paused_because_cause(state, &cause))
+}
+
+/// A pause's cause, in a sentence.
+pub fn paused_because_cause(state: &RunState, cause: &PauseCause) -> String {
+    let error = |e: Option<&apollo11_machine::Failure>| {
+        e.map_or(String::from("no error recorded"), |e| {
+            out::shown(&e.error, out::TEXT_CHARS_MAX)
+        })
+    };
+    match cause {
+        PauseCause::Operator { by, reason } => format!(
+            "by {}: {}",
+            out::name(by),
+            out::shown(reason, out::DETAIL_CHARS_MAX)
+        ),
+        PauseCause::StepFailed { step } => {
+            let s = state.step(step.as_str());
+            format!(
+                "step `{}` failed for good after {} attempt(s): {}",
+                out::name(step.as_str()),
+                s.attempt,
+                error(s.last_error.as_deref())
+            )
+        }
+        PauseCause::CompensationFailed { step, .. } => {
+            let s = state.step(step.as_str());
+            format!(
+                "the compensation of `{}` failed for good after {} tr{}: {}",
+                out::name(step.as_str()),
+                s.compensation_tries,
+                if s.compensation_tries == 1 {
+                    "y"
+                } else {
+                    "ies"
+                },
+                error(s.compensation_error.as_deref())
+            )
+        }
+    }
+}
+
 /// One readable line for an event, with its names and texts capped and escaped.
 pub fn event_line(e: &Event) -> String {
     let step = e
@@ -117,13 +176,19 @@ pub fn event_line(e: &Event) -> String {
     let detail = |text: &str| out::shown(text, out::DETAIL_CHARS_MAX);
     let detail = match &e.kind {
         EventKind::RunCreated { workflow } => format!(" workflow {}", out::name(workflow)),
-        EventKind::Failed { error, retryable } => format!(
+        EventKind::Failed { error, retryable }
+        | EventKind::CompensationFailed { error, retryable } => format!(
             ": {}{}",
             detail(error),
             if *retryable { "" } else { " (not retryable)" }
         ),
         EventKind::ManualOverride { to, by, reason } => {
             format!(" -> {} by {}: {}", to.name(), out::name(by), detail(reason))
+        }
+        EventKind::RunPaused { by, reason }
+        | EventKind::RunResumed { by, reason }
+        | EventKind::RollbackRequested { by, reason } => {
+            format!(" by {}: {}", out::name(by), detail(reason))
         }
         EventKind::Started
         | EventKind::Succeeded
@@ -155,10 +220,16 @@ pub fn event_json(e: &Event) -> Value {
     });
     let extra = match &e.kind {
         EventKind::RunCreated { workflow } => json!({"workflow": workflow}),
-        EventKind::Failed { error, retryable } => json!({"error": error, "retryable": retryable}),
+        EventKind::Failed { error, retryable }
+        | EventKind::CompensationFailed { error, retryable } => {
+            json!({"error": error, "retryable": retryable})
+        }
         EventKind::ManualOverride { to, by, reason } => {
             json!({"to": to.name(), "by": by, "reason": reason})
         }
+        EventKind::RunPaused { by, reason }
+        | EventKind::RunResumed { by, reason }
+        | EventKind::RollbackRequested { by, reason } => json!({"by": by, "reason": reason}),
         EventKind::Started
         | EventKind::Succeeded
         | EventKind::Compensating

@@ -76,6 +76,7 @@ pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exi
         .await?
         .spec;
     engine.register(shell::workflow(&spec, dir).map_err(|e| Exit::fail(1, e.to_string()))?);
+    lift_pause(&engine, &id).await?;
     let handle = engine.resume(id).await.map_err(engine_exit)?;
     let exit = follow(dir, store, &engine, &spec, handle, json, &mut interrupts).await;
     engine.close().await;
@@ -122,6 +123,27 @@ fn step_folders(dir: &DataDir, run_id: &str, spec: &WorkflowSpec) -> Result<(), 
         })?;
     }
     Ok(())
+}
+
+/// `resume` is an operator's decision to go on: it lifts an operator's pause, recorded as
+/// `RunResumed` by `$USER`.
+async fn lift_pause<S: apollo11_runtime::Store>(
+    engine: &Engine<S>,
+    id: &RunId,
+) -> Result<(), Exit> {
+    let state = engine.state(id).await.map_err(engine_exit)?;
+    if state.paused.is_none() {
+        return Ok(());
+    }
+    let by = std::env::var("USER").unwrap_or_else(|_| "operator".to_owned());
+    match engine
+        .unpause(id, &by, "resumed with `apollo11 resume`")
+        .await
+    {
+        // A finished run stays as it is; resume reports it.
+        Ok(()) | Err(EngineError::NotAllowed { .. }) => Ok(()),
+        Err(e) => Err(engine_exit(e)),
+    }
 }
 
 /// Waits for the run while showing it; on Ctrl-C stops every step and leaves the run to resume.

@@ -2,6 +2,7 @@
 
 use crate::{EventId, Payload, PayloadRef, RunId, Seq, StepName};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// One immutable fact in the log. Only state transitions are events: no progress, no
 /// heartbeats.
@@ -56,6 +57,53 @@ pub struct EventRef<'a> {
 }
 
 impl Event {
+    /// An event of run `run_id` at `seq`: for `step`, or for the run with `None` (run-level
+    /// kinds). It starts with event id 0 (a store assigns ids on append), attempt 0, time 0,
+    /// no instance and no payload; the `with_*` methods set them.
+    pub fn new(run_id: &str, seq: Seq, step: Option<&str>, kind: EventKind) -> Event {
+        Event {
+            event_id: EventId(0),
+            run_id: RunId::from(run_id),
+            seq,
+            step: step.map(StepName::from),
+            kind,
+            attempt: 0,
+            at_ms: 0,
+            instance: String::new(),
+            payload: Payload::Empty,
+        }
+    }
+
+    /// The event with this id.
+    pub fn with_event_id(mut self, event_id: EventId) -> Event {
+        self.event_id = event_id;
+        self
+    }
+
+    /// The event with this attempt number.
+    pub fn with_attempt(mut self, attempt: u32) -> Event {
+        self.attempt = attempt;
+        self
+    }
+
+    /// The event at this wall-clock time (milliseconds since the Unix epoch).
+    pub fn with_at_ms(mut self, at_ms: u64) -> Event {
+        self.at_ms = at_ms;
+        self
+    }
+
+    /// The event written by this scheduler instance.
+    pub fn with_instance(mut self, instance: &str) -> Event {
+        self.instance = instance.to_owned();
+        self
+    }
+
+    /// The event carrying this payload.
+    pub fn with_payload(mut self, payload: Payload) -> Event {
+        self.payload = payload;
+        self
+    }
+
     /// The event, borrowed.
     pub fn view(&self) -> EventRef<'_> {
         EventRef {
@@ -89,7 +137,16 @@ impl EventRef<'_> {
     }
 }
 
-/// The kinds of event. `RunCreated` is run-level; every other kind names a step.
+/// The kinds of event. `RunCreated`, `RunPaused`, `RunResumed` and `RollbackRequested` are
+/// run-level (no step); every other kind names a step.
+///
+/// The log encodes a kind by its position in this list: new kinds go at the end, so logs
+/// written before them still decode to the same kinds.
+///
+/// Not `#[non_exhaustive]`, on purpose: the machine's transition table is one exhaustive
+/// `match (state, kind)`, so that a new kind does not compile until every state has its row;
+/// a wildcard arm, which `#[non_exhaustive]` would force on it, would decide new pairs
+/// silently.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
@@ -122,9 +179,41 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// One try of a step's compensation failed; it is retried per the step's retry policy,
+    /// and once no try is left (or the error is not retryable) the run waits for a person.
+    CompensationFailed {
+        /// What went wrong (`"interrupted"` when a dead scheduler left the try unfinished).
+        error: String,
+        /// False when trying the compensation again cannot help.
+        retryable: bool,
+    },
+    /// Run-level: an operator paused the run. It starts nothing new; what is running
+    /// finishes.
+    RunPaused {
+        /// Who did it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// Run-level: an operator lifted their pause.
+    RunResumed {
+        /// Who did it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// Run-level: an operator asked the run to roll back, as if a step had failed for good
+    /// with `on_failure = "rollback"`.
+    RollbackRequested {
+        /// Who did it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
 }
 
-/// States an operator may put a step in.
+/// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
+/// maps every target to a state in an exhaustive match (see [`EventKind`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OverrideTarget {
@@ -138,18 +227,104 @@ pub enum OverrideTarget {
     Failed,
 }
 
+/// The kind of an event without its fields: what a state records about an event it
+/// refused, and a name to show. Serializes as [`KindTag::name`]. It grows with
+/// [`EventKind`], exhaustive as it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KindTag {
+    /// [`EventKind::RunCreated`].
+    RunCreated,
+    /// [`EventKind::Started`].
+    Started,
+    /// [`EventKind::Succeeded`].
+    Succeeded,
+    /// [`EventKind::Failed`].
+    Failed,
+    /// [`EventKind::Compensating`].
+    Compensating,
+    /// [`EventKind::Compensated`].
+    Compensated,
+    /// [`EventKind::ManualOverride`].
+    ManualOverride,
+    /// [`EventKind::CompensationFailed`].
+    CompensationFailed,
+    /// [`EventKind::RunPaused`].
+    RunPaused,
+    /// [`EventKind::RunResumed`].
+    RunResumed,
+    /// [`EventKind::RollbackRequested`].
+    RollbackRequested,
+}
+
+impl KindTag {
+    /// Lower-case name, as shown to users and written in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            KindTag::RunCreated => "run_created",
+            KindTag::Started => "started",
+            KindTag::Succeeded => "succeeded",
+            KindTag::Failed => "failed",
+            KindTag::Compensating => "compensating",
+            KindTag::Compensated => "compensated",
+            KindTag::ManualOverride => "manual_override",
+            KindTag::CompensationFailed => "compensation_failed",
+            KindTag::RunPaused => "run_paused",
+            KindTag::RunResumed => "run_resumed",
+            KindTag::RollbackRequested => "rollback_requested",
+        }
+    }
+
+    /// True for the kinds that concern the run as a whole and name no step.
+    pub fn is_run_level(self) -> bool {
+        match self {
+            KindTag::RunCreated
+            | KindTag::RunPaused
+            | KindTag::RunResumed
+            | KindTag::RollbackRequested => true,
+            KindTag::Started
+            | KindTag::Succeeded
+            | KindTag::Failed
+            | KindTag::Compensating
+            | KindTag::Compensated
+            | KindTag::ManualOverride
+            | KindTag::CompensationFailed => false,
+        }
+    }
+}
+
+impl fmt::Display for KindTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl EventKind {
+    /// The kind without its fields.
+    pub fn tag(&self) -> KindTag {
+        match self {
+            EventKind::RunCreated { .. } => KindTag::RunCreated,
+            EventKind::Started => KindTag::Started,
+            EventKind::Succeeded => KindTag::Succeeded,
+            EventKind::Failed { .. } => KindTag::Failed,
+            EventKind::Compensating => KindTag::Compensating,
+            EventKind::Compensated => KindTag::Compensated,
+            EventKind::ManualOverride { .. } => KindTag::ManualOverride,
+            EventKind::CompensationFailed { .. } => KindTag::CompensationFailed,
+            EventKind::RunPaused { .. } => KindTag::RunPaused,
+            EventKind::RunResumed { .. } => KindTag::RunResumed,
+            EventKind::RollbackRequested { .. } => KindTag::RollbackRequested,
+        }
+    }
+
     /// Lower-case name of the kind, as shown to users.
     pub fn name(&self) -> &'static str {
-        match self {
-            EventKind::RunCreated { .. } => "run_created",
-            EventKind::Started => "started",
-            EventKind::Succeeded => "succeeded",
-            EventKind::Failed { .. } => "failed",
-            EventKind::Compensating => "compensating",
-            EventKind::Compensated => "compensated",
-            EventKind::ManualOverride { .. } => "manual_override",
-        }
+        self.tag().name()
+    }
+
+    /// True for the kinds that concern the run as a whole and name no step.
+    pub fn is_run_level(&self) -> bool {
+        self.tag().is_run_level()
     }
 }
 

@@ -7,7 +7,7 @@ mod names;
 mod payload;
 mod spec;
 
-pub use event::{Event, EventKind, EventRef, OverrideTarget};
+pub use event::{Event, EventKind, EventRef, KindTag, OverrideTarget};
 pub use ids::{EventId, RunId, Seq, StepName};
 pub use names::{check_name, NameError, NameKind, NameProblem};
 pub use payload::{BlobRef, Payload, PayloadRef};

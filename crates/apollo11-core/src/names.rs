@@ -42,6 +42,7 @@ pub struct NameError {
 
 /// What is wrong with a name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NameProblem {
     /// It is empty.
     Empty,

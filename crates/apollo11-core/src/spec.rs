@@ -120,6 +120,26 @@ impl Default for RetryPolicy {
     }
 }
 
+impl WorkflowSpec {
+    /// A workflow of `steps` (in declaration order) running at most 8 steps at once, with
+    /// no attributes.
+    pub fn new(name: &str, on_failure: OnFailure, steps: Vec<StepSpec>) -> WorkflowSpec {
+        WorkflowSpec {
+            name: name.to_owned(),
+            on_failure,
+            max_concurrency: 8,
+            steps,
+            attributes: BTreeMap::new(),
+        }
+    }
+
+    /// The workflow running at most `n` steps at once.
+    pub fn with_max_concurrency(mut self, n: u32) -> WorkflowSpec {
+        self.max_concurrency = n;
+        self
+    }
+}
+
 impl StepSpec {
     /// A step with default retry policy, no timeout and no compensation.
     pub fn new(name: &str, depends_on: &[&str], idempotency: Idempotency) -> StepSpec {
@@ -132,5 +152,23 @@ impl StepSpec {
             timeout: Timeout::None,
             attributes: BTreeMap::new(),
         }
+    }
+
+    /// The step, declared with a compensation.
+    pub fn with_compensation(mut self) -> StepSpec {
+        self.has_compensation = true;
+        self
+    }
+
+    /// The step with this retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> StepSpec {
+        self.retry = retry;
+        self
+    }
+
+    /// The step with this timeout per attempt.
+    pub fn with_timeout(mut self, timeout: Timeout) -> StepSpec {
+        self.timeout = timeout;
+        self
     }
 }

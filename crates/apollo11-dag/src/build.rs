@@ -9,6 +9,11 @@ impl Dag {
     ///
     /// Checks run in a fixed order so the same bad input always gives the same error: empty,
     /// too many nodes, duplicates, unknown dependencies, then cycles.
+    ///
+    /// # Errors
+    ///
+    /// [`DagError`] naming the culprit: no steps, more than `max_nodes`, a step defined
+    /// twice, a dependency that is not a step, or one real cycle (its path).
     pub fn build<S, D>(steps: &[(S, Vec<D>)], max_nodes: usize) -> Result<Dag, DagError>
     where
         S: AsRef<str>,

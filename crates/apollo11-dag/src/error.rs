@@ -50,9 +50,33 @@ impl fmt::Display for DagError {
                     "step `{step}` depends on `{dependency}`, which is not a step"
                 )
             }
-            DagError::Cycle { path } => write!(f, "dependency cycle: {}", path.join(" -> ")),
+            DagError::Cycle { path } => write_cycle(f, path),
         }
     }
 }
 
 impl std::error::Error for DagError {}
+
+/// A cycle longer than this many steps is shown by its first and last
+/// [`CYCLE_ENDS_SHOWN`] steps and its length: a message names culprits, it does not list a
+/// 10,000-step cycle on one line.
+const CYCLE_STEPS_SHOWN_MAX: usize = 12;
+
+/// Steps shown at each end of a long cycle.
+const CYCLE_ENDS_SHOWN: usize = 5;
+
+/// `a -> b -> a`, or for a long cycle `s0 -> … -> s4 -> … (9,990 more) … -> s9999 -> s0`,
+/// ending where it started as the path does.
+fn write_cycle(f: &mut fmt::Formatter<'_>, path: &[String]) -> fmt::Result {
+    let steps = path.len().saturating_sub(1);
+    if steps <= CYCLE_STEPS_SHOWN_MAX {
+        return write!(f, "dependency cycle: {}", path.join(" -> "));
+    }
+    let head = path[..CYCLE_ENDS_SHOWN].join(" -> ");
+    let tail = path[path.len() - CYCLE_ENDS_SHOWN - 1..].join(" -> ");
+    let hidden = steps - 2 * CYCLE_ENDS_SHOWN;
+    write!(
+        f,
+        "dependency cycle of {steps} steps: {head} -> … ({hidden} more) … -> {tail}"
+    )
+}

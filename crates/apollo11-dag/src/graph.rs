@@ -38,6 +38,11 @@ impl Dag {
     }
 
     /// Name of a step.
+    ///
+    /// # Panics
+    ///
+    /// When `node` is not a step of this graph (an id from another `Dag`): ids index the
+    /// graph they came from, and a foreign one is a bug of the caller.
     pub fn name(&self, node: NodeId) -> &str {
         &self.names[node.index()]
     }
@@ -53,11 +58,19 @@ impl Dag {
     }
 
     /// What `node` depends on, sorted by name.
+    ///
+    /// # Panics
+    ///
+    /// When `node` is not a step of this graph.
     pub fn dependencies(&self, node: NodeId) -> &[NodeId] {
         &self.deps[node.index()]
     }
 
     /// What depends directly on `node`, sorted by name.
+    ///
+    /// # Panics
+    ///
+    /// When `node` is not a step of this graph.
     pub fn dependents(&self, node: NodeId) -> &[NodeId] {
         &self.dependents[node.index()]
     }
@@ -69,6 +82,10 @@ impl Dag {
     }
 
     /// Position of `node` in [`Dag::topological_order`].
+    ///
+    /// # Panics
+    ///
+    /// When `node` is not a step of this graph.
     pub fn rank(&self, node: NodeId) -> u32 {
         self.rank[node.index()]
     }
@@ -89,6 +106,10 @@ impl Dag {
 
     /// Every step that depends on `node` directly or transitively (not `node` itself), in
     /// topological order.
+    ///
+    /// # Panics
+    ///
+    /// When `node` is not a step of this graph.
     pub fn downstream(&self, node: NodeId) -> Vec<NodeId> {
         let mut seen = BTreeSet::new();
         let mut stack = vec![node];

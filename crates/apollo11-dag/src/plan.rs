@@ -7,6 +7,10 @@ impl Dag {
     /// every step of the set that depends on it, directly or through steps outside the set;
     /// steps in one wave are independent of each other and may be compensated in parallel.
     /// Each wave is sorted by name. Repeated ids are taken once.
+    ///
+    /// # Panics
+    ///
+    /// When a step of `steps` is not a step of this graph.
     pub fn compensation_plan(&self, steps: &[NodeId]) -> Vec<Vec<NodeId>> {
         let mut wanted = vec![false; self.len()];
         for &s in steps {

@@ -43,10 +43,14 @@ fn main() -> Result<()> {
 fn describe(event: &Event) -> String {
     let step = event.step.as_ref().map_or("-", |s| s.as_str());
     let detail = match &event.kind {
-        EventKind::Failed { error, retryable } => {
+        EventKind::Failed { error, retryable }
+        | EventKind::CompensationFailed { error, retryable } => {
             format!(": {error}{}", if *retryable { "" } else { " (final)" })
         }
         EventKind::ManualOverride { to, by, .. } => format!(" -> {} by {by}", to.name()),
+        EventKind::RunPaused { by, .. }
+        | EventKind::RunResumed { by, .. }
+        | EventKind::RollbackRequested { by, .. } => format!(" by {by}"),
         _ => String::new(),
     };
     format!("{step} {}({}){detail}", event.kind.name(), event.attempt)

@@ -1,11 +1,12 @@
 //! `decide`: the scheduling brain as a pure function. The runtime calls it after every
 //! change, executes the commands, appends the events they produce, and calls it again.
 
-use crate::rollback::{failed_for_good, status_with, to_undo};
+use crate::rollback::{compensation_stuck, failed_for_good, rolling_back, status_with, to_undo};
 use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
-use apollo11_core::{EventKind, Idempotency, OnFailure, StepName};
+use apollo11_core::{EventKind, Idempotency, StepName};
 use apollo11_dag::{Dag, NodeId};
 use std::collections::BTreeSet;
+use std::fmt;
 
 /// The present as the runtime sees it: the time, and the steps whose attempt or
 /// compensation it is executing right now. A step the log says is running but that is not
@@ -18,7 +19,38 @@ pub struct Now<'a> {
     pub executing: &'a BTreeSet<StepName>,
 }
 
-/// One thing for the runtime to do.
+/// Why the machine itself fails an attempt or a compensation try. The log records it as the
+/// event's error text (`"timeout"`, `"interrupted"`), as logs always have, so old logs fold
+/// the same.
+///
+/// Exhaustive: front ends describe each reason (the plan tells an interrupted attempt from a
+/// timed-out one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailReason {
+    /// The attempt ran past its timeout: the runtime stops it.
+    Timeout,
+    /// A scheduler that died left the attempt or try unfinished.
+    Interrupted,
+}
+
+impl FailReason {
+    /// The error text the event records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailReason::Timeout => "timeout",
+            FailReason::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl fmt::Display for FailReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing for the runtime to do. Exhaustive on purpose: a runtime that meets a command it
+/// does not know must not compile, rather than skip it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     /// Append `Started(attempt)` and run the step.
@@ -28,26 +60,27 @@ pub enum Command {
         /// The attempt to start.
         attempt: u32,
     },
-    /// Append `Failed {error, retryable: true}` for an attempt that timed out (stop it) or
-    /// that a dead scheduler left running (`"interrupted"`).
+    /// Append `Failed {error: reason, retryable: true}` for an attempt that timed out (stop
+    /// it) or that a dead scheduler left running.
     Fail {
         /// The step.
         step: StepName,
         /// The attempt that failed.
         attempt: u32,
-        /// `"timeout"` or `"interrupted"`.
-        error: String,
+        /// Why.
+        reason: FailReason,
     },
-    /// Append `Compensating` and run the step's compensation on the compensation queue.
+    /// Append `Compensating` and run one try of the step's compensation, whose outcome is
+    /// appended as `Compensated` or `CompensationFailed`.
     Compensate {
         /// The step.
         step: StepName,
         /// Its current attempt.
         attempt: u32,
     },
-    /// Run again a compensation that a dead scheduler left unfinished (no new event;
-    /// compensations are idempotent).
-    ResumeCompensation {
+    /// Append `CompensationFailed {error: "interrupted", retryable: true}` for a try of a
+    /// compensation that a dead scheduler left unfinished; it is retried like any failed try.
+    FailCompensation {
         /// The step.
         step: StepName,
         /// Its current attempt.
@@ -74,10 +107,10 @@ impl Command {
             Command::Fail {
                 step,
                 attempt,
-                error,
+                reason,
             } => {
                 let failed = EventKind::Failed {
-                    error: error.clone(),
+                    error: reason.as_str().to_owned(),
                     retryable: true,
                 };
                 Some((step, failed, *attempt))
@@ -85,9 +118,14 @@ impl Command {
             Command::Compensate { step, attempt } => {
                 Some((step, EventKind::Compensating, *attempt))
             }
-            Command::ResumeCompensation { .. }
-            | Command::WakeAt { .. }
-            | Command::Finish { .. } => None,
+            Command::FailCompensation { step, attempt } => {
+                let failed = EventKind::CompensationFailed {
+                    error: FailReason::Interrupted.as_str().to_owned(),
+                    retryable: true,
+                };
+                Some((step, failed, *attempt))
+            }
+            Command::WakeAt { .. } | Command::Finish { .. } => None,
         }
     }
 }
@@ -98,9 +136,10 @@ pub fn decide(state: &RunState, dag: &Dag, policy: &Policy, now: Now<'_>) -> Vec
     decide_with(state, dag, policy, now, &Frontier::new(dag, state))
 }
 
-/// [`decide`] with the run's [`Frontier`] kept current by the caller: the same decisions,
-/// in time proportional to what the run is doing rather than to its number of steps.
-pub fn decide_with(
+/// [`decide`] with the run's [`Frontier`] kept current by [`crate::RunMachine`]: the same
+/// decisions, in time proportional to what the run is doing rather than to its number of
+/// steps.
+pub(crate) fn decide_with(
     state: &RunState,
     dag: &Dag,
     policy: &Policy,
@@ -115,13 +154,17 @@ pub fn decide_with(
     if status.is_terminal() {
         return vec![Command::Finish { status }];
     }
-    let mut commands = if state.anomaly.is_some() || f.anomalous() {
+    let mut commands = if state.anomaly.is_some()
+        || f.anomalous()
+        || compensation_stuck(state, dag, policy, f)
+        || state.paused.is_some()
+    {
         Vec::new()
+    } else if rolling_back(state, dag, policy, f) {
+        rollback_wave(state, dag, policy, now, f)
     } else if failed_for_good(state, dag, policy, f) {
-        match policy.on_failure {
-            OnFailure::Pause => Vec::new(),
-            OnFailure::Rollback => rollback_wave(state, dag, policy, f),
-        }
+        // `on_failure = "pause"`: running work finishes, then the run is paused.
+        Vec::new()
     } else {
         progress(state, dag, policy, now, f)
     };
@@ -157,16 +200,16 @@ fn interrupted_and_timed_out(
             StepStatus::Running if !executing => commands.push(Command::Fail {
                 step: step_name(),
                 attempt,
-                error: "interrupted".into(),
+                reason: FailReason::Interrupted,
             }),
             StepStatus::Running if timeout_at(step, policy, n).is_some_and(|t| t <= now.ms) => {
                 commands.push(Command::Fail {
                     step: step_name(),
                     attempt,
-                    error: "timeout".into(),
+                    reason: FailReason::Timeout,
                 })
             }
-            StepStatus::Compensating if !executing => commands.push(Command::ResumeCompensation {
+            StepStatus::Compensating if !executing => commands.push(Command::FailCompensation {
                 step: step_name(),
                 attempt,
             }),
@@ -202,7 +245,7 @@ fn progress(
     now: Now<'_>,
     f: &Frontier,
 ) -> Vec<Command> {
-    let mut slots = (policy.max_concurrency as usize).saturating_sub(f.running);
+    let mut slots = (policy.max_concurrency() as usize).saturating_sub(f.running);
     let mut commands = Vec::new();
     for &(_, n) in &f.candidates {
         let name = dag.name(n);
@@ -220,8 +263,12 @@ fn progress(
                 });
                 continue;
             }
+            StepStatus::CompensationFailed => {
+                commands.push(compensation_retry(state, dag, policy, now, n));
+                continue;
+            }
             StepStatus::Failed | StepStatus::Compensated => retry_due_ms(state, dag, policy, n),
-            // The frontier only lists the three states above; a stale one is not trusted.
+            // The frontier only lists the four states above; a stale one is not trusted.
             StepStatus::Running
             | StepStatus::Succeeded
             | StepStatus::Compensating
@@ -257,9 +304,46 @@ fn retry_due_ms(state: &RunState, dag: &Dag, policy: &Policy, node: NodeId) -> u
     })
 }
 
+/// The next try of a compensation that failed: `Compensate` once the step's backoff from
+/// the failed try has passed, else `WakeAt` that time.
+fn compensation_retry(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    now: Now<'_>,
+    node: NodeId,
+) -> Command {
+    let name = dag.name(node);
+    let step = state.step(name);
+    let due_ms = step.compensation_error.as_ref().map_or(0, |failure| {
+        let delay = retry_delay_ms(
+            &policy.step(node).retry,
+            state.run_id.as_str(),
+            name,
+            step.compensation_tries,
+        );
+        failure.at_ms.saturating_add(delay)
+    });
+    if due_ms > now.ms {
+        Command::WakeAt { ms: due_ms }
+    } else {
+        Command::Compensate {
+            step: StepName(name.into()),
+            attempt: step.attempt,
+        }
+    }
+}
+
 /// The next wave of a rollback: wait for running attempts to end, then compensate every
-/// step none of whose dependents still needs compensating.
-fn rollback_wave(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> Vec<Command> {
+/// step none of whose dependents still needs compensating (a failed try is retried after
+/// its backoff, and the steps it depends on wait for it).
+fn rollback_wave(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    now: Now<'_>,
+    f: &Frontier,
+) -> Vec<Command> {
     if f.running > 0 {
         return Vec::new();
     }
@@ -270,10 +354,22 @@ fn rollback_wave(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> 
     wave.into_iter()
         .filter_map(|n| {
             let step = state.step(dag.name(n));
-            (step.status != StepStatus::Compensating).then(|| Command::Compensate {
-                step: StepName(dag.name(n).into()),
-                attempt: step.attempt,
-            })
+            match step.status {
+                StepStatus::Compensating => None,
+                StepStatus::CompensationFailed => {
+                    Some(compensation_retry(state, dag, policy, now, n))
+                }
+                StepStatus::Succeeded | StepStatus::Failed => Some(Command::Compensate {
+                    step: StepName(dag.name(n).into()),
+                    attempt: step.attempt,
+                }),
+                // `to_undo` lists none of these.
+                StepStatus::Pending
+                | StepStatus::Running
+                | StepStatus::Compensated
+                | StepStatus::Skipped
+                | StepStatus::Anomalous => None,
+            }
         })
         .collect()
 }

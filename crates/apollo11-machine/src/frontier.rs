@@ -1,7 +1,8 @@
 //! An index of a run's steps by what `decide` looks for: the steps that could start (or be
 //! retried), the steps at work, the steps carrying a failure, and counts. Built from a state
-//! in O(steps); kept current by the runtime in O(log steps + dependents) per event, so a
-//! decision costs what the run is doing, not how long its workflow is.
+//! in O(steps); kept current by `RunMachine` in O(log steps + dependents) per event, so a
+//! decision costs what the run is doing, not how long its workflow is. Private: only
+//! `RunMachine` updates one, together with the state it indexes.
 
 use crate::{RunState, StepStatus};
 use apollo11_dag::{Dag, NodeId};
@@ -12,15 +13,17 @@ type ByRank = BTreeSet<(u32, NodeId)>;
 
 /// What `decide` needs to know about a run's steps without looking at all of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Frontier {
+pub(crate) struct Frontier {
     status: Vec<StepStatus>,
     /// Per step: how many of its dependencies are succeeded or skipped.
     deps_done: Vec<u32>,
-    /// Pending steps whose dependencies are all done, and failed or compensated steps.
+    /// Pending steps whose dependencies are all done, failed or compensated steps, and steps
+    /// whose compensation waits for its next try.
     pub(crate) candidates: ByRank,
     /// Running or compensating steps.
     pub(crate) busy: ByRank,
-    /// Failed, compensating or compensated steps that carry an error.
+    /// Steps that may stop the run: those that carry an error (a retry under way included),
+    /// and every step whose compensation failed.
     pub(crate) troubled: ByRank,
     pub(crate) done: usize,
     pub(crate) running: usize,
@@ -32,7 +35,7 @@ pub struct Frontier {
 
 impl Frontier {
     /// Indexes every step of `state`.
-    pub fn new(dag: &Dag, state: &RunState) -> Frontier {
+    pub(crate) fn new(dag: &Dag, state: &RunState) -> Frontier {
         let mut f = Frontier {
             status: vec![StepStatus::Pending; dag.len()],
             deps_done: vec![0; dag.len()],
@@ -56,7 +59,7 @@ impl Frontier {
     }
 
     /// Re-indexes `step` after an event about it was applied to `state`.
-    pub fn update(&mut self, dag: &Dag, state: &RunState, step: &str) {
+    pub(crate) fn update(&mut self, dag: &Dag, state: &RunState, step: &str) {
         let Some(n) = dag.node(step) else {
             self.unknown.insert(step.to_owned());
             return;
@@ -70,14 +73,12 @@ impl Frontier {
             - usize::from(old == StepStatus::Anomalous);
         self.status[n.index()] = new;
         set(&mut self.busy, key, new.is_busy());
-        let after_failure = matches!(
-            new,
-            StepStatus::Failed | StepStatus::Compensating | StepStatus::Compensated
-        );
+        // Which of these stop the run depends on their state and policy; `rollback.rs`
+        // decides that, here they are only found.
         set(
             &mut self.troubled,
             key,
-            after_failure && s.last_error.is_some(),
+            s.last_error.is_some() || new == StepStatus::CompensationFailed,
         );
         self.refresh_candidate(dag, n);
         let (was_done, is_done) = (old.satisfies_dependents(), new.satisfies_dependents());
@@ -94,7 +95,7 @@ impl Frontier {
     fn refresh_candidate(&mut self, dag: &Dag, n: NodeId) {
         let ready = match self.status[n.index()] {
             StepStatus::Pending => self.deps_done[n.index()] as usize == dag.dependencies(n).len(),
-            StepStatus::Failed | StepStatus::Compensated => true,
+            StepStatus::Failed | StepStatus::Compensated | StepStatus::CompensationFailed => true,
             StepStatus::Running
             | StepStatus::Succeeded
             | StepStatus::Compensating

@@ -1,19 +1,33 @@
 #![doc = include_str!("../README.md")]
 
+mod actions;
 mod backoff;
 mod decide;
 mod frontier;
+mod history;
 mod policy;
 mod rollback;
+mod run_machine;
 mod state;
 mod status;
 mod table;
 
+pub use actions::{allowed_actions, check_action, Refusal, RunAction};
 pub use backoff::retry_delay_ms;
-pub use decide::{decide, decide_with, Command, Now};
-pub use frontier::Frontier;
+pub use decide::{decide, Command, FailReason, Now};
+use frontier::Frontier;
+pub use history::History;
 pub use policy::{Policy, PolicyError, StepPolicy};
-pub use rollback::{run_status, RunStatus};
-pub use state::{fold, Anomaly, Failure, RunState, StepState};
+pub use rollback::{pause_cause, run_status, PauseCause, RunStatus};
+pub use run_machine::RunMachine;
+pub use state::{fold, Anomaly, AnomalySite, Failure, OperatorAction, RunState, StepState};
 pub use status::StepStatus;
 pub use table::{transition, Rule, Transition};
+
+// What this crate's API takes and returns from the crates below it, so that a user of the
+// machine alone needs no other dependency.
+pub use apollo11_core::{
+    Backoff, Event, EventId, EventKind, EventRef, Idempotency, KindTag, OnFailure, OverrideTarget,
+    Payload, RetryPolicy, RunId, Seq, StepName, StepSpec, Timeout, WorkflowSpec,
+};
+pub use apollo11_dag::{Dag, DagError, NodeId};

@@ -6,6 +6,7 @@ use std::fmt;
 
 /// What `decide` needs to know about one step.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StepPolicy {
     /// How the step is made safe to rerun.
     pub idempotency: Idempotency,
@@ -17,17 +18,18 @@ pub struct StepPolicy {
     pub timeout_ms: Option<u64>,
 }
 
-/// What `decide` needs to know about a workflow besides its graph.
+/// What `decide` needs to know about a workflow besides its graph. Built only by
+/// [`Policy::compile`], so every policy `decide` sees has been checked (a concurrency of 0,
+/// for one, would never start a step).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
-    /// What to do on a failure with no retry left.
-    pub on_failure: OnFailure,
-    /// Most steps running at once.
-    pub max_concurrency: u32,
+    on_failure: OnFailure,
+    max_concurrency: u32,
     steps: Vec<StepPolicy>,
 }
 
-/// Why a workflow spec cannot be scheduled.
+/// Why a workflow spec cannot be scheduled. Exhaustive: front ends place each error on the
+/// line of the file it comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PolicyError {
     /// The graph is invalid.
@@ -44,6 +46,12 @@ pub enum PolicyError {
     },
     /// The workflow allows zero concurrent steps.
     ZeroConcurrency,
+    /// A step's timeout (or its `auto` fallback) is zero, which would fail every attempt at
+    /// once.
+    ZeroTimeout {
+        /// The step.
+        step: String,
+    },
 }
 
 impl fmt::Display for PolicyError {
@@ -61,6 +69,10 @@ impl fmt::Display for PolicyError {
                 )
             }
             PolicyError::ZeroConcurrency => write!(f, "max_concurrency must be at least 1"),
+            PolicyError::ZeroTimeout { step } => write!(
+                f,
+                "step `{step}` has a timeout of 0 ms; a timeout must be at least 1 ms (or none)"
+            ),
         }
     }
 }
@@ -70,6 +82,12 @@ impl std::error::Error for PolicyError {}
 impl Policy {
     /// Validates `spec` and builds its graph (node `i` is `spec.steps[i]`) and policy.
     /// `auto_timeout_ms(step, fallback_ms)` resolves `timeout = "auto"` for a step.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError`] naming the first problem found: the graph's (see `Dag::build`), a
+    /// concurrency of 0, then per step in declaration order a `compensate` step without a
+    /// compensation, `max_attempts = 0`, a zero timeout.
     pub fn compile(
         spec: &WorkflowSpec,
         auto_timeout_ms: impl Fn(&str, u64) -> u64,
@@ -101,6 +119,11 @@ impl Policy {
                 });
             }
             let timeout_ms = match s.timeout {
+                Timeout::Fixed(0) | Timeout::Auto { fallback_ms: 0 } => {
+                    return Err(PolicyError::ZeroTimeout {
+                        step: s.name.clone(),
+                    })
+                }
                 Timeout::None => None,
                 Timeout::Fixed(ms) => Some(ms),
                 Timeout::Auto { fallback_ms } => Some(auto_timeout_ms(&s.name, fallback_ms)),
@@ -121,7 +144,21 @@ impl Policy {
     }
 
     /// Policy of a step of the graph this policy was compiled with.
+    ///
+    /// # Panics
+    ///
+    /// When `node` is not a step of that graph.
     pub fn step(&self, node: NodeId) -> &StepPolicy {
         &self.steps[node.index()]
+    }
+
+    /// What to do on a failure with no retry left.
+    pub fn on_failure(&self) -> OnFailure {
+        self.on_failure
+    }
+
+    /// Most steps running at once (at least 1).
+    pub fn max_concurrency(&self) -> u32 {
+        self.max_concurrency
     }
 }

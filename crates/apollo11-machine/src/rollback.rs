@@ -3,7 +3,7 @@
 //! transitions, so the run status can never disagree with them.
 
 use crate::{Frontier, Policy, RunState, StepPolicy, StepState, StepStatus};
-use apollo11_core::{Idempotency, OnFailure};
+use apollo11_core::{Idempotency, OnFailure, OverrideTarget, StepName};
 use apollo11_dag::{Dag, NodeId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -11,6 +11,7 @@ use std::fmt;
 /// Status of a run as a whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunStatus {
     /// Work remains or is under way.
     Running,
@@ -48,6 +49,85 @@ impl fmt::Display for RunStatus {
     }
 }
 
+/// Why a run waits for a person. Exhaustive on purpose: a front end must tell an operator
+/// what to do about every cause, so a new one should not compile until it does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PauseCause {
+    /// An operator paused it (`RunPaused`); `RunResumed` lifts it.
+    Operator {
+        /// Who.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// A step failed with no retry left (or with an error no retry fixes) and the workflow
+    /// says `on_failure = "pause"`.
+    StepFailed {
+        /// The first such step in topological order.
+        step: StepName,
+    },
+    /// A step's compensation failed with no try left (or with an error no retry fixes):
+    /// the run waits whatever `on_failure` says, since the engine cannot undo the step.
+    CompensationFailed {
+        /// The first such step in topological order.
+        step: StepName,
+        /// The override that makes the run try the compensation again (with a new budget of
+        /// tries), when there is one: during a rollback, putting the step back in the state
+        /// its compensation started from.
+        retry_with: Option<OverrideTarget>,
+    },
+}
+
+/// Why a run is paused; `None` unless [`run_status`] says `paused`.
+pub fn pause_cause(state: &RunState, dag: &Dag, policy: &Policy) -> Option<PauseCause> {
+    pause_cause_with(state, dag, policy, &Frontier::new(dag, state))
+}
+
+/// [`pause_cause`] with the run's frontier at hand.
+pub(crate) fn pause_cause_with(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    f: &Frontier,
+) -> Option<PauseCause> {
+    if status_with(state, dag, policy, f) != RunStatus::Paused {
+        return None;
+    }
+    let troubled = || f.troubled.iter().map(|&(_, n)| n);
+    if let Some(n) = troubled().find(|&n| stuck(state.step(dag.name(n)), policy.step(n))) {
+        let step = state.step(dag.name(n));
+        let retry_with = rolling_back(state, dag, policy, f).then(|| {
+            if step.last_error.is_some() {
+                OverrideTarget::Failed
+            } else {
+                OverrideTarget::Succeeded
+            }
+        });
+        return Some(PauseCause::CompensationFailed {
+            step: StepName(dag.name(n).to_owned()),
+            retry_with,
+        });
+    }
+    if let Some(pause) = &state.paused {
+        return Some(PauseCause::Operator {
+            by: pause.by.clone(),
+            reason: pause.reason.clone(),
+        });
+    }
+    troubled()
+        .find(|&n| exhausted(state.step(dag.name(n)), policy.step(n)))
+        .map(|n| PauseCause::StepFailed {
+            step: StepName(dag.name(n).to_owned()),
+        })
+}
+
+/// True when the run undoes its steps rather than going forward: an operator asked for it,
+/// or a step failed for good under `on_failure = "rollback"`.
+pub(crate) fn rolling_back(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -> bool {
+    state.rollback.is_some()
+        || (policy.on_failure() == OnFailure::Rollback && failed_for_good(state, dag, policy, f))
+}
+
 /// The status of a run, from its state alone.
 pub fn run_status(state: &RunState, dag: &Dag, policy: &Policy) -> RunStatus {
     status_with(state, dag, policy, &Frontier::new(dag, state))
@@ -66,14 +146,24 @@ pub(crate) fn status_with(state: &RunState, dag: &Dag, policy: &Policy, f: &Fron
     if f.done == dag.len() {
         return RunStatus::Succeeded;
     }
-    if busy || !failed_for_good(state, dag, policy, f) {
+    if busy {
         return RunStatus::Running;
     }
-    match policy.on_failure {
-        OnFailure::Pause => RunStatus::Paused,
-        OnFailure::Rollback if to_undo(state, dag, policy).is_empty() => RunStatus::RolledBack,
-        OnFailure::Rollback => RunStatus::Running,
+    if compensation_stuck(state, dag, policy, f) {
+        return RunStatus::Paused;
     }
+    let rolling_back = rolling_back(state, dag, policy, f);
+    // A rollback with nothing left to undo is finished, even under an operator's pause.
+    if rolling_back && to_undo(state, dag, policy).is_empty() {
+        return RunStatus::RolledBack;
+    }
+    if state.paused.is_some() {
+        return RunStatus::Paused;
+    }
+    if rolling_back || !failed_for_good(state, dag, policy, f) {
+        return RunStatus::Running;
+    }
+    RunStatus::Paused
 }
 
 /// True when a step has failed with no retry left, which stops the run's progress.
@@ -83,10 +173,35 @@ pub(crate) fn failed_for_good(state: &RunState, dag: &Dag, policy: &Policy, f: &
         .any(|&(_, n)| exhausted(state.step(dag.name(n)), policy.step(n)))
 }
 
+/// True when a step's compensation failed with no try left (or with an error no retry can
+/// fix): the run then waits for a person, whatever `on_failure` says, because nothing the
+/// engine can do undoes that step.
+pub(crate) fn compensation_stuck(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    f: &Frontier,
+) -> bool {
+    f.troubled
+        .iter()
+        .any(|&(_, n)| stuck(state.step(dag.name(n)), policy.step(n)))
+}
+
+fn stuck(step: &StepState, policy: &StepPolicy) -> bool {
+    step.status == StepStatus::CompensationFailed
+        && step
+            .compensation_error
+            .as_ref()
+            .is_some_and(|e| !e.retryable || step.compensation_tries >= policy.retry.max_attempts)
+}
+
 fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
     let after_failure = matches!(
         step.status,
-        StepStatus::Failed | StepStatus::Compensating | StepStatus::Compensated
+        StepStatus::Failed
+            | StepStatus::Compensating
+            | StepStatus::CompensationFailed
+            | StepStatus::Compensated
     );
     after_failure
         && step
@@ -96,15 +211,18 @@ fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
 }
 
 /// Steps a rollback must still compensate or is compensating: every succeeded step with a
-/// compensation, and every failed step of class `compensate` (its failure may have left
-/// effects, which is why the class exists).
+/// compensation, every failed step of class `compensate` (its failure may have left
+/// effects, which is why the class exists), and every step whose compensation is under way
+/// or waits for its next try.
 pub(crate) fn to_undo(state: &RunState, dag: &Dag, policy: &Policy) -> Vec<NodeId> {
     dag.nodes()
         .filter(|&n| {
             let p = policy.step(n);
             p.has_compensation
                 && match state.status(dag.name(n)) {
-                    StepStatus::Succeeded | StepStatus::Compensating => true,
+                    StepStatus::Succeeded
+                    | StepStatus::Compensating
+                    | StepStatus::CompensationFailed => true,
                     StepStatus::Failed => p.idempotency == Idempotency::Compensate,
                     StepStatus::Pending
                     | StepStatus::Running

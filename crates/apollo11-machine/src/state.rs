@@ -3,13 +3,14 @@
 
 use crate::{transition, Rule, StepStatus};
 use apollo11_core::{
-    Event, EventId, EventKind, EventRef, OverrideTarget, Payload, RunId, Seq, StepName,
+    Event, EventId, EventKind, EventRef, KindTag, OverrideTarget, Payload, RunId, Seq, StepName,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The last failure of a step.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Failure {
     /// The error text of the `Failed` event (or of the override that failed the step).
     pub error: String,
@@ -21,21 +22,63 @@ pub struct Failure {
 
 /// An event that broke the rules, and the state it hit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Anomaly {
     /// The offending event.
     pub event_id: EventId,
-    /// Its kind, as named in the log.
-    pub kind: String,
+    /// Its kind.
+    pub kind: KindTag,
     /// Its attempt number.
     pub event_attempt: u32,
-    /// The state the step (or run) was in.
-    pub from: String,
+    /// What it hit: the run, or the step in the state it was in.
+    pub from: AnomalySite,
     /// What is wrong.
     pub reason: String,
 }
 
+/// What an anomalous event hit. Serializes as `"run"` or the step state's name, as the
+/// field always has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AnomalySite {
+    /// The run as a whole (an event out of sequence, of another run, before `RunCreated`).
+    Run,
+    /// A step, in the state it was in.
+    Step(StepStatus),
+}
+
+impl AnomalySite {
+    /// `run`, or the step state's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AnomalySite::Run => "run",
+            AnomalySite::Step(status) => status.name(),
+        }
+    }
+}
+
+impl Serialize for AnomalySite {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for AnomalySite {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == "run" {
+            return Ok(AnomalySite::Run);
+        }
+        StepStatus::parse(&name)
+            .map(AnomalySite::Step)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!("`{name}` is neither `run` nor a step state"))
+            })
+    }
+}
+
 /// State of one step, folded from its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct StepState {
     /// Current state.
     pub status: StepStatus,
@@ -56,6 +99,19 @@ pub struct StepState {
     pub payload_seq: Option<Seq>,
     /// The first event that made the step anomalous, while it is.
     pub anomaly: Option<Box<Anomaly>>,
+    /// Tries of the step's current compensation (1 once it starts, +1 for each retry); 0
+    /// when no compensation is under way or waiting for its next try. Omitted when 0, so
+    /// states written before compensation tries existed read the same.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compensation_tries: u32,
+    /// The last failed try of the current compensation, until it finishes or an operator
+    /// overrides the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensation_error: Option<Box<Failure>>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The state of a step that has had no event.
@@ -68,10 +124,27 @@ static NOT_STARTED: StepState = StepState {
     last_error: None,
     payload_seq: None,
     anomaly: None,
+    compensation_tries: 0,
+    compensation_error: None,
 };
+
+/// An operator's action on a run, as the log recorded it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct OperatorAction {
+    /// Who.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// When (wall clock of the event).
+    pub at_ms: u64,
+    /// The event that recorded it.
+    pub event_id: EventId,
+}
 
 /// State of one run, folded from its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RunState {
     /// The run.
     pub run_id: RunId,
@@ -89,6 +162,14 @@ pub struct RunState {
     pub steps: BTreeMap<StepName, StepState>,
     /// The first run-level anomaly (an event out of sequence, before `RunCreated`, …).
     pub anomaly: Option<Anomaly>,
+    /// The operator's pause in force (`RunPaused`, until `RunResumed` or
+    /// `RollbackRequested`). Omitted when none, like the fields below, so states written
+    /// before operator events existed read the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<OperatorAction>,
+    /// The operator's request to roll back (`RollbackRequested`), once made: it stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<OperatorAction>,
 }
 
 /// Folds `events` of one run into its state.
@@ -156,8 +237,49 @@ impl RunState {
                 }
                 None
             }
-            (None, _) => None,
+            (None, kind) => {
+                self.apply_operator_action(kind, event);
+                None
+            }
             (Some(step), _) => Some(self.apply_to_step(step, event)),
+        }
+    }
+
+    /// Run-level operator events. They are never anomalies: what an operator did is recorded
+    /// as it was (a second pause keeps the first, a resume of a run not paused changes
+    /// nothing); which actions make sense in which state is `allowed_actions`' business,
+    /// asked before an action is appended.
+    fn apply_operator_action(&mut self, kind: &EventKind, event: &EventRef<'_>) {
+        let action = |by: &String, reason: &String| OperatorAction {
+            by: by.clone(),
+            reason: reason.clone(),
+            at_ms: event.at_ms,
+            event_id: event.event_id,
+        };
+        match kind {
+            EventKind::RunPaused { by, reason } => {
+                if self.paused.is_none() {
+                    self.paused = Some(action(by, reason));
+                }
+            }
+            EventKind::RunResumed { .. } => self.paused = None,
+            EventKind::RollbackRequested { by, reason } => {
+                // Asking for a rollback is asking the run to act: it ends a pause.
+                self.paused = None;
+                if self.rollback.is_none() {
+                    self.rollback = Some(action(by, reason));
+                }
+            }
+            // `RunCreated` is folded by the caller; step kinds without a step are run
+            // anomalies, recorded by the caller, and change nothing here.
+            EventKind::RunCreated { .. }
+            | EventKind::Started
+            | EventKind::Succeeded
+            | EventKind::Failed { .. }
+            | EventKind::Compensating
+            | EventKind::Compensated
+            | EventKind::ManualOverride { .. }
+            | EventKind::CompensationFailed { .. } => {}
         }
     }
 
@@ -176,10 +298,14 @@ impl RunState {
             ))
         } else if let (None, EventKind::RunCreated { .. }) = (&event.step, &event.kind) {
             created.then(|| "a second RunCreated".to_owned())
-        } else if event.step.is_none() {
+        } else if event.step.is_none() && !event.kind.is_run_level() {
             Some("a step event without a step".to_owned())
         } else if !created {
-            Some("a step event before RunCreated".to_owned())
+            Some(if event.step.is_some() {
+                "a step event before RunCreated".to_owned()
+            } else {
+                format!("{} before RunCreated", event.kind.name())
+            })
         } else {
             None
         }
@@ -189,9 +315,9 @@ impl RunState {
         if self.anomaly.is_none() {
             self.anomaly = Some(Anomaly {
                 event_id: event.event_id,
-                kind: event.kind.name().to_owned(),
+                kind: event.kind.tag(),
                 event_attempt: event.attempt,
-                from: "run".to_owned(),
+                from: AnomalySite::Run,
                 reason,
             });
         }
@@ -234,13 +360,34 @@ impl StepState {
             }
             Rule::Override => self.apply_override(event),
             Rule::Anomaly => self.anomaly = Some(Box::new(anomaly(event, from))),
-            Rule::CompensateFailure
-            | Rule::CompensateSuccess
-            | Rule::FinishCompensation
-            | Rule::StayAnomalous => {}
+            Rule::CompensateFailure | Rule::CompensateSuccess => {
+                self.compensation_tries = 1;
+                self.compensation_error = None;
+            }
+            Rule::RetryCompensation => {
+                self.compensation_tries = self.compensation_tries.saturating_add(1);
+            }
+            Rule::FailCompensation => {
+                if let EventKind::CompensationFailed { error, retryable } = &event.kind {
+                    self.compensation_error = Some(Box::new(Failure {
+                        error: error.clone(),
+                        retryable: *retryable,
+                        at_ms: event.at_ms,
+                    }));
+                }
+            }
+            Rule::FinishCompensation => self.end_compensation(),
+            Rule::StayAnomalous => {}
         }
         t.rule
     }
+
+    /// Forgets the tries of a compensation that finished or that an operator ended.
+    fn end_compensation(&mut self) {
+        self.compensation_tries = 0;
+        self.compensation_error = None;
+    }
+
     fn finish_attempt(&mut self, event: &EventRef<'_>) {
         self.duration_ms = self.started_ms.map(|s| event.at_ms.saturating_sub(s));
         self.payload_seq = (!event.payload.is_empty()).then_some(event.seq);
@@ -248,6 +395,7 @@ impl StepState {
 
     fn apply_override(&mut self, event: &EventRef<'_>) {
         self.anomaly = None;
+        self.end_compensation();
         if let EventKind::ManualOverride { to, by, reason } = &event.kind {
             match to {
                 OverrideTarget::Failed => {
@@ -267,9 +415,9 @@ impl StepState {
 fn anomaly(event: &EventRef<'_>, from: StepStatus) -> Anomaly {
     Anomaly {
         event_id: event.event_id,
-        kind: event.kind.name().to_owned(),
+        kind: event.kind.tag(),
         event_attempt: event.attempt,
-        from: from.name().to_owned(),
+        from: AnomalySite::Step(from),
         reason: format!(
             "{} (attempt {}) is not allowed here",
             event.kind.name(),

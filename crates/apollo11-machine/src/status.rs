@@ -9,6 +9,7 @@ use std::fmt;
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StepStatus {
     /// Not started (or put back by an operator).
     #[default]
@@ -21,6 +22,9 @@ pub enum StepStatus {
     Failed,
     /// Its compensation is under way.
     Compensating,
+    /// A try of its compensation failed: it waits for the next try (after the step's backoff)
+    /// or, with no try left, for an operator. Nothing is under way.
+    CompensationFailed,
     /// Its compensation finished.
     Compensated,
     /// An operator decided it is not needed.
@@ -31,12 +35,13 @@ pub enum StepStatus {
 
 impl StepStatus {
     /// Every state, in declaration order.
-    pub const ALL: [StepStatus; 8] = [
+    pub const ALL: [StepStatus; 9] = [
         StepStatus::Pending,
         StepStatus::Running,
         StepStatus::Succeeded,
         StepStatus::Failed,
         StepStatus::Compensating,
+        StepStatus::CompensationFailed,
         StepStatus::Compensated,
         StepStatus::Skipped,
         StepStatus::Anomalous,
@@ -50,10 +55,16 @@ impl StepStatus {
             StepStatus::Succeeded => "succeeded",
             StepStatus::Failed => "failed",
             StepStatus::Compensating => "compensating",
+            StepStatus::CompensationFailed => "compensation_failed",
             StepStatus::Compensated => "compensated",
             StepStatus::Skipped => "skipped",
             StepStatus::Anomalous => "anomalous",
         }
+    }
+
+    /// The state of a name given by [`StepStatus::name`].
+    pub fn parse(name: &str) -> Option<StepStatus> {
+        StepStatus::ALL.into_iter().find(|s| s.name() == name)
     }
 
     /// True when dependents of a step in this state may run.

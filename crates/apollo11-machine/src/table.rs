@@ -1,6 +1,7 @@
-//! The step transition table of DESIGN §3, as one exhaustive `match` with no wildcard:
-//! adding a state or an event kind does not compile until every pair is decided here.
-//! `docs/ARCHITECTURE.md` mirrors this table.
+//! The step transition table, as one exhaustive `match` with no wildcard: adding a state or
+//! an event kind does not compile until every pair is decided here. `docs/ARCHITECTURE.md`
+//! mirrors this table. Run-level kinds (`RunCreated`, `RunPaused`, `RunResumed`,
+//! `RollbackRequested`) never name a step: one that does is an anomaly of that step.
 
 use crate::StepStatus;
 use apollo11_core::{EventKind, OverrideTarget};
@@ -8,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// The row of the table that an event matched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Rule {
     /// pending(n) + Started(n+1) → running(n+1)
     Start,
@@ -23,6 +25,10 @@ pub enum Rule {
     CompensateSuccess,
     /// compensating(a) + Compensated(a) → compensated
     FinishCompensation,
+    /// compensating(a) + CompensationFailed(a) → compensation_failed
+    FailCompensation,
+    /// compensation_failed(a) + Compensating(a) → compensating (the next try)
+    RetryCompensation,
     /// compensated(a) + Started(a+1) → running(a+1)
     Rerun,
     /// any + ManualOverride{to} → to, attempt kept
@@ -35,7 +41,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every row of the table.
-    pub const ALL: [Rule; 11] = [
+    pub const ALL: [Rule; 13] = [
         Rule::Start,
         Rule::Succeed,
         Rule::Fail,
@@ -43,6 +49,8 @@ impl Rule {
         Rule::CompensateFailure,
         Rule::CompensateSuccess,
         Rule::FinishCompensation,
+        Rule::FailCompensation,
+        Rule::RetryCompensation,
         Rule::Rerun,
         Rule::Override,
         Rule::Anomaly,
@@ -52,6 +60,7 @@ impl Rule {
 
 /// Result of applying one event to one step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Transition {
     /// The row that matched.
     pub rule: Rule,
@@ -81,6 +90,12 @@ pub fn transition(
         (S::Failed, K::Compensating) if same_try => (Rule::CompensateFailure, S::Compensating),
         (S::Succeeded, K::Compensating) if same_try => (Rule::CompensateSuccess, S::Compensating),
         (S::Compensating, K::Compensated) if same_try => (Rule::FinishCompensation, S::Compensated),
+        (S::Compensating, K::CompensationFailed { .. }) if same_try => {
+            (Rule::FailCompensation, S::CompensationFailed)
+        }
+        (S::CompensationFailed, K::Compensating) if same_try => {
+            (Rule::RetryCompensation, S::Compensating)
+        }
         (S::Compensated, K::Started) if next_try => (Rule::Rerun, S::Running),
         (
             S::Pending
@@ -88,6 +103,7 @@ pub fn transition(
             | S::Succeeded
             | S::Failed
             | S::Compensating
+            | S::CompensationFailed
             | S::Compensated
             | S::Skipped
             | S::Anomalous,
@@ -100,7 +116,11 @@ pub fn transition(
             | K::Succeeded
             | K::Failed { .. }
             | K::Compensating
-            | K::Compensated,
+            | K::Compensated
+            | K::CompensationFailed { .. }
+            | K::RunPaused { .. }
+            | K::RunResumed { .. }
+            | K::RollbackRequested { .. },
         ) => (Rule::StayAnomalous, S::Anomalous),
         (
             S::Pending
@@ -108,6 +128,7 @@ pub fn transition(
             | S::Succeeded
             | S::Failed
             | S::Compensating
+            | S::CompensationFailed
             | S::Compensated
             | S::Skipped,
             K::RunCreated { .. }
@@ -115,7 +136,11 @@ pub fn transition(
             | K::Succeeded
             | K::Failed { .. }
             | K::Compensating
-            | K::Compensated,
+            | K::Compensated
+            | K::CompensationFailed { .. }
+            | K::RunPaused { .. }
+            | K::RunResumed { .. }
+            | K::RollbackRequested { .. },
         ) => (Rule::Anomaly, S::Anomalous),
     };
     let attempt = match rule {
@@ -125,6 +150,8 @@ pub fn transition(
         | Rule::CompensateFailure
         | Rule::CompensateSuccess
         | Rule::FinishCompensation
+        | Rule::FailCompensation
+        | Rule::RetryCompensation
         | Rule::Override
         | Rule::Anomaly
         | Rule::StayAnomalous => attempt,

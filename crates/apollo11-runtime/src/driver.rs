@@ -6,10 +6,7 @@ use crate::engine::{Shared, Store};
 use crate::step::Cancel;
 use crate::{EngineError, Output, StepContext, StepError, Workflow, WorkflowError};
 use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
-use apollo11_dag::Dag;
-use apollo11_machine::{
-    decide_with, retry_delay_ms, Command, Frontier, Now, Policy, RunState, RunStatus, StepStatus,
-};
+use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus, StepStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -33,22 +30,30 @@ struct Done {
 }
 
 enum Outcome {
+    /// An attempt's result.
     Ran(Result<Output, StepError>),
-    Compensated,
+    /// One try of a compensation: the driver never retries inside the task; a failed try is
+    /// an event, and `decide` says when to try again.
+    Compensation(Result<(), StepError>),
+}
+
+impl Outcome {
+    fn is_compensation(&self) -> bool {
+        matches!(self, Outcome::Compensation(_))
+    }
 }
 
 pub(crate) struct Driver<S: Store> {
     shared: Arc<Shared<S>>,
     workflow: Arc<Workflow>,
-    dag: Dag,
-    policy: Policy,
-    state: RunState,
-    /// Kept current with `state`, so each decision costs what the run is doing.
-    frontier: Frontier,
+    /// The run's state with what decisions read of it, kept together event by event, so
+    /// each decision costs what the run is doing.
+    machine: RunMachine,
     notify: Arc<Notify>,
     executing: BTreeMap<StepName, Running>,
     tasks: JoinSet<Done>,
-    task_steps: HashMap<Id, (StepName, u32)>,
+    /// Each task's step, attempt and whether it is a compensation, to record a panic.
+    task_steps: HashMap<Id, (StepName, u32, bool)>,
     /// Set when events may have been appended by someone else (an override).
     stale: bool,
     /// Outcomes already folded into `state` but not yet appended: they go out with the next
@@ -76,18 +81,14 @@ impl<S: Store> Driver<S> {
                 );
             }
         }
-        let (dag, policy) = Policy::compile(spec, |name, fallback| {
+        let machine = RunMachine::compile(spec, state, |name, fallback| {
             auto.get(name).copied().unwrap_or(fallback)
         })
         .map_err(WorkflowError::Invalid)?;
-        let frontier = Frontier::new(&dag, &state);
         Ok(Driver {
             shared,
             workflow,
-            dag,
-            policy,
-            state,
-            frontier,
+            machine,
             notify,
             executing: BTreeMap::new(),
             tasks: JoinSet::new(),
@@ -98,7 +99,7 @@ impl<S: Store> Driver<S> {
     }
 
     pub async fn drive(mut self) -> Result<RunStatus, EngineError> {
-        let span = tracing::info_span!("run", run_id = %self.state.run_id, workflow = %self.workflow.spec().name);
+        let span = tracing::info_span!("run", run_id = %self.run_id(), workflow = %self.workflow.spec().name);
         async move {
             loop {
                 if let Some(status) = self.turn().await? {
@@ -124,12 +125,7 @@ impl<S: Store> Driver<S> {
             ms: self.shared.clock.now_ms(),
             executing: &executing,
         };
-        debug_assert_eq!(
-            self.frontier,
-            Frontier::new(&self.dag, &self.state),
-            "the frontier drifted from the state"
-        );
-        let commands = decide_with(&self.state, &self.dag, &self.policy, now, &self.frontier);
+        let commands = self.machine.decide(now);
         metrics::histogram!("apollo11_scheduler_loop_seconds")
             .record(started.elapsed().as_secs_f64());
         let mut events = Vec::new();
@@ -141,16 +137,16 @@ impl<S: Store> Driver<S> {
             }
             match command {
                 Command::Start { step, attempt } => launches.push((step, attempt, false)),
-                Command::Fail { step, error, .. } => {
+                Command::Fail { step, reason, .. } => {
                     self.stop(&step);
-                    metrics::counter!("apollo11_step_outcomes_total", "outcome" => if error == "timeout" { "timeout" } else { "interrupted" }).increment(1);
+                    metrics::counter!("apollo11_step_outcomes_total", "outcome" => reason.as_str())
+                        .increment(1);
                 }
-                Command::Compensate { step, attempt } => {
-                    metrics::counter!("apollo11_compensations_total").increment(1);
-                    launches.push((step, attempt, true));
-                }
-                Command::ResumeCompensation { step, attempt } => {
-                    launches.push((step, attempt, true))
+                Command::Compensate { step, attempt } => launches.push((step, attempt, true)),
+                Command::FailCompensation { step, .. } => {
+                    self.stop(&step);
+                    metrics::counter!("apollo11_compensations_total", "outcome" => "interrupted")
+                        .increment(1);
                 }
                 Command::WakeAt { ms } => wake = Some(ms),
                 Command::Finish { status } => {
@@ -194,8 +190,8 @@ impl<S: Store> Driver<S> {
         if unsent + events.len() == 0 {
             return Ok(true);
         }
-        let run_id = self.state.run_id.clone();
-        let first = Seq(self.state.last_seq.0 + 1 - unsent as u32);
+        let run_id = self.run_id().clone();
+        let first = Seq(self.state().last_seq.0 + 1 - unsent as u32);
         batch.extend(events.iter().cloned());
         match self.append_in_parts(&run_id, first, &batch).await {
             Ok(ids) => {
@@ -204,7 +200,7 @@ impl<S: Store> Driver<S> {
                     let seq = Seq(first.0 + (unsent + i) as u32);
                     self.fold(&event.into_event(*id, run_id.clone(), seq));
                 }
-                self.state.last_event_id = last;
+                self.machine.acknowledge(last);
                 Ok(true)
             }
             Err(StoreError::Conflict { .. }) => {
@@ -238,16 +234,15 @@ impl<S: Store> Driver<S> {
 
     /// Rebuilds the state from the log, then re-folds the unsent outcomes that still apply.
     async fn refold(&mut self, unsent: Vec<NewEvent>) -> Result<(), StoreError> {
-        let events = self
-            .shared
-            .store
-            .read_run(&self.state.run_id, Seq(1))
-            .await?;
-        self.state = apollo11_machine::fold(&self.state.run_id.clone(), &events);
-        self.frontier = Frontier::new(&self.dag, &self.state);
+        let events = self.shared.store.read_run(self.run_id(), Seq(1)).await?;
+        let state = apollo11_machine::fold(self.run_id(), &events);
+        self.machine.reset(state);
         for event in unsent {
             let step = event.step.clone().expect("outcomes name a step");
-            let compensation = event.kind == EventKind::Compensated;
+            let compensation = matches!(
+                event.kind,
+                EventKind::Compensated | EventKind::CompensationFailed { .. }
+            );
             if self.still_current(&step, event.attempt, compensation) {
                 self.fold_unsent(event);
             }
@@ -258,24 +253,29 @@ impl<S: Store> Driver<S> {
 
     /// Folds an outcome before it is appended (its event id is known only after).
     fn fold_unsent(&mut self, event: NewEvent) {
-        let seq = Seq(self.state.last_seq.0 + 1);
-        let id = self.state.last_event_id;
-        self.fold(&event.clone().into_event(id, self.state.run_id.clone(), seq));
+        let seq = Seq(self.state().last_seq.0 + 1);
+        let id = self.state().last_event_id;
+        self.fold(&event.clone().into_event(id, self.run_id().clone(), seq));
         self.unsent.push(event);
     }
 
-    /// Folds one event into the state and the frontier.
+    /// Folds one event into the run's machine.
     fn fold(&mut self, event: &apollo11_core::Event) {
-        self.state.apply(event);
-        if let Some(step) = &event.step {
-            self.frontier.update(&self.dag, &self.state, step.as_str());
-        }
+        self.machine.apply(event);
+    }
+
+    fn state(&self) -> &RunState {
+        self.machine.state()
+    }
+
+    fn run_id(&self) -> &RunId {
+        &self.machine.state().run_id
     }
 
     /// Folds events someone else appended, and stops work they made stale.
     async fn catch_up(&mut self) -> Result<(), StoreError> {
-        let from = Seq(self.state.last_seq.0 + 1);
-        for event in self.shared.store.read_run(&self.state.run_id, from).await? {
+        let from = Seq(self.state().last_seq.0 + 1);
+        for event in self.shared.store.read_run(self.run_id(), from).await? {
             self.fold(&event);
         }
         self.stop_stale();
@@ -297,7 +297,7 @@ impl<S: Store> Driver<S> {
     }
 
     fn still_current(&self, step: &StepName, attempt: u32, compensation: bool) -> bool {
-        let s = self.state.step(step.as_str());
+        let s = self.state().step(step.as_str());
         let expected = if compensation {
             StepStatus::Compensating
         } else {
@@ -342,20 +342,20 @@ impl<S: Store> Driver<S> {
         step: &StepName,
         compensation: bool,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        let recorded = self.state.step(step.as_str());
+        let recorded = self.state().step(step.as_str());
         // A compensation gets the output of a success, not the marker of a failure.
         let used = !compensation || recorded.last_error.is_none();
         let Some(seq) = recorded.payload_seq.filter(|_| used) else {
             return Ok(None);
         };
-        let first_unsent = self.state.last_seq.0 + 1 - self.unsent.len() as u32;
+        let first_unsent = self.state().last_seq.0 + 1 - self.unsent.len() as u32;
         match seq.0.checked_sub(first_unsent) {
             Some(i) => {
                 let payload = &self.unsent[i as usize].payload;
                 resolve(self.shared.store.as_ref(), payload).await.map(Some)
             }
             None => {
-                let run_id = &self.state.run_id;
+                let run_id = self.run_id();
                 self.shared.recorded_bytes(run_id, Some(seq)).await
             }
         }
@@ -373,13 +373,8 @@ impl<S: Store> Driver<S> {
             .step(step.as_str())
             .expect("decide only names steps of the workflow")
             .clone();
-        let node = self
-            .dag
-            .node(step.as_str())
-            .expect("decide only names steps of the graph");
-        let retry = self.policy.step(node).retry.clone();
         let (cancel_tx, cancel) = Cancel::new();
-        let run_id = self.state.run_id.clone();
+        let run_id = self.run_id().clone();
         let span = tracing::info_span!("step", step = %step, attempt, compensation);
         let task_step = step.clone();
         let work = async move {
@@ -393,8 +388,7 @@ impl<S: Store> Driver<S> {
                 cancel,
             };
             let outcome = if compensation {
-                compensate_until_done(code.as_ref(), &ctx, &retry).await;
-                Outcome::Compensated
+                Outcome::Compensation(code.compensate(&ctx).await)
             } else {
                 Outcome::Ran(code.run(&ctx).await)
             };
@@ -405,7 +399,8 @@ impl<S: Store> Driver<S> {
             }
         };
         let abort = self.tasks.spawn(work.instrument(span));
-        self.task_steps.insert(abort.id(), (step.clone(), attempt));
+        self.task_steps
+            .insert(abort.id(), (step.clone(), attempt, compensation));
         self.executing.insert(
             step,
             Running {
@@ -456,21 +451,28 @@ impl<S: Store> Driver<S> {
                     self.task_steps.remove(&e.id());
                 }
                 Err(e) => {
-                    let (step, attempt) = self
+                    let (step, attempt, compensation) = self
                         .task_steps
                         .remove(&e.id())
                         .expect("every task is known");
-                    let failure = StepError::retryable(format!("step panicked: {e}"));
+                    // A panic is a retryable failure: `decide` retries it after the
+                    // step's backoff, like any other failed attempt or try.
+                    let outcome = if compensation {
+                        let failure = StepError::retryable(format!("compensation panicked: {e}"));
+                        Outcome::Compensation(Err(failure))
+                    } else {
+                        Outcome::Ran(Err(StepError::retryable(format!("step panicked: {e}"))))
+                    };
                     done.push(Done {
                         step,
                         attempt,
-                        outcome: Outcome::Ran(Err(failure)),
+                        outcome,
                     });
                 }
             }
         }
         for d in done {
-            let compensation = matches!(d.outcome, Outcome::Compensated);
+            let compensation = d.outcome.is_compensation();
             let mine = self
                 .executing
                 .get(&d.step)
@@ -488,7 +490,22 @@ impl<S: Store> Driver<S> {
 
     async fn outcome_event(&self, done: &Done) -> Result<NewEvent, StoreError> {
         let (kind, payload, outcome) = match &done.outcome {
-            Outcome::Compensated => (EventKind::Compensated, Payload::Empty, "compensated"),
+            Outcome::Compensation(result) => {
+                let (kind, outcome) = match result {
+                    Ok(()) => (EventKind::Compensated, "compensated"),
+                    Err(e) => {
+                        let kind = EventKind::CompensationFailed {
+                            error: clip(&e.message),
+                            retryable: e.retryable,
+                        };
+                        tracing::warn!(error = %e.message, retryable = e.retryable, "compensation failed");
+                        (kind, "failed")
+                    }
+                };
+                metrics::counter!("apollo11_compensations_total", "outcome" => outcome)
+                    .increment(1);
+                return Ok(self.event(&done.step, kind, done.attempt, Payload::Empty));
+            }
             Outcome::Ran(Ok(output)) => (
                 EventKind::Succeeded,
                 Payload::inline(output.0.clone()),
@@ -509,28 +526,6 @@ impl<S: Store> Driver<S> {
         metrics::counter!("apollo11_step_outcomes_total", "outcome" => outcome).increment(1);
         let payload = self.shared.offload(payload).await?;
         Ok(self.event(&done.step, kind, done.attempt, payload))
-    }
-}
-
-/// Runs a compensation until it succeeds, backing off per the step's retry policy between
-/// tries. Compensations are idempotent, and a run cannot move on while one is unfinished; an
-/// operator can override the step to stop it.
-async fn compensate_until_done(
-    code: &dyn crate::Step,
-    ctx: &StepContext,
-    retry: &apollo11_core::RetryPolicy,
-) {
-    let mut tries = 0u32;
-    loop {
-        tries += 1;
-        match code.compensate(ctx).await {
-            Ok(()) => return,
-            Err(e) => {
-                let delay = retry_delay_ms(retry, ctx.run_id.as_str(), ctx.step.as_str(), tries);
-                tracing::warn!(error = %e, tries, delay_ms = delay, "compensation failed; retrying");
-                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
-            }
-        }
     }
 }
 

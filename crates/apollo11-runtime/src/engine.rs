@@ -3,11 +3,11 @@
 
 use crate::driver::Driver;
 use crate::view::View;
-use crate::{Clock, EngineError, Workflow};
+use crate::{Clock, EngineError, Workflow, WorkflowError};
 use apollo11_core::{
     EventKind, EventRef, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
 };
-use apollo11_machine::{RunState, RunStatus};
+use apollo11_machine::{check_action, Policy, RunAction, RunState, RunStatus};
 use apollo11_store::{
     offload, resolve, BlobStore, EventStore, NewEvent, SnapshotStore, StoreError,
 };
@@ -274,7 +274,8 @@ impl<S: Store> Engine<S> {
     }
 
     /// Drives an existing run again (after a crash, a pause, or an override), with the
-    /// definition it was created with.
+    /// definition it was created with. An operator's pause stays in force (the run ends
+    /// `paused` at once, having started nothing) until [`Engine::unpause`] lifts it.
     pub async fn resume(&self, run_id: RunId) -> Result<RunHandle, EngineError> {
         let state = self.shared.run_state(&run_id).await?;
         let pinned = self.pinned_spec(&state).await?;
@@ -339,17 +340,106 @@ impl<S: Store> Engine<S> {
                 other => other?,
             };
             self.shared.appended(1);
-            let active = self
-                .shared
-                .active
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(run_id)
-                .cloned();
-            if let Some(notify) = active {
-                notify.notify_one();
-            }
+            self.wake(run_id);
             return Ok(());
+        }
+    }
+
+    /// Pauses a run, recorded as `RunPaused` with who and why: it starts nothing new, its
+    /// running attempts and compensations finish (and are recorded), and its status is
+    /// `paused` once nothing is at work. A driver working on the run picks it up at once.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::NotAllowed`] when the run is finished, anomalous or already paused by
+    /// an operator; [`EngineError::UnknownRun`] and store errors.
+    pub async fn pause(&self, run_id: &RunId, by: &str, reason: &str) -> Result<(), EngineError> {
+        self.act(run_id, RunAction::Pause, by, reason).await
+    }
+
+    /// Lifts an operator's pause, recorded as `RunResumed`. A driver working on the run
+    /// goes on at once; a run no driver works on goes on at its next [`Engine::resume`].
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::NotAllowed`] when no operator's pause is in force (or the run is
+    /// finished or anomalous); [`EngineError::UnknownRun`] and store errors.
+    pub async fn unpause(&self, run_id: &RunId, by: &str, reason: &str) -> Result<(), EngineError> {
+        self.act(run_id, RunAction::Resume, by, reason).await
+    }
+
+    /// Asks a run to roll back, recorded as `RollbackRequested`: as if a step had failed for
+    /// good with `on_failure = "rollback"`, it waits for running attempts, then compensates
+    /// in reverse topological order, ending `rolled_back`. It also ends an operator's pause.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::NotAllowed`] when the run is finished, anomalous or rolling back
+    /// already; [`EngineError::UnknownRun`] and store errors.
+    pub async fn request_rollback(
+        &self,
+        run_id: &RunId,
+        by: &str,
+        reason: &str,
+    ) -> Result<(), EngineError> {
+        self.act(run_id, RunAction::Rollback, by, reason).await
+    }
+
+    /// Appends an operator action on a run if its state allows it (checked against the
+    /// state the append's seq is stated for, so a concurrent change makes it check again).
+    async fn act(
+        &self,
+        run_id: &RunId,
+        action: RunAction,
+        by: &str,
+        reason: &str,
+    ) -> Result<(), EngineError> {
+        loop {
+            let state = self.shared.run_state(run_id).await?;
+            let spec = self.pinned_spec(&state).await?;
+            let (dag, policy) =
+                Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
+            check_action(&state, &dag, &policy, action).map_err(|refusal| {
+                EngineError::NotAllowed {
+                    run_id: run_id.clone(),
+                    action,
+                    refusal,
+                }
+            })?;
+            let event = NewEvent {
+                step: None,
+                kind: action.event(by, reason),
+                attempt: 0,
+                at_ms: self.shared.clock.now_ms(),
+                instance: self.shared.config.instance.clone(),
+                payload: Payload::Empty,
+            };
+            match self
+                .shared
+                .store
+                .append(run_id, Seq(state.last_seq.0 + 1), vec![event])
+                .await
+            {
+                Err(StoreError::Conflict { .. }) => continue,
+                other => other?,
+            };
+            self.shared.appended(1);
+            self.wake(run_id);
+            return Ok(());
+        }
+    }
+
+    /// Tells the driver working on a run, if any, that someone else appended to it.
+    fn wake(&self, run_id: &RunId) {
+        let active = self
+            .shared
+            .active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(run_id)
+            .cloned();
+        if let Some(notify) = active {
+            notify.notify_one();
         }
     }
 

@@ -2,6 +2,7 @@
 
 use crate::WorkflowError;
 use apollo11_core::RunId;
+use apollo11_machine::{Refusal, RunAction};
 use apollo11_store::StoreError;
 
 /// Why an engine operation failed.
@@ -56,6 +57,17 @@ pub enum EngineError {
         run_id: RunId,
         /// The step asked for.
         step: String,
+    },
+    /// The run does not allow this operator action now (pausing a finished run, resuming
+    /// a run no operator paused, …).
+    #[error("cannot {action} run `{run_id}`: {refusal}")]
+    NotAllowed {
+        /// The run.
+        run_id: RunId,
+        /// The action refused.
+        action: RunAction,
+        /// Why.
+        refusal: Refusal,
     },
     /// This engine is driving the run already.
     #[error("run `{run_id}` is already being driven by this engine")]

@@ -11,7 +11,7 @@ mod workflow;
 pub use apollo11_core::{
     Backoff, Idempotency, OnFailure, OverrideTarget, RetryPolicy, RunId, Timeout,
 };
-pub use apollo11_machine::RunStatus;
+pub use apollo11_machine::{Refusal, RunAction, RunStatus};
 pub use clock::Clock;
 pub use engine::{Engine, EngineConfig, RunHandle, Store};
 pub use error::EngineError;

@@ -33,15 +33,20 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
             limits::LABEL_BYTES_MAX,
         )?;
         match &event.kind {
-            EventKind::Failed { error, .. } => check_len(
-                "error message",
-                error.len() as u64,
-                limits::ERROR_MESSAGE_BYTES_MAX,
-            )?,
-            EventKind::ManualOverride { by, reason, .. } => {
-                check_len("override author", by.len() as u64, limits::LABEL_BYTES_MAX)?;
+            EventKind::Failed { error, .. } | EventKind::CompensationFailed { error, .. } => {
                 check_len(
-                    "override reason",
+                    "error message",
+                    error.len() as u64,
+                    limits::ERROR_MESSAGE_BYTES_MAX,
+                )?
+            }
+            EventKind::ManualOverride { by, reason, .. }
+            | EventKind::RunPaused { by, reason }
+            | EventKind::RunResumed { by, reason }
+            | EventKind::RollbackRequested { by, reason } => {
+                check_len("operator name", by.len() as u64, limits::LABEL_BYTES_MAX)?;
+                check_len(
+                    "operator's reason",
                     reason.len() as u64,
                     limits::ERROR_MESSAGE_BYTES_MAX,
                 )?;

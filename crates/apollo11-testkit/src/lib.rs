@@ -1,5 +1,6 @@
-//! Test helpers shared by every Apollo-11 crate: a builder for event histories and proptest
-//! strategies for events, histories and graphs. Not published.
+//! Test helpers shared by every Apollo-11 crate: proptest strategies for events, histories
+//! and graphs, and (re-exported) the history builder `apollo11_machine::History`. Not
+//! published.
 
 #![allow(missing_docs)]
 

@@ -5,6 +5,7 @@ mod harness;
 mod hostile;
 mod inspect;
 mod lifecycle;
+mod operator;
 mod output;
 mod paths;
 mod storage;

@@ -41,6 +41,7 @@ fn each_semantic_error_names_the_file_line_and_column() {
         ),
         (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n"), "wf.toml:8:8: step `a` is defined twice"),
         (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\ntimeout = \"10 parsecs\"\n"), "wf.toml:7:11: `10 parsecs` is not a duration"),
+        (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\ntimeout = \"0s\"\n"), "wf.toml:7:11: a timeout of `0s` would fail every attempt at once"),
         (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\nretires = 3\n"), "wf.toml:7:1: unknown field `retires`"),
         (format!("{HEAD}[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"sometimes\"\n"), "wf.toml:6:15: step `a`: idempotency `sometimes` is not one of"),
         (format!("{HEAD}on_failure = \"panic\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n"), "wf.toml:3:14: on_failure is `panic`"),

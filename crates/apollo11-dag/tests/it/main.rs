@@ -54,6 +54,46 @@ fn errors_name_the_culprits() {
 }
 
 #[test]
+fn a_long_cycle_is_named_by_its_ends_and_its_length_not_listed_whole() {
+    let n = 10_000;
+    let steps: Vec<(String, Vec<String>)> = (0..n)
+        .map(|i| {
+            (
+                format!("step-{i:05}"),
+                vec![format!("step-{:05}", (i + 1) % n)],
+            )
+        })
+        .collect();
+    let err = Dag::build(&steps, n).unwrap_err();
+    let DagError::Cycle { path } = &err else {
+        panic!("expected a cycle, got {err:?}")
+    };
+    assert_eq!(path.len(), n + 1, "the error keeps the whole cycle");
+    let message = err.to_string();
+    assert_eq!(
+        message,
+        "dependency cycle of 10000 steps: step-00000 -> step-00001 -> step-00002 -> step-00003 \
+         -> step-00004 -> … (9990 more) … -> step-09995 -> step-09996 -> step-09997 -> \
+         step-09998 -> step-09999 -> step-00000"
+    );
+    // Up to 12 steps are all shown.
+    let twelve: Vec<(String, Vec<String>)> = (0..12)
+        .map(|i| (format!("s{i:02}"), vec![format!("s{:02}", (i + 1) % 12)]))
+        .collect();
+    let shown = Dag::build(&twelve, 100).unwrap_err().to_string();
+    assert_eq!(shown.matches(" -> ").count(), 12, "{shown}");
+    assert!(!shown.contains('…'), "{shown}");
+    let thirteen: Vec<(String, Vec<String>)> = (0..13)
+        .map(|i| (format!("s{i:02}"), vec![format!("s{:02}", (i + 1) % 13)]))
+        .collect();
+    let cut = Dag::build(&thirteen, 100).unwrap_err().to_string();
+    assert!(
+        cut.contains("cycle of 13 steps") && cut.contains("(3 more)"),
+        "{cut}"
+    );
+}
+
+#[test]
 fn topological_order_breaks_ties_by_name() {
     let d = dag(&[
         ("zeta", &[]),
@@ -66,6 +106,20 @@ fn topological_order_breaks_ties_by_name() {
         names(&d, d.topological_order()),
         ["beta", "mid", "zeta", "alpha"]
     );
+}
+
+#[test]
+fn a_graph_knows_its_size_its_edges_and_its_names() {
+    let d = diamond();
+    assert_eq!((d.len(), d.is_empty()), (4, false));
+    let node = |n: &str| d.node(n).unwrap();
+    assert_eq!(names(&d, d.dependencies(node("d"))), ["b", "c"]);
+    assert!(d.dependencies(node("a")).is_empty());
+    assert_eq!(names(&d, d.dependents(node("a"))), ["b", "c"]);
+    assert_eq!(d.node("nope"), None);
+    let declared: Vec<String> = d.nodes().map(|n| d.name(n).to_owned()).collect();
+    assert_eq!(declared, ["d", "b", "c", "a"], "nodes in declaration order");
+    assert_eq!(d.nodes().len(), 4);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! `decide` with an explicit clock: every scheduling rule of DESIGN §4.
+//! `decide` with an explicit clock: every scheduling rule of docs/ARCHITECTURE.md.
 
 use crate::sim::{failing, Outcome, Sim};
 use crate::{pinned, spec};
@@ -6,8 +6,12 @@ use apollo11_core::{
     Backoff, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, StepName, Timeout,
     WorkflowSpec,
 };
-use apollo11_machine::{decide, retry_delay_ms, Command, Now, Policy, RunStatus};
-use apollo11_testkit::{arb_dag_edges, History};
+use apollo11_machine::History;
+use apollo11_machine::{
+    check_action, decide, pause_cause, retry_delay_ms, Command, FailReason, Now, PauseCause,
+    Policy, RunAction, RunStatus,
+};
+use apollo11_testkit::arb_dag_edges;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -44,7 +48,7 @@ fn ready_steps_start_in_parallel_up_to_the_concurrency_limit() {
 }
 
 /// What `decide` says at `ms` for the run `h` holds, with nothing executing.
-fn decide_at(w: &WorkflowSpec, h: &History, ms: u64, executing: &[&str]) -> Vec<Command> {
+pub fn decide_at(w: &WorkflowSpec, h: &History, ms: u64, executing: &[&str]) -> Vec<Command> {
     let (dag, policy) = Policy::compile(w, |_, f| f).unwrap();
     let state = apollo11_machine::fold(h.run_id(), h.events());
     let executing = executing.iter().map(|s| StepName::from(*s)).collect();
@@ -192,7 +196,7 @@ fn a_step_left_running_by_a_dead_scheduler_is_failed_as_interrupted_then_retried
     let interrupted = Command::Fail {
         step: StepName::from("b"),
         attempt: 1,
-        error: "interrupted".into(),
+        reason: FailReason::Interrupted,
     };
     assert_eq!(sim.decide(), [interrupted]);
     assert_eq!(sim.run(), RunStatus::Succeeded);
@@ -304,6 +308,12 @@ fn pause_then_override_then_the_run_continues_downstream() {
     let mut sim = Sim::new(&w, failing("b", u32::MAX, false, 5));
     assert_eq!(sim.run(), RunStatus::Paused);
     assert_eq!(sim.summary(), "a=succeeded#1 b=failed#1 c=pending#0");
+    assert_eq!(
+        pause_cause(sim.state(), sim.dag(), sim.policy()),
+        Some(PauseCause::StepFailed {
+            step: StepName::from("b")
+        })
+    );
     sim.override_step("b", OverrideTarget::Succeeded, "fixed by hand");
     assert_eq!(sim.decide(), [start("c", 1)]);
     assert_eq!(sim.run(), RunStatus::Succeeded);
@@ -354,7 +364,7 @@ fn an_anomalous_run_fails_until_an_override_and_then_continues() {
 }
 
 #[test]
-fn a_compensation_left_unfinished_is_resumed_without_a_new_event() {
+fn a_compensation_left_unfinished_is_failed_as_interrupted_then_retried_after_its_backoff() {
     let w = spec(
         OnFailure::Rollback,
         &[("a", &[], I::Keyed, true), ("b", &["a"], I::Natural, false)],
@@ -364,22 +374,235 @@ fn a_compensation_left_unfinished_is_resumed_without_a_new_event() {
         .started("a")
         .succeeded("a", "x");
     let h = h.started("b").failed("b", "no", false).compensating("a");
-    let resume = Command::ResumeCompensation {
+    let interrupted = Command::FailCompensation {
         step: StepName::from("a"),
         attempt: 1,
     };
-    assert_eq!(decide_at(&w, &h, 0, &[]), [resume]);
+    assert_eq!(
+        decide_at(&w, &h, 0, &[]),
+        std::slice::from_ref(&interrupted)
+    );
+    assert_eq!(
+        interrupted.event().map(|(_, kind, _)| kind),
+        Some(apollo11_core::EventKind::CompensationFailed {
+            error: "interrupted".into(),
+            retryable: true
+        })
+    );
     assert_eq!(
         decide_at(&w, &h, 0, &["a"]),
         [],
         "still running here: wait for it"
     );
-    let h = h.compensated("a");
+    let h = h.at(5_000).compensation_failed("a", "interrupted", true);
+    assert_eq!(
+        decide_at(&w, &h, 5_500, &[]),
+        [Command::WakeAt { ms: 6_000 }],
+        "the step's backoff (1 s) from the failed try"
+    );
+    assert_eq!(
+        decide_at(&w, &h, 6_000, &[]),
+        [Command::Compensate {
+            step: StepName::from("a"),
+            attempt: 1
+        }]
+    );
+    let h = h.compensating("a").compensated("a");
     assert_eq!(
         decide_at(&w, &h, 0, &[]),
         [Command::Finish {
             status: RunStatus::RolledBack
         }]
+    );
+}
+
+/// A diamond whose `e` fails for good; every other step has a compensation.
+fn diamond_failing_at_e() -> WorkflowSpec {
+    spec(
+        OnFailure::Rollback,
+        &[
+            ("a", &[], I::Keyed, true),
+            ("b", &["a"], I::Keyed, true),
+            ("c", &["a"], I::Keyed, true),
+            ("d", &["b", "c"], I::Keyed, true),
+            ("e", &["d"], I::Natural, false),
+        ],
+    )
+}
+
+/// `(step, kind, at_ms)` of the compensation events of a simulated run.
+fn compensation_timeline(sim: &Sim) -> Vec<(String, &'static str, u64)> {
+    sim.events
+        .iter()
+        .filter(|e| e.kind.name().starts_with("compensat"))
+        .map(|e| (e.step.clone().unwrap().0, e.kind.name(), e.at_ms))
+        .collect()
+}
+
+#[test]
+fn a_failed_compensation_is_retried_after_its_backoff_and_what_it_depends_on_waits() {
+    let mut sim = Sim::new(&diamond_failing_at_e(), failing("e", u32::MAX, false, 10))
+        .compensations(|step, try_| match (step, try_) {
+            ("b", 1 | 2) => Outcome::Err {
+                after_ms: 5,
+                retryable: true,
+            },
+            _ => Outcome::Ok(5),
+        });
+    assert_eq!(sim.run(), RunStatus::RolledBack);
+    let b: Vec<(&str, u64)> = compensation_timeline(&sim)
+        .into_iter()
+        .filter(|(s, _, _)| s == "b")
+        .map(|(_, k, at)| (k, at))
+        .collect();
+    let kinds: Vec<&str> = b.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        kinds,
+        [
+            "compensating",
+            "compensation_failed",
+            "compensating",
+            "compensation_failed",
+            "compensating",
+            "compensated"
+        ]
+    );
+    assert_eq!(
+        b[2].1 - b[1].1,
+        1_000,
+        "first retry 1 s after the failed try"
+    );
+    assert_eq!(
+        b[4].1 - b[3].1,
+        2_000,
+        "second retry 2 s after the next one"
+    );
+    let a_starts = compensation_timeline(&sim)
+        .into_iter()
+        .find(|(s, k, _)| s == "a" && *k == "compensating")
+        .unwrap()
+        .2;
+    assert!(a_starts >= b[5].1, "a is compensated only after b is");
+    assert_eq!(
+        sim.steps_with("compensating"),
+        ["d", "b", "c", "b", "b", "a"]
+    );
+    assert_eq!(
+        sim.summary(),
+        "a=compensated#1 b=compensated#1 c=compensated#1 d=compensated#1 e=failed#1"
+    );
+}
+
+#[test]
+fn a_compensation_out_of_tries_pauses_the_run_whatever_on_failure_says_until_an_override() {
+    let mut sim = Sim::new(&diamond_failing_at_e(), failing("e", u32::MAX, false, 10))
+        .compensations(|step, _| {
+            if step == "b" {
+                Outcome::Err {
+                    after_ms: 5,
+                    retryable: true,
+                }
+            } else {
+                Outcome::Ok(5)
+            }
+        });
+    assert_eq!(sim.run(), RunStatus::Paused);
+    assert_eq!(
+        sim.summary(),
+        "a=succeeded#1 b=compensation_failed#1 c=compensated#1 d=compensated#1 e=failed#1",
+        "a is not compensated while b, which depends on it, is not undone"
+    );
+    let b = sim.state().step("b");
+    assert_eq!(b.compensation_tries, 3, "max_attempts tries, then a person");
+    assert_eq!(
+        pause_cause(sim.state(), sim.dag(), sim.policy()),
+        Some(PauseCause::CompensationFailed {
+            step: StepName::from("b"),
+            retry_with: Some(OverrideTarget::Succeeded)
+        })
+    );
+    assert_eq!(sim.steps_with("compensation_failed"), ["b", "b", "b"]);
+    sim.override_step("b", OverrideTarget::Skipped, "undone by hand");
+    assert_eq!(
+        sim.decide(),
+        [Command::Compensate {
+            step: StepName::from("a"),
+            attempt: 1
+        }]
+    );
+    assert_eq!(sim.run(), RunStatus::RolledBack);
+}
+
+#[test]
+fn a_compensation_error_that_no_retry_can_fix_pauses_at_once() {
+    let mut sim = Sim::new(&diamond_failing_at_e(), failing("e", u32::MAX, false, 10))
+        .compensations(|step, _| {
+            if step == "d" {
+                Outcome::Err {
+                    after_ms: 5,
+                    retryable: false,
+                }
+            } else {
+                Outcome::Ok(5)
+            }
+        });
+    assert_eq!(sim.run(), RunStatus::Paused);
+    assert_eq!(sim.steps_with("compensating"), ["d"]);
+    assert_eq!(sim.state().step("d").compensation_tries, 1);
+    // Overriding to `succeeded` asks for the compensation again, with a fresh budget.
+    sim.override_step(
+        "d",
+        OverrideTarget::Succeeded,
+        "fixed the permissions; try again",
+    );
+    assert_eq!(
+        sim.decide(),
+        [Command::Compensate {
+            step: StepName::from("d"),
+            attempt: 1
+        }]
+    );
+}
+
+#[test]
+fn a_compensate_class_step_whose_compensation_fails_once_is_compensated_then_rerun() {
+    let w = spec(
+        OnFailure::Pause,
+        &[
+            ("charge", &[], I::Compensate, true),
+            ("ship", &["charge"], I::Natural, false),
+        ],
+    );
+    let mut sim = Sim::new(&w, failing("charge", 1, true, 5)).compensations(|_, try_| {
+        if try_ == 1 {
+            Outcome::Err {
+                after_ms: 5,
+                retryable: true,
+            }
+        } else {
+            Outcome::Ok(5)
+        }
+    });
+    assert_eq!(sim.run(), RunStatus::Succeeded);
+    assert_eq!(pause_cause(sim.state(), sim.dag(), sim.policy()), None);
+    let kinds: Vec<&str> = sim
+        .events
+        .iter()
+        .filter(|e| e.step.as_ref().map(|s| s.as_str()) == Some("charge"))
+        .map(|e| e.kind.name())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "started",
+            "failed",
+            "compensating",
+            "compensation_failed",
+            "compensating",
+            "compensated",
+            "started",
+            "succeeded"
+        ]
     );
 }
 
@@ -394,6 +617,7 @@ proptest! {
         seed in any::<u64>(),
         rollback in any::<bool>(),
         crash_at in proptest::option::of(0usize..30),
+        operator in proptest::option::of((0usize..30, 0usize..3)),
     ) {
         let steps: Vec<(&str, Vec<&str>)> = edges.iter().map(|(n, d)| (n.as_str(), d.iter().map(String::as_str).collect())).collect();
         let owned: Vec<(&str, &[&str], I, bool)> = steps.iter().enumerate().map(|(i, (n, d))| {
@@ -402,29 +626,148 @@ proptest! {
         }).collect();
         let mut w = spec(if rollback { OnFailure::Rollback } else { OnFailure::Pause }, &owned);
         w.max_concurrency = 3;
-        let mut sim = Sim::new(&w, move |step, attempt| {
-            let h = step.bytes().fold(seed ^ u64::from(attempt), |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+        let outcome = move |salt: u64, step: &str, attempt: u32| {
+            let h = step.bytes().fold(seed ^ salt ^ u64::from(attempt), |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
             match h % 5 { 0 => Outcome::Err { after_ms: h % 7, retryable: h % 3 != 0 }, _ => Outcome::Ok(h % 50) }
-        });
+        };
+        // Compensations fail as often as attempts, retryably or not.
+        let mut sim = Sim::new(&w, move |step, attempt| outcome(0, step, attempt))
+            .compensations(move |step, try_| outcome(0x5eed, step, try_));
         if let Some(rounds) = crash_at {
             for _ in 0..rounds {
                 if sim.round().is_some() { break; }
             }
             sim.crash();
         }
-        let status = sim.run();
+        // An operator acts once, at a random point, when the run allows it; a pause is
+        // lifted once the run stops on it.
+        let mut status = None;
+        if let Some((rounds, action)) = operator {
+            for _ in 0..rounds {
+                status = sim.round();
+                if status.is_some() { break; }
+            }
+            let action = RunAction::ALL[action];
+            if status.is_none() && check_action(sim.state(), sim.dag(), sim.policy(), action).is_ok() {
+                sim.operator(action, "random");
+            }
+        }
+        let mut status = status.unwrap_or_else(|| sim.run());
+        if status == RunStatus::Paused && sim.state().paused.is_some() {
+            sim.operator(RunAction::Resume, "go on");
+            status = sim.run();
+        }
+        let rolling_back = rollback || sim.state().rollback.is_some();
         prop_assert!(sim.peak_running <= 3);
         match status {
             RunStatus::Succeeded => prop_assert!(sim.summary().split(' ').all(|s| s.contains("=succeeded"))),
-            RunStatus::Paused => prop_assert!(!rollback),
+            // A rollback pauses only on a compensation out of tries (or one no retry fixes).
+            RunStatus::Paused => prop_assert!(
+                !rolling_back || sim.state().steps.values().any(|s| s.status == apollo11_machine::StepStatus::CompensationFailed),
+                "{}", sim.summary()
+            ),
             RunStatus::RolledBack => {
-                prop_assert!(rollback);
+                prop_assert!(rolling_back);
                 for (name, _, _, has_compensation) in &owned {
-                    let left = sim.state.status(name);
+                    let left = sim.state().status(name);
                     prop_assert!(!(*has_compensation && left == apollo11_machine::StepStatus::Succeeded), "{name} not undone");
                 }
             }
-            RunStatus::Failed | RunStatus::Running => prop_assert!(false, "unexpected {status:?}"),
+            other => prop_assert!(false, "unexpected {other:?}"),
         }
+    }
+}
+
+#[test]
+fn a_compensate_class_step_out_of_compensation_tries_pauses_with_no_retry_override() {
+    let w = spec(OnFailure::Pause, &[("charge", &[], I::Compensate, true)]);
+    let mut sim = Sim::new(&w, failing("charge", 1, true, 5)).compensations(|_, _| Outcome::Err {
+        after_ms: 5,
+        retryable: true,
+    });
+    assert_eq!(sim.run(), RunStatus::Paused);
+    assert_eq!(sim.summary(), "charge=compensation_failed#1");
+    assert_eq!(
+        pause_cause(sim.state(), sim.dag(), sim.policy()),
+        Some(PauseCause::CompensationFailed {
+            step: StepName::from("charge"),
+            retry_with: None
+        }),
+        "outside a rollback no override asks for the compensation again"
+    );
+}
+
+#[test]
+fn a_rollback_undoes_a_failed_step_only_when_its_class_is_compensate() {
+    for (class, undone) in [
+        (I::Compensate, true),
+        (I::Keyed, false),
+        (I::Checkpoint, false),
+    ] {
+        let w = spec(
+            OnFailure::Rollback,
+            &[("a", &[], I::Keyed, true), ("b", &["a"], class, true)],
+        );
+        let h = History::new("r")
+            .created("test", pinned(&w))
+            .started("a")
+            .succeeded("a", "A")
+            .started("b")
+            .failed("b", "no", false);
+        let first = if undone { "b" } else { "a" };
+        assert_eq!(
+            decide_at(&w, &h, 0, &[]),
+            [Command::Compensate {
+                step: StepName::from(first),
+                attempt: 1
+            }],
+            "{class:?}"
+        );
+    }
+}
+
+#[test]
+fn either_kind_of_anomaly_alone_stops_new_work_while_a_step_is_busy() {
+    let w = spec(
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Natural, false),
+            ("b", &[], I::Natural, false),
+            ("c", &[], I::Natural, false),
+        ],
+    );
+    let created = History::new("r").created("test", pinned(&w)).started("a");
+    // A step anomaly only: `b` is anomalous, `a` is running.
+    let step_only = created.clone().succeeded("b", "no start");
+    // A run anomaly only: an event of another run in this run's log.
+    let mut run_only = created.clone().into_events();
+    let mut foreign = run_only[1].clone();
+    foreign.run_id = apollo11_core::RunId::from("other");
+    foreign.seq = apollo11_core::Seq(3);
+    run_only.push(foreign);
+    let (dag, policy) = Policy::compile(&w, |_, f| f).unwrap();
+    let executing = [StepName::from("a")].into_iter().collect();
+    let now = Now {
+        ms: 0,
+        executing: &executing,
+    };
+    for (what, state) in [
+        (
+            "step",
+            apollo11_machine::fold(step_only.run_id(), step_only.events()),
+        ),
+        ("run", apollo11_machine::fold(created.run_id(), &run_only)),
+    ] {
+        assert!(state.is_anomalous(), "{what}");
+        assert_eq!(
+            decide(&state, &dag, &policy, now),
+            [],
+            "{what}: nothing new starts"
+        );
+        assert_eq!(
+            apollo11_machine::run_status(&state, &dag, &policy),
+            RunStatus::Running,
+            "{what}: still busy"
+        );
     }
 }

@@ -1,9 +1,12 @@
 //! Properties of the fold: deterministic, total, and snapshot + suffix == full replay.
 
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, StepName};
-use apollo11_machine::{fold, RunState, StepStatus};
-use apollo11_testkit::{arb_event_kind, arb_history, History};
+use apollo11_core::{Idempotency, OnFailure, StepSpec, WorkflowSpec};
+use apollo11_machine::History;
+use apollo11_machine::{decide, fold, run_status, Now, RunMachine, RunState, StepStatus};
+use apollo11_testkit::{arb_event_kind, arb_history};
 use proptest::prelude::*;
+use std::collections::BTreeSet;
 
 fn run() -> RunId {
     RunId::from("run-p")
@@ -37,25 +40,35 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1_000, ..ProptestConfig::default() })]
 
     #[test]
-    fn a_frontier_kept_event_by_event_equals_one_built_from_the_state(
+    fn a_machine_kept_event_by_event_equals_one_built_from_its_state(
         events in arb_history(4, 60),
         edges in apollo11_testkit::arb_dag_edges(3),
+        on_failure in prop_oneof![Just(OnFailure::Pause), Just(OnFailure::Rollback)],
     ) {
-        // Steps s0..s2 form a random graph; the history also names s3, which it lacks.
-        let edges: Vec<(String, Vec<String>)> = edges
+        // Steps s0..s2 form a random workflow; the history also names s3, which it lacks.
+        let steps: Vec<StepSpec> = edges
             .into_iter()
-            .map(|(n, deps)| (rename(&n), deps.iter().map(|d| rename(d)).collect()))
+            .map(|(n, deps)| {
+                let deps: Vec<String> = deps.iter().map(|d| rename(d)).collect();
+                let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+                StepSpec {
+                    has_compensation: true,
+                    ..StepSpec::new(&rename(&n), &deps, Idempotency::Compensate)
+                }
+            })
             .collect();
-        let dag = apollo11_dag::Dag::build(&edges, 100).unwrap();
-        let mut state = RunState::new(run());
-        let mut frontier = apollo11_machine::Frontier::new(&dag, &state);
+        let spec = WorkflowSpec { name: "wf".into(), on_failure, max_concurrency: 2, steps, attributes: Default::default() };
+        let mut machine = RunMachine::compile(&spec, RunState::new(run()), |_, f| f).unwrap();
+        let nothing = BTreeSet::new();
         for e in &events {
-            state.apply(e);
-            if let Some(step) = &e.step {
-                frontier.update(&dag, &state, step.as_str());
-            }
-            prop_assert_eq!(&frontier, &apollo11_machine::Frontier::new(&dag, &state));
+            machine.apply(e);
+            let rebuilt = RunMachine::new(machine.dag().clone(), machine.policy().clone(), machine.state().clone());
+            prop_assert_eq!(&machine, &rebuilt);
+            let now = Now { ms: e.at_ms, executing: &nothing };
+            prop_assert_eq!(machine.decide(now), decide(machine.state(), machine.dag(), machine.policy(), now));
+            prop_assert_eq!(machine.status(), run_status(machine.state(), machine.dag(), machine.policy()));
         }
+        prop_assert_eq!(machine.into_state(), fold(&run(), &events));
     }
 
     #[test]
@@ -105,8 +118,22 @@ fn an_event_the_table_forbids_makes_the_step_anomalous_and_names_the_event() {
     assert_eq!(a.status, StepStatus::Anomalous);
     let anomaly = a.anomaly.clone().unwrap();
     assert_eq!(
-        (anomaly.event_id, anomaly.from.as_str()),
-        (EventId(4), "succeeded")
+        (anomaly.event_id, anomaly.kind, anomaly.from),
+        (
+            EventId(4),
+            apollo11_core::KindTag::Succeeded,
+            apollo11_machine::AnomalySite::Step(StepStatus::Succeeded)
+        )
+    );
+    // The state's JSON names them as it always has.
+    let json = serde_json::to_value(&anomaly).unwrap();
+    assert_eq!(
+        (&json["kind"], &json["from"]),
+        (&"succeeded".into(), &"succeeded".into())
+    );
+    assert_eq!(
+        serde_json::from_value::<apollo11_machine::Anomaly>(json).unwrap(),
+        *anomaly
     );
     assert_eq!(
         state.status("b"),
@@ -128,6 +155,22 @@ fn run_level_anomalies_are_recorded_once_with_the_first_offence() {
     let anomaly = state.anomaly.unwrap();
     assert_eq!(anomaly.event_id, EventId(1));
     assert_eq!(anomaly.reason, "a step event before RunCreated");
+    let json = serde_json::to_value(&anomaly).unwrap();
+    assert_eq!(
+        (&json["kind"], &json["from"]),
+        (&"started".into(), &"run".into())
+    );
+    assert_eq!(
+        serde_json::from_value::<apollo11_machine::Anomaly>(json).unwrap(),
+        anomaly
+    );
+    let bad = serde_json::json!({"event_id": 1, "kind": "started", "event_attempt": 1, "from": "moon", "reason": "x"});
+    let err = serde_json::from_value::<apollo11_machine::Anomaly>(bad).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`moon` is neither `run` nor a step state"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -169,4 +212,163 @@ fn durations_errors_and_payloads_are_kept() {
 /// `n000`.. from the testkit's graphs as the history's step names `s0`..
 fn rename(node: &str) -> String {
     format!("s{}", node.trim_start_matches('n').parse::<u32>().unwrap())
+}
+
+#[test]
+fn compensation_tries_and_their_last_error_are_kept_until_the_compensation_ends() {
+    let h = History::new("run-p")
+        .created("wf", Payload::Empty)
+        .started("a")
+        .succeeded("a", "out")
+        .compensating("a")
+        .at(7_000)
+        .compensation_failed("a", "permission denied", true)
+        .compensating("a")
+        .compensation_failed("a", "disk full", false);
+    let state = fold(&run(), h.events());
+    let a = state.step("a");
+    assert_eq!(
+        (a.status, a.attempt, a.compensation_tries),
+        (StepStatus::CompensationFailed, 1, 2)
+    );
+    let error = a.compensation_error.as_deref().unwrap();
+    assert_eq!(
+        (error.error.as_str(), error.retryable, error.at_ms),
+        ("disk full", false, 7_020)
+    );
+    assert!(a.last_error.is_none(), "the step itself did not fail");
+    assert_eq!(
+        a.payload_seq,
+        Some(Seq(3)),
+        "the output stays for the next try"
+    );
+    let retried = fold(&run(), h.clone().compensating("a").events());
+    let a = retried.step("a");
+    assert_eq!(
+        (a.status, a.compensation_tries),
+        (StepStatus::Compensating, 3)
+    );
+    assert!(
+        a.compensation_error.is_some(),
+        "kept while the next try runs"
+    );
+    for ended in [
+        h.clone().compensating("a").compensated("a"),
+        h.clone().overridden(
+            "a",
+            apollo11_core::OverrideTarget::Skipped,
+            "op",
+            "undone by hand",
+        ),
+    ] {
+        let a = fold(&run(), ended.events()).step("a").clone();
+        assert_eq!((a.compensation_tries, a.compensation_error), (0, None));
+    }
+    let again = fold(
+        &run(),
+        h.overridden("a", apollo11_core::OverrideTarget::Succeeded, "op", "retry")
+            .compensating("a")
+            .events(),
+    );
+    assert_eq!(
+        again.step("a").compensation_tries,
+        1,
+        "a new compensation counts anew"
+    );
+}
+
+#[test]
+fn operator_actions_on_the_run_are_folded_into_its_pause_and_rollback() {
+    let h = History::new("run-p")
+        .created("wf", Payload::Empty)
+        .at(2_000)
+        .paused("alice", "database maintenance")
+        .paused("bob", "me too");
+    let state = fold(&run(), h.events());
+    let pause = state.paused.clone().unwrap();
+    assert_eq!(
+        (
+            pause.by.as_str(),
+            pause.reason.as_str(),
+            pause.at_ms,
+            pause.event_id
+        ),
+        ("alice", "database maintenance", 2_000, EventId(2)),
+        "a second pause keeps the first"
+    );
+    assert!(state.anomaly.is_none() && state.rollback.is_none());
+    let resumed = fold(&run(), h.clone().resumed("alice", "done").events());
+    assert!(resumed.paused.is_none());
+    let again = fold(
+        &run(),
+        h.clone()
+            .resumed("alice", "done")
+            .resumed("bob", "x")
+            .events(),
+    );
+    assert!(
+        again.paused.is_none() && again.anomaly.is_none(),
+        "a resume of a run not paused changes nothing"
+    );
+    let rolled = fold(
+        &run(),
+        h.rollback_requested("carol", "bad release")
+            .rollback_requested("dan", "again")
+            .events(),
+    );
+    assert!(rolled.paused.is_none(), "a rollback request ends the pause");
+    assert_eq!(rolled.rollback.unwrap().by, "carol");
+}
+
+#[test]
+fn an_operator_event_before_run_created_or_naming_a_step_is_an_anomaly() {
+    let early = History::new("run-p")
+        .paused("alice", "x")
+        .created("wf", Payload::Empty);
+    let anomaly = fold(&run(), early.events()).anomaly.unwrap();
+    assert_eq!(anomaly.reason, "run_paused before RunCreated");
+    let on_a_step = History::new("run-p").created("wf", Payload::Empty).raw(
+        Some("a"),
+        apollo11_core::EventKind::RollbackRequested {
+            by: "op".into(),
+            reason: "r".into(),
+        },
+        0,
+        Payload::Empty,
+    );
+    let state = fold(&run(), on_a_step.events());
+    assert_eq!(state.status("a"), StepStatus::Anomalous);
+    assert!(
+        state.rollback.is_none(),
+        "the run was not asked to roll back"
+    );
+}
+
+#[test]
+fn a_history_numbers_its_events_and_keeps_its_clock() {
+    let h = History::new("run-p")
+        .first_event_id(40)
+        .created("wf", Payload::Empty)
+        .wait(500)
+        .started("a")
+        .at(9_000)
+        .failed("a", "x", true)
+        .started("a");
+    let got: Vec<(u64, u32, u64, u32)> = h
+        .events()
+        .iter()
+        .map(|e| (e.event_id.0, e.seq.0, e.at_ms, e.attempt))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (40, 1, 1_000, 0),
+            (41, 2, 1_510, 1),
+            (42, 3, 9_000, 1),
+            (43, 4, 9_010, 2)
+        ]
+    );
+    assert_eq!(h.run_id().as_str(), "run-p");
+    assert!(h.events().iter().all(|e| e.instance == "test"));
+    assert_eq!(h.clone().into_events(), h.events());
 }

@@ -5,8 +5,8 @@
 
 use crate::{pinned, spec};
 use apollo11_core::{Event, Idempotency as I, OnFailure, OverrideTarget, WorkflowSpec};
+use apollo11_machine::History;
 use apollo11_machine::{fold, run_status, Policy, RunStatus};
-use apollo11_testkit::History;
 use std::path::PathBuf;
 
 struct Golden {
@@ -48,6 +48,42 @@ fn payment() -> WorkflowSpec {
             ("ship", &["charge"], I::Keyed, false),
         ],
     )
+}
+
+/// A diamond run whose `d` failed for good after `a`, `b` and `c` succeeded.
+fn diamond_failed_at_d(h: History) -> History {
+    h.created("test", pinned(&diamond()))
+        .started("a")
+        .succeeded("a", "A")
+        .started("b")
+        .started("c")
+        .succeeded("c", "C")
+        .succeeded("b", "B")
+        .started("d")
+        .failed("d", "disk full", false)
+}
+
+/// The diamond's rollback where `b`'s compensation fails all three of its tries.
+fn undo_out_of_tries(h: History) -> History {
+    diamond_failed_at_d(h)
+        .compensating("b")
+        .compensating("c")
+        .compensated("c")
+        .compensation_failed("b", "bucket locked", true)
+        .wait(1_000)
+        .compensating("b")
+        .compensation_failed("b", "bucket locked", true)
+        .wait(2_000)
+        .compensating("b")
+        .compensation_failed("b", "bucket locked", true)
+}
+
+/// The chain paused by an operator while `collect` ran; `collect` finished.
+fn operator_pause(h: History) -> History {
+    h.created("test", pinned(&chain()))
+        .started("collect")
+        .paused("alice", "database maintenance")
+        .succeeded("collect", "rows=100")
 }
 
 fn goldens() -> Vec<Golden> {
@@ -114,6 +150,83 @@ fn goldens() -> Vec<Golden> {
                 .compensated("a"),
             status: RunStatus::RolledBack,
             steps: "a=compensated#1 b=compensated#1 c=compensated#1 d=failed#1",
+        },
+        Golden {
+            name: "compensation_retried",
+            history: diamond_failed_at_d(History::new("undo-retry"))
+                .compensating("b")
+                .compensating("c")
+                .compensated("c")
+                .wait(60_000)
+                .compensation_failed("b", "interrupted", true)
+                .wait(1_000)
+                .compensating("b")
+                .compensation_failed("b", "connection refused", true)
+                .wait(2_000)
+                .compensating("b")
+                .compensated("b")
+                .compensating("a")
+                .compensated("a"),
+            status: RunStatus::RolledBack,
+            steps: "a=compensated#1 b=compensated#1 c=compensated#1 d=failed#1",
+        },
+        Golden {
+            name: "compensation_out_of_tries",
+            history: undo_out_of_tries(History::new("undo-stuck")),
+            status: RunStatus::Paused,
+            steps: "a=succeeded#1 b=compensation_failed#1 c=compensated#1 d=failed#1",
+        },
+        Golden {
+            name: "compensation_out_of_tries_then_override",
+            history: undo_out_of_tries(History::new("undo-override"))
+                .overridden(
+                    "b",
+                    OverrideTarget::Skipped,
+                    "carol",
+                    "unlocked the bucket and deleted the copy by hand",
+                )
+                .compensating("a")
+                .compensated("a"),
+            status: RunStatus::RolledBack,
+            steps: "a=compensated#1 b=skipped#1 c=compensated#1 d=failed#1",
+        },
+        Golden {
+            name: "operator_paused",
+            history: operator_pause(History::new("op-pause")),
+            status: RunStatus::Paused,
+            steps: "collect=succeeded#1 clean=pending#0 persist=pending#0",
+        },
+        Golden {
+            name: "operator_pause_then_resume",
+            history: operator_pause(History::new("op-resume"))
+                .wait(3_600_000)
+                .resumed("alice", "maintenance over")
+                .started("clean")
+                .succeeded("clean", "rows=97")
+                .started("persist")
+                .succeeded("persist", "ok"),
+            status: RunStatus::Succeeded,
+            steps: "collect=succeeded#1 clean=succeeded#1 persist=succeeded#1",
+        },
+        Golden {
+            name: "rollback_requested",
+            history: History::new("op-rollback")
+                .created("test", pinned(&diamond()))
+                .started("a")
+                .succeeded("a", "A")
+                .started("b")
+                .started("c")
+                .succeeded("c", "C")
+                .rollback_requested("bob", "wrong input file")
+                .succeeded("b", "B")
+                .compensating("b")
+                .compensating("c")
+                .compensated("c")
+                .compensated("b")
+                .compensating("a")
+                .compensated("a"),
+            status: RunStatus::RolledBack,
+            steps: "a=compensated#1 b=compensated#1 c=compensated#1 d=pending#0",
         },
         Golden {
             name: "compensate_then_rerun",

@@ -3,6 +3,8 @@
 mod decide;
 mod fold;
 mod golden;
+mod operator;
+mod policy;
 mod sim;
 mod table;
 

@@ -8,7 +8,7 @@ use apollo11_core::{
 };
 use apollo11_dag::Dag;
 use apollo11_machine::{
-    decide, decide_with, Command, Frontier, Now, Policy, RunState, RunStatus, StepStatus,
+    decide, Command, Now, Policy, RunAction, RunMachine, RunState, RunStatus, StepStatus,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,36 +46,39 @@ pub fn failing(
 }
 
 pub struct Sim {
-    pub dag: Dag,
-    pub policy: Policy,
-    pub state: RunState,
-    /// Kept current event by event, as the runtime does.
-    frontier: Frontier,
+    /// The run's state, folded event by event as the runtime does.
+    pub machine: RunMachine,
     pub events: Vec<Event>,
     pub now_ms: u64,
     script: Script,
+    /// What each try of a compensation does: `(step, try)`; `Hang` is not allowed.
+    compensation_script: Script,
     /// Executing work: step -> (finishes at, is a compensation, outcome).
     executing: BTreeMap<StepName, (u64, bool, Outcome)>,
     wake_ms: Option<u64>,
     /// Most steps seen running at once.
     pub peak_running: usize,
+    /// Compensation tries started.
+    pub compensations: usize,
 }
 
 impl Sim {
     pub fn new(spec: &WorkflowSpec, script: impl Fn(&str, u32) -> Outcome + 'static) -> Sim {
-        let (dag, policy) = Policy::compile(spec, |_, fallback| fallback).unwrap();
-        let frontier = Frontier::new(&dag, &RunState::new(RunId::from("run-1")));
+        let machine =
+            RunMachine::compile(spec, RunState::new(RunId::from("run-1")), |_, fallback| {
+                fallback
+            })
+            .unwrap();
         let mut sim = Sim {
-            frontier,
-            dag,
-            policy,
-            state: RunState::new(RunId::from("run-1")),
+            machine,
             events: Vec::new(),
             now_ms: 1_000,
             script: Box::new(script),
+            compensation_script: Box::new(|_, _| Outcome::Ok(5)),
             executing: BTreeMap::new(),
             wake_ms: None,
             peak_running: 0,
+            compensations: 0,
         };
         sim.append(
             None,
@@ -88,11 +91,17 @@ impl Sim {
         sim
     }
 
+    /// Scripts what each try of a compensation does.
+    pub fn compensations(mut self, script: impl Fn(&str, u32) -> Outcome + 'static) -> Sim {
+        self.compensation_script = Box::new(script);
+        self
+    }
+
     fn append(&mut self, step: Option<&StepName>, kind: EventKind, attempt: u32, payload: Payload) {
         let n = self.events.len() as u64 + 1;
         let event = Event {
             event_id: EventId(n),
-            run_id: self.state.run_id.clone(),
+            run_id: self.state().run_id.clone(),
             seq: Seq(n as u32),
             step: step.cloned(),
             kind,
@@ -101,37 +110,47 @@ impl Sim {
             instance: "sim".into(),
             payload,
         };
-        self.state.apply(&event);
-        if let Some(step) = &event.step {
-            self.frontier.update(&self.dag, &self.state, step.as_str());
-        }
+        self.machine.apply(&event);
         self.events.push(event);
         assert!(
-            !self.state.is_anomalous(),
+            !self.state().is_anomalous(),
             "decide led to an anomaly: {:?}",
-            self.state
+            self.state()
         );
     }
 
-    /// The commands `decide` gives now. Checks on every call that the incrementally kept
-    /// frontier equals one built from scratch and gives the same decisions.
+    /// The commands `decide` gives now. Checks on every call that the machine, kept event by
+    /// event, equals one built from its state and gives the same decisions as `decide`.
     pub fn decide(&self) -> Vec<Command> {
         let executing: BTreeSet<StepName> = self.executing.keys().cloned().collect();
         let now = Now {
             ms: self.now_ms,
             executing: &executing,
         };
-        assert_eq!(
-            self.frontier,
-            Frontier::new(&self.dag, &self.state),
-            "the incremental frontier drifted"
+        let rebuilt = RunMachine::new(
+            self.dag().clone(),
+            self.policy().clone(),
+            self.state().clone(),
         );
-        let incremental = decide_with(&self.state, &self.dag, &self.policy, now, &self.frontier);
+        assert_eq!(self.machine, rebuilt, "the machine's index drifted");
+        let incremental = self.machine.decide(now);
         assert_eq!(
             incremental,
-            decide(&self.state, &self.dag, &self.policy, now)
+            decide(self.state(), self.dag(), self.policy(), now)
         );
         incremental
+    }
+
+    pub fn state(&self) -> &RunState {
+        self.machine.state()
+    }
+
+    pub fn dag(&self) -> &Dag {
+        self.machine.dag()
+    }
+
+    pub fn policy(&self) -> &Policy {
+        self.machine.policy()
     }
 
     /// Carries out commands; returns the terminal status if one was reached.
@@ -148,13 +167,19 @@ impl Sim {
                 Command::Fail { step, .. } => {
                     self.executing.remove(&step);
                 }
+                Command::FailCompensation { step, .. } => assert!(
+                    !self.executing.contains_key(&step),
+                    "the compensation of {step} failed as interrupted while executing"
+                ),
                 Command::Compensate { step, .. } => {
-                    self.executing
-                        .insert(step, (self.now_ms + 5, true, Outcome::Ok(5)));
-                }
-                Command::ResumeCompensation { step, .. } => {
-                    self.executing
-                        .insert(step, (self.now_ms + 5, true, Outcome::Ok(5)));
+                    let tries = self.state().step(step.as_str()).compensation_tries;
+                    let outcome = (self.compensation_script)(step.as_str(), tries);
+                    let ends = match outcome {
+                        Outcome::Ok(ms) | Outcome::Err { after_ms: ms, .. } => self.now_ms + ms,
+                        Outcome::Hang => unreachable!("compensations in the sim always end"),
+                    };
+                    self.compensations += 1;
+                    self.executing.insert(step, (ends, true, outcome));
                 }
                 Command::WakeAt { ms } => {
                     assert!(
@@ -172,16 +197,18 @@ impl Sim {
 
     /// A step may start only after its dependencies and never after its own success.
     fn check_startable(&self, step: &StepName) {
-        let node = self.dag.node(step.as_str()).unwrap();
-        for &d in self.dag.dependencies(node) {
+        let node = self.dag().node(step.as_str()).unwrap();
+        for &d in self.dag().dependencies(node) {
             assert!(
-                self.state.status(self.dag.name(d)).satisfies_dependents(),
+                self.state()
+                    .status(self.dag().name(d))
+                    .satisfies_dependents(),
                 "{step} started before {}",
-                self.dag.name(d)
+                self.dag().name(d)
             );
         }
         assert_ne!(
-            self.state.status(step.as_str()),
+            self.state().status(step.as_str()),
             StepStatus::Succeeded,
             "{step} rerun after success"
         );
@@ -196,14 +223,14 @@ impl Sim {
         };
         self.executing.insert(step, (ends, false, outcome));
         let running = self
-            .state
+            .state()
             .steps
             .values()
             .filter(|s| s.status == StepStatus::Running)
             .count();
         self.peak_running = self.peak_running.max(running);
         assert!(
-            running <= self.policy.max_concurrency as usize,
+            running <= self.policy().max_concurrency() as usize,
             "concurrency limit broken"
         );
     }
@@ -228,9 +255,14 @@ impl Sim {
             .collect();
         for step in due {
             let (_, compensation, outcome) = self.executing.remove(&step).unwrap();
-            let attempt = self.state.step(step.as_str()).attempt;
+            let attempt = self.state().step(step.as_str()).attempt;
             let kind = match (compensation, outcome) {
-                (true, _) => EventKind::Compensated,
+                (true, Outcome::Ok(_)) => EventKind::Compensated,
+                (true, Outcome::Err { retryable, .. }) => EventKind::CompensationFailed {
+                    error: "undo failed".into(),
+                    retryable,
+                },
+                (true, Outcome::Hang) => unreachable!("compensations in the sim always end"),
                 (false, Outcome::Ok(_)) => EventKind::Succeeded,
                 (false, Outcome::Err { retryable, .. }) => EventKind::Failed {
                     error: "boom".into(),
@@ -283,7 +315,7 @@ impl Sim {
     /// Runs decisions until `step` has started `attempt` (then stops, as if killed mid-step).
     pub fn run_until_started(&mut self, step: &str, attempt: u32) {
         for _ in 0..10_000 {
-            let s = self.state.step(step);
+            let s = self.state().step(step);
             if s.status == StepStatus::Running && s.attempt == attempt {
                 return;
             }
@@ -292,8 +324,13 @@ impl Sim {
         panic!("{step} never started attempt {attempt}");
     }
 
+    /// An operator's action on the run, appended as its run-level event.
+    pub fn operator(&mut self, action: RunAction, reason: &str) {
+        self.append(None, action.event("operator", reason), 0, Payload::Empty);
+    }
+
     pub fn override_step(&mut self, step: &str, to: OverrideTarget, reason: &str) {
-        let attempt = self.state.step(step).attempt;
+        let attempt = self.state().step(step).attempt;
         let kind = EventKind::ManualOverride {
             to,
             by: "operator".into(),
@@ -304,11 +341,11 @@ impl Sim {
 
     /// `step=status#attempt` for every step, in declaration order.
     pub fn summary(&self) -> String {
-        self.dag
+        self.dag()
             .nodes()
             .map(|n| {
-                let s = self.state.step(self.dag.name(n));
-                format!("{}={}#{}", self.dag.name(n), s.status, s.attempt)
+                let s = self.state().step(self.dag().name(n));
+                format!("{}={}#{}", self.dag().name(n), s.status, s.attempt)
             })
             .collect::<Vec<_>>()
             .join(" ")

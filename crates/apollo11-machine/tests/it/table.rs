@@ -1,5 +1,5 @@
 //! The transition table, pair by pair: every (state, event kind) combination is applied and
-//! its outcome checked against DESIGN §3, and every row of the table must be reached.
+//! its outcome checked against the table in docs/ARCHITECTURE.md, and every row must be reached.
 
 use apollo11_core::{EventKind, OverrideTarget};
 use apollo11_machine::{transition, Rule, StepStatus};
@@ -23,6 +23,23 @@ fn kinds() -> Vec<EventKind> {
             by: "op".into(),
             reason: "r".into(),
         },
+        EventKind::CompensationFailed {
+            error: "e".into(),
+            retryable: true,
+        },
+        // Run-level kinds that name a step: anomalies of that step.
+        EventKind::RunPaused {
+            by: "op".into(),
+            reason: "r".into(),
+        },
+        EventKind::RunResumed {
+            by: "op".into(),
+            reason: "r".into(),
+        },
+        EventKind::RollbackRequested {
+            by: "op".into(),
+            reason: "r".into(),
+        },
     ]
 }
 
@@ -40,6 +57,12 @@ fn expected(status: StepStatus, kind: &EventKind) -> (Rule, StepStatus) {
         (S::Failed, EventKind::Compensating) => (Rule::CompensateFailure, S::Compensating),
         (S::Succeeded, EventKind::Compensating) => (Rule::CompensateSuccess, S::Compensating),
         (S::Compensating, EventKind::Compensated) => (Rule::FinishCompensation, S::Compensated),
+        (S::Compensating, EventKind::CompensationFailed { .. }) => {
+            (Rule::FailCompensation, S::CompensationFailed)
+        }
+        (S::CompensationFailed, EventKind::Compensating) => {
+            (Rule::RetryCompensation, S::Compensating)
+        }
         (S::Compensated, EventKind::Started) => (Rule::Rerun, S::Running),
         _ => (Rule::Anomaly, S::Anomalous),
     }
@@ -94,6 +117,15 @@ fn a_wrong_attempt_number_is_an_anomaly_even_on_an_allowed_transition() {
         (StepStatus::Failed, EventKind::Compensating, 3),
         (StepStatus::Succeeded, EventKind::Compensating, 1),
         (StepStatus::Compensating, EventKind::Compensated, 3),
+        (
+            StepStatus::Compensating,
+            EventKind::CompensationFailed {
+                error: "e".into(),
+                retryable: true,
+            },
+            1,
+        ),
+        (StepStatus::CompensationFailed, EventKind::Compensating, 3),
         (StepStatus::Compensated, EventKind::Started, 5),
     ] {
         let attempt_now = if status == StepStatus::Pending { 0 } else { 2 };

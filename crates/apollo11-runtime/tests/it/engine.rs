@@ -1,6 +1,6 @@
 //! The engine's scheduling, recovery and operator paths.
 
-use crate::scripted::{kinds, open, timeline, Act, Ledger, Scripted};
+use crate::scripted::{kinds, open, timeline, undo_ok, Act, Ledger, Scripted, Undo};
 use apollo11_core::EventKind;
 use apollo11_runtime::{
     Backoff, Engine, EngineError, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, RunId,
@@ -9,7 +9,7 @@ use apollo11_runtime::{
 use apollo11_store::{EventStore, MemStore, SnapshotStore};
 use std::sync::{Arc, Mutex};
 
-type Spec = (
+pub type Spec = (
     &'static str,
     &'static [&'static str],
     I,
@@ -17,41 +17,47 @@ type Spec = (
     bool,
 );
 
-struct Fixture {
-    store: Arc<MemStore>,
-    ledger: Ledger,
-    gauge: Arc<Mutex<(u32, u32)>>,
+pub struct Fixture {
+    pub store: Arc<MemStore>,
+    pub ledger: Ledger,
+    pub gauge: Arc<Mutex<(u32, u32)>>,
+    /// Compensation scripts by step (others that have one always succeed).
+    undo: std::collections::BTreeMap<&'static str, fn(u32) -> Undo>,
+    pub retry: RetryPolicy,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
+    pub fn new() -> Fixture {
         Fixture {
             store: Arc::new(MemStore::new()),
             ledger: Ledger::default(),
             gauge: Arc::default(),
+            undo: Default::default(),
+            retry: RetryPolicy {
+                max_attempts: 3,
+                backoff: Backoff::Exponential,
+                initial_ms: 1_000,
+                max_ms: 60_000,
+                jitter_pct: 0,
+            },
         }
     }
 
-    fn workflow(&self, name: &str, on_failure: OnFailure, steps: &[Spec]) -> Workflow {
-        let retry = RetryPolicy {
-            max_attempts: 3,
-            backoff: Backoff::Exponential,
-            initial_ms: 1_000,
-            max_ms: 60_000,
-            jitter_pct: 0,
-        };
+    pub fn undo(mut self, step: &'static str, script: fn(u32) -> Undo) -> Fixture {
+        self.undo.insert(step, script);
+        self
+    }
+
+    pub fn workflow(&self, name: &str, on_failure: OnFailure, steps: &[Spec]) -> Workflow {
         let mut builder = Workflow::builder(name)
             .on_failure(on_failure)
             .max_concurrency(4)
-            .defaults(retry, Timeout::None);
+            .defaults(self.retry.clone(), Timeout::None);
         for &(step, deps, class, script, compensation) in steps {
-            let code = Scripted {
-                name: step,
-                script,
-                ledger: self.ledger.clone(),
-                compensation,
-                gauge: self.gauge.clone(),
-            };
+            let mut code = Scripted::new(step, script, &self.ledger, &self.gauge);
+            if compensation {
+                code = code.undo(self.undo.get(step).copied().unwrap_or(undo_ok));
+            }
             builder = builder.step(
                 StepBuilder::new(step, code)
                     .depends_on(deps)
@@ -61,12 +67,12 @@ impl Fixture {
         builder.build().unwrap()
     }
 
-    fn ledger(&self) -> Vec<(String, u32, &'static str)> {
+    pub fn ledger(&self) -> Vec<(String, u32, &'static str)> {
         self.ledger.lock().unwrap().clone()
     }
 }
 
-fn ok(_: u32) -> Act {
+pub fn ok(_: u32) -> Act {
     Act::Ok(100)
 }
 
@@ -89,7 +95,7 @@ fn hangs_once(attempt: u32) -> Act {
 }
 
 /// Starts a run and waits for its outcome.
-async fn run_to_end(engine: &Engine<MemStore>, wf: &Arc<Workflow>, run: &str) -> RunStatus {
+pub async fn run_to_end(engine: &Engine<MemStore>, wf: &Arc<Workflow>, run: &str) -> RunStatus {
     engine
         .start(wf, RunId::from(run))
         .await
@@ -142,13 +148,7 @@ async fn a_failing_step_is_retried_with_exponential_backoff() {
 async fn an_attempt_past_its_timeout_is_failed_then_retried() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let code = Scripted {
-        name: "slow",
-        script: hangs_once,
-        ledger: f.ledger.clone(),
-        compensation: false,
-        gauge: f.gauge.clone(),
-    };
+    let code = Scripted::new("slow", hangs_once, &f.ledger, &f.gauge);
     let wf = Workflow::builder("timeout")
         .defaults(
             RetryPolicy {
@@ -490,13 +490,7 @@ async fn a_changed_definition_or_unknown_workflow_is_an_error_not_a_silent_switc
 #[test]
 fn registration_refuses_missing_idempotency_missing_compensation_and_cycles() {
     let f = Fixture::new();
-    let code = |n| Scripted {
-        name: n,
-        script: ok,
-        ledger: f.ledger.clone(),
-        compensation: false,
-        gauge: f.gauge.clone(),
-    };
+    let code = |n| Scripted::new(n, ok, &f.ledger, &f.gauge);
     let missing = Workflow::builder("w")
         .step(StepBuilder::new("a", code("a")))
         .build();
@@ -591,17 +585,8 @@ async fn auto_timeout_is_twice_the_p99_of_past_successful_durations() {
                 },
             )
             .step(
-                StepBuilder::new(
-                    "s",
-                    Scripted {
-                        name: "s",
-                        script,
-                        ledger: f.ledger.clone(),
-                        compensation: false,
-                        gauge: f.gauge.clone(),
-                    },
-                )
-                .idempotency(I::Natural),
+                StepBuilder::new("s", Scripted::new("s", script, &f.ledger, &f.gauge))
+                    .idempotency(I::Natural),
             )
             .build()
             .unwrap()

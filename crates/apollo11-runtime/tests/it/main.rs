@@ -1,6 +1,8 @@
 //! Integration tests of the runtime, on the in-memory store with tokio's paused clock.
 
+mod compensation;
 mod engine;
+mod operator;
 mod payloads;
 mod scripted;
 mod wide;

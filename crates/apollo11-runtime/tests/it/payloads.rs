@@ -13,19 +13,18 @@ use std::sync::Arc;
 async fn a_retry_without_backoff_gets_the_marker_appended_with_it() {
     let store = Arc::new(MemStore::new());
     let engine = open(&store).await;
-    let code = Scripted {
-        name: "ck",
-        script: |attempt| {
+    let code = Scripted::new(
+        "ck",
+        |attempt| {
             if attempt == 1 {
                 Act::Fail(10, true)
             } else {
                 Act::Ok(10)
             }
         },
-        ledger: Ledger::default(),
-        compensation: false,
-        gauge: Arc::default(),
-    };
+        &Ledger::default(),
+        &Arc::default(),
+    );
     let no_backoff = RetryPolicy {
         max_attempts: 2,
         backoff: Backoff::Fixed,

@@ -4,6 +4,7 @@ use apollo11_core::EventKind;
 use apollo11_runtime::{Engine, Output, RunId, Step, StepContext, StepError};
 use apollo11_store::{EventStore, MemStore};
 use async_trait::async_trait;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +16,20 @@ pub enum Act {
     Hang,
 }
 
+/// What a try of a compensation does.
+#[derive(Clone, Copy, Debug)]
+pub enum Undo {
+    Ok,
+    Fail(bool),
+    Panic,
+    Hang,
+}
+
+/// A compensation that always succeeds.
+pub fn undo_ok(_: u32) -> Undo {
+    Undo::Ok
+}
+
 /// `(step, attempt, what)` for every run or compensation, in the order they started.
 pub type Ledger = Arc<Mutex<Vec<(String, u32, &'static str)>>>;
 
@@ -22,9 +37,35 @@ pub struct Scripted {
     pub name: &'static str,
     pub script: fn(u32) -> Act,
     pub ledger: Ledger,
-    pub compensation: bool,
+    /// What each try of the compensation does (by try, from 1); none: no compensation.
+    pub undo: Option<fn(u32) -> Undo>,
+    /// Tries of the compensation so far.
+    pub undo_tries: Arc<AtomicU32>,
     /// Steps running right now and the most seen at once (shared by all steps of a test).
     pub gauge: Arc<Mutex<(u32, u32)>>,
+}
+
+impl Scripted {
+    pub fn new(
+        name: &'static str,
+        script: fn(u32) -> Act,
+        ledger: &Ledger,
+        gauge: &Arc<Mutex<(u32, u32)>>,
+    ) -> Scripted {
+        Scripted {
+            name,
+            script,
+            ledger: ledger.clone(),
+            undo: None,
+            undo_tries: Arc::default(),
+            gauge: gauge.clone(),
+        }
+    }
+
+    pub fn undo(mut self, undo: fn(u32) -> Undo) -> Scripted {
+        self.undo = Some(undo);
+        self
+    }
 }
 
 #[async_trait]
@@ -81,12 +122,26 @@ impl Step for Scripted {
             .lock()
             .unwrap()
             .push((self.name.to_owned(), ctx.attempt, "compensate"));
+        let try_ = self.undo_tries.fetch_add(1, Ordering::SeqCst) + 1;
+        let undo = self.undo.map_or(Undo::Ok, |undo| undo(try_));
+        if let Undo::Panic = undo {
+            panic!("undo {try_} panicked");
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
-        Ok(())
+        match undo {
+            Undo::Ok => Ok(()),
+            Undo::Fail(true) => Err(StepError::retryable(format!("undo {try_} failed"))),
+            Undo::Fail(false) => Err(StepError::fatal(format!("undo {try_} failed"))),
+            Undo::Panic => unreachable!("panicked above"),
+            Undo::Hang => {
+                tokio::time::sleep(Duration::from_secs(3_600)).await;
+                Ok(())
+            }
+        }
     }
 
     fn has_compensation(&self) -> bool {
-        self.compensation
+        self.undo.is_some()
     }
 }
 

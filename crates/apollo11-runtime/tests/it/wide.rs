@@ -15,13 +15,7 @@ fn wide(ledger: &Ledger, gauge: &Arc<Mutex<(u32, u32)>>, script: fn(u32) -> Act)
         .max_concurrency(1_500);
     for i in 0..STEPS {
         let name: &'static str = Box::leak(format!("s{i:04}").into_boxed_str());
-        let code = Scripted {
-            name,
-            script,
-            ledger: ledger.clone(),
-            compensation: false,
-            gauge: gauge.clone(),
-        };
+        let code = Scripted::new(name, script, ledger, gauge);
         builder = builder.step(
             StepBuilder::new(name, code)
                 .idempotency(Idempotency::Natural)

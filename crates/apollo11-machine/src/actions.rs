@@ -1,0 +1,143 @@
+//! Which operator actions a run allows right now: a pure function of its state, so the
+//! engine, the command line and the server refuse the same actions for the same reasons
+//! (the server answers 409 with the reason).
+
+use crate::rollback::{rolling_back, status_with};
+use crate::{Frontier, Policy, RunState, RunStatus};
+use apollo11_core::EventKind;
+use apollo11_dag::Dag;
+use std::fmt;
+
+/// An operator action on a whole run, each recorded as a run-level event. Exhaustive on
+/// purpose: every front end maps each action to a command or a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RunAction {
+    /// `RunPaused`: start nothing new; what runs finishes.
+    Pause,
+    /// `RunResumed`: lift an operator's pause.
+    Resume,
+    /// `RollbackRequested`: undo the run as if a step had failed for good with
+    /// `on_failure = "rollback"`.
+    Rollback,
+}
+
+impl RunAction {
+    /// Every action.
+    pub const ALL: [RunAction; 3] = [RunAction::Pause, RunAction::Resume, RunAction::Rollback];
+
+    /// Lower-case name, as in the server's routes.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunAction::Pause => "pause",
+            RunAction::Resume => "resume",
+            RunAction::Rollback => "rollback",
+        }
+    }
+
+    /// The run-level event that records the action.
+    pub fn event(self, by: &str, reason: &str) -> EventKind {
+        let (by, reason) = (by.to_owned(), reason.to_owned());
+        match self {
+            RunAction::Pause => EventKind::RunPaused { by, reason },
+            RunAction::Resume => EventKind::RunResumed { by, reason },
+            RunAction::Rollback => EventKind::RollbackRequested { by, reason },
+        }
+    }
+}
+
+impl fmt::Display for RunAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a run does not allow an action now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The run succeeded or was rolled back: nothing is left to pause, resume or undo.
+    Finished {
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// The run's log is anomalous: an operator must override the offending step first.
+    Anomalous,
+    /// An operator paused it already.
+    AlreadyPaused {
+        /// Who.
+        by: String,
+    },
+    /// No operator's pause is in force.
+    NotPaused,
+    /// It rolls back already (an operator asked, or a step failed for good under
+    /// `on_failure = "rollback"`).
+    AlreadyRollingBack,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Finished { status } => write!(f, "the run is {status}: it is finished"),
+            Refusal::Anomalous => write!(
+                f,
+                "the run's log is anomalous: override the anomalous step first"
+            ),
+            Refusal::AlreadyPaused { by } => write!(f, "the run is already paused by {by}"),
+            Refusal::NotPaused => write!(f, "the run is not paused by an operator"),
+            Refusal::AlreadyRollingBack => write!(f, "the run is already rolling back"),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Whether the run allows `action` now.
+///
+/// # Errors
+///
+/// The [`Refusal`] saying why not.
+pub fn check_action(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    action: RunAction,
+) -> Result<(), Refusal> {
+    check_with(state, dag, policy, &Frontier::new(dag, state), action)
+}
+
+/// The actions the run allows now, in [`RunAction::ALL`] order.
+pub fn allowed_actions(state: &RunState, dag: &Dag, policy: &Policy) -> Vec<RunAction> {
+    let f = Frontier::new(dag, state);
+    RunAction::ALL
+        .into_iter()
+        .filter(|&a| check_with(state, dag, policy, &f, a).is_ok())
+        .collect()
+}
+
+pub(crate) fn check_with(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    f: &Frontier,
+    action: RunAction,
+) -> Result<(), Refusal> {
+    let status = status_with(state, dag, policy, f);
+    if matches!(status, RunStatus::Succeeded | RunStatus::RolledBack) {
+        return Err(Refusal::Finished { status });
+    }
+    if state.anomaly.is_some() || f.anomalous() {
+        return Err(Refusal::Anomalous);
+    }
+    match (action, &state.paused) {
+        (RunAction::Pause, Some(pause)) => Err(Refusal::AlreadyPaused {
+            by: pause.by.clone(),
+        }),
+        (RunAction::Resume, None) => Err(Refusal::NotPaused),
+        (RunAction::Rollback, _) if rolling_back(state, dag, policy, f) => {
+            Err(Refusal::AlreadyRollingBack)
+        }
+        (RunAction::Pause, None) | (RunAction::Resume, Some(_)) | (RunAction::Rollback, _) => {
+            Ok(())
+        }
+    }
+}

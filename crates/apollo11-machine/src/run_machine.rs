@@ -1,0 +1,129 @@
+//! `RunMachine`: one run's state, kept together with everything derived from it. Callers
+//! fold events and ask for decisions through it; none can update the state without the
+//! index `decide` reads (the frontier), so the two cannot drift.
+
+use crate::actions::check_with;
+use crate::decide::decide_with;
+use crate::rollback::{pause_cause_with, status_with};
+use crate::{
+    Command, Frontier, Now, PauseCause, Policy, PolicyError, Refusal, Rule, RunAction, RunState,
+    RunStatus,
+};
+use apollo11_core::{Event, EventId, EventRef, WorkflowSpec};
+use apollo11_dag::Dag;
+
+/// A run's state with its graph, its policy and the index of its steps that decisions
+/// read, updated together event by event: a decision costs what the run is doing, not how
+/// many steps its workflow has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunMachine {
+    dag: Dag,
+    policy: Policy,
+    state: RunState,
+    frontier: Frontier,
+}
+
+impl RunMachine {
+    /// A machine for `state`, a run of the workflow `dag` and `policy` were compiled from.
+    pub fn new(dag: Dag, policy: Policy, state: RunState) -> RunMachine {
+        let frontier = Frontier::new(&dag, &state);
+        RunMachine {
+            dag,
+            policy,
+            state,
+            frontier,
+        }
+    }
+
+    /// Compiles `spec` (see [`Policy::compile`]) and makes a machine for `state`.
+    ///
+    /// # Errors
+    ///
+    /// The [`PolicyError`] of an invalid spec.
+    pub fn compile(
+        spec: &WorkflowSpec,
+        state: RunState,
+        auto_timeout_ms: impl Fn(&str, u64) -> u64,
+    ) -> Result<RunMachine, PolicyError> {
+        let (dag, policy) = Policy::compile(spec, auto_timeout_ms)?;
+        Ok(RunMachine::new(dag, policy, state))
+    }
+
+    /// Folds one event (see [`RunState::apply`]).
+    pub fn apply(&mut self, event: &Event) -> Option<Rule> {
+        self.apply_ref(&event.view())
+    }
+
+    /// Folds one event borrowed from where it was decoded.
+    pub fn apply_ref(&mut self, event: &EventRef<'_>) -> Option<Rule> {
+        let rule = self.state.apply_ref(event);
+        if let (Some(step), true) = (event.step, event.run_id == self.state.run_id.as_str()) {
+            self.frontier.update(&self.dag, &self.state, step);
+        }
+        rule
+    }
+
+    /// Replaces the state with one folded elsewhere (after another writer appended, say).
+    pub fn reset(&mut self, state: RunState) {
+        self.frontier = Frontier::new(&self.dag, &state);
+        self.state = state;
+    }
+
+    /// Records the id the store gave the last event folded, when events are folded before
+    /// their ids are known (an append's ids come back with its acknowledgement).
+    pub fn acknowledge(&mut self, last_event_id: EventId) {
+        self.state.last_event_id = self.state.last_event_id.max(last_event_id);
+    }
+
+    /// What to do next (see [`crate::decide`]).
+    pub fn decide(&self, now: Now<'_>) -> Vec<Command> {
+        decide_with(&self.state, &self.dag, &self.policy, now, &self.frontier)
+    }
+
+    /// The run's status (see [`crate::run_status`]).
+    pub fn status(&self) -> RunStatus {
+        status_with(&self.state, &self.dag, &self.policy, &self.frontier)
+    }
+
+    /// Why the run is paused, if it is (see [`crate::pause_cause`]).
+    pub fn pause_cause(&self) -> Option<PauseCause> {
+        pause_cause_with(&self.state, &self.dag, &self.policy, &self.frontier)
+    }
+
+    /// Whether the run allows `action` now (see [`crate::check_action`]).
+    ///
+    /// # Errors
+    ///
+    /// The [`Refusal`] saying why not.
+    pub fn check_action(&self, action: RunAction) -> Result<(), Refusal> {
+        check_with(&self.state, &self.dag, &self.policy, &self.frontier, action)
+    }
+
+    /// The actions the run allows now.
+    pub fn allowed_actions(&self) -> Vec<RunAction> {
+        RunAction::ALL
+            .into_iter()
+            .filter(|&a| self.check_action(a).is_ok())
+            .collect()
+    }
+
+    /// The run's state.
+    pub fn state(&self) -> &RunState {
+        &self.state
+    }
+
+    /// The workflow's graph.
+    pub fn dag(&self) -> &Dag {
+        &self.dag
+    }
+
+    /// The workflow's policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The state, leaving the machine.
+    pub fn into_state(self) -> RunState {
+        self.state
+    }
+}
