@@ -16,17 +16,23 @@ pub fn store_exit(e: StoreError) -> Exit {
             4,
             format!("{e}; read-only commands (status, events, runs, plan, verify) still work"),
         ),
-        StoreError::Corrupted { .. } => Exit::fail(3, e.to_string()),
+        StoreError::Corrupted { .. } => damaged(e),
         // Something the log points at (a blob, an event) is gone: the data dir is damaged.
-        StoreError::NotFound { .. } => Exit::fail(
-            3,
-            format!(
-                "{e}, but the log refers to it: the data dir is damaged (see `apollo11 verify`)"
-            ),
-        ),
+        StoreError::NotFound { .. } => damaged(format!(
+            "{e}, but the log refers to it: the data dir is damaged"
+        )),
         other => Exit::fail(1, other.to_string()),
     }
 }
+
+/// Exit 3 for damaged data, with what to do next. The library's errors name the damage
+/// only: advice about commands is this binary's to give.
+pub fn damaged(what: impl std::fmt::Display) -> Exit {
+    Exit::fail(3, format!("{what}; {DAMAGE_ADVICE}"))
+}
+
+/// What every exit 3 tells the operator.
+pub const DAMAGE_ADVICE: &str = "run `apollo11 verify` to see all the damage, and `apollo11 repair` to see what it would cut to get past it (nothing is cut without `--yes`)";
 
 pub fn engine_exit(e: EngineError) -> Exit {
     match e {
@@ -73,11 +79,10 @@ pub fn check_layout(dir: &Path) -> Result<(), Exit> {
     }
     let segments = dir.join("segments");
     if segments.exists() && !segments.is_dir() {
-        let message = format!(
+        return Err(damaged(format!(
             "{} is not a folder: this data dir is damaged, or is not an Apollo-11 data dir",
             segments.display()
-        );
-        return Err(Exit::fail(3, message));
+        )));
     }
     Ok(())
 }

@@ -18,7 +18,7 @@ pub enum StoreError {
         actual: Seq,
     },
     /// Stored data failed a check.
-    #[error("corrupted data in {file} at offset {offset}: {reason} (run `apollo11 verify`)")]
+    #[error("corrupted data in {file} at offset {offset}: {reason}")]
     Corrupted {
         /// The file (or table) holding the damage.
         file: String,

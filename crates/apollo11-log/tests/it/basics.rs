@@ -322,7 +322,8 @@ async fn repair_cuts_the_log_at_mid_log_damage_and_keeps_the_cut_bytes() {
         matches!(&refused, StoreError::Corrupted { file, .. } if *file == second.file),
         "{refused}"
     );
-    assert!(refused.to_string().contains("apollo11 verify"), "{refused}");
+    // A library error names the damage; what to do about it is the front end's to say.
+    assert!(!refused.to_string().contains("apollo11"), "{refused}");
     let report = apollo11_log::repair(dir.path()).unwrap();
     let kept = report.events_kept;
     assert!(
