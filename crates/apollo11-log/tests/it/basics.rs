@@ -324,7 +324,18 @@ async fn repair_cuts_the_log_at_mid_log_damage_and_keeps_the_cut_bytes() {
     );
     // A library error names the damage; what to do about it is the front end's to say.
     assert!(!refused.to_string().contains("apollo11"), "{refused}");
+    let plan = apollo11_log::plan_repair(dir.path()).unwrap();
+    assert_eq!(plan.cuts.len(), before.segments.len() - 1, "{plan:?}");
+    assert_eq!(plan.cuts[0].file, second.file);
+    assert!(
+        plan.cuts[1..].iter().all(|c| c.at == 0),
+        "moved aside whole"
+    );
     let report = apollo11_log::repair(dir.path()).unwrap();
+    assert_eq!(
+        (report.events_kept, &report.dropped),
+        (plan.events_kept, &plan.drops)
+    );
     let kept = report.events_kept;
     assert!(
         kept >= before.segments[0].events && kept < before.events,
