@@ -86,7 +86,7 @@ impl FileLog {
         for sub in ["segments", "snapshots", "blobs"] {
             mkdir(&dir.join(sub))?;
         }
-        let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options)?;
+        let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options, lock.as_ref())?;
         snapshot::remove_past(fs.as_ref(), &dir.join("snapshots"), index.last_event_id)?;
         let shared = Arc::new(Shared {
             index: RwLock::new(index),
@@ -196,6 +196,8 @@ impl Drop for FileLog {
     }
 }
 
+/// Takes the data directory's lock, changing nothing: the caller claims it
+/// ([`FsLock::claim`]) once it is sure to write.
 pub(crate) fn take_lock(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn FsLock>, StoreError> {
     let path = dir.join("LOCK");
     let holder = format!("pid {}", std::process::id());
@@ -216,15 +218,19 @@ pub(crate) fn take_lock(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn FsLock>, Stor
 }
 
 /// Loads every segment and checks it all (refusing, with nothing changed, on damage or on
-/// evidence of missing committed data); only then cuts a torn tail off the last segment,
-/// makes what was found durable, indexes the sealed segments scanned, and decides where to
-/// write next.
+/// evidence of missing committed data); only then claims the lock file, cuts a torn tail off
+/// the last segment, makes what was found durable, indexes the sealed segments scanned, and
+/// decides where to write next.
 fn recover(
     fs: &dyn Fs,
     dir: &Path,
     options: &Options,
+    lock: &dyn FsLock,
 ) -> Result<(Index, Tail, Recovery), StoreError> {
     let loaded = load(fs, dir, Mode::Write)?;
+    let lock_path = dir.join("LOCK");
+    lock.claim()
+        .map_err(|e| StoreError::io(format!("writing {}", lock_path.display()), e))?;
     let mut index = loaded.index;
     let mut recovery = Recovery {
         segments: loaded.segments,

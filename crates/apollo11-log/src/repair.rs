@@ -76,7 +76,7 @@ pub fn plan_repair(dir: impl AsRef<Path>) -> Result<RepairPlan, StoreError> {
 /// on purpose. Takes the lock.
 pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
     let dir = dir.as_ref();
-    let _lock = crate::log::take_lock(fs.as_ref(), dir)?;
+    let lock = crate::log::take_lock(fs.as_ref(), dir)?;
     let report = verify_with(fs.clone(), dir)?;
     let plan = plan(fs.as_ref(), dir, &report)?;
     if plan.damage.is_none() && plan.drops.is_empty() {
@@ -85,6 +85,8 @@ pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairRepor
             ..RepairReport::default()
         });
     }
+    lock.claim()
+        .map_err(|e| StoreError::io(format!("writing {}", dir.join("LOCK").display()), e))?;
     // Index files go first: one left over a cut segment would vouch for what was cut.
     let (index_files, snapshots): (Vec<&String>, Vec<&String>) =
         plan.drops.iter().partition(|f| f.starts_with("segments/"));

@@ -245,7 +245,12 @@ struct SimLock {
     path: PathBuf,
 }
 
-impl FsLock for SimLock {}
+impl FsLock for SimLock {
+    /// Simulated locks live in memory only: there is no lock file to write.
+    fn claim(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 impl Drop for SimLock {
     fn drop(&mut self) {

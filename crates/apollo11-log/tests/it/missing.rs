@@ -134,6 +134,8 @@ async fn one_case(segments: u32, how: Damage, evidence: Evidence) {
         "{case}: {written:?}"
     );
     damage(dir.path(), how);
+    // What another process left in the lock file: a refused writer must not replace it.
+    std::fs::write(dir.path().join("LOCK"), "pid 1 (an earlier writer)").unwrap();
     let before = contents(dir.path());
     let reported = verify(dir.path()).unwrap();
     let found = reported
