@@ -10,6 +10,6 @@ mod validate;
 
 pub use blob::{check_blob, offload, resolve, sha256_hex};
 pub use error::StoreError;
-pub use mem::MemStore;
+pub use mem::{IdGaps, MemStore};
 pub use traits::{BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore, Visitor};
 pub use validate::{validate, INLINE_PAYLOAD_BYTES_HARD_MAX};
