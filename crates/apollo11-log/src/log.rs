@@ -11,11 +11,11 @@ use crate::{snapshot, Options};
 use apollo11_core::{limits, BlobRef, Event, EventId, EventRef, RunId, Seq};
 use apollo11_store::{
     sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
-    StoreError, Visitor,
+    StoreError, Subscription, Visitor,
 };
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard};
+use std::sync::{Arc, RwLockReadGuard};
 use std::thread::JoinHandle;
 use tokio::sync::{mpsc, oneshot};
 
@@ -88,10 +88,7 @@ impl FileLog {
         }
         let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options, lock.as_ref())?;
         snapshot::remove_past(fs.as_ref(), &dir.join("snapshots"), index.last_event_id)?;
-        let shared = Arc::new(Shared {
-            index: RwLock::new(index),
-            poison: OnceLock::new(),
-        });
+        let shared = Arc::new(Shared::new(index));
         let (sender, receiver) = mpsc::channel(limits::QUEUE_DEPTH_MAX as usize);
         let writer = Writer {
             fs: fs.clone(),
@@ -131,10 +128,7 @@ impl FileLog {
             events: index.last_event_id,
             torn: None,
         };
-        let shared = Arc::new(Shared {
-            index: RwLock::new(index),
-            poison: OnceLock::new(),
-        });
+        let shared = Arc::new(Shared::new(index));
         Ok(FileLog {
             fs,
             dir,
@@ -177,9 +171,7 @@ impl FileLog {
     fn poison_on_io<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         match result {
             Err(StoreError::Io { context, source }) => {
-                let cause = format!("{context}: {source}");
-                let _ = self.shared.poison.set(cause.clone());
-                Err(StoreError::Poisoned { cause })
+                Err(self.shared.stop(format!("{context}: {source}")))
             }
             other => other,
         }
@@ -401,6 +393,19 @@ impl EventStore for FileLog {
     ) -> Result<Option<EventId>, StoreError> {
         self.shared.check_poison()?;
         self.index().scan_from(from, max, visit)
+    }
+
+    /// Pushed by the writer after each batch's sync. A read-only log is a fixed view of
+    /// the log as it was opened: its subscriptions deliver what it holds, then wait.
+    async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
+        self.shared.check_poison()?;
+        let index = self.index();
+        let live = self.shared.feed.subscribe();
+        let visible = EventId(index.last_event_id);
+        drop(index);
+        // A poisoning told to subscribers before this one existed is seen here instead.
+        self.shared.check_poison()?;
+        Ok(Subscription::pushed(self, after, visible, live))
     }
 
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {

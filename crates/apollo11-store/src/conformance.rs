@@ -3,10 +3,13 @@
 //! expression that makes a fresh, empty store.
 
 use crate::{
-    offload, resolve, BlobStore, EventStore, NewEvent, Snapshot, SnapshotStore, StoreError,
+    offload, resolve, BlobStore, Change, EventStore, NewEvent, RunFeed, Snapshot, SnapshotStore,
+    StoreError, Subscription,
 };
-use apollo11_core::{BlobRef, EventId, EventKind, Payload, RunId, Seq, StepName};
+use apollo11_core::{limits, BlobRef, EventId, EventKind, Payload, RunId, Seq, StepName};
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What the suite needs of a backend.
 pub trait Store: EventStore + SnapshotStore + BlobStore + 'static {}
@@ -28,6 +31,10 @@ macro_rules! conformance_tests {
             invalid_appends_are_refused_whole,
             the_newest_snapshot_is_loaded,
             blobs_round_trip_and_are_content_addressed,
+            the_change_feed_delivers_every_event_once_in_order_from_any_start,
+            a_slow_subscriber_is_told_it_fell_behind_and_resumes_by_re_reading,
+            a_subscriber_started_mid_stream_misses_nothing_between_its_read_and_its_subscription,
+            a_run_feed_follows_one_run_from_any_seq_even_when_it_falls_behind,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {$(
@@ -463,4 +470,234 @@ pub async fn blobs_round_trip_and_are_content_addressed(store: Arc<impl Store>) 
         store.get_blob(&missing).await,
         Err(StoreError::NotFound { .. })
     ));
+}
+
+/// Awaits `f`, failing the test after 60 s instead of hanging (a change feed that loses an
+/// event would otherwise wait forever).
+async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: nothing after 60 s"))
+}
+
+/// The next `n` events of a subscription; a `FellBehind` fails the test.
+async fn take_events(sub: &mut Subscription<'_>, n: usize, what: &str) -> Vec<EventId> {
+    let mut ids = Vec::with_capacity(n);
+    while ids.len() < n {
+        match within(what, sub.next()).await.unwrap() {
+            Change::Event(e) => ids.push(e.event_id),
+            Change::FellBehind { after } => panic!("{what}: fell behind after {after}"),
+        }
+    }
+    ids
+}
+
+/// Appends `n` `Started` events to run `r` (created first if new), in appends of `batch`.
+async fn append_many(store: &impl Store, r: &str, n: usize, batch: usize) -> Vec<EventId> {
+    let run_id = run(r);
+    let mut next = store.read_run(&run_id, Seq(1)).await.unwrap().len() as u32 + 1;
+    let mut ids = Vec::with_capacity(n);
+    if next == 1 {
+        ids.extend(
+            store
+                .append(&run_id, Seq(1), vec![created()])
+                .await
+                .unwrap(),
+        );
+        next = 2;
+    }
+    while ids.len() < n {
+        let count = batch.min(n - ids.len());
+        let events = (0..count)
+            .map(|i| started(&format!("s{}", ids.len() + i)))
+            .collect();
+        let appended = store.append(&run_id, Seq(next), events).await.unwrap();
+        next += appended.len() as u32;
+        ids.extend(appended);
+    }
+    ids
+}
+
+async fn all_ids(store: &impl Store) -> Vec<EventId> {
+    let mut ids = Vec::new();
+    loop {
+        let from = EventId(ids.last().map_or(0, |id: &EventId| id.0) + 1);
+        let page = store.read_from(from, 1_000).await.unwrap();
+        if page.is_empty() {
+            return ids;
+        }
+        ids.extend(page.iter().map(|e| e.event_id));
+    }
+}
+
+#[doc(hidden)]
+pub async fn the_change_feed_delivers_every_event_once_in_order_from_any_start(
+    store: Arc<impl Store>,
+) {
+    let mut before = Vec::new();
+    for r in ["x", "y", "z"] {
+        before.extend(
+            store
+                .append(&run(r), Seq(1), vec![created(), started("s")])
+                .await
+                .unwrap(),
+        );
+    }
+    // From nothing, from an event, from just after one (an id that may be a gap), from the end.
+    let starts = [
+        EventId(0),
+        before[1],
+        EventId(before[2].0 + 1),
+        *before.last().unwrap(),
+    ];
+    let mut subs = Vec::new();
+    for start in starts {
+        subs.push((start, store.subscribe(start).await.unwrap()));
+    }
+    let appenders: Vec<_> = ["p", "q"]
+        .into_iter()
+        .map(|r| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for _ in 0..5 {
+                    append_many(store.as_ref(), r, 3, 3).await;
+                }
+            })
+        })
+        .collect();
+    for a in appenders {
+        a.await.unwrap();
+    }
+    let all = all_ids(store.as_ref()).await;
+    for (start, sub) in &mut subs {
+        let expected: Vec<EventId> = all.iter().copied().filter(|id| id > start).collect();
+        let got = take_events(sub, expected.len(), &format!("from {start}")).await;
+        assert_eq!(
+            got, expected,
+            "from {start}: every later event, once, in order"
+        );
+    }
+}
+
+/// Returns whether the subscriber was told it fell behind (a store that pushes must tell
+/// it; one that polls never falls behind).
+#[doc(hidden)]
+pub async fn a_slow_subscriber_is_told_it_fell_behind_and_resumes_by_re_reading(
+    store: Arc<impl Store>,
+) -> bool {
+    let mut sub = store.subscribe(EventId(0)).await.unwrap();
+    // More than any feed holds, appended while the subscriber reads nothing: the appends
+    // must not wait for it.
+    let n = limits::CHANGE_FEED_EVENTS_MAX as usize + 500;
+    let batch = limits::APPEND_BATCH_EVENTS_MAX as usize;
+    let appended = within("appending past a slow subscriber", async {
+        append_many(store.as_ref(), "slow", n, batch).await
+    })
+    .await;
+    let mut delivered = Vec::new();
+    let mut fell_behind = false;
+    while delivered.len() < appended.len() {
+        match within("draining", sub.next()).await.unwrap() {
+            Change::Event(e) => delivered.push(e.event_id),
+            Change::FellBehind { after } => {
+                let last = delivered.last().copied().unwrap_or(EventId(0));
+                assert_eq!(after, last, "everything up to `after` was delivered");
+                assert_eq!(
+                    within("an ended subscription", sub.next()).await.unwrap(),
+                    Change::FellBehind { after },
+                    "a subscription that fell behind stays ended"
+                );
+                fell_behind = true;
+                // Resume: re-read from the log, then follow again from there.
+                loop {
+                    let from = EventId(delivered.last().map_or(0, |id| id.0) + 1);
+                    let page = store.read_from(from, 1_000).await.unwrap();
+                    if page.is_empty() {
+                        break;
+                    }
+                    delivered.extend(page.iter().map(|e| e.event_id));
+                }
+                let last = delivered.last().copied().unwrap_or(EventId(0));
+                sub = store.subscribe(last).await.unwrap();
+            }
+        }
+    }
+    assert_eq!(
+        delivered, appended,
+        "every event once, in order, across the resume"
+    );
+    let more = append_many(store.as_ref(), "slow", 3, 3).await;
+    assert_eq!(take_events(&mut sub, 3, "after resuming").await, more);
+    fell_behind
+}
+
+#[doc(hidden)]
+pub async fn a_subscriber_started_mid_stream_misses_nothing_between_its_read_and_its_subscription(
+    store: Arc<impl Store>,
+) {
+    append_many(store.as_ref(), "a", 5, 2).await;
+    let read = all_ids(store.as_ref()).await;
+    let last_read = *read.last().unwrap();
+    // Appended after the read and before the subscription: the subscription must have them.
+    let between = append_many(store.as_ref(), "a", 3, 1).await;
+    let mut sub = store.subscribe(last_read).await.unwrap();
+    let after = append_many(store.as_ref(), "b", 3, 1).await;
+    let expected = [between, after].concat();
+    assert_eq!(
+        take_events(&mut sub, expected.len(), "mid-stream").await,
+        expected
+    );
+    // The same with a writer running all along: a read, then a subscription from it.
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move { append_many(store.as_ref(), "busy", 200, 1).await })
+    };
+    let read = all_ids(store.as_ref()).await;
+    let last_read = *read.last().unwrap();
+    let mut sub = store.subscribe(last_read).await.unwrap();
+    writer.await.unwrap();
+    let all = all_ids(store.as_ref()).await;
+    let rest: Vec<EventId> = all.iter().copied().filter(|id| *id > last_read).collect();
+    let got = take_events(&mut sub, rest.len(), "with a writer running").await;
+    assert_eq!(
+        [read, got].concat(),
+        all,
+        "read + subscription = the log, once each"
+    );
+}
+
+#[doc(hidden)]
+pub async fn a_run_feed_follows_one_run_from_any_seq_even_when_it_falls_behind(
+    store: Arc<impl Store>,
+) {
+    append_many(store.as_ref(), "r", 3, 1).await;
+    append_many(store.as_ref(), "other", 2, 2).await;
+    let mut from_two = RunFeed::new(store.as_ref(), run("r"), Seq(2))
+        .await
+        .unwrap();
+    let mut not_yet = RunFeed::new(store.as_ref(), run("later"), Seq(1))
+        .await
+        .unwrap();
+    append_many(store.as_ref(), "r", 2, 1).await;
+    append_many(store.as_ref(), "later", 1, 1).await;
+    // Far more of other runs' events than a feed holds, then the run's own again.
+    let flood = limits::CHANGE_FEED_EVENTS_MAX as usize + 100;
+    let batch = limits::APPEND_BATCH_EVENTS_MAX as usize;
+    append_many(store.as_ref(), "other", flood, batch).await;
+    append_many(store.as_ref(), "r", 2, 2).await;
+    let mut seqs = Vec::new();
+    // Seqs 1 to 3, then 4 and 5, then 6 and 7: from 2, six events.
+    while seqs.len() < 6 {
+        let event = within("run feed", from_two.next()).await.unwrap();
+        assert_eq!(event.run_id, run("r"));
+        seqs.push(event.seq.0);
+    }
+    assert_eq!(
+        seqs,
+        (2..=7).collect::<Vec<_>>(),
+        "seq 2 on, once each, in order"
+    );
+    assert_eq!(from_two.next_seq(), Seq(8));
+    let first = within("a run created later", not_yet.next()).await.unwrap();
+    assert_eq!((first.run_id.as_str(), first.seq), ("later", Seq(1)));
 }

@@ -4,19 +4,30 @@
 //! contract (ids strictly increase) and not against one backend's habit (dense ids).
 
 use crate::blob::check_blob;
+use crate::feed::Published;
 use crate::{
     sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
-    StoreError,
+    StoreError, Subscription,
 };
-use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
+use apollo11_core::{limits, BlobRef, Event, EventId, RunId, Seq};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::broadcast;
 
-/// Everything in memory, behind one mutex.
-#[derive(Debug, Default)]
+/// Everything in memory, behind one mutex; appended events are pushed to subscribers.
+#[derive(Debug)]
 pub struct MemStore {
     inner: Mutex<Inner>,
+    /// The change feed; sent to under the lock, so a subscription taken under the lock
+    /// knows exactly which events it will be pushed.
+    feed: broadcast::Sender<Published>,
+}
+
+impl Default for MemStore {
+    fn default() -> MemStore {
+        MemStore::with_id_gaps(IdGaps::None)
+    }
 }
 
 /// How a [`MemStore`] assigns event ids. Every mode gives strictly increasing ids.
@@ -67,6 +78,7 @@ impl MemStore {
                 rng,
                 ..Inner::default()
             }),
+            feed: broadcast::channel(limits::CHANGE_FEED_EVENTS_MAX as usize).0,
         }
     }
 
@@ -125,7 +137,25 @@ impl EventStore for MemStore {
             inner.runs.entry(run_id.clone()).or_default().push(index);
             ids.push(id);
         }
+        if self.feed.receiver_count() > 0 {
+            let appended = &inner.events[inner.events.len() - ids.len()..];
+            for event in appended {
+                // No subscriber is no error: there is nobody to tell.
+                let _ = self.feed.send(Ok(Arc::new(event.clone())));
+            }
+        }
         Ok(ids)
+    }
+
+    async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
+        let inner = self.lock();
+        let live = self.feed.subscribe();
+        Ok(Subscription::pushed(
+            self,
+            after,
+            EventId(inner.last_id),
+            live,
+        ))
     }
 
     async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {

@@ -1,7 +1,7 @@
 //! The storage traits. Async so that network backends fit; the file log answers from its
 //! own writer thread and page cache.
 
-use crate::StoreError;
+use crate::{StoreError, Subscription};
 use apollo11_core::{BlobRef, Event, EventId, EventKind, EventRef, Payload, RunId, Seq, StepName};
 use async_trait::async_trait;
 
@@ -102,6 +102,16 @@ pub trait EventStore: Send + Sync {
         let events = self.read_from(from, max_events).await?;
         events.iter().for_each(|e| visit(&e.view()));
         Ok(events.last().map(|e| e.event_id))
+    }
+
+    /// Every event with id > `after`, in id order, each once, as it becomes visible (after
+    /// it is durable): a change feed, for live views. A subscriber that falls too far behind
+    /// a pushing store is told so ([`Change::FellBehind`](crate::Change::FellBehind)) instead of making the writer wait.
+    /// The default polls [`EventStore::read_from`] every
+    /// [`POLL_INTERVAL_MS`](crate::feed::POLL_INTERVAL_MS), which adds up to that latency and
+    /// never falls behind; stores that can push override it.
+    async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
+        Ok(Subscription::polling(self, after))
     }
 
     /// Every run, ordered by run id.

@@ -5,6 +5,7 @@ mod bitflip;
 mod common;
 mod compat;
 mod faults;
+mod feed;
 mod files;
 mod guards;
 mod index_files;

@@ -37,3 +37,77 @@ mod random_gaps {
 
     apollo11_store::conformance_tests!(store());
 }
+
+/// A store that cannot push: the trait's default change feed, which polls `read_from`.
+mod polling {
+    use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
+    use apollo11_store::{
+        BlobStore, EventStore, IdGaps, MemStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
+        StoreError,
+    };
+    use async_trait::async_trait;
+    use std::sync::Arc;
+
+    /// `MemStore` with everything but `subscribe`.
+    pub struct Polling(MemStore);
+
+    #[async_trait]
+    impl EventStore for Polling {
+        async fn append(
+            &self,
+            run_id: &RunId,
+            expected_seq: Seq,
+            events: Vec<NewEvent>,
+        ) -> Result<Vec<EventId>, StoreError> {
+            self.0.append(run_id, expected_seq, events).await
+        }
+        async fn read_run(&self, run_id: &RunId, from: Seq) -> Result<Vec<Event>, StoreError> {
+            self.0.read_run(run_id, from).await
+        }
+        async fn read_from(&self, from: EventId, max: u32) -> Result<Vec<Event>, StoreError> {
+            self.0.read_from(from, max).await
+        }
+        async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+            self.0.list_runs().await
+        }
+        async fn last_event_id(&self) -> Result<EventId, StoreError> {
+            self.0.last_event_id().await
+        }
+    }
+
+    #[async_trait]
+    impl SnapshotStore for Polling {
+        async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+            self.0.save_snapshot(snapshot).await
+        }
+        async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
+            self.0.load_snapshot().await
+        }
+    }
+
+    #[async_trait]
+    impl BlobStore for Polling {
+        async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
+            self.0.put_blob(bytes).await
+        }
+        async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
+            self.0.get_blob(blob).await
+        }
+    }
+
+    apollo11_store::conformance_tests!(Arc::new(Polling(MemStore::with_id_gaps(IdGaps::Even))));
+}
+
+/// A store that pushes must tell a slow subscriber that it fell behind: the case returns
+/// whether it did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mem_store_tells_a_slow_subscriber_it_fell_behind() {
+    use apollo11_store::{conformance, IdGaps, MemStore};
+    for gaps in [IdGaps::None, IdGaps::Random { seed: 5 }] {
+        let store = std::sync::Arc::new(MemStore::with_id_gaps(gaps));
+        let told =
+            conformance::a_slow_subscriber_is_told_it_fell_behind_and_resumes_by_re_reading(store)
+                .await;
+        assert!(told, "{gaps:?}");
+    }
+}
