@@ -1,23 +1,19 @@
-//! `FileLog`: opening a data directory (with recovery), and the store traits on top of the
-//! index, the writer thread, snapshot files and blob files.
+//! `FileLog`: opening a data directory (with recovery: torn tails cut, damage refused),
+//! the writer thread's life, and what the store traits (`access.rs`) work on.
 
-use crate::files::{keep_torn, sync_dir_of, write_atomically};
+use crate::files::{keep_torn, sync_dir_of};
 use crate::fs::{Fs, FsLock, Mode, RealFs};
 use crate::index::Index;
 use crate::recover::{load, Inspected, Verdict};
 use crate::segment::{file_name, HEADER_BYTES};
 use crate::writer::{create_segment, preallocation, AppendRequest, Shared, Tail, Writer};
 use crate::{snapshot, Options};
-use apollo11_core::{limits, BlobRef, Event, EventId, EventRef, RunId, Seq};
-use apollo11_store::{
-    sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
-    StoreError, Subscription, Visitor,
-};
-use async_trait::async_trait;
+use apollo11_core::{limits, EventRef};
+use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLockReadGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLockReadGuard};
 use std::thread::JoinHandle;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 /// What a writing open found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,14 +43,22 @@ pub struct TornTail {
 
 /// The file backend: one data directory, one writer process.
 pub struct FileLog {
-    fs: Arc<dyn Fs>,
-    dir: PathBuf,
-    options: Options,
-    shared: Arc<Shared>,
-    sender: Option<mpsc::Sender<AppendRequest>>,
+    pub(crate) files: Arc<Files>,
+    pub(crate) sender: Option<mpsc::Sender<AppendRequest>>,
     writer: Option<JoinHandle<()>>,
     recovery: Recovery,
+    /// A buffer for `scan_from` to read ahead into, kept between calls (a fresh one per
+    /// call costs its page faults every time).
+    scan_buffer: Mutex<Vec<u8>>,
     _lock: Option<Box<dyn FsLock>>,
+}
+
+/// What work on the log's files needs, shared with the blocking threads doing it.
+pub(crate) struct Files {
+    pub fs: Arc<dyn Fs>,
+    pub dir: PathBuf,
+    pub options: Options,
+    pub shared: Arc<Shared>,
 }
 
 impl FileLog {
@@ -103,13 +107,16 @@ impl FileLog {
             .spawn(move || writer.run(receiver))
             .map_err(|e| StoreError::io("starting the log writer thread", e))?;
         Ok(FileLog {
-            fs,
-            dir,
-            options,
-            shared,
+            files: Arc::new(Files {
+                fs,
+                dir,
+                options,
+                shared,
+            }),
             sender: Some(sender),
             writer: Some(handle),
             recovery,
+            scan_buffer: Mutex::default(),
             _lock: Some(lock),
         })
     }
@@ -130,13 +137,16 @@ impl FileLog {
         };
         let shared = Arc::new(Shared::new(index));
         Ok(FileLog {
-            fs,
-            dir,
-            options: Options::default(),
-            shared,
+            files: Arc::new(Files {
+                fs,
+                dir,
+                options: Options::default(),
+                shared,
+            }),
             sender: None,
             writer: None,
             recovery,
+            scan_buffer: Mutex::default(),
             _lock: None,
         })
     }
@@ -153,22 +163,29 @@ impl FileLog {
     where
         V: FnMut(&EventRef<'_>) + Send,
     {
-        self.shared.check_poison()?;
-        self.index().scan_runs(visitors)
+        self.files.shared.check_poison()?;
+        self.files.index().scan_runs(visitors)
     }
 
-    fn index(&self) -> RwLockReadGuard<'_, Index> {
-        self.shared.index.read().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn scan_buffer(&self) -> MutexGuard<'_, Vec<u8>> {
+        self.scan_buffer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn writable(&self) -> Result<&mpsc::Sender<AppendRequest>, StoreError> {
-        self.shared.check_poison()?;
+    pub(crate) fn writable(&self) -> Result<&mpsc::Sender<AppendRequest>, StoreError> {
+        self.files.shared.check_poison()?;
         self.sender.as_ref().ok_or(StoreError::ReadOnly)
+    }
+}
+
+impl Files {
+    /// The index, for reading.
+    pub fn index(&self) -> RwLockReadGuard<'_, Index> {
+        self.shared.index.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A failed write or sync of a snapshot or blob stops the store like one of the log's
     /// own: after an fsync error nothing about the file's state can be trusted.
-    fn poison_on_io<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    pub fn poison_on_io<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         match result {
             Err(StoreError::Io { context, source }) => {
                 Err(self.shared.stop(format!("{context}: {source}")))
@@ -339,199 +356,4 @@ fn cut_torn_tail(
         kept_in,
         reason: reason.to_owned(),
     })
-}
-
-#[async_trait]
-impl EventStore for FileLog {
-    async fn append(
-        &self,
-        run_id: &RunId,
-        expected_seq: Seq,
-        events: Vec<NewEvent>,
-    ) -> Result<Vec<EventId>, StoreError> {
-        validate(run_id, &events)?;
-        let sender = self.writable()?;
-        let (reply, answer) = oneshot::channel();
-        let request = AppendRequest {
-            run_id: run_id.clone(),
-            expected_seq,
-            events,
-            reply,
-        };
-        let stopped = || StoreError::Poisoned {
-            cause: self
-                .shared
-                .poison
-                .get()
-                .cloned()
-                .unwrap_or_else(|| "the writer stopped".into()),
-        };
-        sender.send(request).await.map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
-    }
-
-    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
-        self.shared.check_poison()?;
-        self.index().read_run(run_id, from_seq)
-    }
-
-    async fn read_event(&self, run_id: &RunId, seq: Seq) -> Result<Option<Event>, StoreError> {
-        self.shared.check_poison()?;
-        self.index().read_event(run_id, seq)
-    }
-
-    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
-        self.shared.check_poison()?;
-        self.index().read_from(from, max_events)
-    }
-
-    async fn scan_from(
-        &self,
-        from: EventId,
-        max: u32,
-        visit: &mut Visitor<'_>,
-    ) -> Result<Option<EventId>, StoreError> {
-        self.shared.check_poison()?;
-        self.index().scan_from(from, max, visit)
-    }
-
-    /// Pushed by the writer after each batch's sync. A read-only log is a fixed view of
-    /// the log as it was opened: its subscriptions deliver what it holds, then wait.
-    async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
-        self.shared.check_poison()?;
-        let index = self.index();
-        let live = self.shared.feed.subscribe();
-        let visible = EventId(index.last_event_id);
-        drop(index);
-        // A poisoning told to subscribers before this one existed is seen here instead.
-        self.shared.check_poison()?;
-        Ok(Subscription::pushed(self, after, visible, live))
-    }
-
-    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        self.shared.check_poison()?;
-        Ok(self.index().list_runs())
-    }
-
-    async fn last_event_id(&self) -> Result<EventId, StoreError> {
-        self.shared.check_poison()?;
-        Ok(EventId(self.index().last_event_id))
-    }
-}
-
-#[async_trait]
-impl SnapshotStore for FileLog {
-    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
-        self.writable()?;
-        let last = self.index().last_event_id;
-        if snapshot.watermark.0 > last {
-            return Err(snapshot::beyond_log(snapshot.watermark.0, last));
-        }
-        let record_crc = match snapshot.watermark.0 {
-            0 => 0,
-            w => self.index().record_crc(w)?,
-        };
-        let result = self.write_snapshot(&snapshot, record_crc);
-        self.poison_on_io(result)
-    }
-
-    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
-        self.shared.check_poison()?;
-        let last = self.index().last_event_id;
-        for name in self.snapshot_names()?.iter().rev() {
-            let path = self.dir.join("snapshots").join(name);
-            let Ok(bytes) = self.fs.open(&path, Mode::Read).and_then(|f| f.read_all()) else {
-                continue;
-            };
-            // A damaged snapshot, one past the log's end, or one from another log is
-            // skipped for an older one.
-            let Ok(file) = snapshot::decode(&bytes) else {
-                continue;
-            };
-            let watermark = file.snapshot.watermark.0;
-            if watermark > last {
-                continue;
-            }
-            let record_crc = match watermark {
-                0 => 0,
-                w => self.index().record_crc(w)?,
-            };
-            if snapshot::foreign(&file, record_crc).is_none() {
-                return Ok(Some(file.snapshot));
-            }
-        }
-        Ok(None)
-    }
-}
-
-impl FileLog {
-    fn write_snapshot(&self, snapshot: &Snapshot, record_crc: u32) -> Result<(), StoreError> {
-        let dir = self.dir.join("snapshots");
-        let path = dir.join(snapshot::file_name(snapshot.watermark.0));
-        let bytes = snapshot::encode(snapshot, self.options.durability, record_crc);
-        write_atomically(self.fs.as_ref(), &path, &bytes)?;
-        let names = self.snapshot_names()?;
-        for old in names.iter().rev().skip(self.options.snapshots_kept) {
-            let path = dir.join(old);
-            self.fs
-                .remove(&path)
-                .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
-        }
-        self.fs
-            .sync_dir(&dir)
-            .map_err(|e| StoreError::io(format!("syncing {}", dir.display()), e))
-    }
-
-    fn snapshot_names(&self) -> Result<Vec<String>, StoreError> {
-        let dir = self.dir.join("snapshots");
-        let names = self
-            .fs
-            .list(&dir)
-            .map_err(|e| StoreError::io(format!("listing {}", dir.display()), e))?;
-        Ok(names
-            .into_iter()
-            .filter(|n| snapshot::is_snapshot(n))
-            .collect())
-    }
-}
-
-#[async_trait]
-impl BlobStore for FileLog {
-    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
-        self.writable()?;
-        let blob = BlobRef {
-            sha256: sha256_hex(&bytes),
-            bytes: bytes.len() as u64,
-        };
-        let path = self.dir.join("blobs").join(&blob.sha256);
-        if self.get_blob(&blob).await.is_err() {
-            let written = write_atomically(self.fs.as_ref(), &path, &bytes);
-            self.poison_on_io(written)?;
-        }
-        Ok(blob)
-    }
-
-    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
-        self.shared.check_poison()?;
-        let valid_name =
-            blob.sha256.len() == 64 && blob.sha256.bytes().all(|b| b.is_ascii_hexdigit());
-        if !valid_name {
-            return Err(StoreError::Invalid {
-                what: "blob reference".into(),
-                reason: format!("`{}` is not a SHA-256", blob.sha256),
-            });
-        }
-        let path = self.dir.join("blobs").join(&blob.sha256);
-        let bytes = match self.fs.open(&path, Mode::Read).and_then(|f| f.read_all()) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(StoreError::NotFound {
-                    what: format!("blob {}", blob.sha256),
-                })
-            }
-            Err(e) => return Err(StoreError::io(format!("reading {}", path.display()), e)),
-        };
-        apollo11_store::check_blob(blob, &bytes, &format!("blobs/{}", blob.sha256))?;
-        Ok(bytes)
-    }
 }

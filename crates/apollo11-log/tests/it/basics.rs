@@ -351,3 +351,35 @@ async fn repair_cuts_the_log_at_mid_log_damage_and_keeps_the_cut_bytes() {
     append(&log, "a", vec![sized("again", 1)]).await;
     assert!(verify(dir.path()).unwrap().torn_files.len() >= report.kept_in.len());
 }
+
+/// Storing a blob again only checks that its file is there with its size (a 64 MiB output
+/// stored twice is not read back and hashed); reading it always checks its hash.
+#[tokio::test]
+async fn a_blob_stored_again_is_found_by_name_and_size_and_checked_when_read() {
+    use apollo11_store::BlobStore;
+    let dir = tempfile::tempdir().unwrap();
+    let log = FileLog::open(dir.path(), buffered()).unwrap();
+    let bytes = vec![5u8; 20_000];
+    let blob = log.put_blob(bytes.clone()).await.unwrap();
+    let path = dir.path().join("blobs").join(&blob.sha256);
+    // Same size, other bytes: storing the blob again does not read the file, so it does not
+    // notice; reading the blob does.
+    std::fs::write(&path, vec![6u8; 20_000]).unwrap();
+    assert_eq!(log.put_blob(bytes.clone()).await.unwrap(), blob);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        vec![6u8; 20_000],
+        "not rewritten"
+    );
+    assert!(matches!(
+        log.get_blob(&blob).await,
+        Err(StoreError::Corrupted { .. })
+    ));
+    // Another size is not the blob: it is written again, whole.
+    std::fs::write(&path, [5u8; 10]).unwrap();
+    assert_eq!(log.put_blob(bytes.clone()).await.unwrap(), blob);
+    assert_eq!(log.get_blob(&blob).await.unwrap(), bytes);
+    std::fs::remove_file(&path).unwrap();
+    log.put_blob(bytes.clone()).await.unwrap();
+    assert_eq!(log.get_blob(&blob).await.unwrap(), bytes);
+}

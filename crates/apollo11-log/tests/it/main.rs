@@ -2,6 +2,7 @@
 
 mod basics;
 mod bitflip;
+mod blocking;
 mod common;
 mod compat;
 mod faults;
