@@ -102,21 +102,29 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Runs until every sender is dropped, or until a failure poisons the store.
+    /// Runs until every sender is dropped, or until a failure poisons the store. A panic
+    /// (a bug) poisons it like an IO error: the appenders of the group are answered with
+    /// it, and so is everyone after. Their replies are held outside what may panic, so that
+    /// none is dropped unanswered by the unwinding.
     pub fn run(mut self, mut requests: mpsc::Receiver<AppendRequest>) {
         let mut buf = Vec::with_capacity(1 << 20);
         let mut next = requests.blocking_recv();
         while let Some(first) = next.take() {
-            let accepted = self.gather(first, &mut requests, &mut buf);
-            if accepted.is_empty() {
-                next = requests.blocking_recv();
-                continue;
-            }
-            if let Err(cause) = self.write_group(&accepted, &mut buf) {
+            let mut accepted = Vec::new();
+            let committed = guarded(|| {
+                self.gather(first, &mut requests, &mut buf, &mut accepted);
+                if accepted.is_empty() {
+                    return Ok(());
+                }
+                self.write_group(&accepted, &mut buf)?;
+                self.make_visible(&mut accepted);
+                Ok(())
+            });
+            if let Err(cause) = committed {
                 self.poison(cause, accepted, requests);
                 return;
             }
-            self.publish(accepted);
+            acknowledge(accepted);
             next = requests.blocking_recv();
         }
         self.index_on_close();
@@ -153,12 +161,12 @@ impl Writer {
         first: AppendRequest,
         requests: &mut mpsc::Receiver<AppendRequest>,
         buf: &mut Vec<u8>,
-    ) -> Vec<Accepted> {
+        accepted: &mut Vec<Accepted>,
+    ) {
         buf.clear();
         let index = self.shared.index.read().unwrap_or_else(|p| p.into_inner());
         let mut next_id = index.last_event_id + 1;
         let mut last_seqs: HashMap<RunId, u32> = HashMap::new();
-        let mut accepted = Vec::new();
         let mut request = Some(first);
         while let Some(r) = request.take() {
             let last = last_seqs
@@ -201,7 +209,6 @@ impl Writer {
                 request = requests.try_recv().ok();
             }
         }
-        accepted
     }
 
     /// Writes the group with its commit record and syncs it; on success the group's record
@@ -245,11 +252,10 @@ impl Writer {
         Ok(())
     }
 
-    /// Makes a durable group visible to readers and subscribers, then acknowledges its
-    /// appenders.
-    fn publish(&mut self, mut accepted: Vec<Accepted>) {
+    /// Makes a durable group visible to readers and subscribers.
+    fn make_visible(&mut self, accepted: &mut [Accepted]) {
         let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
-        for a in &accepted {
+        for a in accepted.iter() {
             for &(id, offset) in &a.events {
                 index.push(
                     a.run_id.as_str(),
@@ -259,7 +265,7 @@ impl Writer {
             }
         }
         if self.shared.feed.receiver_count() > 0 {
-            for a in &mut accepted {
+            for a in accepted.iter_mut() {
                 for event in a.published.drain(..) {
                     // A full channel drops its oldest event and tells its laggards: the
                     // writer never waits.
@@ -267,15 +273,6 @@ impl Writer {
                 }
             }
         }
-        drop(index);
-        let mut unsent = Vec::with_capacity(accepted.len());
-        for a in accepted {
-            let ids = a.events.iter().map(|&(id, _)| EventId(id)).collect();
-            let _ = a.reply.send(Ok(ids));
-            unsent.push(a.published);
-        }
-        // Events nobody subscribed to are freed once every appender has its answer.
-        drop(unsent);
     }
 
     /// Starts a new segment whose first event is `base`: trim the old segment's unused
@@ -337,6 +334,32 @@ impl Writer {
         requests.close();
         while let Some(r) = requests.blocking_recv() {
             let _ = r.reply.send(Err(error.clone()));
+        }
+    }
+}
+
+/// Answers the appenders of a group made visible.
+fn acknowledge(accepted: Vec<Accepted>) {
+    let mut unsent = Vec::with_capacity(accepted.len());
+    for a in accepted {
+        let ids = a.events.iter().map(|&(id, _)| EventId(id)).collect();
+        let _ = a.reply.send(Ok(ids));
+        unsent.push(a.published);
+    }
+    // Events nobody subscribed to are freed once every appender has its answer.
+    drop(unsent);
+}
+
+/// Runs `work`, turning a panic into a failure that stops the store, with the panic's
+/// message as its cause.
+fn guarded(work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = (panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            Err(format!("the log writer panicked: {message}"))
         }
     }
 }
