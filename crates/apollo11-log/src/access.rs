@@ -6,6 +6,7 @@
 use crate::files::write_atomically;
 use crate::fs::Mode;
 use crate::log::{FileLog, Files};
+use crate::scan::{ReadAhead, CHUNK_EVENTS};
 use crate::snapshot;
 use crate::writer::AppendRequest;
 use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
@@ -25,13 +26,20 @@ impl FileLog {
         F: FnOnce(&Files) -> Result<T, StoreError> + Send + 'static,
     {
         let files = self.files.clone();
-        match tokio::task::spawn_blocking(move || work(&files)).await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Err(StoreError::Unavailable {
-                message: "the runtime is shutting down".into(),
-            }),
-        }
+        joined(tokio::task::spawn_blocking(move || work(&files)).await)
+    }
+
+    /// Starts reading, on the blocking pool, the records of the events from `from` on, at
+    /// most one chunk's worth and none past `end`.
+    fn read_chunk(
+        &self,
+        from: u64,
+        end: u64,
+        buffer: Vec<u8>,
+    ) -> tokio::task::JoinHandle<Result<ReadAhead, StoreError>> {
+        let files = self.files.clone();
+        let count = (end - from + 1).min(CHUNK_EVENTS) as u32;
+        tokio::task::spawn_blocking(move || files.index().read_ahead(EventId(from), count, buffer))
     }
 
     /// Runs a read of the index on the blocking pool, failing first if the store stopped.
@@ -42,6 +50,19 @@ impl FileLog {
     {
         self.files.shared.check_poison()?;
         self.blocking(move |files| read(&files.index())).await
+    }
+}
+
+/// The outcome of work done on the blocking pool; its panic is the awaiting caller's.
+fn joined<T>(
+    outcome: Result<Result<T, StoreError>, tokio::task::JoinError>,
+) -> Result<T, StoreError> {
+    match outcome {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(StoreError::Unavailable {
+            message: "the runtime is shutting down".into(),
+        }),
     }
 }
 
@@ -86,19 +107,37 @@ impl EventStore for FileLog {
             .await
     }
 
+    /// Reads a chunk ahead on the blocking pool while the one before is decoded here, each
+    /// in a buffer kept between calls: the disk work overlaps the decoding, and a chunk is
+    /// decoded while it is still in the cache it was read into.
     async fn scan_from(
         &self,
         from: EventId,
         max: u32,
         visit: &mut Visitor<'_>,
     ) -> Result<Option<EventId>, StoreError> {
-        let buffer = std::mem::take(&mut *self.scan_buffer());
-        let ahead = self
-            .read(move |index| index.read_ahead(from, max, buffer))
-            .await?;
-        let last = self.files.index().scan_read(&ahead, visit);
-        *self.scan_buffer() = ahead.into_buffer();
-        last
+        self.files.shared.check_poison()?;
+        let first = from.0.max(1);
+        let end = (self.files.index().last_event_id)
+            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
+        if first > end {
+            return Ok(None);
+        }
+        let mut buffers = self.scan_buffers();
+        let mut reading = Some(self.read_chunk(first, end, buffers.pop().unwrap_or_default()));
+        let mut last = None;
+        while let Some(read) = reading.take() {
+            let ahead = joined(read.await)?;
+            let done = ahead.last().map_or(end, |id| id.0);
+            if done < end {
+                let buffer = buffers.pop().unwrap_or_default();
+                reading = Some(self.read_chunk(done + 1, end, buffer));
+            }
+            last = self.files.index().scan_read(&ahead, visit)?.or(last);
+            buffers.push(ahead.into_buffer());
+        }
+        self.keep_scan_buffers(buffers);
+        Ok(last)
     }
 
     /// Pushed by the writer after each batch's sync. A read-only log is a fixed view of

@@ -11,7 +11,7 @@ use crate::{snapshot, Options};
 use apollo11_core::{limits, EventRef};
 use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLockReadGuard};
 use std::thread::JoinHandle;
 use tokio::sync::mpsc;
 
@@ -47,9 +47,9 @@ pub struct FileLog {
     pub(crate) sender: Option<mpsc::Sender<AppendRequest>>,
     writer: Option<JoinHandle<()>>,
     recovery: Recovery,
-    /// A buffer for `scan_from` to read ahead into, kept between calls (a fresh one per
-    /// call costs its page faults every time).
-    scan_buffer: Mutex<Vec<u8>>,
+    /// Buffers for `scan_from` to read ahead into, kept between calls (fresh ones cost
+    /// their page faults every time).
+    scan_buffers: Mutex<Vec<Vec<u8>>>,
     _lock: Option<Box<dyn FsLock>>,
 }
 
@@ -116,7 +116,7 @@ impl FileLog {
             sender: Some(sender),
             writer: Some(handle),
             recovery,
-            scan_buffer: Mutex::default(),
+            scan_buffers: Mutex::default(),
             _lock: Some(lock),
         })
     }
@@ -146,7 +146,7 @@ impl FileLog {
             sender: None,
             writer: None,
             recovery,
-            scan_buffer: Mutex::default(),
+            scan_buffers: Mutex::default(),
             _lock: None,
         })
     }
@@ -167,8 +167,16 @@ impl FileLog {
         self.files.index().scan_runs(visitors)
     }
 
-    pub(crate) fn scan_buffer(&self) -> MutexGuard<'_, Vec<u8>> {
-        self.scan_buffer.lock().unwrap_or_else(|p| p.into_inner())
+    /// The buffers kept for a scan to read ahead into (none at first).
+    pub(crate) fn scan_buffers(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut *self.scan_buffers.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Keeps a scan's buffers for the next one (two at most: a scan has at most one chunk
+    /// decoding and one being read; concurrent scans make their own).
+    pub(crate) fn keep_scan_buffers(&self, mut buffers: Vec<Vec<u8>>) {
+        buffers.truncate(2);
+        *self.scan_buffers.lock().unwrap_or_else(|p| p.into_inner()) = buffers;
     }
 
     pub(crate) fn writable(&self) -> Result<&mpsc::Sender<AppendRequest>, StoreError> {

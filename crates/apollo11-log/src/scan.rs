@@ -9,7 +9,7 @@ use apollo11_core::{limits, EventId, EventRef};
 use apollo11_store::StoreError;
 
 /// A scan reads at most this many events' records at once.
-const CHUNK_EVENTS: u64 = 1_024;
+pub const CHUNK_EVENTS: u64 = 1_024;
 
 /// A scan of some runs reads through stretches of other runs' records shorter than this,
 /// and around longer ones.
@@ -56,6 +56,11 @@ pub struct ReadAhead {
 }
 
 impl ReadAhead {
+    /// The last event read, if any.
+    pub fn last(&self) -> Option<EventId> {
+        self.last
+    }
+
     /// The buffer, to read ahead into again.
     pub fn into_buffer(self) -> Vec<u8> {
         self.buf
