@@ -2,11 +2,13 @@
 //! what the user asked wrong, 3 for damaged data, 4 for a data dir another writer holds.
 
 use crate::Exit;
+#[cfg(test)]
+use apollo11_core::EventId;
 use apollo11_core::{RunId, Seq, WorkflowSpec};
 use apollo11_log::{FileLog, Options};
 use apollo11_machine::{fold, run_status, Policy, RunState, RunStatus};
 use apollo11_runtime::EngineError;
-use apollo11_store::{resolve, EventStore, StoreError};
+use apollo11_store::{resolve, BlobStore, EventStore, StoreError};
 use std::path::Path;
 
 /// Exit code and message for a store error.
@@ -16,17 +18,23 @@ pub fn store_exit(e: StoreError) -> Exit {
             4,
             format!("{e}; read-only commands (status, events, runs, plan, verify) still work"),
         ),
-        StoreError::Corrupted { .. } => Exit::fail(3, e.to_string()),
+        StoreError::Corrupted { .. } => damaged(e),
         // Something the log points at (a blob, an event) is gone: the data dir is damaged.
-        StoreError::NotFound { .. } => Exit::fail(
-            3,
-            format!(
-                "{e}, but the log refers to it: the data dir is damaged (see `apollo11 verify`)"
-            ),
-        ),
+        StoreError::NotFound { .. } => damaged(format!(
+            "{e}, but the log refers to it: the data dir is damaged"
+        )),
         other => Exit::fail(1, other.to_string()),
     }
 }
+
+/// Exit 3 for damaged data, with what to do next. The library's errors name the damage
+/// only: advice about commands is this binary's to give.
+pub fn damaged(what: impl std::fmt::Display) -> Exit {
+    Exit::fail(3, format!("{what}; {DAMAGE_ADVICE}"))
+}
+
+/// What every exit 3 tells the operator.
+pub const DAMAGE_ADVICE: &str = "run `apollo11 verify` to see all the damage, and `apollo11 repair` to see what it would cut to get past it (nothing is cut without `--yes`)";
 
 pub fn engine_exit(e: EngineError) -> Exit {
     match e {
@@ -74,11 +82,10 @@ pub fn check_layout(dir: &Path) -> Result<(), Exit> {
     }
     let segments = dir.join("segments");
     if segments.exists() && !segments.is_dir() {
-        let message = format!(
+        return Err(damaged(format!(
             "{} is not a folder: this data dir is damaged, or is not an Apollo-11 data dir",
             segments.display()
-        );
-        return Err(Exit::fail(3, message));
+        )));
     }
     Ok(())
 }
@@ -133,8 +140,13 @@ impl Run {
     }
 }
 
-/// Loads a run, optionally only up to event `at`.
-pub async fn load_run(store: &FileLog, run_id: &str, at: Option<u64>) -> Result<Run, Exit> {
+/// Loads a run, optionally only up to event `at`: its events with ids up to `at` (an id
+/// between two of its events, or in a gap of the store's ids, means the earlier one).
+pub async fn load_run<S: EventStore + BlobStore>(
+    store: &S,
+    run_id: &str,
+    at: Option<u64>,
+) -> Result<Run, Exit> {
     let id = RunId::from(run_id);
     let events = store.read_run(&id, Seq(1)).await.map_err(store_exit)?;
     if events.is_empty() {
@@ -170,4 +182,75 @@ pub async fn load_run(store: &FileLog, run_id: &str, at: Option<u64>) -> Result<
         spec,
         events,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apollo11_core::{EventKind, Payload, StepName};
+    use apollo11_store::{IdGaps, MemStore, NewEvent};
+
+    fn event(step: Option<&str>, kind: EventKind, payload: Payload) -> NewEvent {
+        NewEvent {
+            step: step.map(StepName::from),
+            kind,
+            attempt: 1,
+            at_ms: 0,
+            instance: "test".into(),
+            payload,
+        }
+    }
+
+    /// `status --at` on a store whose ids have gaps: it never counts ids, it compares them.
+    #[test]
+    fn at_selects_by_id_comparison_on_a_store_whose_ids_have_gaps() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let store = MemStore::with_id_gaps(IdGaps::Even);
+            let toml = "[workflow]\nname = \"wf\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n";
+            let spec = crate::definition::parse(toml, "wf.toml", Path::new("/")).unwrap();
+            let spec = serde_json::to_vec(&spec).unwrap();
+            let created = EventKind::RunCreated {
+                workflow: "wf".into(),
+            };
+            let run = RunId::from("r");
+            store
+                .append(
+                    &RunId::from("other"),
+                    Seq(1),
+                    vec![event(None, created.clone(), Payload::Empty)],
+                )
+                .await
+                .unwrap();
+            let ids = store
+                .append(
+                    &run,
+                    Seq(1),
+                    vec![
+                        event(None, created, Payload::inline(spec)),
+                        event(Some("a"), EventKind::Started, Payload::Empty),
+                        event(Some("a"), EventKind::Succeeded, Payload::Empty),
+                    ],
+                )
+                .await
+                .unwrap();
+            assert_eq!(ids, [EventId(4), EventId(6), EventId(8)]);
+            let seqs = |at| {
+                let store = &store;
+                async move {
+                    let run = load_run(store, "r", at).await.map_err(|e| e.code)?;
+                    Ok::<_, i32>(run.events.iter().map(|e| e.seq.0).collect::<Vec<_>>())
+                }
+            };
+            assert_eq!(seqs(None).await, Ok(vec![1, 2, 3]));
+            assert_eq!(seqs(Some(8)).await, Ok(vec![1, 2, 3]));
+            assert_eq!(seqs(Some(7)).await, Ok(vec![1, 2]), "7 is a gap: up to 6");
+            assert_eq!(seqs(Some(6)).await, Ok(vec![1, 2]));
+            assert_eq!(seqs(Some(5)).await, Ok(vec![1]));
+            assert_eq!(seqs(Some(4)).await, Ok(vec![1]));
+            assert_eq!(seqs(Some(3)).await, Err(2), "before the run began");
+        });
+    }
 }

@@ -10,6 +10,7 @@ mod operate;
 mod out;
 mod render;
 mod run;
+mod scrub;
 mod shell;
 mod watch;
 
@@ -107,10 +108,17 @@ enum Command {
     Plan { run_id: String },
     /// Check a workflow file; exit 0 or 2.
     Validate { workflow: PathBuf },
-    /// Check every record, segment and snapshot; exit 0 clean, 3 damage.
+    /// Check every record, segment, snapshot and blob; exit 0 clean, 3 damage.
     Verify {
         #[arg(long)]
         json: bool,
+    },
+    /// Cut the log at its first damage, losing every event after it (kept in .torn files),
+    /// and remove damaged snapshots. Says what it would cut and changes nothing without --yes.
+    Repair {
+        /// Make the cut.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -193,7 +201,8 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         Command::Run { .. }
         | Command::Runs { .. }
         | Command::Validate { .. }
-        | Command::Verify { .. } => Ok(()),
+        | Command::Verify { .. }
+        | Command::Repair { .. } => Ok(()),
     }
 }
 
@@ -230,7 +239,8 @@ async fn dispatch(cli: Cli) -> Exit {
         }
         Command::Plan { run_id } => inspect::plan(&dir, &run_id).await,
         Command::Validate { workflow } => operate::validate(&workflow),
-        Command::Verify { json } => operate::verify(&dir, json),
+        Command::Verify { json } => scrub::verify(&dir, json),
+        Command::Repair { yes } => scrub::repair(&dir, yes),
     };
     result.unwrap_or_else(|exit| exit)
 }

@@ -1,4 +1,4 @@
-//! `override`, `pause`, `rollback`, `validate`, `verify`.
+//! `override`, `pause`, `rollback`, `validate`.
 
 use crate::data::{engine_exit, open_writer, DataDir};
 use crate::{definition, out, Exit};
@@ -101,54 +101,4 @@ pub fn validate(file: &Path) -> Result<Exit, Exit> {
         spec.steps.len()
     ))?;
     Ok(Exit::code(0))
-}
-
-pub fn verify(dir: &Path, json: bool) -> Result<Exit, Exit> {
-    crate::data::check_layout(dir)?;
-    let report = apollo11_log::verify(dir).map_err(crate::data::store_exit)?;
-    if json {
-        let segments: Vec<_> = report.segments.iter().map(|s| serde_json::json!({"file": s.file, "base_event_id": s.base_event_id, "events": s.events, "bytes": s.bytes})).collect();
-        let snapshots: Vec<_> = report.snapshots.iter().map(|s| serde_json::json!({"file": s.file, "watermark": s.watermark, "problem": s.problem})).collect();
-        let damage = |d: &Option<apollo11_log::Damage>| {
-            d.as_ref().map(
-                |d| serde_json::json!({"file": d.file, "offset": d.offset, "reason": d.reason}),
-            )
-        };
-        let report_json = serde_json::json!({"clean": report.is_clean(), "events": report.events, "segments": segments, "snapshots": snapshots, "torn_tail": damage(&report.torn_tail), "torn_files": report.torn_files, "damage": damage(&report.damage)});
-        out::line(report_json)?;
-    } else {
-        for s in &report.segments {
-            out::line(format!(
-                "segment  {:<40} events {:>8} from #{:<8} {} bytes",
-                s.file, s.events, s.base_event_id, s.bytes
-            ))?;
-        }
-        for s in &report.snapshots {
-            out::line(format!(
-                "snapshot {:<40} {}",
-                s.file,
-                s.problem.clone().unwrap_or_else(|| format!(
-                    "ok, covers events up to {}",
-                    s.watermark.unwrap_or(0)
-                ))
-            ))?;
-        }
-        if let Some(t) = &report.torn_tail {
-            out::line(format!("torn tail in {} at offset {}: {} (cut at the next writing open, kept in a .torn file)", t.file, t.offset, t.reason))?;
-        }
-        for f in &report.torn_files {
-            out::line(format!(
-                "kept     segments/{f} (bytes cut by an earlier recovery)"
-            ))?;
-        }
-        out::line(match &report.damage {
-            Some(d) => format!("DAMAGE   {} at offset {}: {}", d.file, d.offset, d.reason),
-            None if report.is_clean() => format!("clean: {} events verified", report.events),
-            None => format!(
-                "damaged snapshots (the log itself is intact: {} events)",
-                report.events
-            ),
-        })?;
-    }
-    Ok(Exit::code(if report.is_clean() { 0 } else { 3 }))
 }

@@ -48,6 +48,10 @@ pub const APPEND_BATCH_EVENTS_MAX: u32 = 1_000;
 /// Depth of every bounded queue between components (appenders to the log writer, etc.).
 pub const QUEUE_DEPTH_MAX: u32 = 4_096;
 
+/// Events a store's change feed holds for its slowest subscriber. A subscriber this far
+/// behind is told it fell behind (and re-reads the log) rather than make the writer wait.
+pub const CHANGE_FEED_EVENTS_MAX: u32 = 4_096;
+
 /// Number of successful durations needed before `timeout = "auto"` trusts its p99.
 pub const AUTO_TIMEOUT_SAMPLES_MIN: u32 = 20;
 

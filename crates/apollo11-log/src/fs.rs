@@ -28,7 +28,12 @@ pub enum Mode {
 }
 
 /// A held lock; dropping it releases the lock.
-pub trait FsLock: Send + Sync {}
+pub trait FsLock: Send + Sync {
+    /// Writes the holder given to [`Fs::try_lock`] into the lock file, replacing what an
+    /// earlier holder left there. Called only once the holder is sure to change the data
+    /// directory: a writer refused for any reason writes nothing, not even this.
+    fn claim(&self) -> io::Result<()>;
+}
 
 /// File-system operations the log uses.
 pub trait Fs: Send + Sync + 'static {
@@ -45,9 +50,10 @@ pub trait Fs: Send + Sync + 'static {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
-    /// Takes an exclusive lock on `path` (created if missing), writing `holder` into it.
-    /// `Ok(None)` when another process (or handle) holds it. Refuses, touching nothing, a
-    /// `path` that is a symbolic link or not a file of its own.
+    /// Takes an exclusive lock on `path` (created if missing); [`FsLock::claim`] writes
+    /// `holder` into it. `Ok(None)`, having changed nothing, when another process (or handle)
+    /// holds it. Refuses, touching nothing, a `path` that is a symbolic link or not a file of
+    /// its own.
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<Option<Box<dyn FsLock>>>;
 }
 
@@ -78,9 +84,16 @@ pub struct RealFs;
 
 /// Holds the OS lock for as long as it lives.
 struct RealLock {
-    _file: File,
+    file: File,
+    holder: String,
 }
-impl FsLock for RealLock {}
+
+impl FsLock for RealLock {
+    fn claim(&self) -> io::Result<()> {
+        self.file.set_len(0)?;
+        FileExt::write_all_at(&self.file, self.holder.as_bytes(), 0)
+    }
+}
 
 impl Fs for RealFs {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
@@ -176,12 +189,15 @@ impl Fs for RealFs {
         if metadata.nlink() != 1 {
             return Err(refused("a hard link to another file"));
         }
-        file.set_permissions(Permissions::from_mode(FILE_MODE))?;
         match file.try_lock() {
             Ok(()) => {
-                file.set_len(0)?;
-                FileExt::write_all_at(&file, holder.as_bytes(), 0)?;
-                Ok(Some(Box::new(RealLock { _file: file })))
+                // Only the holder narrows the mode: a refused writer changes nothing, its
+                // inode's change time included.
+                file.set_permissions(Permissions::from_mode(FILE_MODE))?;
+                Ok(Some(Box::new(RealLock {
+                    file,
+                    holder: holder.to_owned(),
+                })))
             }
             Err(TryLockError::WouldBlock) => Ok(None),
             Err(TryLockError::Error(e)) => Err(e),

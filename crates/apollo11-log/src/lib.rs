@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod access;
 mod codec;
 mod files;
 mod fs;
@@ -23,9 +24,11 @@ pub use fs::{Fs, FsFile, FsLock, Mode, RealFs};
 pub use log::{FileLog, Recovery, TornTail};
 pub use options::{Durability, Options};
 pub use recover::Damage;
-pub use repair::{repair, repair_with, RepairReport};
+pub use repair::{
+    plan_repair, plan_repair_with, repair, repair_with, RepairPlan, RepairReport, SegmentCut,
+};
 #[cfg(feature = "testing")]
-pub use sim::{Fault, SimFs};
+pub use sim::{Fault, SimFs, STALL_MS_MAX};
 pub use verify::{
     verify, verify_with, BlobReport, BlobUse, SegmentReport, SnapshotReport, VerifyReport,
 };

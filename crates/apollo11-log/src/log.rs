@@ -1,23 +1,19 @@
-//! `FileLog`: opening a data directory (with recovery), and the store traits on top of the
-//! index, the writer thread, snapshot files and blob files.
+//! `FileLog`: opening a data directory (with recovery: torn tails cut, damage refused),
+//! the writer thread's life, and what the store traits (`access.rs`) work on.
 
-use crate::files::{keep_torn, sync_dir_of, write_atomically};
+use crate::files::{keep_torn, sync_dir_of};
 use crate::fs::{Fs, FsLock, Mode, RealFs};
 use crate::index::Index;
 use crate::recover::{load, Inspected, Verdict};
 use crate::segment::{file_name, HEADER_BYTES};
 use crate::writer::{create_segment, preallocation, AppendRequest, Shared, Tail, Writer};
 use crate::{snapshot, Options};
-use apollo11_core::{limits, BlobRef, Event, EventId, EventRef, RunId, Seq};
-use apollo11_store::{
-    sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
-    StoreError, Visitor,
-};
-use async_trait::async_trait;
+use apollo11_core::{limits, EventRef};
+use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLockReadGuard};
 use std::thread::JoinHandle;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 /// What a writing open found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,14 +43,22 @@ pub struct TornTail {
 
 /// The file backend: one data directory, one writer process.
 pub struct FileLog {
-    fs: Arc<dyn Fs>,
-    dir: PathBuf,
-    options: Options,
-    shared: Arc<Shared>,
-    sender: Option<mpsc::Sender<AppendRequest>>,
+    pub(crate) files: Arc<Files>,
+    pub(crate) sender: Option<mpsc::Sender<AppendRequest>>,
     writer: Option<JoinHandle<()>>,
     recovery: Recovery,
+    /// Buffers for `scan_from` to read ahead into, kept between calls (fresh ones cost
+    /// their page faults every time).
+    scan_buffers: Mutex<Vec<Vec<u8>>>,
     _lock: Option<Box<dyn FsLock>>,
+}
+
+/// What work on the log's files needs, shared with the blocking threads doing it.
+pub(crate) struct Files {
+    pub fs: Arc<dyn Fs>,
+    pub dir: PathBuf,
+    pub options: Options,
+    pub shared: Arc<Shared>,
 }
 
 impl FileLog {
@@ -86,12 +90,9 @@ impl FileLog {
         for sub in ["segments", "snapshots", "blobs"] {
             mkdir(&dir.join(sub))?;
         }
-        let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options)?;
+        let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options, lock.as_ref())?;
         snapshot::remove_past(fs.as_ref(), &dir.join("snapshots"), index.last_event_id)?;
-        let shared = Arc::new(Shared {
-            index: RwLock::new(index),
-            poison: OnceLock::new(),
-        });
+        let shared = Arc::new(Shared::new(index));
         let (sender, receiver) = mpsc::channel(limits::QUEUE_DEPTH_MAX as usize);
         let writer = Writer {
             fs: fs.clone(),
@@ -106,13 +107,16 @@ impl FileLog {
             .spawn(move || writer.run(receiver))
             .map_err(|e| StoreError::io("starting the log writer thread", e))?;
         Ok(FileLog {
-            fs,
-            dir,
-            options,
-            shared,
+            files: Arc::new(Files {
+                fs,
+                dir,
+                options,
+                shared,
+            }),
             sender: Some(sender),
             writer: Some(handle),
             recovery,
+            scan_buffers: Mutex::default(),
             _lock: Some(lock),
         })
     }
@@ -131,18 +135,18 @@ impl FileLog {
             events: index.last_event_id,
             torn: None,
         };
-        let shared = Arc::new(Shared {
-            index: RwLock::new(index),
-            poison: OnceLock::new(),
-        });
+        let shared = Arc::new(Shared::new(index));
         Ok(FileLog {
-            fs,
-            dir,
-            options: Options::default(),
-            shared,
+            files: Arc::new(Files {
+                fs,
+                dir,
+                options: Options::default(),
+                shared,
+            }),
             sender: None,
             writer: None,
             recovery,
+            scan_buffers: Mutex::default(),
             _lock: None,
         })
     }
@@ -159,27 +163,40 @@ impl FileLog {
     where
         V: FnMut(&EventRef<'_>) + Send,
     {
-        self.shared.check_poison()?;
-        self.index().scan_runs(visitors)
+        self.files.shared.check_poison()?;
+        self.files.index().scan_runs(visitors)
     }
 
-    fn index(&self) -> RwLockReadGuard<'_, Index> {
-        self.shared.index.read().unwrap_or_else(|p| p.into_inner())
+    /// The buffers kept for a scan to read ahead into (none at first).
+    pub(crate) fn scan_buffers(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut *self.scan_buffers.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    fn writable(&self) -> Result<&mpsc::Sender<AppendRequest>, StoreError> {
-        self.shared.check_poison()?;
+    /// Keeps a scan's buffers for the next one (two at most: a scan has at most one chunk
+    /// decoding and one being read; concurrent scans make their own).
+    pub(crate) fn keep_scan_buffers(&self, mut buffers: Vec<Vec<u8>>) {
+        buffers.truncate(2);
+        *self.scan_buffers.lock().unwrap_or_else(|p| p.into_inner()) = buffers;
+    }
+
+    pub(crate) fn writable(&self) -> Result<&mpsc::Sender<AppendRequest>, StoreError> {
+        self.files.shared.check_poison()?;
         self.sender.as_ref().ok_or(StoreError::ReadOnly)
+    }
+}
+
+impl Files {
+    /// The index, for reading.
+    pub fn index(&self) -> RwLockReadGuard<'_, Index> {
+        self.shared.index.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A failed write or sync of a snapshot or blob stops the store like one of the log's
     /// own: after an fsync error nothing about the file's state can be trusted.
-    fn poison_on_io<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    pub fn poison_on_io<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         match result {
             Err(StoreError::Io { context, source }) => {
-                let cause = format!("{context}: {source}");
-                let _ = self.shared.poison.set(cause.clone());
-                Err(StoreError::Poisoned { cause })
+                Err(self.shared.stop(format!("{context}: {source}")))
             }
             other => other,
         }
@@ -196,6 +213,8 @@ impl Drop for FileLog {
     }
 }
 
+/// Takes the data directory's lock, changing nothing: the caller claims it
+/// ([`FsLock::claim`]) once it is sure to write.
 pub(crate) fn take_lock(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn FsLock>, StoreError> {
     let path = dir.join("LOCK");
     let holder = format!("pid {}", std::process::id());
@@ -216,15 +235,19 @@ pub(crate) fn take_lock(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn FsLock>, Stor
 }
 
 /// Loads every segment and checks it all (refusing, with nothing changed, on damage or on
-/// evidence of missing committed data); only then cuts a torn tail off the last segment,
-/// makes what was found durable, indexes the sealed segments scanned, and decides where to
-/// write next.
+/// evidence of missing committed data); only then claims the lock file, cuts a torn tail off
+/// the last segment, makes what was found durable, indexes the sealed segments scanned, and
+/// decides where to write next.
 fn recover(
     fs: &dyn Fs,
     dir: &Path,
     options: &Options,
+    lock: &dyn FsLock,
 ) -> Result<(Index, Tail, Recovery), StoreError> {
     let loaded = load(fs, dir, Mode::Write)?;
+    let lock_path = dir.join("LOCK");
+    lock.claim()
+        .map_err(|e| StoreError::io(format!("writing {}", lock_path.display()), e))?;
     let mut index = loaded.index;
     let mut recovery = Recovery {
         segments: loaded.segments,
@@ -341,186 +364,4 @@ fn cut_torn_tail(
         kept_in,
         reason: reason.to_owned(),
     })
-}
-
-#[async_trait]
-impl EventStore for FileLog {
-    async fn append(
-        &self,
-        run_id: &RunId,
-        expected_seq: Seq,
-        events: Vec<NewEvent>,
-    ) -> Result<Vec<EventId>, StoreError> {
-        validate(run_id, &events)?;
-        let sender = self.writable()?;
-        let (reply, answer) = oneshot::channel();
-        let request = AppendRequest {
-            run_id: run_id.clone(),
-            expected_seq,
-            events,
-            reply,
-        };
-        let stopped = || StoreError::Poisoned {
-            cause: self
-                .shared
-                .poison
-                .get()
-                .cloned()
-                .unwrap_or_else(|| "the writer stopped".into()),
-        };
-        sender.send(request).await.map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
-    }
-
-    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
-        self.shared.check_poison()?;
-        self.index().read_run(run_id, from_seq)
-    }
-
-    async fn read_event(&self, run_id: &RunId, seq: Seq) -> Result<Option<Event>, StoreError> {
-        self.shared.check_poison()?;
-        self.index().read_event(run_id, seq)
-    }
-
-    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
-        self.shared.check_poison()?;
-        self.index().read_from(from, max_events)
-    }
-
-    async fn scan_from(
-        &self,
-        from: EventId,
-        max: u32,
-        visit: &mut Visitor<'_>,
-    ) -> Result<Option<EventId>, StoreError> {
-        self.shared.check_poison()?;
-        self.index().scan_from(from, max, visit)
-    }
-
-    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        self.shared.check_poison()?;
-        Ok(self.index().list_runs())
-    }
-
-    async fn last_event_id(&self) -> Result<EventId, StoreError> {
-        self.shared.check_poison()?;
-        Ok(EventId(self.index().last_event_id))
-    }
-}
-
-#[async_trait]
-impl SnapshotStore for FileLog {
-    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
-        self.writable()?;
-        let last = self.index().last_event_id;
-        if snapshot.watermark.0 > last {
-            return Err(snapshot::beyond_log(snapshot.watermark.0, last));
-        }
-        let record_crc = match snapshot.watermark.0 {
-            0 => 0,
-            w => self.index().record_crc(w)?,
-        };
-        let result = self.write_snapshot(&snapshot, record_crc);
-        self.poison_on_io(result)
-    }
-
-    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
-        self.shared.check_poison()?;
-        let last = self.index().last_event_id;
-        for name in self.snapshot_names()?.iter().rev() {
-            let path = self.dir.join("snapshots").join(name);
-            let Ok(bytes) = self.fs.open(&path, Mode::Read).and_then(|f| f.read_all()) else {
-                continue;
-            };
-            // A damaged snapshot, one past the log's end, or one from another log is
-            // skipped for an older one.
-            let Ok(file) = snapshot::decode(&bytes) else {
-                continue;
-            };
-            let watermark = file.snapshot.watermark.0;
-            if watermark > last {
-                continue;
-            }
-            let record_crc = match watermark {
-                0 => 0,
-                w => self.index().record_crc(w)?,
-            };
-            if snapshot::foreign(&file, record_crc).is_none() {
-                return Ok(Some(file.snapshot));
-            }
-        }
-        Ok(None)
-    }
-}
-
-impl FileLog {
-    fn write_snapshot(&self, snapshot: &Snapshot, record_crc: u32) -> Result<(), StoreError> {
-        let dir = self.dir.join("snapshots");
-        let path = dir.join(snapshot::file_name(snapshot.watermark.0));
-        let bytes = snapshot::encode(snapshot, self.options.durability, record_crc);
-        write_atomically(self.fs.as_ref(), &path, &bytes)?;
-        let names = self.snapshot_names()?;
-        for old in names.iter().rev().skip(self.options.snapshots_kept) {
-            let path = dir.join(old);
-            self.fs
-                .remove(&path)
-                .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
-        }
-        self.fs
-            .sync_dir(&dir)
-            .map_err(|e| StoreError::io(format!("syncing {}", dir.display()), e))
-    }
-
-    fn snapshot_names(&self) -> Result<Vec<String>, StoreError> {
-        let dir = self.dir.join("snapshots");
-        let names = self
-            .fs
-            .list(&dir)
-            .map_err(|e| StoreError::io(format!("listing {}", dir.display()), e))?;
-        Ok(names
-            .into_iter()
-            .filter(|n| snapshot::is_snapshot(n))
-            .collect())
-    }
-}
-
-#[async_trait]
-impl BlobStore for FileLog {
-    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
-        self.writable()?;
-        let blob = BlobRef {
-            sha256: sha256_hex(&bytes),
-            bytes: bytes.len() as u64,
-        };
-        let path = self.dir.join("blobs").join(&blob.sha256);
-        if self.get_blob(&blob).await.is_err() {
-            let written = write_atomically(self.fs.as_ref(), &path, &bytes);
-            self.poison_on_io(written)?;
-        }
-        Ok(blob)
-    }
-
-    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
-        self.shared.check_poison()?;
-        let valid_name =
-            blob.sha256.len() == 64 && blob.sha256.bytes().all(|b| b.is_ascii_hexdigit());
-        if !valid_name {
-            return Err(StoreError::Invalid {
-                what: "blob reference".into(),
-                reason: format!("`{}` is not a SHA-256", blob.sha256),
-            });
-        }
-        let path = self.dir.join("blobs").join(&blob.sha256);
-        let bytes = match self.fs.open(&path, Mode::Read).and_then(|f| f.read_all()) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(StoreError::NotFound {
-                    what: format!("blob {}", blob.sha256),
-                })
-            }
-            Err(e) => return Err(StoreError::io(format!("reading {}", path.display()), e)),
-        };
-        apollo11_store::check_blob(blob, &bytes, &format!("blobs/{}", blob.sha256))?;
-        Ok(bytes)
-    }
 }

@@ -3,16 +3,46 @@
 //! are kept in `.torn` files), then drops what described the lost data (snapshots past the
 //! new end, index files of the new last segment and of segments that are gone), so that the
 //! next open finds a clean log. Nothing else ever cuts committed data or those files.
+//!
+//! [`plan_repair`] says what a repair would do and changes nothing; [`repair`] carries out
+//! exactly that plan, so a front end can show it and ask before anything is cut.
 
 use crate::files::keep_torn;
 use crate::fs::{Fs, Mode, RealFs};
 use crate::recover::{list_segments_dir, Damage};
 use crate::segment::parse_file_name;
-use crate::verify::{verify_with, SegmentReport};
-use crate::{idx, snapshot};
+use crate::snapshot;
+use crate::verify::{verify_with, VerifyReport};
 use apollo11_store::StoreError;
 use std::path::Path;
 use std::sync::Arc;
+
+/// What `repair` would do, found without changing anything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RepairPlan {
+    /// The first damage, where the log is cut; `None` when there is nothing to repair.
+    pub damage: Option<Damage>,
+    /// Committed events before the damage: what the log keeps.
+    pub events_kept: u64,
+    /// Segment files cut, in order: the damaged one, then every later one.
+    pub cuts: Vec<SegmentCut>,
+    /// Derived files removed (relative to the data directory): index files that describe cut
+    /// data or a segment that will grow, snapshots past the new end or found damaged.
+    pub drops: Vec<String>,
+}
+
+/// One segment file a repair cuts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentCut {
+    /// File, relative to the data directory.
+    pub file: String,
+    /// Where it is cut: 0 moves the whole file aside.
+    pub at: u64,
+    /// Bytes removed from it.
+    pub bytes: u64,
+    /// Whether any of them is not zero (those are kept in a `.torn` file).
+    pub kept: bool,
+}
 
 /// What `repair` removed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -27,23 +57,42 @@ pub struct RepairReport {
     pub dropped: Vec<String>,
 }
 
+/// What [`repair_with`] would do to `dir` now. Reads only and takes no lock.
+pub fn plan_repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairPlan, StoreError> {
+    let dir = dir.as_ref();
+    let report = verify_with(fs.clone(), dir)?;
+    plan(fs.as_ref(), dir, &report)
+}
+
+/// [`plan_repair_with`] on the real file system.
+pub fn plan_repair(dir: impl AsRef<Path>) -> Result<RepairPlan, StoreError> {
+    plan_repair_with(Arc::new(RealFs), dir)
+}
+
 /// Cuts the log at its first damage: the damaged segment is truncated after its last intact
-/// batch and every later segment is moved aside; then snapshots past the new end and stale
-/// index files are removed. Destroys acknowledged events after the damage (their bytes are
-/// kept in `.torn` files): run it only on purpose. Takes the lock.
+/// batch and every later segment is moved aside; then snapshots past the new end or damaged
+/// and stale index files are removed ([`plan_repair_with`] lists all of it first). Destroys
+/// acknowledged events after the damage (their bytes are kept in `.torn` files): run it only
+/// on purpose. Takes the lock.
 pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
     let dir = dir.as_ref();
-    let _lock = crate::log::take_lock(fs.as_ref(), dir)?;
+    let lock = crate::log::take_lock(fs.as_ref(), dir)?;
     let report = verify_with(fs.clone(), dir)?;
-    let Some(damage) = report.damage.clone() else {
+    let plan = plan(fs.as_ref(), dir, &report)?;
+    if plan.damage.is_none() && plan.drops.is_empty() {
         return Ok(RepairReport {
             events_kept: report.events,
             ..RepairReport::default()
         });
-    };
-    let kept_in = cut(fs.as_ref(), dir, &report.segments, &damage)?;
-    let cut_report = verify_with(fs.clone(), dir)?;
-    let dropped = drop_derived(fs.as_ref(), dir, cut_report.events)?;
+    }
+    lock.claim()
+        .map_err(|e| StoreError::io(format!("writing {}", dir.join("LOCK").display()), e))?;
+    // Index files go first: one left over a cut segment would vouch for what was cut.
+    let (index_files, snapshots): (Vec<&String>, Vec<&String>) =
+        plan.drops.iter().partition(|f| f.starts_with("segments/"));
+    remove_all(fs.as_ref(), dir, &index_files, "segments")?;
+    let kept_in = cut(fs.as_ref(), dir, &plan.cuts)?;
+    remove_all(fs.as_ref(), dir, &snapshots, "snapshots")?;
     let after = verify_with(fs, dir)?;
     assert!(
         after.damage.is_none(),
@@ -51,47 +100,126 @@ pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairRepor
         after.damage
     );
     Ok(RepairReport {
-        damage: Some(damage),
+        damage: plan.damage,
         events_kept: after.events,
         kept_in,
-        dropped,
+        dropped: plan.drops,
     })
 }
 
-/// Truncates the damaged segment after its intact data (all of it when the header is
-/// damaged) and moves every later segment aside; returns the `.torn` files written.
-fn cut(
-    fs: &dyn Fs,
-    dir: &Path,
-    segments: &[SegmentReport],
-    damage: &Damage,
-) -> Result<Vec<String>, StoreError> {
-    let mut kept_in = Vec::new();
+/// [`repair_with`] on the real file system.
+pub fn repair(dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
+    repair_with(Arc::new(RealFs), dir)
+}
+
+/// The cuts and drops that get past the first damage `report` found, and the snapshots it
+/// found damaged (caches every open skips, but damage `verify` keeps reporting).
+fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, StoreError> {
+    let damaged_snapshots = report
+        .snapshots
+        .iter()
+        .filter(|s| s.problem.is_some())
+        .map(|s| s.file.clone());
+    let Some(damage) = report.damage.clone() else {
+        return Ok(RepairPlan {
+            events_kept: report.events,
+            drops: damaged_snapshots.collect(),
+            ..RepairPlan::default()
+        });
+    };
+    let mut cuts = Vec::new();
     let mut cutting = false;
-    for segment in segments {
-        let path = dir.join(&segment.file);
+    for segment in &report.segments {
         cutting |= segment.file == damage.file;
         if !cutting {
             continue;
         }
-        let io = |e| StoreError::io(format!("repairing {}", path.display()), e);
-        idx::remove(fs, &path);
-        let file = fs.open(&path, Mode::Write).map_err(io)?;
-        let bytes = file.read_all().map_err(io)?;
         // Damage in the header takes the whole segment; elsewhere, keep what is intact.
-        let cut_at = match (segment.file == damage.file, damage.offset) {
+        let at = match (segment.file == damage.file, damage.offset) {
             (true, 0) | (false, _) => 0,
             (true, offset) => segment.bytes.min(offset),
         };
-        let rest = &bytes[(cut_at as usize).min(bytes.len())..];
-        if rest.iter().any(|&b| b != 0) {
-            kept_in.push(keep_torn(fs, &path, cut_at, rest)?);
+        let rest = rest_of(fs, &dir.join(&segment.file), at)?;
+        cuts.push(SegmentCut {
+            file: segment.file.clone(),
+            at,
+            bytes: rest.len() as u64,
+            kept: rest.iter().any(|&b| b != 0),
+        });
+    }
+    let mut drops = derived_drops(fs, dir, &cuts, report.events)?;
+    for file in damaged_snapshots {
+        if !drops.contains(&file) {
+            drops.push(file);
         }
-        if cut_at == 0 {
+    }
+    Ok(RepairPlan {
+        damage: Some(damage),
+        events_kept: report.events,
+        cuts,
+        drops,
+    })
+}
+
+/// The bytes of the file at `path` from `at` on.
+fn rest_of(fs: &dyn Fs, path: &Path, at: u64) -> Result<Vec<u8>, StoreError> {
+    let bytes = fs
+        .open(path, Mode::Read)
+        .and_then(|f| f.read_all())
+        .map_err(|e| StoreError::io(format!("reading {}", path.display()), e))?;
+    Ok(bytes[(at as usize).min(bytes.len())..].to_vec())
+}
+
+/// The index files that could vouch for data the cuts remove (those of segments that will be
+/// gone, and the new last segment's, which will grow), and the snapshots past event `last`.
+fn derived_drops(
+    fs: &dyn Fs,
+    dir: &Path,
+    cuts: &[SegmentCut],
+    last: u64,
+) -> Result<Vec<String>, StoreError> {
+    let listed = list_segments_dir(fs, dir)?;
+    let removed = |name: &str| {
+        cuts.iter()
+            .any(|c| c.at == 0 && c.file.strip_prefix("segments/") == Some(name))
+    };
+    let remaining: Vec<&String> = listed
+        .iter()
+        .filter(|n| parse_file_name(n).is_some() && !removed(n))
+        .collect();
+    let new_last = remaining.last().copied();
+    let mut drops = Vec::new();
+    for name in listed.iter().filter(|n| n.ends_with(".idx")) {
+        let segment = name.replace(".idx", ".seg");
+        if !remaining.contains(&&segment) || Some(&segment) == new_last {
+            drops.push(format!("segments/{name}"));
+        }
+    }
+    let names = fs.list(&dir.join("snapshots")).unwrap_or_default();
+    let past = names
+        .iter()
+        .filter(|n| snapshot::watermark_of(n).is_some_and(|w| w > last));
+    drops.extend(past.map(|n| format!("snapshots/{n}")));
+    Ok(drops)
+}
+
+/// Truncates each cut segment at its cut (removing it when that is 0), keeping the bytes
+/// removed in `.torn` files; returns those files.
+fn cut(fs: &dyn Fs, dir: &Path, cuts: &[SegmentCut]) -> Result<Vec<String>, StoreError> {
+    let mut kept_in = Vec::new();
+    for c in cuts {
+        let path = dir.join(&c.file);
+        let io = |e| StoreError::io(format!("repairing {}", path.display()), e);
+        let file = fs.open(&path, Mode::Write).map_err(io)?;
+        let rest = rest_of(fs, &path, c.at)?;
+        if rest.iter().any(|&b| b != 0) {
+            kept_in.push(keep_torn(fs, &path, c.at, &rest)?);
+        }
+        if c.at == 0 {
             drop(file);
             fs.remove(&path).map_err(io)?;
         } else {
-            file.set_len(cut_at).map_err(io)?;
+            file.set_len(c.at).map_err(io)?;
             file.sync_data().map_err(io)?;
         }
     }
@@ -101,35 +229,17 @@ fn cut(
     Ok(kept_in)
 }
 
-/// Removes the snapshots past event `last` and the index files that could vouch for data the
-/// cut removed: the new last segment's (it will grow) and those of segments that are gone.
-fn drop_derived(fs: &dyn Fs, dir: &Path, last: u64) -> Result<Vec<String>, StoreError> {
-    let listed = list_segments_dir(fs, dir)?;
-    let last_segment = listed.iter().rfind(|n| parse_file_name(n).is_some());
-    let mut dropped = Vec::new();
-    for name in listed.iter().filter(|n| n.ends_with(".idx")) {
-        let segment = name.replace(".idx", ".seg");
-        if !listed.contains(&segment) || Some(&segment) == last_segment {
-            let path = dir.join("segments").join(name);
-            fs.remove(&path)
-                .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
-            dropped.push(format!("segments/{name}"));
-        }
+/// Removes `files` (relative to `dir`, all in its folder `sub`) and syncs that folder.
+fn remove_all(fs: &dyn Fs, dir: &Path, files: &[&String], sub: &str) -> Result<(), StoreError> {
+    if files.is_empty() {
+        return Ok(());
     }
-    let snapshots = dir.join("snapshots");
-    let names = fs.list(&snapshots).unwrap_or_default();
-    let past = names
-        .iter()
-        .filter(|n| snapshot::watermark_of(n).is_some_and(|w| w > last));
-    dropped.extend(past.map(|n| format!("snapshots/{n}")));
-    snapshot::remove_past(fs, &snapshots, last)?;
-    let segments = dir.join("segments");
-    fs.sync_dir(&segments)
-        .map_err(|e| StoreError::io(format!("syncing {}", segments.display()), e))?;
-    Ok(dropped)
-}
-
-/// [`repair_with`] on the real file system.
-pub fn repair(dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
-    repair_with(Arc::new(RealFs), dir)
+    for file in files {
+        let path = dir.join(file);
+        fs.remove(&path)
+            .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
+    }
+    let folder = dir.join(sub);
+    fs.sync_dir(&folder)
+        .map_err(|e| StoreError::io(format!("syncing {}", folder.display()), e))
 }

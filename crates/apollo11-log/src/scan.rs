@@ -9,7 +9,7 @@ use apollo11_core::{limits, EventId, EventRef};
 use apollo11_store::StoreError;
 
 /// A scan reads at most this many events' records at once.
-const CHUNK_EVENTS: u64 = 1_024;
+pub const CHUNK_EVENTS: u64 = 1_024;
 
 /// A scan of some runs reads through stretches of other runs' records shorter than this,
 /// and around longer ones.
@@ -44,14 +44,90 @@ pub struct Chunk<'a> {
     bytes: &'a [u8],
 }
 
+/// The chunks a scan from an id will decode, read ahead into one buffer: the IO half of
+/// `scan_from`, done where blocking is allowed, so that the decoding half, borrowed and
+/// allocation-free, can run anywhere.
+pub struct ReadAhead {
+    /// `(segment position, first, last, offset in the segment, range in `buf`)`.
+    chunks: Vec<(usize, u64, u64, u64, std::ops::Range<usize>)>,
+    /// The last event read, if any.
+    last: Option<EventId>,
+    buf: Vec<u8>,
+}
+
+impl ReadAhead {
+    /// The last event read, if any.
+    pub fn last(&self) -> Option<EventId> {
+        self.last
+    }
+
+    /// The buffer, to read ahead into again.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
 impl Index {
-    /// Reads the records of events `first..=last` of one segment into `buf`.
-    pub fn chunk<'a>(
+    /// Reads the records of at most `max` events from id `from` on into `buf` (cleared
+    /// first), chunk by chunk as `scan_from` would.
+    pub fn read_ahead(
         &self,
-        segment: &'a SegmentIndex,
+        from: EventId,
+        max: u32,
+        mut buf: Vec<u8>,
+    ) -> Result<ReadAhead, StoreError> {
+        buf.clear();
+        let first = from.0.max(1);
+        let last = self
+            .last_event_id
+            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
+        let mut chunks = Vec::new();
+        let mut id = first;
+        while id <= last {
+            let segment = self.segment_of(id)?;
+            let position = self.segments.partition_point(|s| s.base <= id) - 1;
+            let segment_last = (segment.base + segment.offsets.len() as u64 - 1).min(last);
+            let end = (segment_last).min(id + CHUNK_EVENTS - 1);
+            let (start, stop) = self.chunk_span(segment, (id, end))?;
+            let at = buf.len();
+            buf.resize(at + (stop - start) as usize, 0);
+            segment
+                .file
+                .read_exact_at(&mut buf[at..], start)
+                .map_err(|e| read_error(segment, start, e))?;
+            chunks.push((position, id, end, start, at..buf.len()));
+            id = end + 1;
+        }
+        let last = (first <= last).then_some(EventId(last));
+        Ok(ReadAhead { chunks, last, buf })
+    }
+
+    /// Hands the events read ahead to `visit`, borrowed and checked as `scan_from` does;
+    /// returns the last id visited (`None` past the end).
+    pub fn scan_read(
+        &self,
+        ahead: &ReadAhead,
+        visit: &mut dyn FnMut(&EventRef<'_>),
+    ) -> Result<Option<EventId>, StoreError> {
+        for (position, first, last, start, range) in &ahead.chunks {
+            let chunk = Chunk {
+                segment: &self.segments[*position],
+                first: *first,
+                last: *last,
+                start: *start,
+                bytes: &ahead.buf[range.clone()],
+            };
+            chunk.scan(Part::ALL, visit)?;
+        }
+        Ok(ahead.last)
+    }
+
+    /// Where the records of events `first..=last` of one segment start and end.
+    fn chunk_span(
+        &self,
+        segment: &SegmentIndex,
         (first, last): (u64, u64),
-        buf: &'a mut Vec<u8>,
-    ) -> Result<Chunk<'a>, StoreError> {
+    ) -> Result<(u64, u64), StoreError> {
         let offset_of = |id: u64| u64::from(segment.offsets[(id - segment.base) as usize]);
         let start = offset_of(first);
         let end = if last + 1 - segment.base < segment.offsets.len() as u64 {
@@ -73,6 +149,17 @@ impl Index {
             }
             at + (HEADER_BYTES as u64) + u64::from(len)
         };
+        Ok((start, end))
+    }
+
+    /// Reads the records of events `first..=last` of one segment into `buf`.
+    pub fn chunk<'a>(
+        &self,
+        segment: &'a SegmentIndex,
+        (first, last): (u64, u64),
+        buf: &'a mut Vec<u8>,
+    ) -> Result<Chunk<'a>, StoreError> {
+        let (start, end) = self.chunk_span(segment, (first, last))?;
         buf.resize((end - start) as usize, 0);
         segment
             .file

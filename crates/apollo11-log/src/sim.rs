@@ -9,7 +9,7 @@ use crate::fs::{Fs, FsFile, FsLock, Mode};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// A fault to inject.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +29,24 @@ pub enum Fault {
         /// Decides what the pending operations become.
         seed: u64,
     },
+    /// Every sync and every read waits, blocking its thread, until [`SimFs::release`] (or
+    /// [`STALL_MS_MAX`] pass, so that a test of what else runs meanwhile fails rather than
+    /// hangs). [`SimFs::stalled`] counts the operations waiting.
+    Stall,
+    /// The sync numbered `n` (from 0) panics, in whichever thread makes it: a bug, as
+    /// opposed to an IO error.
+    PanicAtSync(u32),
+}
+
+/// The longest a [`Fault::Stall`] holds an operation.
+pub const STALL_MS_MAX: u64 = 3_000;
+
+/// Operations held by [`Fault::Stall`].
+#[derive(Default)]
+struct Stall {
+    /// `(released, waiting)`.
+    state: Mutex<(bool, u32)>,
+    released: Condvar,
 }
 
 #[derive(Clone, Debug)]
@@ -67,6 +85,7 @@ struct State {
 #[derive(Clone, Default)]
 pub struct SimFs {
     state: Arc<Mutex<State>>,
+    stall: Arc<Stall>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -117,6 +136,41 @@ impl SimFs {
         let mut state = lock(&self.state);
         state.fault = fault;
         state.syncs = 0;
+        lock(&self.stall.state).0 = false;
+    }
+
+    /// Operations a [`Fault::Stall`] holds right now.
+    pub fn stalled(&self) -> u32 {
+        lock(&self.stall.state).1
+    }
+
+    /// Lets every operation a [`Fault::Stall`] holds (or would hold) go on.
+    pub fn release(&self) {
+        lock(&self.stall.state).0 = true;
+        self.stall.released.notify_all();
+    }
+
+    /// Under [`Fault::Stall`], waits until released (at most [`STALL_MS_MAX`]).
+    fn stall_point(&self) {
+        if lock(&self.state).fault != Some(Fault::Stall) {
+            return;
+        }
+        let mut held = lock(&self.stall.state);
+        held.1 += 1;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(STALL_MS_MAX);
+        while !held.0 {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            held = self
+                .stall
+                .released
+                .wait_timeout(held, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        held.1 -= 1;
     }
 
     /// Syncs performed since the fault was last set.
@@ -169,6 +223,7 @@ impl SimFs {
         };
         SimFs {
             state: Arc::new(Mutex::new(after)),
+            stall: Arc::default(),
         }
     }
 
@@ -178,10 +233,15 @@ impl SimFs {
     }
 
     fn sync(&self) -> io::Result<()> {
+        self.stall_point();
         let mut state = lock(&self.state);
         let n = state.syncs;
         state.syncs += 1;
         match state.fault {
+            Some(Fault::PanicAtSync(at)) if n == at => {
+                drop(state);
+                panic!("injected panic in sync #{n}");
+            }
             Some(Fault::FailSync(at)) if n >= at => Err(io::Error::other(format!(
                 "injected sync failure (sync #{n})"
             ))),
@@ -245,7 +305,12 @@ struct SimLock {
     path: PathBuf,
 }
 
-impl FsLock for SimLock {}
+impl FsLock for SimLock {
+    /// Simulated locks live in memory only: there is no lock file to write.
+    fn claim(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 impl Drop for SimLock {
     fn drop(&mut self) {
@@ -364,6 +429,7 @@ impl Fs for SimFs {
 
 impl FsFile for SimFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.fs.stall_point();
         let inode = lock(&self.inode);
         let end = offset as usize + buf.len();
         if end > inode.data.len() {

@@ -1,7 +1,8 @@
 //! The single writer thread: group commit. It takes every append queued, checks each one's
 //! expected seq, encodes them into one buffer closed by a commit record, writes it, syncs
-//! once, and only then publishes the events to readers and acknowledges the appenders.
-//! A write or sync error poisons the store: nothing more is written or acknowledged.
+//! once, and only then publishes the events to readers (the index, and the change feed's
+//! subscribers) and acknowledges the appenders. A write or sync error poisons the store:
+//! nothing more is written or acknowledged. The writer never waits for a subscriber.
 
 use crate::codec::encode_event;
 use crate::fs::{Fs, FsFile, Mode};
@@ -10,12 +11,13 @@ use crate::index::{Index, SegmentIndex};
 use crate::record::{append_commit, append_record, KIND_EVENT};
 use crate::segment::{file_name, header, HEADER_BYTES};
 use crate::{Durability, Options};
-use apollo11_core::{limits, EventId, RunId, Seq};
+use apollo11_core::{limits, Event, EventId, RunId, Seq};
+use apollo11_store::feed::Published;
 use apollo11_store::{NewEvent, StoreError};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, RwLock};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// What readers and appenders share with the writer.
 pub struct Shared {
@@ -23,9 +25,33 @@ pub struct Shared {
     pub index: RwLock<Index>,
     /// Set once, by the writer, when a write or sync failed.
     pub poison: OnceLock<String>,
+    /// The change feed: durable events, sent while the index's write lock is held, so a
+    /// subscription registered under its read lock knows which events it will be sent.
+    pub feed: broadcast::Sender<Published>,
 }
 
 impl Shared {
+    /// Shared state around `index`, not poisoned, with no subscriber.
+    pub fn new(index: Index) -> Shared {
+        Shared {
+            index: RwLock::new(index),
+            poison: OnceLock::new(),
+            feed: broadcast::channel(limits::CHANGE_FEED_EVENTS_MAX as usize).0,
+        }
+    }
+
+    /// Records why the store stopped (the first cause only) and tells subscribers. Returns
+    /// the error every later call gets.
+    pub fn stop(&self, cause: String) -> StoreError {
+        let _ = self.poison.set(cause);
+        let error = StoreError::Poisoned {
+            cause: self.poison.get().cloned().unwrap_or_default(),
+        };
+        // No subscriber is no error: there is nobody to tell.
+        let _ = self.feed.send(Err(error.clone()));
+        error
+    }
+
     /// Fails if the store is poisoned.
     pub fn check_poison(&self) -> Result<(), StoreError> {
         match self.poison.get() {
@@ -51,6 +77,8 @@ struct Accepted {
     reply: oneshot::Sender<Result<Vec<EventId>, StoreError>>,
     /// Event ids with their record offsets relative to the group's buffer.
     events: Vec<(u64, u32)>,
+    /// The events themselves, for the change feed (moved here once encoded, not copied).
+    published: Vec<Event>,
 }
 
 /// The segment being appended to.
@@ -74,21 +102,29 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Runs until every sender is dropped, or until a failure poisons the store.
+    /// Runs until every sender is dropped, or until a failure poisons the store. A panic
+    /// (a bug) poisons it like an IO error: the appenders of the group are answered with
+    /// it, and so is everyone after. Their replies are held outside what may panic, so that
+    /// none is dropped unanswered by the unwinding.
     pub fn run(mut self, mut requests: mpsc::Receiver<AppendRequest>) {
         let mut buf = Vec::with_capacity(1 << 20);
         let mut next = requests.blocking_recv();
         while let Some(first) = next.take() {
-            let accepted = self.gather(first, &mut requests, &mut buf);
-            if accepted.is_empty() {
-                next = requests.blocking_recv();
-                continue;
-            }
-            if let Err(cause) = self.write_group(&accepted, &mut buf) {
+            let mut accepted = Vec::new();
+            let committed = guarded(|| {
+                self.gather(first, &mut requests, &mut buf, &mut accepted);
+                if accepted.is_empty() {
+                    return Ok(());
+                }
+                self.write_group(&accepted, &mut buf)?;
+                self.make_visible(&mut accepted);
+                Ok(())
+            });
+            if let Err(cause) = committed {
                 self.poison(cause, accepted, requests);
                 return;
             }
-            self.publish(accepted);
+            acknowledge(accepted);
             next = requests.blocking_recv();
         }
         self.index_on_close();
@@ -125,12 +161,12 @@ impl Writer {
         first: AppendRequest,
         requests: &mut mpsc::Receiver<AppendRequest>,
         buf: &mut Vec<u8>,
-    ) -> Vec<Accepted> {
+        accepted: &mut Vec<Accepted>,
+    ) {
         buf.clear();
         let index = self.shared.index.read().unwrap_or_else(|p| p.into_inner());
         let mut next_id = index.last_event_id + 1;
         let mut last_seqs: HashMap<RunId, u32> = HashMap::new();
-        let mut accepted = Vec::new();
         let mut request = Some(first);
         while let Some(r) = request.take() {
             let last = last_seqs
@@ -147,6 +183,7 @@ impl Writer {
             } else {
                 let count = r.events.len() as u32;
                 let mut events = Vec::with_capacity(r.events.len());
+                let mut published = Vec::with_capacity(r.events.len());
                 for (i, new) in r.events.into_iter().enumerate() {
                     let event = new.into_event(
                         EventId(next_id),
@@ -157,6 +194,7 @@ impl Writer {
                     append_record(buf, KIND_EVENT, |b| {
                         encode_event(&event, b).expect("validated events always encode");
                     });
+                    published.push(event);
                     next_id += 1;
                 }
                 last_seqs.insert(r.run_id.clone(), last + count);
@@ -164,13 +202,13 @@ impl Writer {
                     run_id: r.run_id,
                     reply: r.reply,
                     events,
+                    published,
                 });
             }
             if buf.len() < limits::GROUP_COMMIT_BYTES_MAX as usize {
                 request = requests.try_recv().ok();
             }
         }
-        accepted
     }
 
     /// Writes the group with its commit record and syncs it; on success the group's record
@@ -214,10 +252,10 @@ impl Writer {
         Ok(())
     }
 
-    /// Makes a durable group visible to readers, then acknowledges its appenders.
-    fn publish(&mut self, accepted: Vec<Accepted>) {
+    /// Makes a durable group visible to readers and subscribers.
+    fn make_visible(&mut self, accepted: &mut [Accepted]) {
         let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
-        for a in &accepted {
+        for a in accepted.iter() {
             for &(id, offset) in &a.events {
                 index.push(
                     a.run_id.as_str(),
@@ -226,10 +264,14 @@ impl Writer {
                 );
             }
         }
-        drop(index);
-        for a in accepted {
-            let ids = a.events.iter().map(|&(id, _)| EventId(id)).collect();
-            let _ = a.reply.send(Ok(ids));
+        if self.shared.feed.receiver_count() > 0 {
+            for a in accepted.iter_mut() {
+                for event in a.published.drain(..) {
+                    // A full channel drops its oldest event and tells its laggards: the
+                    // writer never waits.
+                    let _ = self.shared.feed.send(Ok(Arc::new(event)));
+                }
+            }
         }
     }
 
@@ -285,14 +327,39 @@ impl Writer {
         accepted: Vec<Accepted>,
         mut requests: mpsc::Receiver<AppendRequest>,
     ) {
-        let _ = self.shared.poison.set(cause.clone());
-        let error = StoreError::Poisoned { cause };
+        let error = self.shared.stop(cause);
         for a in accepted {
             let _ = a.reply.send(Err(error.clone()));
         }
         requests.close();
         while let Some(r) = requests.blocking_recv() {
             let _ = r.reply.send(Err(error.clone()));
+        }
+    }
+}
+
+/// Answers the appenders of a group made visible.
+fn acknowledge(accepted: Vec<Accepted>) {
+    let mut unsent = Vec::with_capacity(accepted.len());
+    for a in accepted {
+        let ids = a.events.iter().map(|&(id, _)| EventId(id)).collect();
+        let _ = a.reply.send(Ok(ids));
+        unsent.push(a.published);
+    }
+    // Events nobody subscribed to are freed once every appender has its answer.
+    drop(unsent);
+}
+
+/// Runs `work`, turning a panic into a failure that stops the store, with the panic's
+/// message as its cause.
+fn guarded(work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = (panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            Err(format!("the log writer panicked: {message}"))
         }
     }
 }

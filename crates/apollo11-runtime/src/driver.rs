@@ -62,13 +62,25 @@ pub(crate) struct Driver<S: Store> {
 }
 
 impl<S: Store> Driver<S> {
+    /// A driver for the run as the log holds it; a store error a retry may cure is waited
+    /// out as in [`Driver::drive`].
     pub async fn new(
         shared: Arc<Shared<S>>,
         workflow: Arc<Workflow>,
         run_id: RunId,
         notify: Arc<Notify>,
     ) -> Result<Driver<S>, EngineError> {
-        let state = shared.run_state(&run_id).await?;
+        let mut failures = 0;
+        let state = loop {
+            match shared.run_state(&run_id).await {
+                Ok(state) => break state,
+                Err(e) if e.is_retryable() => {
+                    failures += 1;
+                    wait_out(shared.clock, &e, failures).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
         let spec = workflow.spec();
         let mut auto = BTreeMap::new();
         for step in &spec.steps {
@@ -98,20 +110,38 @@ impl<S: Store> Driver<S> {
         })
     }
 
+    /// Drives the run to a terminal status. A store error that a retry may cure (the store
+    /// unavailable, a transaction that lost a race) is waited out with a growing pause and
+    /// the turn made again from what the log holds; any other error stops the run with it.
     pub async fn drive(mut self) -> Result<RunStatus, EngineError> {
         let span = tracing::info_span!("run", run_id = %self.run_id(), workflow = %self.workflow.spec().name);
         async move {
+            let mut failures = 0u32;
             loop {
-                if let Some(status) = self.turn().await? {
-                    tracing::info!(status = %status, "run finished");
-                    metrics::counter!("apollo11_runs_finished_total", "status" => status.name())
-                        .increment(1);
-                    return Ok(status);
+                match self.turn().await {
+                    Ok(Some(status)) => {
+                        tracing::info!(status = %status, "run finished");
+                        metrics::counter!("apollo11_runs_finished_total", "status" => status.name())
+                            .increment(1);
+                        return Ok(status);
+                    }
+                    Ok(None) => failures = 0,
+                    Err(EngineError::Store(e)) if e.is_retryable() => {
+                        failures += 1;
+                        self.wait_out(&e, failures).await;
+                        // What failed may have been written: read the log before deciding.
+                        self.stale = true;
+                    }
+                    Err(e) => return Err(e),
                 }
             }
         }
         .instrument(span)
         .await
+    }
+
+    async fn wait_out(&self, error: &StoreError, failures: u32) {
+        wait_out(self.shared.clock, error, failures).await;
     }
 
     /// One decision: act on it, or wait for something to happen.
@@ -130,6 +160,7 @@ impl<S: Store> Driver<S> {
             .record(started.elapsed().as_secs_f64());
         let mut events = Vec::new();
         let mut launches = Vec::new();
+        let mut stops = Vec::new();
         let mut wake = None;
         for command in commands {
             if let Some((step, kind, attempt)) = command.event() {
@@ -138,15 +169,15 @@ impl<S: Store> Driver<S> {
             match command {
                 Command::Start { step, attempt } => launches.push((step, attempt, false)),
                 Command::Fail { step, reason, .. } => {
-                    self.stop(&step);
                     metrics::counter!("apollo11_step_outcomes_total", "outcome" => reason.as_str())
                         .increment(1);
+                    stops.push(step);
                 }
                 Command::Compensate { step, attempt } => launches.push((step, attempt, true)),
                 Command::FailCompensation { step, .. } => {
-                    self.stop(&step);
                     metrics::counter!("apollo11_compensations_total", "outcome" => "interrupted")
                         .increment(1);
+                    stops.push(step);
                 }
                 Command::WakeAt { ms } => wake = Some(ms),
                 Command::Finish { status } => {
@@ -163,6 +194,11 @@ impl<S: Store> Driver<S> {
         let payloads = self.launch_payloads(&launches).await?;
         if !self.commit(events).await? {
             return Ok(None);
+        }
+        // A timed-out attempt (or an interrupted compensation) is stopped once its failure is
+        // durable: were the append to fail, the next turn would decide about it again.
+        for step in stops {
+            self.stop(&step);
         }
         for ((step, attempt, compensation), payload) in launches.into_iter().zip(payloads) {
             self.launch(step, attempt, compensation, payload);
@@ -182,8 +218,10 @@ impl<S: Store> Driver<S> {
     }
 
     /// Appends the unsent outcomes and `events` as one batch, and folds `events` in. Returns
-    /// false on a conflict (someone else appended): the state is then rebuilt from the log,
-    /// outcomes still current are kept for the next batch, and `events` are dropped.
+    /// false on a conflict (someone else appended, or an earlier append whose answer was lost
+    /// did land): the state is then rebuilt from the log, outcomes still current are kept for
+    /// the next batch, and `events` are dropped. On any other error the driver is left as it
+    /// was before the call (the outcomes unsent, `events` dropped), so a retry can follow.
     async fn commit(&mut self, events: Vec<NewEvent>) -> Result<bool, StoreError> {
         let mut batch = std::mem::take(&mut self.unsent);
         let unsent = batch.len();
@@ -204,11 +242,18 @@ impl<S: Store> Driver<S> {
                 Ok(true)
             }
             Err(StoreError::Conflict { .. }) => {
-                self.refold(batch.into_iter().take(unsent).collect())
-                    .await?;
+                batch.truncate(unsent);
+                if let Err(e) = self.refold(batch.clone()).await {
+                    self.unsent = batch;
+                    return Err(e);
+                }
                 Ok(false)
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                batch.truncate(unsent);
+                self.unsent = batch;
+                Err(e)
+            }
         }
     }
 
@@ -488,6 +533,9 @@ impl<S: Store> Driver<S> {
         Ok(())
     }
 
+    /// The event recording a finished attempt or compensation. Its payload is offloaded to
+    /// the blob store here, retried while the store fails transiently: the outcome exists
+    /// only in memory until it is appended, so giving up on it would lose it.
     async fn outcome_event(&self, done: &Done) -> Result<NewEvent, StoreError> {
         let (kind, payload, outcome) = match &done.outcome {
             Outcome::Compensation(result) => {
@@ -524,9 +572,37 @@ impl<S: Store> Driver<S> {
             }
         };
         metrics::counter!("apollo11_step_outcomes_total", "outcome" => outcome).increment(1);
-        let payload = self.shared.offload(payload).await?;
+        let mut failures = 0;
+        let payload = loop {
+            match self.shared.offload(payload.clone()).await {
+                Ok(payload) => break payload,
+                Err(e) if e.is_retryable() => {
+                    failures += 1;
+                    self.wait_out(&e, failures).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
         Ok(self.event(&done.step, kind, done.attempt, payload))
     }
+}
+
+/// Pauses after the `failures`-th retryable store error in a row.
+async fn wait_out(clock: crate::Clock, error: &StoreError, failures: u32) {
+    let delay_ms = store_retry_delay_ms(failures);
+    tracing::warn!(error = %error, failures, delay_ms, "store failed; retrying");
+    metrics::counter!("apollo11_store_retries_total").increment(1);
+    clock.sleep_until_ms(clock.now_ms() + delay_ms).await;
+}
+
+/// The pause after the `failures`-th retryable store error in a row: 100 ms, doubling, at
+/// most 10 s (a store that comes back is used again within 10 s).
+fn store_retry_delay_ms(failures: u32) -> u64 {
+    const FIRST_MS: u64 = 100;
+    const MAX_MS: u64 = 10_000;
+    FIRST_MS
+        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(MAX_MS)
 }
 
 /// Cuts an error message to the limit, at a character boundary.

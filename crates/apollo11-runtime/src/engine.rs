@@ -489,11 +489,10 @@ impl<S: Store> Engine<S> {
             }
             active.insert(run_id.clone(), notify.clone());
         }
-        let driver = Driver::new(self.shared.clone(), workflow, run_id.clone(), notify).await;
         let shared = self.shared.clone();
         let id = run_id.clone();
         let join = tokio::spawn(async move {
-            let outcome = match driver {
+            let outcome = match Driver::new(shared.clone(), workflow, id.clone(), notify).await {
                 Ok(driver) => driver.drive().await,
                 Err(e) => Err(e),
             };

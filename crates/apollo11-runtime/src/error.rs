@@ -1,4 +1,5 @@
-//! Errors of the engine's API.
+//! Errors of the engine's API. `#[non_exhaustive]`: the engine will learn new ways to fail
+//! (leases, a server's limits), and callers must not break when it does.
 
 use crate::WorkflowError;
 use apollo11_core::RunId;
@@ -7,6 +8,7 @@ use apollo11_store::StoreError;
 
 /// Why an engine operation failed.
 #[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// The store failed.
     #[error(transparent)]

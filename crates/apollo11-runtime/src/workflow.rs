@@ -17,6 +17,7 @@ pub struct Workflow {
 
 /// Why a workflow was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkflowError {
     /// A step did not declare how it is made safe to rerun.
     #[error(

@@ -1,11 +1,17 @@
 //! One error type for every store operation. Corruption and conflicts are values, never
-//! panics; IO errors keep their source and say what was being done.
+//! panics; IO errors keep their source and say what was being done. Messages name what
+//! failed and where, never what to do about it in a particular front end (a CLI command, an
+//! HTTP status): that is the front end's to say.
+//!
+//! The enum is `#[non_exhaustive]`: backends will add kinds of failure. Callers match the
+//! kinds they act on and ask [`StoreError::is_retryable`] about the rest.
 
 use apollo11_core::{RunId, Seq};
 use std::sync::Arc;
 
 /// Why a store operation failed.
 #[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The run is not at the stated seq: another writer got there first.
     #[error("conflict on run `{run_id}`: expected to append seq {expected}, but the run is at seq {actual}")]
@@ -18,7 +24,7 @@ pub enum StoreError {
         actual: Seq,
     },
     /// Stored data failed a check.
-    #[error("corrupted data in {file} at offset {offset}: {reason} (run `apollo11 verify`)")]
+    #[error("corrupted data in {file} at offset {offset}: {reason}")]
     Corrupted {
         /// The file (or table) holding the damage.
         file: String,
@@ -77,14 +83,88 @@ pub enum StoreError {
         /// The OS error.
         source: Arc<std::io::Error>,
     },
+    /// The backend could not be asked, or did not answer in time: a connection refused or
+    /// lost, a pool with no free connection, a timeout. Always worth retrying; an append that
+    /// failed this way may still have been written, which its retry (with the same expected
+    /// seq) finds out as a [`StoreError::Conflict`].
+    #[error("the store is unavailable: {message}")]
+    Unavailable {
+        /// What was being done, and what the backend's client said.
+        message: String,
+    },
+    /// The backend answered with an error of its own: a database's serialization failure or
+    /// deadlock (retryable: the transaction did not happen), a constraint it enforces, a
+    /// permission (not retryable).
+    #[error("the store refused: {message}")]
+    Backend {
+        /// What was being done, and the backend's error (its code, when it has one).
+        message: String,
+        /// Whether the same call may succeed if made again.
+        retryable: bool,
+    },
 }
 
 impl StoreError {
+    /// Whether making the same call again may succeed: the failure was transient (the
+    /// backend unavailable, a transaction that lost a race inside the database). A
+    /// [`StoreError::Conflict`] is not: the caller must read what was written first. Neither
+    /// is anything about the data (damage, a limit, a poisoned file log).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::Unavailable { .. } => true,
+            StoreError::Backend { retryable, .. } => *retryable,
+            StoreError::Conflict { .. }
+            | StoreError::Corrupted { .. }
+            | StoreError::Locked { .. }
+            | StoreError::Poisoned { .. }
+            | StoreError::TooLarge { .. }
+            | StoreError::Invalid { .. }
+            | StoreError::NotFound { .. }
+            | StoreError::ReadOnly
+            | StoreError::Io { .. } => false,
+        }
+    }
+
     /// Wraps an IO error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> StoreError {
         StoreError::Io {
             context: context.into(),
             source: Arc::new(source),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transient_failures_are_retryable() {
+        let retryable = [
+            StoreError::Unavailable {
+                message: "connection reset".into(),
+            },
+            StoreError::Backend {
+                message: "40001 could not serialize access".into(),
+                retryable: true,
+            },
+        ];
+        assert!(retryable.iter().all(StoreError::is_retryable));
+        let not = [
+            StoreError::Backend {
+                message: "23505 duplicate key".into(),
+                retryable: false,
+            },
+            StoreError::Conflict {
+                run_id: RunId::from("r"),
+                expected: Seq(2),
+                actual: Seq(3),
+            },
+            StoreError::Poisoned {
+                cause: "fsync".into(),
+            },
+            StoreError::io("syncing", std::io::Error::other("EIO")),
+        ];
+        assert!(!not.iter().any(StoreError::is_retryable));
     }
 }

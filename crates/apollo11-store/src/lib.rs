@@ -4,12 +4,14 @@ mod blob;
 #[cfg(feature = "testing")]
 pub mod conformance;
 mod error;
+pub mod feed;
 mod mem;
 mod traits;
 mod validate;
 
 pub use blob::{check_blob, offload, resolve, sha256_hex};
 pub use error::StoreError;
-pub use mem::MemStore;
+pub use feed::{Change, RunFeed, Subscription};
+pub use mem::{IdGaps, MemStore};
 pub use traits::{BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore, Visitor};
 pub use validate::{validate, INLINE_PAYLOAD_BYTES_HARD_MAX};

@@ -1,24 +1,58 @@
 //! The in-memory store: the reference behaviour for the conformance suite, and the store
-//! for tests and for embedding without persistence.
+//! for tests and for embedding without persistence. It can assign event ids with gaps, as a
+//! database sequence does, so that the suite and the engine are checked against the
+//! contract (ids strictly increase) and not against one backend's habit (dense ids).
 
 use crate::blob::check_blob;
+use crate::feed::Published;
 use crate::{
     sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
-    StoreError,
+    StoreError, Subscription,
 };
-use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
+use apollo11_core::{limits, BlobRef, Event, EventId, RunId, Seq};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::broadcast;
 
-/// Everything in memory, behind one mutex.
-#[derive(Debug, Default)]
+/// Everything in memory, behind one mutex; appended events are pushed to subscribers.
+#[derive(Debug)]
 pub struct MemStore {
     inner: Mutex<Inner>,
+    /// The change feed; sent to under the lock, so a subscription taken under the lock
+    /// knows exactly which events it will be pushed.
+    feed: broadcast::Sender<Published>,
+}
+
+impl Default for MemStore {
+    fn default() -> MemStore {
+        MemStore::with_id_gaps(IdGaps::None)
+    }
+}
+
+/// How a [`MemStore`] assigns event ids. Every mode gives strictly increasing ids.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IdGaps {
+    /// 1, 2, 3…: what the file log does.
+    #[default]
+    None,
+    /// 2, 4, 6…
+    Even,
+    /// Each id 1 to 8 past the previous one, decided by `seed` (the same seed, the same ids).
+    Random {
+        /// Seeds the generator.
+        seed: u64,
+    },
 }
 
 #[derive(Debug, Default)]
 struct Inner {
+    gaps: IdGaps,
+    /// The generator state of `IdGaps::Random`.
+    rng: u64,
+    /// Id of the last event (0 before the first).
+    last_id: u64,
+    /// Every event, in id order.
     events: Vec<Event>,
     /// Indices into `events` of each run's events, in seq order.
     runs: BTreeMap<RunId, Vec<usize>>,
@@ -27,9 +61,25 @@ struct Inner {
 }
 
 impl MemStore {
-    /// An empty store.
+    /// An empty store with dense ids.
     pub fn new() -> MemStore {
         MemStore::default()
+    }
+
+    /// An empty store that assigns ids as `gaps` says.
+    pub fn with_id_gaps(gaps: IdGaps) -> MemStore {
+        let rng = match gaps {
+            IdGaps::Random { seed } => seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+            IdGaps::None | IdGaps::Even => 0,
+        };
+        MemStore {
+            inner: Mutex::new(Inner {
+                gaps,
+                rng,
+                ..Inner::default()
+            }),
+            feed: broadcast::channel(limits::CHANGE_FEED_EVENTS_MAX as usize).0,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -38,6 +88,25 @@ impl MemStore {
         self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Inner {
+    /// The id of the next event appended.
+    fn next_id(&mut self) -> EventId {
+        let step = match self.gaps {
+            IdGaps::None => 1,
+            IdGaps::Even => 2,
+            IdGaps::Random { .. } => {
+                // xorshift64*: deterministic for a seed.
+                self.rng ^= self.rng >> 12;
+                self.rng ^= self.rng << 25;
+                self.rng ^= self.rng >> 27;
+                1 + self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % 8
+            }
+        };
+        self.last_id += step;
+        EventId(self.last_id)
     }
 }
 
@@ -61,14 +130,32 @@ impl EventStore for MemStore {
         }
         let mut ids = Vec::with_capacity(events.len());
         for (i, new) in events.into_iter().enumerate() {
-            let id = EventId(inner.events.len() as u64 + 1);
+            let id = inner.next_id();
             let seq = Seq(expected_seq.0 + i as u32);
             let index = inner.events.len();
             inner.events.push(new.into_event(id, run_id.clone(), seq));
             inner.runs.entry(run_id.clone()).or_default().push(index);
             ids.push(id);
         }
+        if self.feed.receiver_count() > 0 {
+            let appended = &inner.events[inner.events.len() - ids.len()..];
+            for event in appended {
+                // No subscriber is no error: there is nobody to tell.
+                let _ = self.feed.send(Ok(Arc::new(event.clone())));
+            }
+        }
         Ok(ids)
+    }
+
+    async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
+        let inner = self.lock();
+        let live = self.feed.subscribe();
+        Ok(Subscription::pushed(
+            self,
+            after,
+            EventId(inner.last_id),
+            live,
+        ))
     }
 
     async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
@@ -86,11 +173,9 @@ impl EventStore for MemStore {
 
     async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
         let inner = self.lock();
-        let start = from.0.saturating_sub(1) as usize;
-        Ok(inner
-            .events
+        let start = inner.events.partition_point(|e| e.event_id < from);
+        Ok(inner.events[start..]
             .iter()
-            .skip(start)
             .take(max_events as usize)
             .cloned()
             .collect())
@@ -113,7 +198,7 @@ impl EventStore for MemStore {
     }
 
     async fn last_event_id(&self) -> Result<EventId, StoreError> {
-        Ok(EventId(self.lock().events.len() as u64))
+        Ok(EventId(self.lock().last_id))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The storage traits. Async so that network backends fit; the file log answers from its
 //! own writer thread and page cache.
 
-use crate::StoreError;
+use crate::{StoreError, Subscription};
 use apollo11_core::{BlobRef, Event, EventId, EventKind, EventRef, Payload, RunId, Seq, StepName};
 use async_trait::async_trait;
 
@@ -54,6 +54,12 @@ pub struct RunSummary {
 pub type Visitor<'v> = dyn for<'r, 'e> FnMut(&'r EventRef<'e>) + Send + 'v;
 
 /// The append-only event log.
+///
+/// Event ids are assigned by the store, **strictly increasing** in the order appends become
+/// visible, and **not dense**: a backend may skip ids (a database sequence does, and so does
+/// a transaction that rolls back). Never compute an id from another (`last + n`), nor a
+/// count from ids; read from a watermark with `read_from(last + 1)`, which is right with or
+/// without gaps. Each run's `seq` is dense: 1, 2, 3…
 #[async_trait]
 pub trait EventStore: Send + Sync {
     /// Appends `events` to `run_id`, the first getting seq `expected_seq` and the others the
@@ -81,7 +87,7 @@ pub trait EventStore: Send + Sync {
     }
 
     /// At most `max_events` events with id ≥ `from`, in id order: for tailing the log from
-    /// a watermark without re-reading it.
+    /// a watermark without re-reading it. `from` need not be the id of an event.
     async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError>;
 
     /// The events `read_from` would return, handed to `visit` one by one, borrowed; returns
@@ -98,10 +104,20 @@ pub trait EventStore: Send + Sync {
         Ok(events.last().map(|e| e.event_id))
     }
 
+    /// Every event with id > `after`, in id order, each once, as it becomes visible (after
+    /// it is durable): a change feed, for live views. A subscriber that falls too far behind
+    /// a pushing store is told so ([`Change::FellBehind`](crate::Change::FellBehind)) instead of making the writer wait.
+    /// The default polls [`EventStore::read_from`] every
+    /// [`POLL_INTERVAL_MS`](crate::feed::POLL_INTERVAL_MS), which adds up to that latency and
+    /// never falls behind; stores that can push override it.
+    async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
+        Ok(Subscription::polling(self, after))
+    }
+
     /// Every run, ordered by run id.
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
 
-    /// Id of the last event in the store (0 when empty).
+    /// Id of the last event in the store (0 when empty); not the number of events.
     async fn last_event_id(&self) -> Result<EventId, StoreError>;
 }
 

@@ -59,6 +59,7 @@ if [ $APOLLO11_ATTEMPT = 1 ]; then head -c 10000 /dev/zero | tr '\\0' m > $APOLL
     flip_a_byte(&blob);
     let out = cli.run(&["resume", "cp"]);
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    crate::harness::assert_damage_advice(&[], &out.stderr);
     assert!(
         out.stderr.contains(&format!("blobs/{sha}")),
         "{}",
@@ -67,6 +68,7 @@ if [ $APOLLO11_ATTEMPT = 1 ]; then head -c 10000 /dev/zero | tr '\\0' m > $APOLL
     std::fs::remove_file(&blob).unwrap();
     let out = cli.run(&["resume", "cp"]);
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    crate::harness::assert_damage_advice(&[], &out.stderr);
     assert!(
         out.stderr.contains(&format!("blob {sha} not found")),
         "{}",
@@ -109,6 +111,7 @@ exit 5
     let wf = cli.workflow("wf.toml", &toml);
     let out = cli.run(&["run", wf.to_str().unwrap(), "--run-id", "comp"]);
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    crate::harness::assert_damage_advice(&[], &out.stderr);
     let sha = blobs(&cli).pop().unwrap();
     let sha = sha.file_name().unwrap().to_str().unwrap();
     assert!(
@@ -142,6 +145,7 @@ exit 5
     );
     let out = cli.run(&["resume", "comp"]);
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    crate::harness::assert_damage_advice(&[], &out.stderr);
     assert!(
         out.stderr.contains(&format!("blobs/{sha}")),
         "{}",

@@ -167,3 +167,16 @@ pub fn gone(pid: i32) -> bool {
     }
     true
 }
+
+/// Checks that an exit-3 message points to `verify` and to `repair`, once each (the advice
+/// is the CLI's, added once, never also carried by the library's error), and is no panic.
+pub fn assert_damage_advice(args: &[&str], stderr: &str) {
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    for command in ["`apollo11 verify`", "`apollo11 repair`"] {
+        assert_eq!(
+            stderr.matches(command).count(),
+            1,
+            "{args:?} must point to {command} once: {stderr}"
+        );
+    }
+}

@@ -232,6 +232,14 @@ fn a_second_run_on_a_busy_data_dir_exits_4_while_status_still_works() {
     let wf = cli.workflow("wf.toml", toml);
     let mut first = cli.spawn(&["run", wf.to_str().unwrap(), "--run-id", "first"]);
     wait_for(&cli.file("held"));
+    let lock = |cli: &Cli| {
+        use std::os::unix::fs::MetadataExt;
+        let path = cli.data.path().join("LOCK");
+        let meta = std::fs::metadata(&path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        (bytes, meta.mode(), meta.ctime(), meta.ctime_nsec())
+    };
+    let held = lock(&cli);
     let second = cli.run(&["run", wf.to_str().unwrap(), "--run-id", "second"]);
     assert_eq!(second.code, 4, "{}", second.stderr);
     assert!(
@@ -239,6 +247,9 @@ fn a_second_run_on_a_busy_data_dir_exits_4_while_status_still_works() {
         "{}",
         second.stderr
     );
+    // T8: the refused writer wrote nothing, not even a `chmod` of the lock file.
+    assert!(lock(&cli) == held, "the refused writer touched LOCK");
+    assert!(!cli.data.path().join("logs/second").exists());
     let status = cli.run(&["status", "first", "--json"]);
     assert_eq!(status.code, 0, "{}", status.stderr);
     assert!(status.stdout.contains("\"running\""), "{}", status.stdout);

@@ -195,3 +195,67 @@ async fn a_full_disk_is_a_clear_error_and_the_log_reopens_without_repair() {
         .unwrap();
     }
 }
+
+/// A panic on the writer thread (a bug, not an IO error) poisons the store like an fsync
+/// error: every appender waiting is answered, every later call fails, a subscriber waiting
+/// is told, nothing hangs, and the log reopens with every acknowledged event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_on_the_writer_thread_poisons_the_store_and_nothing_hangs() {
+    let fs = Arc::new(SimFs::new());
+    let log = Arc::new(FileLog::open_with(fs.clone(), "/d", options()).unwrap());
+    log.append(&RunId::from("r"), Seq(1), vec![created()])
+        .await
+        .unwrap();
+    let mut subscription = log.subscribe(EventId(1)).await.unwrap();
+    fs.set_fault(Some(Fault::PanicAtSync(0)));
+    // Appenders to several runs at once: the writer groups them into the batch it panics on,
+    // and the others wait in its queue.
+    let appends: Vec<_> = (0..8)
+        .map(|i| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let run = RunId::from(format!("a{i}").as_str());
+                log.append(&run, Seq(1), vec![created()]).await
+            })
+        })
+        .collect();
+    for append in appends {
+        let answered = within("an appender", append).await.unwrap();
+        assert!(
+            matches!(&answered, Err(StoreError::Poisoned { .. })),
+            "{answered:?}"
+        );
+    }
+    let told = within("the subscriber", subscription.next()).await;
+    assert!(
+        matches!(&told, Err(StoreError::Poisoned { cause }) if cause.contains("panicked")),
+        "{told:?}"
+    );
+    assert_everything_fails(&log).await;
+    match log.read_run(&RunId::from("r"), Seq(1)).await {
+        Err(StoreError::Poisoned { cause }) => {
+            assert!(cause.contains("the log writer panicked"), "{cause}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        log.subscribe(EventId(0)).await.err(),
+        Some(StoreError::Poisoned { .. })
+    ));
+    // Dropping the log joins the writer thread: it must have ended.
+    drop(subscription);
+    let log = Arc::into_inner(log).expect("no task holds the log any more");
+    within("closing", tokio::task::spawn_blocking(move || drop(log)))
+        .await
+        .unwrap();
+    fs.set_fault(None);
+    let reopened = FileLog::open_with(fs, "/d", options()).unwrap();
+    assert!(reopened.last_event_id().await.unwrap() >= EventId(1));
+}
+
+/// Awaits `f`, failing the test after 30 s rather than hanging.
+async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(30), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung"))
+}

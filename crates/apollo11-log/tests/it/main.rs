@@ -2,9 +2,11 @@
 
 mod basics;
 mod bitflip;
+mod blocking;
 mod common;
 mod compat;
 mod faults;
+mod feed;
 mod files;
 mod guards;
 mod index_files;

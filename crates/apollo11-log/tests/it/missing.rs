@@ -6,7 +6,7 @@
 
 use crate::common::{append, created, read_everything, remove_index_files, sized};
 use apollo11_core::EventId;
-use apollo11_log::{repair, verify, FileLog, Options, RealFs};
+use apollo11_log::{plan_repair, repair, verify, FileLog, Options, RealFs};
 use apollo11_store::{EventStore, Snapshot, SnapshotStore, StoreError};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -134,6 +134,8 @@ async fn one_case(segments: u32, how: Damage, evidence: Evidence) {
         "{case}: {written:?}"
     );
     damage(dir.path(), how);
+    // What another process left in the lock file: a refused writer must not replace it.
+    std::fs::write(dir.path().join("LOCK"), "pid 1 (an earlier writer)").unwrap();
     let before = contents(dir.path());
     let reported = verify(dir.path()).unwrap();
     let found = reported
@@ -153,8 +155,15 @@ async fn one_case(segments: u32, how: Damage, evidence: Evidence) {
         "{case}: a refused open changed files"
     );
     assert_eq!(verify(dir.path()).unwrap().damage, Some(found), "{case}");
+    let plan = plan_repair(dir.path()).unwrap();
+    assert_eq!(
+        contents(dir.path()),
+        before,
+        "{case}: planning changed files"
+    );
     let repaired = repair(dir.path()).unwrap();
     assert!(repaired.damage.is_some(), "{case}");
+    assert_did_what_was_planned(dir.path(), &plan, &repaired, &case);
     assert!(
         repaired.events_kept < u64::from(events),
         "{case}: {repaired:?}"
@@ -171,6 +180,33 @@ async fn one_case(segments: u32, how: Damage, evidence: Evidence) {
         None,
         "{case}: stale snapshot"
     );
+}
+
+/// The repair did what its plan said, nothing else: the same damage, events and drops, each
+/// cut segment cut where planned, its bytes kept when some were not zeros.
+fn assert_did_what_was_planned(
+    dir: &Path,
+    plan: &apollo11_log::RepairPlan,
+    repaired: &apollo11_log::RepairReport,
+    case: &str,
+) {
+    assert_eq!(plan.damage, repaired.damage, "{case}");
+    assert_eq!(plan.events_kept, repaired.events_kept, "{case}");
+    assert_eq!(plan.drops, repaired.dropped, "{case}");
+    let kept = plan.cuts.iter().filter(|c| c.kept).count();
+    assert_eq!(
+        kept,
+        repaired.kept_in.len(),
+        "{case}: {plan:?} {repaired:?}"
+    );
+    for c in &plan.cuts {
+        let size = std::fs::metadata(dir.join(&c.file)).map(|m| m.len()).ok();
+        let expected = (c.at > 0).then_some(c.at);
+        assert_eq!(size, expected, "{case}: {c:?}");
+    }
+    for dropped in &plan.drops {
+        assert!(!dir.join(dropped).exists(), "{case}: {dropped} left");
+    }
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! T8: a second writer — another process, not another handle — is refused at once with a
-//! clear error naming the holder, and writes nothing.
+//! clear error naming the holder, and writes nothing: no byte, no mode, not even a `chmod`
+//! that leaves the mode as it was.
 
 use crate::common::{append, created, sized};
 use apollo11_log::{FileLog, Options};
@@ -40,15 +41,23 @@ fn child_process_opens_the_data_dir_for_writing() {
     }
 }
 
-/// Every file under `dir` with its bytes.
-fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+/// A file's bytes, mode, and the time its inode last changed (seconds, nanoseconds): a
+/// `chmod` to the mode it has already changes that too.
+type FileState = (Vec<u8>, u32, (i64, i64));
+
+/// Every file under `dir` with its state.
+fn contents(dir: &Path) -> BTreeMap<String, FileState> {
+    use std::os::unix::fs::MetadataExt;
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
             out.extend(contents(&path));
         } else {
-            out.insert(path.display().to_string(), std::fs::read(&path).unwrap());
+            let meta = std::fs::metadata(&path).unwrap();
+            let changed = (meta.ctime(), meta.ctime_nsec());
+            let bytes = std::fs::read(&path).unwrap();
+            out.insert(path.display().to_string(), (bytes, meta.mode(), changed));
         }
     }
     out

@@ -56,6 +56,22 @@ async fn a_snapshot_copied_from_another_log_is_never_loaded_and_verify_reports_i
         verify(theirs.path()).unwrap().is_clean(),
         "in its own log it is fine"
     );
+    // A snapshot is a cache: repair removes a damaged one, and only that, even with the log
+    // intact.
+    drop(log);
+    let plan = apollo11_log::plan_repair(ours.path()).unwrap();
+    assert_eq!((plan.damage, plan.drops), (None, vec![name.to_owned()]));
+    let repaired = apollo11_log::repair(ours.path()).unwrap();
+    assert_eq!(repaired.dropped, [name]);
+    assert!(verify(ours.path()).unwrap().is_clean());
+    assert_eq!(
+        apollo11_log::repair(ours.path()).unwrap(),
+        apollo11_log::RepairReport {
+            events_kept: 3,
+            ..Default::default()
+        },
+        "nothing more to do"
+    );
 }
 
 #[tokio::test]

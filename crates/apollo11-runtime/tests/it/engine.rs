@@ -28,8 +28,12 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
+        Fixture::on(MemStore::new())
+    }
+
+    pub fn on(store: MemStore) -> Fixture {
         Fixture {
-            store: Arc::new(MemStore::new()),
+            store: Arc::new(store),
             ledger: Ledger::default(),
             gauge: Arc::default(),
             undo: Default::default(),
@@ -691,4 +695,74 @@ async fn closing_snapshots_every_event_appended_since_the_last_snapshot() {
         .unwrap()
         .expect("closing saves one");
     assert_eq!(snapshot.watermark, last);
+}
+
+/// On a store whose event ids have gaps (as a database sequence may leave), the engine's
+/// view tails the log, snapshots at a real event id, reloads the snapshot and catches up
+/// after it, and `auto` timeouts learn across all of it.
+#[tokio::test(start_paused = true)]
+async fn the_view_and_its_snapshots_follow_event_ids_with_gaps() {
+    use apollo11_runtime::EngineConfig;
+    use apollo11_store::{EventStore, IdGaps};
+    for gaps in [IdGaps::Even, IdGaps::Random { seed: 11 }] {
+        let f = Fixture::on(MemStore::with_id_gaps(gaps));
+        let config = EngineConfig {
+            snapshot_every_events: 7,
+            ..EngineConfig::default()
+        };
+        let build = |script: fn(u32) -> Act| {
+            let retry = RetryPolicy {
+                max_attempts: 1,
+                ..RetryPolicy::default()
+            };
+            let code = Scripted::new("s", script, &f.ledger, &f.gauge);
+            Workflow::builder("auto")
+                .defaults(
+                    retry,
+                    Timeout::Auto {
+                        fallback_ms: 60_000,
+                    },
+                )
+                .step(StepBuilder::new("s", code).idempotency(I::Natural))
+                .build()
+                .unwrap()
+        };
+        let engine = Engine::open(f.store.clone(), config.clone()).await.unwrap();
+        let wf = engine.register(build(|_| Act::Ok(100)));
+        for i in 0..12 {
+            assert_eq!(
+                run_to_end(&engine, &wf, &format!("warm-{i}")).await,
+                RunStatus::Succeeded
+            );
+        }
+        engine.close().await;
+        let last = f.store.last_event_id().await.unwrap();
+        let snapshot = f.store.load_snapshot().await.unwrap().unwrap();
+        assert_eq!(
+            snapshot.watermark, last,
+            "{gaps:?}: closing snapshots to the end"
+        );
+        // Events after the snapshot: the next engine folds them from its watermark.
+        let engine = Engine::open(f.store.clone(), config.clone()).await.unwrap();
+        let wf = engine.register(build(|_| Act::Ok(100)));
+        for i in 12..25 {
+            run_to_end(&engine, &wf, &format!("warm-{i}")).await;
+        }
+        drop(engine);
+        let engine = Engine::open(f.store.clone(), config).await.unwrap();
+        let saved = f.store.load_snapshot().await.unwrap().unwrap().watermark;
+        let ids: Vec<_> = f.store.read_from(saved, 1).await.unwrap();
+        assert_eq!(
+            ids[0].event_id, saved,
+            "{gaps:?}: a snapshot covers a real event"
+        );
+        let wf = engine.register(build(|_| Act::Hang));
+        assert_eq!(run_to_end(&engine, &wf, "hung").await, RunStatus::Paused);
+        let t = timeline(&f.store, "hung").await;
+        assert_eq!(
+            t[1].2 - t[0].2,
+            200,
+            "{gaps:?}: 2 x p99 of 100 ms, all 25 learned"
+        );
+    }
 }

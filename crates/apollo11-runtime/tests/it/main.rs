@@ -2,6 +2,7 @@
 
 mod compensation;
 mod engine;
+mod flaky;
 mod operator;
 mod payloads;
 mod scripted;

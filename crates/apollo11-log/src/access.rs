@@ -1,0 +1,304 @@
+//! The store traits on [`FileLog`]. Every read of a file, and every write and sync of a
+//! snapshot or a blob, runs on tokio's blocking pool, so an async caller never holds a
+//! worker thread on disk IO or an fsync; appends go to the writer thread. A borrowed scan
+//! reads its chunks on the blocking pool and decodes them where it was called, in place.
+
+use crate::files::write_atomically;
+use crate::fs::Mode;
+use crate::log::{FileLog, Files};
+use crate::scan::{ReadAhead, CHUNK_EVENTS};
+use crate::snapshot;
+use crate::writer::AppendRequest;
+use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
+use apollo11_store::{
+    check_blob, sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot,
+    SnapshotStore, StoreError, Subscription, Visitor,
+};
+use async_trait::async_trait;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+impl FileLog {
+    /// Runs `work` on the blocking pool with the log's files. A panic in it is the caller's.
+    async fn blocking<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Files) -> Result<T, StoreError> + Send + 'static,
+    {
+        let files = self.files.clone();
+        joined(tokio::task::spawn_blocking(move || work(&files)).await)
+    }
+
+    /// Starts reading, on the blocking pool, the records of the events from `from` on, at
+    /// most one chunk's worth and none past `end`.
+    fn read_chunk(
+        &self,
+        from: u64,
+        end: u64,
+        buffer: Vec<u8>,
+    ) -> tokio::task::JoinHandle<Result<ReadAhead, StoreError>> {
+        let files = self.files.clone();
+        let count = (end - from + 1).min(CHUNK_EVENTS) as u32;
+        tokio::task::spawn_blocking(move || files.index().read_ahead(EventId(from), count, buffer))
+    }
+
+    /// Runs a read of the index on the blocking pool, failing first if the store stopped.
+    async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&crate::index::Index) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.files.shared.check_poison()?;
+        self.blocking(move |files| read(&files.index())).await
+    }
+}
+
+/// The outcome of work done on the blocking pool; its panic is the awaiting caller's.
+fn joined<T>(
+    outcome: Result<Result<T, StoreError>, tokio::task::JoinError>,
+) -> Result<T, StoreError> {
+    match outcome {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(StoreError::Unavailable {
+            message: "the runtime is shutting down".into(),
+        }),
+    }
+}
+
+#[async_trait]
+impl EventStore for FileLog {
+    async fn append(
+        &self,
+        run_id: &RunId,
+        expected_seq: Seq,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventId>, StoreError> {
+        validate(run_id, &events)?;
+        let sender = self.writable()?;
+        let (reply, answer) = oneshot::channel();
+        let request = AppendRequest {
+            run_id: run_id.clone(),
+            expected_seq,
+            events,
+            reply,
+        };
+        let stopped = || StoreError::Poisoned {
+            cause: (self.files.shared.poison.get().cloned())
+                .unwrap_or_else(|| "the writer stopped".into()),
+        };
+        sender.send(request).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
+        let run_id = run_id.clone();
+        self.read(move |index| index.read_run(&run_id, from_seq))
+            .await
+    }
+
+    async fn read_event(&self, run_id: &RunId, seq: Seq) -> Result<Option<Event>, StoreError> {
+        let run_id = run_id.clone();
+        self.read(move |index| index.read_event(&run_id, seq)).await
+    }
+
+    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
+        self.read(move |index| index.read_from(from, max_events))
+            .await
+    }
+
+    /// Reads a chunk ahead on the blocking pool while the one before is decoded here, each
+    /// in a buffer kept between calls: the disk work overlaps the decoding, and a chunk is
+    /// decoded while it is still in the cache it was read into.
+    async fn scan_from(
+        &self,
+        from: EventId,
+        max: u32,
+        visit: &mut Visitor<'_>,
+    ) -> Result<Option<EventId>, StoreError> {
+        self.files.shared.check_poison()?;
+        let first = from.0.max(1);
+        let end = (self.files.index().last_event_id)
+            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
+        if first > end {
+            return Ok(None);
+        }
+        let mut buffers = self.scan_buffers();
+        let mut reading = Some(self.read_chunk(first, end, buffers.pop().unwrap_or_default()));
+        let mut last = None;
+        while let Some(read) = reading.take() {
+            let ahead = joined(read.await)?;
+            let done = ahead.last().map_or(end, |id| id.0);
+            if done < end {
+                let buffer = buffers.pop().unwrap_or_default();
+                reading = Some(self.read_chunk(done + 1, end, buffer));
+            }
+            last = self.files.index().scan_read(&ahead, visit)?.or(last);
+            buffers.push(ahead.into_buffer());
+        }
+        self.keep_scan_buffers(buffers);
+        Ok(last)
+    }
+
+    /// Pushed by the writer after each batch's sync. A read-only log is a fixed view of
+    /// the log as it was opened: its subscriptions deliver what it holds, then wait.
+    async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
+        let shared = &self.files.shared;
+        shared.check_poison()?;
+        let index = self.files.index();
+        let live = shared.feed.subscribe();
+        let visible = EventId(index.last_event_id);
+        drop(index);
+        // A poisoning told to subscribers before this one existed is seen here instead.
+        shared.check_poison()?;
+        Ok(Subscription::pushed(self, after, visible, live))
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.files.shared.check_poison()?;
+        Ok(self.files.index().list_runs())
+    }
+
+    async fn last_event_id(&self) -> Result<EventId, StoreError> {
+        self.files.shared.check_poison()?;
+        Ok(EventId(self.files.index().last_event_id))
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for FileLog {
+    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        self.writable()?;
+        self.blocking(move |files| {
+            let result = files.write_snapshot(&snapshot);
+            files.poison_on_io(result)
+        })
+        .await
+    }
+
+    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
+        self.files.shared.check_poison()?;
+        self.blocking(Files::load_snapshot).await
+    }
+}
+
+impl Files {
+    /// Writes `snapshot` atomically (temp, sync, rename, sync the directory) and removes
+    /// the oldest beyond the number kept.
+    fn write_snapshot(&self, snapshot: &Snapshot) -> Result<(), StoreError> {
+        let last = self.index().last_event_id;
+        if snapshot.watermark.0 > last {
+            return Err(snapshot::beyond_log(snapshot.watermark.0, last));
+        }
+        let record_crc = match snapshot.watermark.0 {
+            0 => 0,
+            w => self.index().record_crc(w)?,
+        };
+        let dir = self.dir.join("snapshots");
+        let path = dir.join(snapshot::file_name(snapshot.watermark.0));
+        let bytes = snapshot::encode(snapshot, self.options.durability, record_crc);
+        write_atomically(self.fs.as_ref(), &path, &bytes)?;
+        let names = self.snapshot_names()?;
+        for old in names.iter().rev().skip(self.options.snapshots_kept) {
+            let path = dir.join(old);
+            self.fs
+                .remove(&path)
+                .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
+        }
+        self.fs
+            .sync_dir(&dir)
+            .map_err(|e| StoreError::io(format!("syncing {}", dir.display()), e))
+    }
+
+    /// The newest snapshot that decodes, covers no event past the log's end and belongs to
+    /// this log; the others are skipped for older ones.
+    fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
+        let last = self.index().last_event_id;
+        for name in self.snapshot_names()?.iter().rev() {
+            let path = self.dir.join("snapshots").join(name);
+            let Ok(bytes) = self.fs.open(&path, Mode::Read).and_then(|f| f.read_all()) else {
+                continue;
+            };
+            let Ok(file) = snapshot::decode(&bytes) else {
+                continue;
+            };
+            let watermark = file.snapshot.watermark.0;
+            if watermark > last {
+                continue;
+            }
+            let record_crc = match watermark {
+                0 => 0,
+                w => self.index().record_crc(w)?,
+            };
+            if snapshot::foreign(&file, record_crc).is_none() {
+                return Ok(Some(file.snapshot));
+            }
+        }
+        Ok(None)
+    }
+
+    fn snapshot_names(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.dir.join("snapshots");
+        let names = self
+            .fs
+            .list(&dir)
+            .map_err(|e| StoreError::io(format!("listing {}", dir.display()), e))?;
+        Ok(names
+            .into_iter()
+            .filter(|n| snapshot::is_snapshot(n))
+            .collect())
+    }
+
+    /// Stores `bytes` under their hash unless a file of that name and size is there: a
+    /// blob is checked against its hash when it is read, never when it is stored again.
+    fn put_blob(&self, bytes: &[u8]) -> Result<BlobRef, StoreError> {
+        let blob = BlobRef {
+            sha256: sha256_hex(bytes),
+            bytes: bytes.len() as u64,
+        };
+        let path = self.dir.join("blobs").join(&blob.sha256);
+        let size = self.fs.open(&path, Mode::Read).and_then(|f| f.size());
+        if !matches!(size, Ok(size) if size == blob.bytes) {
+            let written = write_atomically(self.fs.as_ref(), &path, bytes);
+            self.poison_on_io(written)?;
+        }
+        Ok(blob)
+    }
+
+    fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
+        let valid_name =
+            blob.sha256.len() == 64 && blob.sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        if !valid_name {
+            return Err(StoreError::Invalid {
+                what: "blob reference".into(),
+                reason: format!("`{}` is not a SHA-256", blob.sha256),
+            });
+        }
+        let path = self.dir.join("blobs").join(&blob.sha256);
+        let bytes = match self.fs.open(&path, Mode::Read).and_then(|f| f.read_all()) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound {
+                    what: format!("blob {}", blob.sha256),
+                })
+            }
+            Err(e) => return Err(StoreError::io(format!("reading {}", path.display()), e)),
+        };
+        check_blob(blob, &bytes, &format!("blobs/{}", blob.sha256))?;
+        Ok(bytes)
+    }
+}
+
+#[async_trait]
+impl BlobStore for FileLog {
+    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
+        self.writable()?;
+        self.blocking(move |files| files.put_blob(&bytes)).await
+    }
+
+    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
+        self.files.shared.check_poison()?;
+        let blob = Arc::new(blob.clone());
+        self.blocking(move |files| files.get_blob(&blob)).await
+    }
+}

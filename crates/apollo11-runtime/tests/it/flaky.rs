@@ -1,0 +1,203 @@
+//! A store that fails the way a database does: unavailable for a while, an append whose
+//! answer was lost after it was written, a constraint it refuses. A driver waits out what a
+//! retry may cure and stops the run with anything else.
+
+use crate::scripted::{Act, Ledger, Scripted};
+use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
+use apollo11_runtime::{
+    Engine, EngineError, Idempotency, OnFailure, RetryPolicy, RunStatus, StepBuilder, Timeout,
+    Workflow,
+};
+use apollo11_store::{
+    BlobStore, EventStore, MemStore, NewEvent, RunSummary, Snapshot, SnapshotStore, StoreError,
+};
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What the n-th call of a kind does instead of answering.
+#[derive(Clone)]
+enum Fault {
+    /// Fails without writing anything.
+    Fail(StoreError),
+    /// Writes, then fails as if the answer were lost on the way back.
+    LoseAnswer(StoreError),
+}
+
+#[derive(Default)]
+struct Flaky {
+    inner: MemStore,
+    appends: AtomicU32,
+    reads: AtomicU32,
+    /// By the number (from 1) of the `append` call they strike.
+    append_faults: Mutex<BTreeMap<u32, Fault>>,
+    /// By the number (from 1) of the `read_run` call they strike.
+    read_faults: Mutex<BTreeMap<u32, StoreError>>,
+}
+
+fn unavailable() -> StoreError {
+    StoreError::Unavailable {
+        message: "connection reset by peer (simulated)".into(),
+    }
+}
+
+impl Flaky {
+    fn faults_left(&self) -> usize {
+        self.append_faults.lock().unwrap().len() + self.read_faults.lock().unwrap().len()
+    }
+}
+
+#[async_trait]
+impl EventStore for Flaky {
+    async fn append(
+        &self,
+        run_id: &RunId,
+        expected_seq: Seq,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventId>, StoreError> {
+        let n = self.appends.fetch_add(1, Ordering::SeqCst) + 1;
+        let fault = self.append_faults.lock().unwrap().remove(&n);
+        match fault {
+            None => self.inner.append(run_id, expected_seq, events).await,
+            Some(Fault::Fail(e)) => Err(e),
+            Some(Fault::LoseAnswer(e)) => {
+                self.inner.append(run_id, expected_seq, events).await?;
+                Err(e)
+            }
+        }
+    }
+
+    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
+        let n = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(e) = self.read_faults.lock().unwrap().remove(&n) {
+            return Err(e);
+        }
+        self.inner.read_run(run_id, from_seq).await
+    }
+
+    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
+        self.inner.read_from(from, max_events).await
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.inner.list_runs().await
+    }
+
+    async fn last_event_id(&self) -> Result<EventId, StoreError> {
+        self.inner.last_event_id().await
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for Flaky {
+    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        self.inner.save_snapshot(snapshot).await
+    }
+
+    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
+        self.inner.load_snapshot().await
+    }
+}
+
+#[async_trait]
+impl BlobStore for Flaky {
+    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
+        self.inner.put_blob(bytes).await
+    }
+
+    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
+        self.inner.get_blob(blob).await
+    }
+}
+
+/// `a` → `b` → `c`, every step succeeding at once.
+fn chain(ledger: &Ledger) -> Workflow {
+    let retry = RetryPolicy {
+        max_attempts: 3,
+        ..RetryPolicy::default()
+    };
+    let mut builder = Workflow::builder("chain")
+        .on_failure(OnFailure::Pause)
+        .defaults(retry, Timeout::None);
+    for (step, deps) in [("a", &[][..]), ("b", &["a"]), ("c", &["b"])] {
+        let code = Scripted::new(step, |_| Act::Ok(10), ledger, &Arc::default());
+        builder = builder.step(
+            StepBuilder::new(step, code)
+                .depends_on(deps)
+                .idempotency(Idempotency::Natural),
+        );
+    }
+    builder.build().unwrap()
+}
+
+async fn run(store: &Arc<Flaky>, ledger: &Ledger) -> Result<RunStatus, EngineError> {
+    let engine = Engine::open(store.clone(), Default::default())
+        .await
+        .unwrap();
+    let wf = engine.register(chain(ledger));
+    let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
+    handle.outcome().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_waits_out_an_unavailable_store_and_an_append_whose_answer_was_lost() {
+    let store = Arc::new(Flaky::default());
+    // Append 1 creates the run. The driver's first read fails; then appends 2 and 3 (a's
+    // start) fail unwritten; append 4 (a's start again) is written but its answer lost; a
+    // later one fails with a serialization failure, which a retry cures too.
+    store.read_faults.lock().unwrap().insert(1, unavailable());
+    let retryable_refusal = StoreError::Backend {
+        message: "40001 could not serialize access (simulated)".into(),
+        retryable: true,
+    };
+    store.append_faults.lock().unwrap().extend([
+        (2, Fault::Fail(unavailable())),
+        (3, Fault::Fail(unavailable())),
+        (4, Fault::LoseAnswer(unavailable())),
+        (7, Fault::Fail(retryable_refusal)),
+    ]);
+    let ledger = Ledger::default();
+    let status = run(&store, &ledger).await;
+    assert_eq!(status.unwrap(), RunStatus::Succeeded);
+    assert_eq!(store.faults_left(), 0, "every fault struck");
+    let runs: Vec<(String, u32)> = ledger
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(s, a, _)| (s.clone(), *a))
+        .collect();
+    // `a`'s first start was written, but the driver never heard so and never ran it: the
+    // log says it was left running, so it is failed as interrupted and run as attempt 2.
+    assert_eq!(runs, [("a".into(), 2), ("b".into(), 1), ("c".into(), 1)]);
+    let events = store
+        .inner
+        .read_run(&RunId::from("r"), Seq(1))
+        .await
+        .unwrap();
+    let interrupted = events.iter().filter(|e| {
+        matches!(&e.kind, apollo11_core::EventKind::Failed { error, .. } if error == "interrupted")
+    });
+    assert_eq!(interrupted.count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_error_no_retry_can_cure_stops_the_run_with_it() {
+    let store = Arc::new(Flaky::default());
+    let refusal = StoreError::Backend {
+        message: "23514 check constraint violated (simulated)".into(),
+        retryable: false,
+    };
+    store
+        .append_faults
+        .lock()
+        .unwrap()
+        .insert(3, Fault::Fail(refusal));
+    let ledger = Ledger::default();
+    match run(&store, &ledger).await {
+        Err(EngineError::Store(StoreError::Backend { message, retryable })) => {
+            assert!(!retryable && message.starts_with("23514"), "{message}");
+        }
+        other => panic!("the run must stop with the store's error, got {other:?}"),
+    }
+}
