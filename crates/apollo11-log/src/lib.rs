@@ -4,6 +4,7 @@ mod access;
 mod codec;
 mod files;
 mod fs;
+mod holder;
 mod idx;
 mod index;
 mod log;
@@ -21,6 +22,7 @@ mod verify;
 mod writer;
 
 pub use fs::{Fs, FsFile, FsLock, Mode, RealFs};
+pub use holder::LockHolder;
 pub use log::{FileLog, Recovery, TornTail};
 pub use options::{Durability, Options};
 pub use recover::Damage;

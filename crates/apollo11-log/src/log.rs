@@ -7,7 +7,7 @@ use crate::index::Index;
 use crate::recover::{load, Inspected, Verdict};
 use crate::segment::{file_name, HEADER_BYTES};
 use crate::writer::{create_segment, preallocation, AppendRequest, Shared, Tail, Writer};
-use crate::{snapshot, Options};
+use crate::{snapshot, LockHolder, Options};
 use apollo11_core::{limits, EventRef};
 use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
@@ -67,6 +67,18 @@ impl FileLog {
         FileLog::open_with(Arc::new(RealFs), dir, options)
     }
 
+    /// Opens `dir` for writing as [`FileLog::open`] does, for a process that serves the data
+    /// dir at `listen`: the lock file records the address (see [`LockHolder`]), so that
+    /// other processes refused the lock know where to send their requests.
+    pub fn open_serving(
+        dir: impl AsRef<Path>,
+        options: Options,
+        listen: &str,
+    ) -> Result<FileLog, StoreError> {
+        let holder = LockHolder::this_process(Some(listen.to_owned()));
+        FileLog::open_as(Arc::new(RealFs), dir.as_ref(), options, &holder)
+    }
+
     /// Opens `dir` read-only on the real file system, without the lock.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<FileLog, StoreError> {
         FileLog::open_read_only_with(Arc::new(RealFs), dir)
@@ -78,15 +90,25 @@ impl FileLog {
         dir: impl AsRef<Path>,
         options: Options,
     ) -> Result<FileLog, StoreError> {
+        let holder = LockHolder::this_process(None);
+        FileLog::open_as(fs, dir.as_ref(), options, &holder)
+    }
+
+    fn open_as(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        options: Options,
+        holder: &LockHolder,
+    ) -> Result<FileLog, StoreError> {
         options.validate()?;
-        let dir = dir.as_ref().to_path_buf();
+        let dir = dir.to_path_buf();
         let mkdir = |path: &Path| {
             fs.create_dir_all(path)
                 .map_err(|e| StoreError::io(format!("creating {}", path.display()), e))
         };
         mkdir(&dir)?;
         // The lock comes first: a refused second writer must not create or change anything.
-        let lock = take_lock(fs.as_ref(), &dir)?;
+        let lock = take_lock(fs.as_ref(), &dir, holder)?;
         for sub in ["segments", "snapshots", "blobs"] {
             mkdir(&dir.join(sub))?;
         }
@@ -215,15 +237,27 @@ impl Drop for FileLog {
 
 /// Takes the data directory's lock, changing nothing: the caller claims it
 /// ([`FsLock::claim`]) once it is sure to write.
-pub(crate) fn take_lock(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn FsLock>, StoreError> {
+pub(crate) fn take_lock(
+    fs: &dyn Fs,
+    dir: &Path,
+    holder: &LockHolder,
+) -> Result<Box<dyn FsLock>, StoreError> {
     let path = dir.join("LOCK");
-    let holder = format!("pid {}", std::process::id());
-    match fs.try_lock(&path, &holder) {
+    match fs.try_lock(&path, &holder.to_text()) {
         Ok(Some(lock)) => Ok(lock),
         Ok(None) => {
             let holder = fs.open(&path, Mode::Read).and_then(|f| f.read_all()).ok();
+            // One line (`pid N; listen ADDR`): it goes into an error message.
             let holder = holder
-                .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+                .map(|b| {
+                    let text = String::from_utf8_lossy(&b);
+                    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+                    lines
+                        .into_iter()
+                        .filter(|l| !l.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
                 .filter(|h| !h.is_empty());
             Err(StoreError::Locked {
                 path: path.display().to_string(),

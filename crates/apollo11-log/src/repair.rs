@@ -76,7 +76,7 @@ pub fn plan_repair(dir: impl AsRef<Path>) -> Result<RepairPlan, StoreError> {
 /// on purpose. Takes the lock.
 pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
     let dir = dir.as_ref();
-    let lock = crate::log::take_lock(fs.as_ref(), dir)?;
+    let lock = crate::log::take_lock(fs.as_ref(), dir, &crate::LockHolder::this_process(None))?;
     let report = verify_with(fs.clone(), dir)?;
     let plan = plan(fs.as_ref(), dir, &report)?;
     if plan.damage.is_none() && plan.drops.is_empty() {

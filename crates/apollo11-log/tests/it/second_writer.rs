@@ -109,3 +109,34 @@ async fn a_second_writer_process_is_refused_at_once_and_writes_nothing() {
     );
     append(&log, "r", vec![sized("t", 1)]).await;
 }
+
+/// A server's lock names where it listens, and a refused writer's error says so in one line
+/// that `LockHolder::parse` reads back.
+#[test]
+fn a_serving_holder_records_its_address_for_refused_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = FileLog::open_serving(dir.path(), Options::default(), "127.0.0.1:8711").unwrap();
+    let text = std::fs::read_to_string(dir.path().join("LOCK")).unwrap();
+    assert_eq!(
+        text,
+        format!("pid {}\nlisten 127.0.0.1:8711\n", std::process::id())
+    );
+    let refused = std::thread::spawn({
+        let dir = dir.path().to_owned();
+        move || FileLog::open(dir, Options::default()).err()
+    })
+    .join()
+    .unwrap();
+    let Some(StoreError::Locked {
+        holder: Some(holder),
+        ..
+    }) = refused
+    else {
+        panic!("not refused with a holder: {refused:?}");
+    };
+    assert!(!holder.contains('\n'), "{holder}");
+    let parsed = apollo11_log::LockHolder::parse(&holder);
+    assert_eq!(parsed.listen.as_deref(), Some("127.0.0.1:8711"));
+    assert_eq!(parsed.pid, Some(std::process::id()));
+    drop(served);
+}
