@@ -141,7 +141,7 @@ async fn lift_pause<S: apollo11_runtime::Store>(
         .await
     {
         // A finished run stays as it is; resume reports it.
-        Ok(()) | Err(EngineError::NotAllowed { .. }) => Ok(()),
+        Ok(_) | Err(EngineError::NotAllowed { .. }) => Ok(()),
         Err(e) => Err(engine_exit(e)),
     }
 }

@@ -5,7 +5,7 @@ use crate::driver::Driver;
 use crate::view::View;
 use crate::{Clock, EngineError, Workflow, WorkflowError};
 use apollo11_core::{
-    EventKind, EventRef, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
+    EventId, EventKind, EventRef, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
 };
 use apollo11_machine::{check_action, Policy, RunAction, RunState, RunStatus};
 use apollo11_store::{
@@ -299,7 +299,8 @@ impl<S: Store> Engine<S> {
         self.drive(run_id, workflow).await
     }
 
-    /// Puts a step in a state by hand, recorded as a `ManualOverride` event with who and why.
+    /// Puts a step in a state by hand, recorded as a `ManualOverride` event with who and why
+    /// (its id is returned).
     /// A driver working on the run picks it up at once.
     pub async fn override_step(
         &self,
@@ -308,7 +309,7 @@ impl<S: Store> Engine<S> {
         to: OverrideTarget,
         by: &str,
         reason: &str,
-    ) -> Result<(), EngineError> {
+    ) -> Result<EventId, EngineError> {
         loop {
             let state = self.shared.run_state(run_id).await?;
             let spec = self.pinned_spec(&state).await?;
@@ -330,7 +331,7 @@ impl<S: Store> Engine<S> {
                 instance: self.shared.config.instance.clone(),
                 payload: Payload::Empty,
             };
-            match self
+            let ids = match self
                 .shared
                 .store
                 .append(run_id, Seq(state.last_seq.0 + 1), vec![event])
@@ -341,11 +342,11 @@ impl<S: Store> Engine<S> {
             };
             self.shared.appended(1);
             self.wake(run_id);
-            return Ok(());
+            return Ok(ids[0]);
         }
     }
 
-    /// Pauses a run, recorded as `RunPaused` with who and why: it starts nothing new, its
+    /// Pauses a run, recorded as `RunPaused` with who and why (its id is returned): it starts nothing new, its
     /// running attempts and compensations finish (and are recorded), and its status is
     /// `paused` once nothing is at work. A driver working on the run picks it up at once.
     ///
@@ -353,7 +354,12 @@ impl<S: Store> Engine<S> {
     ///
     /// [`EngineError::NotAllowed`] when the run is finished, anomalous or already paused by
     /// an operator; [`EngineError::UnknownRun`] and store errors.
-    pub async fn pause(&self, run_id: &RunId, by: &str, reason: &str) -> Result<(), EngineError> {
+    pub async fn pause(
+        &self,
+        run_id: &RunId,
+        by: &str,
+        reason: &str,
+    ) -> Result<EventId, EngineError> {
         self.act(run_id, RunAction::Pause, by, reason).await
     }
 
@@ -364,7 +370,12 @@ impl<S: Store> Engine<S> {
     ///
     /// [`EngineError::NotAllowed`] when no operator's pause is in force (or the run is
     /// finished or anomalous); [`EngineError::UnknownRun`] and store errors.
-    pub async fn unpause(&self, run_id: &RunId, by: &str, reason: &str) -> Result<(), EngineError> {
+    pub async fn unpause(
+        &self,
+        run_id: &RunId,
+        by: &str,
+        reason: &str,
+    ) -> Result<EventId, EngineError> {
         self.act(run_id, RunAction::Resume, by, reason).await
     }
 
@@ -381,7 +392,7 @@ impl<S: Store> Engine<S> {
         run_id: &RunId,
         by: &str,
         reason: &str,
-    ) -> Result<(), EngineError> {
+    ) -> Result<EventId, EngineError> {
         self.act(run_id, RunAction::Rollback, by, reason).await
     }
 
@@ -393,7 +404,7 @@ impl<S: Store> Engine<S> {
         action: RunAction,
         by: &str,
         reason: &str,
-    ) -> Result<(), EngineError> {
+    ) -> Result<EventId, EngineError> {
         loop {
             let state = self.shared.run_state(run_id).await?;
             let spec = self.pinned_spec(&state).await?;
@@ -414,7 +425,7 @@ impl<S: Store> Engine<S> {
                 instance: self.shared.config.instance.clone(),
                 payload: Payload::Empty,
             };
-            match self
+            let ids = match self
                 .shared
                 .store
                 .append(run_id, Seq(state.last_seq.0 + 1), vec![event])
@@ -425,7 +436,7 @@ impl<S: Store> Engine<S> {
             };
             self.shared.appended(1);
             self.wake(run_id);
-            return Ok(());
+            return Ok(ids[0]);
         }
     }
 

@@ -9,7 +9,7 @@ mod view;
 mod workflow;
 
 pub use apollo11_core::{
-    Backoff, Idempotency, OnFailure, OverrideTarget, RetryPolicy, RunId, Timeout,
+    Backoff, EventId, Idempotency, OnFailure, OverrideTarget, RetryPolicy, RunId, Timeout,
 };
 pub use apollo11_machine::{Refusal, RunAction, RunStatus};
 pub use clock::Clock;
