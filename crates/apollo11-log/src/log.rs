@@ -201,6 +201,12 @@ impl FileLog {
         *self.scan_buffers.lock().unwrap_or_else(|p| p.into_inner()) = buffers;
     }
 
+    /// Whether appends are accepted now: fails with `ReadOnly` on a read-only open and with
+    /// `Poisoned` once a durability failure stopped the store (a server's readiness).
+    pub fn check_writable(&self) -> Result<(), StoreError> {
+        self.writable().map(|_| ())
+    }
+
     pub(crate) fn writable(&self) -> Result<&mpsc::Sender<AppendRequest>, StoreError> {
         self.files.shared.check_poison()?;
         self.sender.as_ref().ok_or(StoreError::ReadOnly)
