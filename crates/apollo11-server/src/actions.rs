@@ -1,0 +1,127 @@
+//! Operator actions: pause, resume, roll back a run, override a step. Each is one event in
+//! the log with who and why (`by`, `reason`, checked as the command line checks them), refused
+//! with 409 when the run's state does not allow it; the server drives the run afterwards, as
+//! `apollo11 resume` would.
+
+use crate::extract::{Body, Names};
+use crate::server::AppState;
+use crate::{drive, ApiError};
+use apollo11_core::{limits, OverrideTarget};
+use apollo11_runtime::{EngineError, EventId, Refusal, RunAction, RunId};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+type Shared = State<Arc<AppState>>;
+type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+
+/// Who acts and why.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Note {
+    by: String,
+    reason: String,
+}
+
+impl Note {
+    fn checked(&self) -> Result<(), ApiError> {
+        label("by", &self.by, limits::LABEL_BYTES_MAX)?;
+        label("reason", &self.reason, limits::ERROR_MESSAGE_BYTES_MAX)
+    }
+}
+
+/// A `by` or `reason`: kept in the log and shown on every timeline, so it must say something,
+/// fit the store's limit, and be one line of plain text.
+fn label(field: &str, text: &str, max_bytes: u32) -> Result<(), ApiError> {
+    let problem = if text.trim().is_empty() {
+        "is empty: it is kept in the log for whoever replays this run".to_owned()
+    } else if text.len() > max_bytes as usize {
+        format!("is {} bytes; at most {max_bytes} are allowed", text.len())
+    } else if text.chars().any(char::is_control) {
+        "contains a control character (newline, escape, ...)".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::invalid(format!("{field} {problem}")))
+}
+
+/// `POST /api/v1/runs/{id}/pause`.
+pub async fn pause(state: Shared, names: Names, note: Body<Note>) -> Answer {
+    act(state, names, note, RunAction::Pause).await
+}
+
+/// `POST /api/v1/runs/{id}/rollback`.
+pub async fn rollback(state: Shared, names: Names, note: Body<Note>) -> Answer {
+    act(state, names, note, RunAction::Rollback).await
+}
+
+/// `POST /api/v1/runs/{id}/resume`: lifts an operator's pause (its event id), or, for a run
+/// no operator paused, only drives it again (`event_id` null).
+pub async fn resume(state: Shared, names: Names, note: Body<Note>) -> Answer {
+    act(state, names, note, RunAction::Resume).await
+}
+
+async fn act(
+    State(state): Shared,
+    Names(names): Names,
+    Body(note): Body<Note>,
+    action: RunAction,
+) -> Answer {
+    note.checked()?;
+    let run_id = RunId(names[0].clone());
+    let engine = &state.engine;
+    let appended = match action {
+        RunAction::Pause => engine.pause(&run_id, &note.by, &note.reason).await,
+        RunAction::Resume => engine.unpause(&run_id, &note.by, &note.reason).await,
+        RunAction::Rollback => engine.request_rollback(&run_id, &note.by, &note.reason).await,
+    };
+    let event_id: Option<EventId> = match appended {
+        Ok(id) => Some(id),
+        Err(EngineError::NotAllowed {
+            action: RunAction::Resume,
+            refusal: Refusal::NotPaused,
+            ..
+        }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    drive::drive(&state, &run_id).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"event_id": event_id}))))
+}
+
+/// What an override sets, and who and why.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideBody {
+    to: String,
+    by: String,
+    reason: String,
+}
+
+/// `POST /api/v1/runs/{id}/steps/{step}/override`.
+pub async fn override_step(
+    State(state): Shared,
+    Names(names): Names,
+    Body(body): Body<OverrideBody>,
+) -> Answer {
+    let to = OverrideTarget::parse(&body.to).ok_or_else(|| {
+        ApiError::invalid(format!(
+            "to: `{}` is not one of succeeded, skipped, pending, failed",
+            body.to
+        ))
+    })?;
+    Note {
+        by: body.by.clone(),
+        reason: body.reason.clone(),
+    }
+    .checked()?;
+    let run_id = RunId(names[0].clone());
+    let event_id = state
+        .engine
+        .override_step(&run_id, &names[1], to, &body.by, &body.reason)
+        .await?;
+    drive::drive(&state, &run_id).await?;
+    Ok((StatusCode::OK, Json(json!({"event_id": event_id}))))
+}

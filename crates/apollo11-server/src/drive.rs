@@ -1,0 +1,125 @@
+//! Driving runs: starting a run of a registered workflow, driving an existing run again with
+//! the definition it pinned (after an operator's action, or at start for the runs a crash
+//! left interrupted), and logging how each drive ended.
+
+use crate::server::AppState;
+use crate::{files, shell, ApiError};
+use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
+use apollo11_runtime::{EngineError, RunFilter, RunHandle, RunId, RunStatus};
+use std::path::Path;
+
+/// Starts a run of workflow `name` (under `run_id`, or a new id), driven until it ends.
+pub async fn start(
+    state: &AppState,
+    name: &str,
+    run_id: Option<String>,
+) -> Result<RunId, ApiError> {
+    let registry = state.registry();
+    let registered = registry
+        .get(name)
+        .ok_or_else(|| ApiError::not_found(format!("no workflow `{name}` is registered")))?;
+    let handle = match run_id {
+        Some(id) => {
+            check_name(NameKind::Run, &id).map_err(|e| ApiError::invalid(format!("run_id: {e}")))?;
+            step_folders(&state.data_dir, &id, &registered.spec).map_err(ApiError::invalid)?;
+            state.engine.start(&registered.workflow, RunId(id)).await?
+        }
+        None => {
+            let now_ms = apollo11_runtime::Clock::system().now_ms();
+            let mut n = 1;
+            loop {
+                let id = default_run_id(name, now_ms, n);
+                step_folders(&state.data_dir, &id, &registered.spec).map_err(ApiError::invalid)?;
+                match state.engine.start(&registered.workflow, RunId(id)).await {
+                    Err(EngineError::RunExists { .. }) if n < DEFAULT_ID_TRIES => n += 1,
+                    other => break other?,
+                }
+            }
+        }
+    };
+    let run_id = handle.run_id().clone();
+    watch(handle);
+    Ok(run_id)
+}
+
+/// Drives a run again with the definition it pinned, as `apollo11 resume` does; a run this
+/// server drives already is left to its driver (which an action wakes).
+pub async fn drive(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
+    let spec = state.inspector.definition(run_id).await?;
+    let workflow = shell::workflow(&spec, &state.data_dir)
+        .map_err(|e| ApiError::damaged(format!("run `{run_id}`: its pinned definition: {e}")))?;
+    let _driving = state.driving.lock().await;
+    state.engine.register(workflow);
+    match state.engine.resume(run_id.clone()).await {
+        Ok(handle) => watch(handle),
+        Err(EngineError::AlreadyRunning { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+/// Drives every run left `running` (a crash interrupted it); paused runs stay paused.
+/// Returns how many it resumed.
+pub async fn resume_interrupted(state: &AppState) -> Result<usize, EngineError> {
+    let filter = RunFilter::all().state(RunStatus::Running);
+    let list = state.inspector.runs(&filter).await?;
+    for unreadable in &list.unreadable {
+        tracing::warn!(run = %unreadable.run_id, error = %unreadable.error, "run not resumed");
+    }
+    for row in &list.runs {
+        if let Err(e) = drive(state, &row.run_id).await {
+            tracing::warn!(run = %row.run_id, error = %e.message, "run not resumed");
+        }
+    }
+    Ok(list.runs.len())
+}
+
+/// Logs how a drive ends.
+fn watch(handle: RunHandle) {
+    tokio::spawn(async move {
+        let run_id = handle.run_id().clone();
+        match handle.outcome().await {
+            Ok(status) => tracing::info!(run = %run_id, %status, "run ended"),
+            Err(e) => tracing::warn!(run = %run_id, error = %e, "run stopped"),
+        }
+    });
+}
+
+/// How many suffixed ids a new run tries before giving up.
+const DEFAULT_ID_TRIES: u32 = 100;
+
+/// A run id that sorts by start time and says what ran: the workflow's name (cut so the id
+/// stays a valid name), the start time to the millisecond, and `-N` from the second try on.
+pub fn default_run_id(workflow: &str, now_ms: u64, n: u32) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now_ms);
+    let stamp = humantime::format_rfc3339_millis(at)
+        .to_string()
+        .replace(':', "");
+    let suffix = if n > 1 {
+        format!("-{n}")
+    } else {
+        String::new()
+    };
+    let room = limits::NAME_BYTES_MAX as usize - stamp.len() - suffix.len() - 1;
+    let mut end = workflow.len().min(room);
+    while !workflow.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}-{stamp}{suffix}", &workflow[..end])
+}
+
+/// Creates the folder of each step of a run before its first event, so a name the file
+/// system refuses is an error now rather than a run that cannot start its steps.
+pub fn step_folders(data_dir: &Path, run_id: &str, spec: &WorkflowSpec) -> Result<(), String> {
+    for step in &spec.steps {
+        let folder = files::step_dir(data_dir, run_id, &step.name);
+        files::create_private_dir(&folder).map_err(|e| {
+            format!(
+                "run `{run_id}`, step `{}`: cannot create {}: {e}",
+                step.name,
+                folder.display()
+            )
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,113 @@
+//! The one error shape of the API: `{"error": {"code", "message"}}` with its status, and how
+//! the engine's and the store's errors map onto it.
+
+use apollo11_runtime::EngineError;
+use apollo11_store::StoreError;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An error answered as the API's error object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// What the message is about.
+    pub message: String,
+}
+
+impl ApiError {
+    /// 400 `invalid`.
+    pub fn invalid(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 404 `not_found`.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// 409 `conflict`.
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, message)
+    }
+
+    /// 500 `damaged`.
+    pub fn damaged(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    /// 503 `unavailable`.
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    }
+
+    /// An error with this status.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    /// The `code` of the error object for a status.
+    pub fn code(&self) -> &'static str {
+        match self.status {
+            StatusCode::UNAUTHORIZED => "unauthorized",
+            StatusCode::NOT_FOUND => "not_found",
+            StatusCode::CONFLICT => "conflict",
+            StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+            StatusCode::INTERNAL_SERVER_ERROR => "damaged",
+            StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+            _ => "invalid",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code(), "message": self.message}});
+        let mut response = (self.status, body.to_string()).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        match e {
+            StoreError::Corrupted { .. } => ApiError::damaged(e.to_string()),
+            // Something the log points at is gone: the data dir is damaged.
+            StoreError::NotFound { .. } => ApiError::damaged(format!(
+                "{e}, but the log refers to it: the data dir is damaged"
+            )),
+            StoreError::Invalid { .. } | StoreError::TooLarge { .. } => {
+                ApiError::invalid(e.to_string())
+            }
+            StoreError::Conflict { .. } => ApiError::conflict(e.to_string()),
+            other => ApiError::unavailable(other.to_string()),
+        }
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> ApiError {
+        match e {
+            EngineError::Store(s) => s.into(),
+            EngineError::UnknownRun { .. } | EngineError::UnknownStep { .. } => {
+                ApiError::not_found(e.to_string())
+            }
+            EngineError::RunExists { .. }
+            | EngineError::NotAllowed { .. }
+            | EngineError::AlreadyRunning { .. }
+            | EngineError::DefinitionChanged { .. }
+            | EngineError::UnknownWorkflow { .. } => ApiError::conflict(e.to_string()),
+            EngineError::BadDefinition { .. } => ApiError::damaged(e.to_string()),
+            EngineError::Workflow(_) => ApiError::invalid(e.to_string()),
+            other => ApiError::unavailable(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! `apollo11 serve`: the engine on a data dir behind the JSON API of `docs/http-api.md`, a
+//! live stream of each run's events, the web UI's files, and a small client of that API for
+//! the command line.
+//!
+//! The server owns the engine and the data dir's writer lock (whose file records the
+//! server's address), starts runs of the workflows of its `--workflows` folder, drives the
+//! runs it starts, resumes and acts on, and resumes at start the runs a crash left
+//! interrupted.
+
+mod actions;
+mod auth;
+pub mod client;
+mod drive;
+mod error;
+mod extract;
+mod logs;
+mod router;
+mod runs;
+mod server;
+mod stream;
+mod ui;
+mod workflows;
+
+// The TOML workflow files and the shell step executor of the command line, compiled here
+// too until they move to a library crate both use.
+#[allow(dead_code)]
+#[path = "../../apollo11-cli/src/definition.rs"]
+mod definition;
+#[allow(dead_code)]
+#[path = "../../apollo11-cli/src/files.rs"]
+mod files;
+#[allow(dead_code)]
+#[path = "../../apollo11-cli/src/shell.rs"]
+mod shell;
+
+pub use auth::{read_token, TOKEN_CHARS_MIN};
+pub use drive::{default_run_id, step_folders};
+pub use error::ApiError;
+pub use extract::BODY_BYTES_MAX;
+pub use logs::LOG_BYTES_MAX;
+pub use router::{routes, Route};
+pub use server::{ServeError, Server, ServerConfig, DEFAULT_LISTEN};
+pub use stream::KEEP_ALIVE;
+
+/// The OpenAPI 3.1 document of the API, served at `/api/v1/openapi.json`.
+pub const OPENAPI: &str = include_str!("openapi.json");

@@ -1,0 +1,54 @@
+//! `GET /api/v1/runs/{id}/steps/{step}/log?attempt=N&compensation=false`: the last 1 MiB of
+//! an attempt's log. The run and step are checked names (one path component each, never
+//! `..`), and the file found is served only if its real path, symlinks resolved, is inside
+//! the data dir.
+
+use crate::extract::{Names, Params};
+use crate::server::AppState;
+use crate::{files, ApiError};
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The most of a log served: its end.
+pub const LOG_BYTES_MAX: u64 = 1024 * 1024;
+
+/// The log of one attempt (or its compensation).
+pub async fn step_log(
+    State(state): State<Arc<AppState>>,
+    Names(names): Names,
+    params: Params,
+) -> Result<Response, ApiError> {
+    if params.text("attempt").is_none() {
+        return Err(ApiError::invalid("attempt: missing (?attempt=N)"));
+    }
+    let attempt = params.number("attempt", 1, 1, u64::from(u32::MAX))? as u32;
+    let compensation = params.flag("compensation")?;
+    let path = files::step_files(&state.data_dir, &names[0], &names[1], attempt, compensation).log;
+    let data_dir = state.data_dir.clone();
+    let text = tokio::task::spawn_blocking(move || tail_inside(&data_dir, &path))
+        .await
+        .map_err(|e| ApiError::unavailable(format!("reading the log: {e}")))??;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+/// The last [`LOG_BYTES_MAX`] bytes of `path`, if it is a file inside `data_dir`.
+fn tail_inside(data_dir: &Path, path: &Path) -> Result<String, ApiError> {
+    let missing = || ApiError::not_found("no log for this run, step and attempt");
+    let real = std::fs::canonicalize(path).map_err(|_| missing())?;
+    let root: PathBuf = std::fs::canonicalize(data_dir).map_err(|_| missing())?;
+    if !real.starts_with(&root) || !real.is_file() {
+        return Err(missing());
+    }
+    let read = |e: std::io::Error| ApiError::unavailable(format!("reading the log: {e}"));
+    let mut file = std::fs::File::open(&real).map_err(read)?;
+    let len = file.metadata().map_err(read)?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(LOG_BYTES_MAX)))
+        .map_err(read)?;
+    let mut bytes = Vec::new();
+    file.take(LOG_BYTES_MAX).read_to_end(&mut bytes).map_err(read)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}

@@ -1,0 +1,136 @@
+//! The routes: one table ([`routes`]) from which the router is built and against which the
+//! OpenAPI document is checked; the token on `/api/v1`; the error object for unknown routes
+//! (404) and known routes asked with another method (405, with `Allow`).
+
+use crate::auth::require_token;
+use crate::server::AppState;
+use crate::{actions, logs, runs, stream, ui, ApiError};
+use axum::extract::{Request, State};
+use axum::handler::Handler;
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::{from_fn_with_state, map_response};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::Router;
+use serde_json::json;
+use std::sync::Arc;
+
+type Shared = Arc<AppState>;
+
+/// One route: a method, a path (`{param}` for a segment) and what answers it.
+pub struct Route {
+    /// The method.
+    pub method: Method,
+    /// The path.
+    pub path: &'static str,
+    handler: MethodRouter<Shared>,
+}
+
+fn route<H, T>(method: Method, path: &'static str, handler: H) -> Route
+where
+    H: Handler<T, Shared>,
+    T: 'static,
+{
+    let filter = MethodFilter::try_from(method.clone()).expect("a method axum routes");
+    Route {
+        method,
+        path,
+        handler: on(filter, handler),
+    }
+}
+
+/// Every route the server answers.
+pub fn routes() -> Vec<Route> {
+    let api = api_routes();
+    let open = [
+        route(Method::GET, "/healthz", healthz),
+        route(Method::GET, "/readyz", readyz),
+        route(Method::GET, "/", ui::index),
+        route(Method::GET, "/ui/{file}", ui::file),
+    ];
+    api.into_iter().chain(open).collect()
+}
+
+/// The routes behind the token.
+fn api_routes() -> Vec<Route> {
+    vec![
+        route(Method::GET, "/api/v1/openapi.json", openapi),
+        route(Method::GET, "/api/v1/workflows", runs::workflows),
+        route(Method::POST, "/api/v1/workflows/reload", runs::reload),
+        route(Method::GET, "/api/v1/runs", runs::list),
+        route(Method::POST, "/api/v1/runs", runs::start),
+        route(Method::GET, "/api/v1/runs/{id}", runs::status),
+        route(Method::GET, "/api/v1/runs/{id}/events", runs::events),
+        route(Method::GET, "/api/v1/runs/{id}/events/stream", stream::events),
+        route(Method::GET, "/api/v1/runs/{id}/plan", runs::plan),
+        route(Method::POST, "/api/v1/runs/{id}/pause", actions::pause),
+        route(Method::POST, "/api/v1/runs/{id}/resume", actions::resume),
+        route(Method::POST, "/api/v1/runs/{id}/rollback", actions::rollback),
+        route(Method::POST, "/api/v1/runs/{id}/steps/{step}/override", actions::override_step),
+        route(Method::GET, "/api/v1/runs/{id}/steps/{step}/log", logs::step_log),
+        // `GET /metrics` (Prometheus text) belongs here, behind the token: the metrics
+        // work mounts it.
+    ]
+}
+
+/// The router of `state`, with `token` required on the API routes when set.
+pub(crate) fn router(state: Shared, token: Option<String>) -> Router {
+    let token = Arc::new(token);
+    let mut api = Router::new();
+    for r in api_routes() {
+        api = api.route(r.path, r.handler);
+    }
+    let api = api.route_layer(from_fn_with_state(token, require_token));
+    let mut open = Router::new();
+    for r in routes().into_iter().filter(|r| !r.path.starts_with("/api/")) {
+        open = open.route(r.path, r.handler);
+    }
+    api.merge(open)
+        .fallback(not_found)
+        .layer(map_response(method_not_allowed))
+        .with_state(state)
+}
+
+async fn not_found(request: Request) -> ApiError {
+    ApiError::not_found(format!("no route {} {}", request.method(), request.uri().path()))
+}
+
+/// axum answers a known path asked with another method with an empty 405 and `Allow`: the
+/// error object replaces the body, the headers stay.
+async fn method_not_allowed(response: Response) -> Response {
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+        return response;
+    }
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let allowed = allow
+        .as_ref()
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let mut answer = ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("this route answers {allowed} only"),
+    )
+    .into_response();
+    if let Some(allow) = allow {
+        answer.headers_mut().insert(header::ALLOW, allow);
+    }
+    answer
+}
+
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::OPENAPI,
+    )
+        .into_response()
+}
+
+async fn healthz() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+async fn readyz(State(state): State<Shared>) -> Result<Response, ApiError> {
+    state.store.check_writable()?;
+    Ok(axum::Json(json!({"status": "ready"})).into_response())
+}

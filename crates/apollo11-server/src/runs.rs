@@ -1,0 +1,175 @@
+//! The read routes (runs, one run now or at an event, its events, its plan, workflows) and
+//! the two that change the registry or start a run.
+
+use crate::extract::{Body, Names, Params};
+use crate::server::AppState;
+use crate::workflows::Registry;
+use crate::{drive, ApiError};
+use apollo11_core::EventId;
+use apollo11_runtime::{RunFilter, RunId, RunRow, RunStatus, RunView};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+type Shared = State<Arc<AppState>>;
+
+/// `GET /api/v1/workflows`.
+pub async fn workflows(State(state): Shared) -> Json<Value> {
+    Json(state.registry().to_json())
+}
+
+/// `POST /api/v1/workflows/reload`: the previous set stays when a file is invalid.
+pub async fn reload(State(state): Shared) -> Result<Json<Value>, ApiError> {
+    let (dir, data_dir) = (state.workflows_dir.clone(), state.data_dir.clone());
+    let loaded = tokio::task::spawn_blocking(move || Registry::load(dir.as_deref(), &data_dir))
+        .await
+        .map_err(|e| ApiError::unavailable(format!("reloading: {e}")))?;
+    let registry = Arc::new(loaded.map_err(ApiError::invalid)?);
+    *state.registry.write().unwrap_or_else(|p| p.into_inner()) = registry.clone();
+    Ok(Json(registry.to_json()))
+}
+
+/// `GET /api/v1/runs?state=&workflow=&limit=&cursor=`: newest first, paged.
+pub async fn list(State(state): Shared, params: Params) -> Result<Json<Value>, ApiError> {
+    let limit = params.number("limit", 100, 1, 1000)? as usize;
+    let mut filter = RunFilter::all();
+    for name in params.text("state").into_iter().flat_map(|s| s.split(',')) {
+        filter = filter.state(run_status(name)?);
+    }
+    if let Some(workflow) = params.text("workflow") {
+        filter = filter.workflow(workflow);
+    }
+    let after = params.text("cursor").map(Cursor::parse).transpose()?;
+    let mut rows = state.inspector.runs(&filter).await?.runs;
+    rows.sort_by(|a, b| Cursor::of(b).cmp(&Cursor::of(a)));
+    let rows: Vec<RunRow> = rows
+        .into_iter()
+        .filter(|row| after.as_ref().is_none_or(|after| Cursor::of(row) < *after))
+        .take(limit + 1)
+        .collect();
+    let next = (rows.len() > limit).then(|| Cursor::of(&rows[limit - 1]).to_text());
+    let runs: Vec<&RunRow> = rows.iter().take(limit).collect();
+    Ok(Json(json!({"runs": runs, "next_cursor": next})))
+}
+
+fn run_status(name: &str) -> Result<RunStatus, ApiError> {
+    serde_json::from_value(json!(name)).map_err(|_| {
+        ApiError::invalid(format!(
+            "state: `{name}` is not one of running, succeeded, failed, rolled_back, paused"
+        ))
+    })
+}
+
+/// Where a page of runs ends: runs sort by creation time, then id.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Cursor {
+    created_at: u64,
+    run_id: String,
+}
+
+impl Cursor {
+    fn of(row: &RunRow) -> Cursor {
+        Cursor {
+            created_at: row.created_at,
+            run_id: row.run_id.0.clone(),
+        }
+    }
+
+    /// Opaque to clients: hex of `created_at.run_id`.
+    fn to_text(&self) -> String {
+        let text = format!("{}.{}", self.created_at, self.run_id);
+        text.bytes().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn parse(text: &str) -> Result<Cursor, ApiError> {
+        let bad = || ApiError::invalid("cursor: not a next_cursor this server gave");
+        let bytes = (0..text.len())
+            .step_by(2)
+            .map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .collect::<Option<Vec<u8>>>()
+            .ok_or_else(bad)?;
+        let text = String::from_utf8(bytes).map_err(|_| bad())?;
+        let (created_at, run_id) = text.split_once('.').ok_or_else(bad)?;
+        Ok(Cursor {
+            created_at: created_at.parse().map_err(|_| bad())?,
+            run_id: run_id.to_owned(),
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartBody {
+    workflow: String,
+    run_id: Option<String>,
+}
+
+/// `POST /api/v1/runs`.
+pub async fn start(State(state): Shared, Body(body): Body<StartBody>) -> Result<Response, ApiError> {
+    let run_id = drive::start(&state, &body.workflow, body.run_id).await?;
+    Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
+}
+
+/// `GET /api/v1/runs/{id}?at=N`.
+pub async fn status(
+    State(state): Shared,
+    Names(names): Names,
+    params: Params,
+) -> Result<Json<Value>, ApiError> {
+    let run_id = RunId(names[0].clone());
+    let at = match params.text("at") {
+        Some(_) => Some(EventId(params.number("at", 0, 0, u64::MAX)?)),
+        None => None,
+    };
+    let view = state.inspector.status(&run_id, at).await?;
+    Ok(Json(run_json(&view)))
+}
+
+/// The run object: the inspector's view, each step's `log` the route of its log.
+fn run_json(view: &RunView) -> Value {
+    let mut value = serde_json::to_value(view).unwrap_or_default();
+    for step in &view.steps {
+        let url = step.log.map(|log| {
+            let compensation = if log.compensation { "&compensation=true" } else { "" };
+            format!(
+                "/api/v1/runs/{}/steps/{}/log?attempt={}{compensation}",
+                segment(&view.run_id.0),
+                segment(&step.name),
+                log.attempt
+            )
+        });
+        value["steps"][&step.name]["log"] = json!(url);
+    }
+    value
+}
+
+/// A name as one path segment.
+fn segment(name: &str) -> String {
+    utf8_percent_encode(name, NON_ALPHANUMERIC).to_string()
+}
+
+/// `GET /api/v1/runs/{id}/events?after=N&limit=M`.
+pub async fn events(
+    State(state): Shared,
+    Names(names): Names,
+    params: Params,
+) -> Result<Json<Value>, ApiError> {
+    let after = EventId(params.number("after", 0, 0, u64::MAX)?);
+    let limit = params.number("limit", 1000, 1, 10_000)? as usize;
+    let page = state
+        .inspector
+        .events(&RunId(names[0].clone()), after, limit)
+        .await?;
+    Ok(Json(json!(page)))
+}
+
+/// `GET /api/v1/runs/{id}/plan`.
+pub async fn plan(State(state): Shared, Names(names): Names) -> Result<Json<Value>, ApiError> {
+    let plan = state.inspector.plan(&RunId(names[0].clone())).await?;
+    Ok(Json(json!(plan)))
+}

@@ -1,0 +1,177 @@
+//! `Server`: binds its address, opens the data dir's log for writing (the lock records the
+//! address), owns the engine, resumes the runs it finds interrupted, and serves the API
+//! until it is told to stop.
+
+use crate::drive;
+use crate::router::router;
+use crate::workflows::Registry;
+use apollo11_log::{FileLog, Options};
+use apollo11_runtime::{Engine, EngineConfig, Inspector};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// The address `apollo11 serve` binds by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8711";
+
+/// How a server is set up.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// The data dir (absolute).
+    pub data_dir: PathBuf,
+    /// The log's options.
+    pub options: Options,
+    /// Where to listen (port 0: any free port).
+    pub listen: SocketAddr,
+    /// The folder of workflow files runs can be started from.
+    pub workflows: Option<PathBuf>,
+    /// The bearer token every API call needs, if any.
+    pub token: Option<String>,
+}
+
+impl ServerConfig {
+    /// A server of `data_dir` on `listen`, with no workflows and no token.
+    pub fn new(data_dir: PathBuf, listen: SocketAddr) -> ServerConfig {
+        ServerConfig {
+            data_dir,
+            options: Options::default(),
+            listen,
+            workflows: None,
+            token: None,
+        }
+    }
+}
+
+/// Why a server did not start or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// A setting is refused (a non-loopback address without a token, an invalid workflow).
+    #[error("{0}")]
+    Config(String),
+    /// The address cannot be bound or served.
+    #[error("{0}")]
+    Io(String),
+    /// The data dir cannot be opened (locked, damaged).
+    #[error(transparent)]
+    Store(#[from] apollo11_store::StoreError),
+    /// The engine cannot open.
+    #[error(transparent)]
+    Engine(#[from] apollo11_runtime::EngineError),
+}
+
+/// What every request handler shares.
+pub(crate) struct AppState {
+    pub engine: Engine<FileLog>,
+    pub store: Arc<FileLog>,
+    pub inspector: Inspector<FileLog>,
+    pub data_dir: PathBuf,
+    pub workflows_dir: Option<PathBuf>,
+    pub registry: RwLock<Arc<Registry>>,
+    /// Held while a run's pinned workflow is registered and its driver started: the engine
+    /// registers one workflow per name, and two definitions of a name may be resumed at once.
+    pub driving: tokio::sync::Mutex<()>,
+    /// Turns true when the server stops: live streams end.
+    pub closing: watch::Receiver<bool>,
+}
+
+impl AppState {
+    /// The registered workflows now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// A server bound to its address, holding the data dir.
+pub struct Server {
+    listener: TcpListener,
+    state: Arc<AppState>,
+    token: Option<String>,
+    closing: watch::Sender<bool>,
+}
+
+impl Server {
+    /// Binds the address, takes the data dir (its lock records the bound address), opens the
+    /// engine and loads the workflows.
+    ///
+    /// # Errors
+    ///
+    /// A non-loopback address without a token, an address that cannot be bound, a data dir
+    /// held by another writer or damaged, an invalid workflow file.
+    pub async fn bind(config: ServerConfig) -> Result<Server, ServeError> {
+        if config.token.is_none() && !config.listen.ip().is_loopback() {
+            return Err(ServeError::Config(format!(
+                "--listen {}: not a loopback address; serving other hosts needs --token-file",
+                config.listen
+            )));
+        }
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| ServeError::Io(format!("--listen {}: {e}", config.listen)))?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| ServeError::Io(format!("--listen {}: {e}", config.listen)))?;
+        let registry = Registry::load(config.workflows.as_deref(), &config.data_dir)
+            .map_err(ServeError::Config)?;
+        let (data_dir, options) = (config.data_dir.clone(), config.options.clone());
+        let store = tokio::task::spawn_blocking(move || {
+            FileLog::open_serving(&data_dir, options, &address.to_string())
+        })
+        .await
+        .map_err(|e| ServeError::Io(format!("opening the data dir: {e}")))??;
+        let store = Arc::new(store);
+        let engine = Engine::open(store.clone(), EngineConfig::default()).await?;
+        let (closing, closing_rx) = watch::channel(false);
+        let state = AppState {
+            engine,
+            inspector: Inspector::new(store.clone()),
+            store,
+            data_dir: config.data_dir,
+            workflows_dir: config.workflows,
+            registry: RwLock::new(Arc::new(registry)),
+            driving: tokio::sync::Mutex::new(()),
+            closing: closing_rx,
+        };
+        Ok(Server {
+            listener,
+            state: Arc::new(state),
+            token: config.token,
+            closing,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// Resumes the runs left interrupted (paused ones stay paused), then serves until
+    /// `shutdown` completes; live streams end then, and runs being driven are stopped as a
+    /// crash would stop them (the next start resumes them).
+    ///
+    /// # Errors
+    ///
+    /// The store cannot be read to find interrupted runs; the listener fails.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
+        let resumed = drive::resume_interrupted(&self.state).await?;
+        tracing::info!(resumed, address = %self.local_addr(), "serving");
+        let app = router(self.state.clone(), self.token);
+        let closing = self.closing;
+        let served = axum::serve(self.listener, app)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                let _ = closing.send(true);
+            })
+            .await;
+        served.map_err(|e| ServeError::Io(format!("serving: {e}")))
+    }
+}

@@ -1,0 +1,97 @@
+//! `GET /api/v1/runs/{id}/events/stream`: the run's events as server-sent events, from the
+//! first or after `Last-Event-ID` / `?after=N`, followed live through the store's change feed
+//! (`RunFeed` re-reads the run when it falls behind, so nothing is skipped or repeated). The
+//! headers go out at once; a `: keep-alive` comment every 15 s; the stream stays open after
+//! the run ends, until the client leaves or the server stops.
+
+use crate::extract::{Names, Params};
+use crate::server::AppState;
+use crate::ApiError;
+use apollo11_core::{Event, EventId, Seq};
+use apollo11_runtime::{EventView, RunId};
+use apollo11_store::RunFeed;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How often a quiet stream says it is alive.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Messages buffered for a slow client before the feed waits for it.
+const BUFFERED: usize = 64;
+
+/// The stream of a run's events.
+pub async fn events(
+    State(state): State<Arc<AppState>>,
+    Names(names): Names,
+    params: Params,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let run_id = RunId(names[0].clone());
+    let after = match headers.get("last-event-id") {
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| ApiError::invalid("Last-Event-ID: not an event id"))?,
+        None => params.number("after", 0, 0, u64::MAX)?,
+    };
+    // An unknown run is a 404 now, not an empty stream.
+    state.engine.state(&run_id).await?;
+    let (sender, receiver) = mpsc::channel::<Bytes>(BUFFERED);
+    tokio::spawn(follow(state, run_id, EventId(after), sender));
+    let body = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        let message = receiver.recv().await?;
+        Some((Ok::<_, Infallible>(message), receiver))
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response())
+}
+
+/// Sends the run's events with id > `after` until the client leaves, the server stops or
+/// the store fails.
+async fn follow(state: Arc<AppState>, run_id: RunId, after: EventId, sender: mpsc::Sender<Bytes>) {
+    let mut closing = state.closing.clone();
+    // A comment first: the client sees the stream open on a quiet run.
+    if sender.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+        return;
+    }
+    let mut feed = match RunFeed::new(state.store.as_ref(), run_id, Seq(1)).await {
+        Ok(feed) => feed,
+        Err(e) => return tracing::warn!(error = %e, "event stream not started"),
+    };
+    let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    loop {
+        let message = tokio::select! {
+            next = feed.next() => match next {
+                Ok(event) if event.event_id <= after => continue,
+                Ok(event) => message(&event),
+                Err(e) => return tracing::warn!(error = %e, "event stream ended"),
+            },
+            _ = keep_alive.tick() => Bytes::from_static(b": keep-alive\n\n"),
+            _ = closing.changed() => return,
+            () = sender.closed() => return,
+        };
+        if sender.send(message).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// One server-sent event: `id`, `event: event`, `data` the event object on one line.
+fn message(event: &Event) -> Bytes {
+    let data = serde_json::to_string(&EventView::from(event)).unwrap_or_default();
+    Bytes::from(format!("id: {}\nevent: event\ndata: {data}\n\n", event.event_id.0))
+}

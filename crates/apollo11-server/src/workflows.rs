@@ -1,0 +1,111 @@
+//! The workflows a server can start: the files of its `--workflows` folder (each
+//! `*/workflow.toml`, or `*.toml` directly in it), loaded and validated at start and on
+//! reload, known by their `[workflow] name`.
+
+use crate::{definition, shell};
+use apollo11_core::WorkflowSpec;
+use apollo11_runtime::Workflow;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One registered workflow.
+pub struct Registered {
+    /// Its file, relative to the workflows folder.
+    pub file: String,
+    /// Its definition.
+    pub spec: WorkflowSpec,
+    /// Its code, ready to start runs.
+    pub workflow: Arc<Workflow>,
+}
+
+/// The registered workflows, by name.
+#[derive(Default)]
+pub struct Registry {
+    by_name: BTreeMap<String, Registered>,
+}
+
+impl Registry {
+    /// Loads every workflow file of `dir` (none when there is no folder), steps running
+    /// with their files in `data_dir`. The first invalid file is the error: its path, line,
+    /// column and what is wrong; two files of one name are an error naming both.
+    pub fn load(dir: Option<&Path>, data_dir: &Path) -> Result<Registry, String> {
+        let mut registry = Registry::default();
+        let Some(dir) = dir else {
+            return Ok(registry);
+        };
+        for path in workflow_files(dir)? {
+            let file = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            let spec = definition::load(&path).map_err(|e| e.to_string())?;
+            let workflow = shell::workflow(&spec, data_dir)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            if let Some(earlier) = registry.by_name.get(&spec.name) {
+                return Err(format!(
+                    "{}: workflow `{}` is defined in {} already",
+                    path.display(),
+                    spec.name,
+                    earlier.file
+                ));
+            }
+            let registered = Registered {
+                file,
+                spec,
+                workflow: Arc::new(workflow),
+            };
+            registry
+                .by_name
+                .insert(registered.spec.name.clone(), registered);
+        }
+        Ok(registry)
+    }
+
+    /// A workflow by name.
+    pub fn get(&self, name: &str) -> Option<&Registered> {
+        self.by_name.get(name)
+    }
+
+    /// `{"workflows": [...]}` as the API shows them.
+    pub fn to_json(&self) -> Value {
+        let workflows: Vec<Value> = self.by_name.values().map(workflow_json).collect();
+        json!({ "workflows": workflows })
+    }
+}
+
+fn workflow_json(registered: &Registered) -> Value {
+    let spec = &registered.spec;
+    let steps: Vec<Value> = spec
+        .steps
+        .iter()
+        .map(|s| {
+            json!({"name": s.name, "depends_on": s.depends_on, "idempotency": s.idempotency,
+                "compensate": s.has_compensation})
+        })
+        .collect();
+    json!({"name": spec.name, "file": registered.file, "on_failure": spec.on_failure,
+        "steps": steps})
+}
+
+/// The workflow files of `dir`, in name order.
+fn workflow_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("--workflows {}: {e}", dir.display()))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| format!("--workflows {}: {e}", dir.display()))?
+            .path();
+        let nested = path.join("workflow.toml");
+        if path.is_dir() && nested.is_file() {
+            files.push(nested);
+        } else if path.is_file() && path.extension().is_some_and(|e| e == "toml") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
