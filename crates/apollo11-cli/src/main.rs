@@ -1,6 +1,7 @@
 //! `apollo11`: run workflows of shell steps on the embedded file log, and inspect, resume,
 //! override and verify them. Exit codes: 0 succeeded, 1 failed / rolled back / paused,
-//! 2 usage or validation error, 3 damaged log, 4 data dir in use by another writer.
+//! 2 usage or validation error, 3 damaged log, 4 data dir in use by another writer (a
+//! server holding it is reached over its API instead).
 
 mod data;
 mod definition;
@@ -8,9 +9,11 @@ mod files;
 mod inspect;
 mod operate;
 mod out;
+mod remote;
 mod render;
 mod run;
 mod scrub;
+mod serve;
 mod shell;
 mod watch;
 
@@ -37,6 +40,11 @@ struct Cli {
     /// Roll the event log to a new segment file at this size (bytes).
     #[arg(long, global = true, env = "APOLLO11_SEGMENT_BYTES", default_value_t = apollo11_core::limits::SEGMENT_BYTES_MAX)]
     segment_bytes: u64,
+    /// The token of a server (`serve --token-file`): `serve` requires it of every API call;
+    /// `run`, `resume`, `override`, `pause` and `rollback` send it to the server holding the
+    /// data dir.
+    #[arg(long, global = true, env = "APOLLO11_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -120,6 +128,16 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Serve the HTTP API and web UI on the data dir, driving runs of the workflows in
+    /// --workflows; resumes interrupted runs at start. Ctrl-C stops.
+    Serve {
+        /// The address to listen on; other than loopback only with --token-file.
+        #[arg(long, default_value = apollo11_server::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// A folder of workflow files (`*/workflow.toml` or `*.toml`) runs can be started from.
+        #[arg(long)]
+        workflows: Option<PathBuf>,
+    },
 }
 
 /// How a command ended, as an exit code and what to say on stderr.
@@ -202,7 +220,8 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Runs { .. }
         | Command::Validate { .. }
         | Command::Verify { .. }
-        | Command::Repair { .. } => Ok(()),
+        | Command::Repair { .. }
+        | Command::Serve { .. } => Ok(()),
     }
 }
 
@@ -214,13 +233,14 @@ async fn dispatch(cli: Cli) -> Exit {
         Ok(dir) => dir,
         Err(exit) => return exit,
     };
+    let token = cli.token_file.as_deref();
     let result = match cli.command {
         Command::Run {
             workflow,
             run_id,
             json,
-        } => run::start(&dir, &workflow, run_id, json).await,
-        Command::Resume { run_id, json } => run::resume(&dir, &run_id, json).await,
+        } => run::start(&dir, &workflow, run_id, json, token).await,
+        Command::Resume { run_id, json } => run::resume(&dir, &run_id, json, token).await,
         Command::Status { run_id, at, json } => inspect::status(&dir, &run_id, at, json).await,
         Command::Events { run_id, json } => inspect::events(&dir, &run_id, json).await,
         Command::Runs { json } => inspect::runs(&dir, json).await,
@@ -230,17 +250,20 @@ async fn dispatch(cli: Cli) -> Exit {
             to,
             reason,
             by,
-        } => operate::override_step(&dir, &run_id, &step, &to, &reason, &by).await,
+        } => operate::override_step(&dir, &run_id, &step, &to, &reason, &by, token).await,
         Command::Pause { run_id, reason, by } => {
-            operate::act(&dir, &run_id, RunAction::Pause, &reason, &by).await
+            operate::act(&dir, &run_id, RunAction::Pause, &reason, &by, token).await
         }
         Command::Rollback { run_id, reason, by } => {
-            operate::act(&dir, &run_id, RunAction::Rollback, &reason, &by).await
+            operate::act(&dir, &run_id, RunAction::Rollback, &reason, &by, token).await
         }
         Command::Plan { run_id } => inspect::plan(&dir, &run_id).await,
         Command::Validate { workflow } => operate::validate(&workflow),
         Command::Verify { json } => scrub::verify(&dir, json),
         Command::Repair { yes } => scrub::repair(&dir, yes),
+        Command::Serve { listen, workflows } => {
+            serve::serve(&dir, listen, workflows, cli.token_file.clone()).await
+        }
     };
     result.unwrap_or_else(|exit| exit)
 }

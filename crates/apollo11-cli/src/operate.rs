@@ -1,6 +1,8 @@
 //! `override`, `pause`, `rollback`, `validate`.
 
-use crate::data::{engine_exit, open_writer, DataDir};
+use crate::data::{engine_exit, DataDir};
+use crate::remote::{open_or_reach, Remote, Writer};
+use serde_json::json;
 use crate::{definition, out, Exit};
 use apollo11_core::{limits, OverrideTarget};
 use apollo11_runtime::{Engine, EngineConfig, RunAction, RunId};
@@ -14,6 +16,7 @@ pub async fn override_step(
     to: &str,
     reason: &str,
     by: &str,
+    token_file: Option<&Path>,
 ) -> Result<Exit, Exit> {
     let to = OverrideTarget::parse(to).ok_or_else(|| {
         Exit::fail(
@@ -23,7 +26,20 @@ pub async fn override_step(
     })?;
     label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
     label("--by", by, limits::LABEL_BYTES_MAX)?;
-    let store = Arc::new(open_writer(dir)?);
+    let store = match open_or_reach(dir, token_file)? {
+        Writer::Local(log) => Arc::new(log),
+        Writer::Server(server) => {
+            let path = format!("{}/override", Remote::step_path(run_id, step));
+            let body = json!({"to": to.name(), "by": by, "reason": reason});
+            let answer = server.post(&path, body).await?;
+            out::line(format!(
+                "{run_id}: {step} set to {} by {by} ({reason}), event {}; the server drives the run on",
+                to.name(),
+                answer["event_id"]
+            ))?;
+            return Ok(Exit::code(0));
+        }
+    };
     let engine = Engine::open(store, EngineConfig::default())
         .await
         .map_err(engine_exit)?;
@@ -67,10 +83,22 @@ pub async fn act(
     action: RunAction,
     reason: &str,
     by: &str,
+    token_file: Option<&Path>,
 ) -> Result<Exit, Exit> {
     label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
     label("--by", by, limits::LABEL_BYTES_MAX)?;
-    let store = Arc::new(open_writer(dir)?);
+    let store = match open_or_reach(dir, token_file)? {
+        Writer::Local(log) => Arc::new(log),
+        Writer::Server(server) => {
+            let path = format!("{}/{}", Remote::run_path(run_id), action.name());
+            let answer = server.post(&path, json!({"by": by, "reason": reason})).await?;
+            out::line(format!(
+                "{run_id}: {action} recorded, by {by} ({reason}), event {}; the server drives the run on",
+                answer["event_id"]
+            ))?;
+            return Ok(Exit::code(0));
+        }
+    };
     let engine = Engine::open(store, EngineConfig::default())
         .await
         .map_err(engine_exit)?;

@@ -1,8 +1,11 @@
 //! `run` and `resume`: drive a run on the engine, show it live, stop cleanly on Ctrl-C.
 
-use crate::data::{engine_exit, open_writer, DataDir};
+use crate::data::{engine_exit, DataDir};
+use crate::remote::{open_or_reach, Remote, Writer};
 use crate::{definition, out, render, shell, watch, Exit};
-use apollo11_core::{limits, WorkflowSpec};
+use apollo11_core::WorkflowSpec;
+use apollo11_server::{default_run_id, step_folders};
+use serde_json::json;
 use apollo11_runtime::{Engine, EngineConfig, EngineError, RunHandle, RunId, RunStatus};
 use std::path::Path;
 use std::sync::Arc;
@@ -13,13 +16,20 @@ pub async fn start(
     file: &Path,
     run_id: Option<String>,
     json: bool,
+    token_file: Option<&Path>,
 ) -> Result<Exit, Exit> {
     let mut interrupts = Interrupts::install()?;
     let spec = definition::load(file).map_err(|e| Exit::fail(2, e.to_string()))?;
     if let Some(id) = &run_id {
         crate::run_id_arg("--run-id", id)?;
     }
-    let store = Arc::new(open_writer(dir)?);
+    let store = match open_or_reach(dir, token_file)? {
+        Writer::Local(log) => Arc::new(log),
+        Writer::Server(server) => {
+            let run_id = server.start(&spec.name, run_id).await?;
+            return follow_remote(&server, &run_id, json, &mut interrupts).await;
+        }
+    };
     let engine = Engine::open(store.clone(), EngineConfig::default())
         .await
         .map_err(engine_exit)?;
@@ -29,7 +39,7 @@ pub async fn start(
     );
     let handle = match run_id {
         Some(id) => {
-            step_folders(dir, &id, &spec)?;
+            step_folders(dir, &id, &spec).map_err(|e| Exit::fail(2, e))?;
             engine
                 .start(&workflow, RunId(id))
                 .await
@@ -57,7 +67,7 @@ async fn start_with_default_id<S: apollo11_runtime::Store>(
     let mut n = 1;
     loop {
         let id = default_run_id(&spec.name, now_ms, n);
-        step_folders(dir, &id, spec)?;
+        step_folders(dir, &id, spec).map_err(|e| Exit::fail(2, e))?;
         match engine.start(workflow, RunId(id)).await {
             Err(EngineError::RunExists { .. }) if n < DEFAULT_ID_TRIES => n += 1,
             other => return other.map_err(engine_exit),
@@ -65,9 +75,23 @@ async fn start_with_default_id<S: apollo11_runtime::Store>(
     }
 }
 
-pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exit> {
+pub async fn resume(
+    dir: &DataDir,
+    run_id: &str,
+    json: bool,
+    token_file: Option<&Path>,
+) -> Result<Exit, Exit> {
     let mut interrupts = Interrupts::install()?;
-    let store = Arc::new(open_writer(dir)?);
+    let store = match open_or_reach(dir, token_file)? {
+        Writer::Local(log) => Arc::new(log),
+        Writer::Server(server) => {
+            let path = format!("{}/resume", Remote::run_path(run_id));
+            server
+                .post(&path, json!({"by": operator(), "reason": RESUME_REASON}))
+                .await?;
+            return follow_remote(&server, run_id, json, &mut interrupts).await;
+        }
+    };
     let engine = Engine::open(store.clone(), EngineConfig::default())
         .await
         .map_err(engine_exit)?;
@@ -83,47 +107,32 @@ pub async fn resume(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exi
     exit
 }
 
+/// Follows a run the server drives; Ctrl-C stops following, not the run.
+async fn follow_remote(
+    server: &Remote,
+    run_id: &str,
+    json: bool,
+    interrupts: &mut Interrupts,
+) -> Result<Exit, Exit> {
+    tokio::select! {
+        exit = server.follow(run_id, json) => exit,
+        () = interrupts.recv() => Err(Exit::fail(
+            130,
+            format!("stopped following; run {run_id} goes on at the server"),
+        )),
+    }
+}
+
+/// Who `resume` says lifted a pause: `$USER`.
+fn operator() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "operator".to_owned())
+}
+
+/// Why, as `resume` records it.
+const RESUME_REASON: &str = "resumed with `apollo11 resume`";
+
 /// How many suffixed ids a new run tries before giving up.
 const DEFAULT_ID_TRIES: u32 = 100;
-
-/// A run id that sorts by start time and says what ran: the workflow's name (cut so the id
-/// stays a valid name), the start time to the millisecond, and `-N` from the second try on.
-fn default_run_id(workflow: &str, now_ms: u64, n: u32) -> String {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now_ms);
-    let stamp = humantime::format_rfc3339_millis(at)
-        .to_string()
-        .replace(':', "");
-    let suffix = if n > 1 {
-        format!("-{n}")
-    } else {
-        String::new()
-    };
-    let room = limits::NAME_BYTES_MAX as usize - stamp.len() - suffix.len() - 1;
-    let mut end = workflow.len().min(room);
-    while !workflow.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}-{stamp}{suffix}", &workflow[..end])
-}
-
-/// Creates the folder of each step of a run before its first event, so a name the file
-/// system refuses is an error now rather than a run that cannot start its steps.
-fn step_folders(dir: &DataDir, run_id: &str, spec: &WorkflowSpec) -> Result<(), Exit> {
-    for step in &spec.steps {
-        let folder = crate::files::step_dir(dir, run_id, &step.name);
-        crate::files::create_private_dir(&folder).map_err(|e| {
-            Exit::fail(
-                2,
-                format!(
-                    "run `{run_id}`, step `{}`: cannot create {}: {e}",
-                    step.name,
-                    folder.display()
-                ),
-            )
-        })?;
-    }
-    Ok(())
-}
 
 /// `resume` is an operator's decision to go on: it lifts an operator's pause, recorded as
 /// `RunResumed` by `$USER`.
@@ -135,10 +144,7 @@ async fn lift_pause<S: apollo11_runtime::Store>(
     if state.paused.is_none() {
         return Ok(());
     }
-    let by = std::env::var("USER").unwrap_or_else(|_| "operator".to_owned());
-    match engine
-        .unpause(id, &by, "resumed with `apollo11 resume`")
-        .await
+    match engine.unpause(id, &operator(), RESUME_REASON).await
     {
         // A finished run stays as it is; resume reports it.
         Ok(_) | Err(EngineError::NotAllowed { .. }) => Ok(()),
@@ -213,30 +219,11 @@ impl Interrupts {
         })
     }
 
-    async fn recv(&mut self) {
+    pub async fn recv(&mut self) {
         tokio::select! {
             _ = self.interrupt.recv() => {}
             _ = self.term.recv() => {}
             _ = self.hangup.recv() => {}
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use apollo11_core::{check_name, NameKind};
-
-    #[test]
-    fn default_ids_are_valid_names_and_differ_by_try() {
-        let longest = "é".repeat(100);
-        for name in ["five-stage", longest.as_str()] {
-            let first = default_run_id(name, 1_796_053_190_895, 1);
-            let second = default_run_id(name, 1_796_053_190_895, 2);
-            check_name(NameKind::Run, &first).unwrap();
-            check_name(NameKind::Run, &second).unwrap();
-            assert_ne!(first, second);
-            assert!(first.ends_with("T153950.895Z"), "{first}");
         }
     }
 }

@@ -145,3 +145,42 @@ fn header_pairs(response: &Response<Incoming>) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// A response whose body is read as it comes (a stream of events).
+pub struct Stream {
+    /// The status code.
+    pub status: u16,
+    body: Incoming,
+}
+
+impl Stream {
+    /// The next piece of the body as it arrived; `None` at its end.
+    pub async fn next_chunk(&mut self) -> Option<Result<Bytes, String>> {
+        loop {
+            match self.body.frame().await? {
+                Ok(frame) => match frame.into_data() {
+                    Ok(data) => return Some(Ok(data)),
+                    Err(_) => continue,
+                },
+                Err(e) => return Some(Err(e.to_string())),
+            }
+        }
+    }
+}
+
+impl Client {
+    /// `GET path` with `headers`, answered as soon as the head arrives.
+    pub async fn stream(&self, path: &str, headers: &[(&str, &str)]) -> Result<Stream, String> {
+        let response = self.open(Method::GET, path, headers, Bytes::new()).await?;
+        Ok(Stream {
+            status: response.status().as_u16(),
+            body: response.into_body(),
+        })
+    }
+}
+
+/// A name (a run id, a step) as one path segment: every byte but letters and digits
+/// percent-encoded.
+pub fn segment(name: &str) -> String {
+    percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC).to_string()
+}

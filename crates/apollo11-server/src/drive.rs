@@ -123,3 +123,21 @@ pub fn step_folders(data_dir: &Path, run_id: &str, spec: &WorkflowSpec) -> Resul
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_ids_are_valid_names_and_differ_by_try() {
+        let longest = "é".repeat(100);
+        for name in ["five-stage", longest.as_str()] {
+            let first = default_run_id(name, 1_796_053_190_895, 1);
+            let second = default_run_id(name, 1_796_053_190_895, 2);
+            check_name(NameKind::Run, &first).unwrap();
+            check_name(NameKind::Run, &second).unwrap();
+            assert_ne!(first, second);
+            assert!(first.ends_with("T153950.895Z"), "{first}");
+        }
+    }
+}

@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use crate::client::segment;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -146,11 +146,6 @@ fn run_json(view: &RunView) -> Value {
         value["steps"][&step.name]["log"] = json!(url);
     }
     value
-}
-
-/// A name as one path segment.
-fn segment(name: &str) -> String {
-    utf8_percent_encode(name, NON_ALPHANUMERIC).to_string()
 }
 
 /// `GET /api/v1/runs/{id}/events?after=N&limit=M`.

@@ -1,0 +1,148 @@
+//! When `apollo11 serve` holds the data dir, `run`, `resume`, `override`, `pause` and
+//! `rollback` reach it over its API (at the address its lock records) instead of failing
+//! with "in use". The token, if the server has one, comes from `--token-file`.
+
+use crate::data::{damaged, open_writer, DataDir};
+use crate::{out, Exit};
+use apollo11_log::{FileLog, LockHolder};
+use apollo11_server::client::{segment, Answer, Client};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// Who writes: this process, on the log it opened, or the server holding the data dir.
+pub enum Writer {
+    Local(FileLog),
+    Server(Remote),
+}
+
+/// Opens the data dir for writing, or, when a server holds it, a client of that server.
+pub fn open_or_reach(dir: &DataDir, token_file: Option<&Path>) -> Result<Writer, Exit> {
+    let refused = match open_writer(dir) {
+        Ok(log) => return Ok(Writer::Local(log)),
+        Err(refused) => refused,
+    };
+    let holder = std::fs::read_to_string(dir.join("LOCK")).unwrap_or_default();
+    let Some(address) = LockHolder::parse(&holder).listen.filter(|_| refused.code == 4) else {
+        return Err(refused);
+    };
+    let token = token_file
+        .map(apollo11_server::read_token)
+        .transpose()
+        .map_err(|e| Exit::fail(2, e))?;
+    Ok(Writer::Server(Remote {
+        client: Client::new(address.clone(), token),
+        address,
+    }))
+}
+
+/// A server holding the data dir.
+pub struct Remote {
+    client: Client,
+    address: String,
+}
+
+impl Remote {
+    /// `POST` to the server; its error object becomes the command's exit.
+    pub async fn post(&self, path: &str, body: Value) -> Result<Value, Exit> {
+        let answer = self.client.post(path, &body).await.map_err(|e| self.unreachable(e))?;
+        self.answered(answer)
+    }
+
+    async fn get(&self, path: &str) -> Result<Value, Exit> {
+        let answer = self.client.get(path).await.map_err(|e| self.unreachable(e))?;
+        self.answered(answer)
+    }
+
+    fn unreachable(&self, e: String) -> Exit {
+        Exit::fail(
+            4,
+            format!("the data dir is held by the server at {}, which does not answer: {e}", self.address),
+        )
+    }
+
+    fn answered(&self, answer: Answer) -> Result<Value, Exit> {
+        if answer.status < 300 {
+            return Ok(answer.json());
+        }
+        let message = format!("the server at {} answered: {}", self.address, answer.message());
+        Err(match answer.status {
+            500 => damaged(message),
+            503 => Exit::fail(1, message),
+            _ => Exit::fail(2, message),
+        })
+    }
+
+    /// The route of a run, `/api/v1/runs/{id}`.
+    pub fn run_path(run_id: &str) -> String {
+        format!("/api/v1/runs/{}", segment(run_id))
+    }
+
+    /// The route of a run's step.
+    pub fn step_path(run_id: &str, step: &str) -> String {
+        format!("{}/steps/{}", Remote::run_path(run_id), segment(step))
+    }
+
+    /// Starts a run of workflow `name` on the server.
+    pub async fn start(&self, name: &str, run_id: Option<String>) -> Result<String, Exit> {
+        let answer = self
+            .post("/api/v1/runs", json!({"workflow": name, "run_id": run_id}))
+            .await?;
+        Ok(answer["run_id"].as_str().unwrap_or_default().to_owned())
+    }
+
+    /// Waits for a run the server drives to stop running (reading it again at each message
+    /// of its event stream), then prints where it stands; exit 0 if it succeeded, 1 otherwise.
+    pub async fn follow(&self, run_id: &str, json: bool) -> Result<Exit, Exit> {
+        let path = Remote::run_path(run_id);
+        let mut run = self.get(&path).await?;
+        if run["state"] == "running" {
+            let after = run["event_id"].as_u64().unwrap_or_default();
+            let stream = format!("{path}/events/stream?after={after}");
+            let mut events = self
+                .client
+                .stream(&stream, &[])
+                .await
+                .map_err(|e| self.unreachable(e))?;
+            while run["state"] == "running" {
+                match events.next_chunk().await {
+                    Some(Ok(_)) => run = self.get(&path).await?,
+                    Some(Err(e)) => return Err(self.unreachable(e)),
+                    None => return Err(self.unreachable("its event stream ended".into())),
+                }
+            }
+        }
+        out::line(if json { summary_json(&run) } else { self.summary(&run) })?;
+        Ok(Exit::code(if run["state"] == "succeeded" { 0 } else { 1 }))
+    }
+
+    fn summary(&self, run: &Value) -> String {
+        let mut lines = vec![format!(
+            "{}: {} (driven by the server at {})",
+            out::name(run["run_id"].as_str().unwrap_or_default()),
+            run["state"].as_str().unwrap_or_default(),
+            self.address
+        )];
+        for step in run["order"].as_array().into_iter().flatten() {
+            let name = step.as_str().unwrap_or_default();
+            let s = &run["steps"][name];
+            lines.push(format!(
+                "  {:<24} {:<20} attempt {}",
+                out::name(name),
+                s["state"].as_str().unwrap_or_default(),
+                s["attempt"]
+            ));
+        }
+        lines.join("\n")
+    }
+}
+
+/// What `--json` prints for a run: as `status --json`, `{"run_id", "state", "steps"}`.
+fn summary_json(run: &Value) -> String {
+    let steps: serde_json::Map<String, Value> = run["steps"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, s)| (name.clone(), json!({"state": s["state"], "attempt": s["attempt"]})))
+        .collect();
+    json!({"run_id": run["run_id"], "state": run["state"], "steps": steps}).to_string()
+}

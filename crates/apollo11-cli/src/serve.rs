@@ -1,0 +1,57 @@
+//! `apollo11 serve`: the engine on the data dir behind the HTTP API, until Ctrl-C, SIGTERM
+//! or SIGHUP. The runs it was driving are stopped as a crash would stop them; the next
+//! `serve` (or `resume`) picks them up.
+
+use crate::data::{check_layout, store_exit, DataDir};
+use crate::{out, run::Interrupts, Exit};
+use apollo11_log::Options;
+use apollo11_server::{read_token, ServeError, Server, ServerConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub async fn serve(
+    dir: &DataDir,
+    listen: SocketAddr,
+    workflows: Option<PathBuf>,
+    token_file: Option<PathBuf>,
+) -> Result<Exit, Exit> {
+    let mut interrupts = Interrupts::install()?;
+    let token = token_file
+        .map(|f| read_token(&f))
+        .transpose()
+        .map_err(|e| Exit::fail(2, e))?;
+    let workflows = workflows
+        .map(|w| std::path::absolute(&w).map_err(|e| Exit::fail(2, format!("--workflows {}: {e}", w.display()))))
+        .transpose()?;
+    check_layout(&dir.path)?;
+    crate::files::create_private_dir(&dir.path).map_err(|e| {
+        Exit::fail(1, format!("cannot create the data dir {}: {e}", dir.path.display()))
+    })?;
+    let mut config = ServerConfig::new(dir.path.clone(), listen);
+    config.options = Options {
+        segment_bytes_max: dir.segment_bytes,
+        ..Options::default()
+    };
+    config.workflows = workflows;
+    config.token = token;
+    let server = Server::bind(config).await.map_err(serve_exit)?;
+    out::line(format!(
+        "serving {} at http://{}/ (Ctrl-C stops)",
+        dir.path.display(),
+        server.local_addr()
+    ))?;
+    server
+        .run(async move { interrupts.recv().await })
+        .await
+        .map_err(serve_exit)?;
+    Ok(Exit::code(0))
+}
+
+fn serve_exit(e: ServeError) -> Exit {
+    match e {
+        ServeError::Store(s) => store_exit(s),
+        ServeError::Engine(e) => crate::data::engine_exit(e),
+        ServeError::Config(_) => Exit::fail(2, e.to_string()),
+        other => Exit::fail(1, other.to_string()),
+    }
+}
