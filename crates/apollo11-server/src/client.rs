@@ -64,6 +64,11 @@ impl Client {
         }
     }
 
+    /// The server's address.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
     /// `GET path`.
     pub async fn get(&self, path: &str) -> Result<Answer, String> {
         self.send(Method::GET, path, &[], Bytes::new()).await

@@ -10,5 +10,6 @@ mod operator;
 mod output;
 mod paths;
 mod scrub;
+mod serve;
 mod storage;
 mod validation;

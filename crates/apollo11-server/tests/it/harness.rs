@@ -1,0 +1,176 @@
+//! A server on a fresh data dir and a fresh workflows folder, on a free loopback port, with
+//! a client of it.
+
+use apollo11_server::client::Client;
+use apollo11_server::{Server, ServerConfig};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// Workflows every test server knows: `quick` (two steps that succeed), `gated` (a step
+/// that waits for the file `gate` in the workflows folder), `stuck` (a step that fails for
+/// good under `on_failure = "pause"`).
+pub const WORKFLOWS: &[(&str, &str)] = &[
+    (
+        "quick.toml",
+        r#"[workflow]
+name = "quick"
+[[steps]]
+name = "a"
+run = "echo hello from a"
+idempotency = "natural"
+[[steps]]
+name = "b"
+run = "echo b"
+idempotency = "natural"
+depends_on = ["a"]
+"#,
+    ),
+    (
+        "gated/workflow.toml",
+        r#"[workflow]
+name = "gated"
+[[steps]]
+name = "wait"
+run = "while [ ! -f ../gate ]; do sleep 0.02; done"
+idempotency = "natural"
+[[steps]]
+name = "after"
+run = "true"
+idempotency = "natural"
+depends_on = ["wait"]
+"#,
+    ),
+    (
+        "stuck.toml",
+        r#"[workflow]
+name = "stuck"
+on_failure = "pause"
+[[steps]]
+name = "fails"
+run = "echo failing; exit 3"
+idempotency = "natural"
+retry = { max_attempts = 1 }
+"#,
+    ),
+];
+
+/// Writes [`WORKFLOWS`] into `dir`.
+pub fn write_workflows(dir: &Path) {
+    for (file, text) in WORKFLOWS {
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// A running server and what it runs on.
+pub struct TestServer {
+    pub client: Client,
+    pub data: tempfile::TempDir,
+    pub workflows: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// A server with the test workflows and no token.
+    pub async fn start() -> TestServer {
+        TestServer::start_with(None).await
+    }
+
+    /// A server requiring `token` if given.
+    pub async fn start_with(token: Option<&str>) -> TestServer {
+        let data = tempfile::tempdir().unwrap();
+        let workflows = tempfile::tempdir().unwrap();
+        write_workflows(workflows.path());
+        let mut config = ServerConfig::new(data.path().to_owned(), "127.0.0.1:0".parse().unwrap());
+        config.workflows = Some(workflows.path().to_owned());
+        config.token = token.map(str::to_owned);
+        let server = Server::bind(config).await.unwrap();
+        let client = Client::new(server.local_addr().to_string(), token.map(str::to_owned));
+        let (stop, stopped) = oneshot::channel();
+        let served = tokio::spawn(async move {
+            server
+                .run(async move {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        TestServer {
+            client,
+            data,
+            workflows,
+            stop: Some(stop),
+            served: Some(served),
+        }
+    }
+
+    /// Stops the server and waits until it has.
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.served.take().unwrap().await.unwrap();
+    }
+
+    /// Lets the `gated` workflow's step finish.
+    pub fn open_gate(&self) {
+        std::fs::write(self.workflows.path().join("gate"), "").unwrap();
+    }
+
+    /// Starts a run of `workflow` under `run_id`.
+    pub async fn start_run(&self, workflow: &str, run_id: &str) {
+        let body = serde_json::json!({"workflow": workflow, "run_id": run_id});
+        let answer = self.client.post("/api/v1/runs", &body).await.unwrap();
+        assert_eq!(answer.status, 201, "{}", answer.message());
+    }
+
+    /// The run object.
+    pub async fn run(&self, run_id: &str) -> Value {
+        let answer = self.client.get(&format!("/api/v1/runs/{run_id}")).await.unwrap();
+        assert_eq!(answer.status, 200, "{}", answer.message());
+        answer.json()
+    }
+
+    /// Waits until `check` holds for the run object (10 s at most).
+    pub async fn wait_for(&self, run_id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        wait_for(&self.client, run_id, what, check).await
+    }
+}
+
+/// Waits until `check` holds for the run object of `run_id` (10 s at most).
+pub async fn wait_for(client: &Client, run_id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let run = client.get(&format!("/api/v1/runs/{run_id}")).await.unwrap().json();
+        if check(&run) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run {run_id} never {what}: {run}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Asserts an answer is the error object with `status` and `code`.
+pub fn assert_error(answer: &apollo11_server::client::Answer, status: u16, code: &str) {
+    let body = answer.json();
+    assert_eq!(answer.status, status, "{body} {:?}", answer.body);
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert_eq!(answer.header("content-type"), Some("application/json"));
+}
+
+/// Every file under `dir`, relative.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_under(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
