@@ -27,12 +27,14 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "apollo11-http",
+        "apollo11-server",
         &[
             "apollo11-core",
             "apollo11-dag",
             "apollo11-machine",
             "apollo11-store",
+            "apollo11-log",
+            "apollo11-postgres",
             "apollo11-runtime",
         ],
     ),
@@ -46,7 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-log",
             "apollo11-postgres",
             "apollo11-runtime",
-            "apollo11-http",
+            "apollo11-server",
         ],
     ),
     (
