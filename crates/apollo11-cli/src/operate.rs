@@ -55,24 +55,9 @@ pub async fn override_step(
     Ok(Exit::code(0))
 }
 
-/// An operator's note (`--by`, `--reason`): kept in the log and shown to whoever reads the
-/// run's timeline, so it must say something, fit the store's limit, and be one line of
-/// plain text (a newline could forge a line of `events`, an escape sequence drive a
-/// terminal).
+/// An operator's note (`--by`, `--reason`), checked as the server checks it.
 fn label(flag: &str, text: &str, max_bytes: u32) -> Result<(), Exit> {
-    let problem = if text.trim().is_empty() {
-        "is empty: it is kept in the log for whoever replays this run".to_owned()
-    } else if text.len() > max_bytes as usize {
-        format!("is {} bytes; at most {max_bytes} are allowed", text.len())
-    } else if text.chars().any(char::is_control) {
-        format!(
-            "`{}` contains a control character (newline, escape, ...)",
-            out::shown(text, out::TEXT_CHARS_MAX)
-        )
-    } else {
-        return Ok(());
-    };
-    Err(Exit::fail(2, format!("{flag} {problem}")))
+    apollo11_server::check_note(flag, text, max_bytes).map_err(|e| Exit::fail(2, e))
 }
 
 /// `pause` and `rollback`: an operator action on a whole run, recorded with who and why;

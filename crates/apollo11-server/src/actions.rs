@@ -33,9 +33,15 @@ impl Note {
     }
 }
 
-/// A `by` or `reason`: kept in the log and shown on every timeline, so it must say something,
-/// fit the store's limit, and be one line of plain text.
 fn label(field: &str, text: &str, max_bytes: u32) -> Result<(), ApiError> {
+    check_note(field, text, max_bytes).map_err(ApiError::invalid)
+}
+
+/// Checks an operator's note (`by`, `reason`, named `field` in the message): it is kept in
+/// the log and shown on every timeline, so it must say something, fit `max_bytes`, and be
+/// one line of plain text (a newline could forge a line of a timeline, an escape sequence
+/// drive a terminal).
+pub fn check_note(field: &str, text: &str, max_bytes: u32) -> Result<(), String> {
     let problem = if text.trim().is_empty() {
         "is empty: it is kept in the log for whoever replays this run".to_owned()
     } else if text.len() > max_bytes as usize {
@@ -45,7 +51,7 @@ fn label(field: &str, text: &str, max_bytes: u32) -> Result<(), ApiError> {
     } else {
         return Ok(());
     };
-    Err(ApiError::invalid(format!("{field} {problem}")))
+    Err(format!("{field} {problem}"))
 }
 
 /// `POST /api/v1/runs/{id}/pause`.

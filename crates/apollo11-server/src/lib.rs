@@ -33,6 +33,7 @@ mod files;
 #[path = "../../apollo11-cli/src/shell.rs"]
 mod shell;
 
+pub use actions::check_note;
 pub use auth::{read_token, TOKEN_CHARS_MIN};
 pub use drive::{default_run_id, step_folders};
 pub use error::ApiError;
