@@ -7,7 +7,10 @@ fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let ui = Path::new(&manifest).join("ui");
     // Watching the crate's folder notices `ui/` appearing; watching `ui/` its files changing.
-    println!("cargo:rerun-if-changed={}", if ui.is_dir() { "ui" } else { "." });
+    println!(
+        "cargo:rerun-if-changed={}",
+        if ui.is_dir() { "ui" } else { "." }
+    );
     let mut names: Vec<String> = std::fs::read_dir(&ui)
         .map(|entries| {
             entries
@@ -22,7 +25,10 @@ fn main() {
         .iter()
         .map(|name| {
             let path = ui.join(name);
-            format!("({name:?}, include_bytes!({:?}) as &[u8])", path.display().to_string())
+            format!(
+                "({name:?}, include_bytes!({:?}) as &[u8])",
+                path.display().to_string()
+            )
         })
         .collect();
     let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("ui_files.rs");

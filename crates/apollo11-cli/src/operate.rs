@@ -2,10 +2,10 @@
 
 use crate::data::{engine_exit, DataDir};
 use crate::remote::{open_or_reach, Remote, Writer};
-use serde_json::json;
 use crate::{definition, out, Exit};
 use apollo11_core::{limits, OverrideTarget};
 use apollo11_runtime::{Engine, EngineConfig, RunAction, RunId};
+use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -76,7 +76,9 @@ pub async fn act(
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {
             let path = format!("{}/{}", Remote::run_path(run_id), action.name());
-            let answer = server.post(&path, json!({"by": by, "reason": reason})).await?;
+            let answer = server
+                .post(&path, json!({"by": by, "reason": reason}))
+                .await?;
             out::line(format!(
                 "{run_id}: {action} recorded, by {by} ({reason}), event {}; the server drives the run on",
                 answer["event_id"]

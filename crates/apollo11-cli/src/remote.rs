@@ -22,7 +22,10 @@ pub fn open_or_reach(dir: &DataDir, token_file: Option<&Path>) -> Result<Writer,
         Err(refused) => refused,
     };
     let holder = std::fs::read_to_string(dir.join("LOCK")).unwrap_or_default();
-    let Some(address) = LockHolder::parse(&holder).listen.filter(|_| refused.code == 4) else {
+    let Some(address) = LockHolder::parse(&holder)
+        .listen
+        .filter(|_| refused.code == 4)
+    else {
         return Err(refused);
     };
     let token = token_file
@@ -44,19 +47,30 @@ pub struct Remote {
 impl Remote {
     /// `POST` to the server; its error object becomes the command's exit.
     pub async fn post(&self, path: &str, body: Value) -> Result<Value, Exit> {
-        let answer = self.client.post(path, &body).await.map_err(|e| self.unreachable(e))?;
+        let answer = self
+            .client
+            .post(path, &body)
+            .await
+            .map_err(|e| self.unreachable(e))?;
         self.answered(answer)
     }
 
     async fn get(&self, path: &str) -> Result<Value, Exit> {
-        let answer = self.client.get(path).await.map_err(|e| self.unreachable(e))?;
+        let answer = self
+            .client
+            .get(path)
+            .await
+            .map_err(|e| self.unreachable(e))?;
         self.answered(answer)
     }
 
     fn unreachable(&self, e: String) -> Exit {
         Exit::fail(
             4,
-            format!("the data dir is held by the server at {}, which does not answer: {e}", self.address),
+            format!(
+                "the data dir is held by the server at {}, which does not answer: {e}",
+                self.address
+            ),
         )
     }
 
@@ -64,7 +78,11 @@ impl Remote {
         if answer.status < 300 {
             return Ok(answer.json());
         }
-        let message = format!("the server at {} answered: {}", self.address, answer.message());
+        let message = format!(
+            "the server at {} answered: {}",
+            self.address,
+            answer.message()
+        );
         Err(match answer.status {
             500 => damaged(message),
             503 => Exit::fail(1, message),
@@ -111,7 +129,11 @@ impl Remote {
                 }
             }
         }
-        out::line(if json { summary_json(&run) } else { self.summary(&run) })?;
+        out::line(if json {
+            summary_json(&run)
+        } else {
+            self.summary(&run)
+        })?;
         Ok(Exit::code(if run["state"] == "succeeded" { 0 } else { 1 }))
     }
 
@@ -142,7 +164,12 @@ fn summary_json(run: &Value) -> String {
         .as_object()
         .into_iter()
         .flatten()
-        .map(|(name, s)| (name.clone(), json!({"state": s["state"], "attempt": s["attempt"]})))
+        .map(|(name, s)| {
+            (
+                name.clone(),
+                json!({"state": s["state"], "attempt": s["attempt"]}),
+            )
+        })
         .collect();
     json!({"run_id": run["run_id"], "state": run["state"], "steps": steps}).to_string()
 }

@@ -4,9 +4,9 @@ use crate::data::{engine_exit, DataDir};
 use crate::remote::{open_or_reach, Remote, Writer};
 use crate::{definition, out, render, shell, watch, Exit};
 use apollo11_core::WorkflowSpec;
+use apollo11_runtime::{Engine, EngineConfig, EngineError, RunHandle, RunId, RunStatus};
 use apollo11_server::{default_run_id, step_folders};
 use serde_json::json;
-use apollo11_runtime::{Engine, EngineConfig, EngineError, RunHandle, RunId, RunStatus};
 use std::path::Path;
 use std::sync::Arc;
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -144,8 +144,7 @@ async fn lift_pause<S: apollo11_runtime::Store>(
     if state.paused.is_none() {
         return Ok(());
     }
-    match engine.unpause(id, &operator(), RESUME_REASON).await
-    {
+    match engine.unpause(id, &operator(), RESUME_REASON).await {
         // A finished run stays as it is; resume reports it.
         Ok(_) | Err(EngineError::NotAllowed { .. }) => Ok(()),
         Err(e) => Err(engine_exit(e)),

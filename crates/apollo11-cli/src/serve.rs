@@ -21,11 +21,17 @@ pub async fn serve(
         .transpose()
         .map_err(|e| Exit::fail(2, e))?;
     let workflows = workflows
-        .map(|w| std::path::absolute(&w).map_err(|e| Exit::fail(2, format!("--workflows {}: {e}", w.display()))))
+        .map(|w| {
+            std::path::absolute(&w)
+                .map_err(|e| Exit::fail(2, format!("--workflows {}: {e}", w.display())))
+        })
         .transpose()?;
     check_layout(&dir.path)?;
     crate::files::create_private_dir(&dir.path).map_err(|e| {
-        Exit::fail(1, format!("cannot create the data dir {}: {e}", dir.path.display()))
+        Exit::fail(
+            1,
+            format!("cannot create the data dir {}: {e}", dir.path.display()),
+        )
     })?;
     let mut config = ServerConfig::new(dir.path.clone(), listen);
     config.options = Options {

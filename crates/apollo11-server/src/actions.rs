@@ -82,7 +82,11 @@ async fn act(
     let appended = match action {
         RunAction::Pause => engine.pause(&run_id, &note.by, &note.reason).await,
         RunAction::Resume => engine.unpause(&run_id, &note.by, &note.reason).await,
-        RunAction::Rollback => engine.request_rollback(&run_id, &note.by, &note.reason).await,
+        RunAction::Rollback => {
+            engine
+                .request_rollback(&run_id, &note.by, &note.reason)
+                .await
+        }
     };
     let event_id: Option<EventId> = match appended {
         Ok(id) => Some(id),

@@ -5,7 +5,8 @@
 use crate::server::AppState;
 use crate::{files, shell, ApiError};
 use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
-use apollo11_runtime::{EngineError, RunFilter, RunHandle, RunId, RunStatus};
+use apollo11_runtime::inspect::RunFilter;
+use apollo11_runtime::{EngineError, RunHandle, RunId, RunStatus};
 use std::path::Path;
 
 /// Starts a run of workflow `name` (under `run_id`, or a new id), driven until it ends.
@@ -20,7 +21,8 @@ pub async fn start(
         .ok_or_else(|| ApiError::not_found(format!("no workflow `{name}` is registered")))?;
     let handle = match run_id {
         Some(id) => {
-            check_name(NameKind::Run, &id).map_err(|e| ApiError::invalid(format!("run_id: {e}")))?;
+            check_name(NameKind::Run, &id)
+                .map_err(|e| ApiError::invalid(format!("run_id: {e}")))?;
             step_folders(&state.data_dir, &id, &registered.spec).map_err(ApiError::invalid)?;
             state.engine.start(&registered.workflow, RunId(id)).await?
         }

@@ -97,9 +97,9 @@ impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> ApiError {
         match e {
             EngineError::Store(s) => s.into(),
-            EngineError::UnknownRun { .. } | EngineError::UnknownStep { .. } => {
-                ApiError::not_found(e.to_string())
-            }
+            EngineError::UnknownRun { .. }
+            | EngineError::UnknownStep { .. }
+            | EngineError::BeforeRun { .. } => ApiError::not_found(e.to_string()),
             EngineError::RunExists { .. }
             | EngineError::NotAllowed { .. }
             | EngineError::AlreadyRunning { .. }

@@ -49,6 +49,8 @@ fn tail_inside(data_dir: &Path, path: &Path) -> Result<String, ApiError> {
     file.seek(SeekFrom::Start(len.saturating_sub(LOG_BYTES_MAX)))
         .map_err(read)?;
     let mut bytes = Vec::new();
-    file.take(LOG_BYTES_MAX).read_to_end(&mut bytes).map_err(read)?;
+    file.take(LOG_BYTES_MAX)
+        .read_to_end(&mut bytes)
+        .map_err(read)?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }

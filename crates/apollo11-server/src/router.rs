@@ -61,13 +61,29 @@ fn api_routes() -> Vec<Route> {
         route(Method::POST, "/api/v1/runs", runs::start),
         route(Method::GET, "/api/v1/runs/{id}", runs::status),
         route(Method::GET, "/api/v1/runs/{id}/events", runs::events),
-        route(Method::GET, "/api/v1/runs/{id}/events/stream", stream::events),
+        route(
+            Method::GET,
+            "/api/v1/runs/{id}/events/stream",
+            stream::events,
+        ),
         route(Method::GET, "/api/v1/runs/{id}/plan", runs::plan),
         route(Method::POST, "/api/v1/runs/{id}/pause", actions::pause),
         route(Method::POST, "/api/v1/runs/{id}/resume", actions::resume),
-        route(Method::POST, "/api/v1/runs/{id}/rollback", actions::rollback),
-        route(Method::POST, "/api/v1/runs/{id}/steps/{step}/override", actions::override_step),
-        route(Method::GET, "/api/v1/runs/{id}/steps/{step}/log", logs::step_log),
+        route(
+            Method::POST,
+            "/api/v1/runs/{id}/rollback",
+            actions::rollback,
+        ),
+        route(
+            Method::POST,
+            "/api/v1/runs/{id}/steps/{step}/override",
+            actions::override_step,
+        ),
+        route(
+            Method::GET,
+            "/api/v1/runs/{id}/steps/{step}/log",
+            logs::step_log,
+        ),
         // `GET /metrics` (Prometheus text) belongs here, behind the token: the metrics
         // work mounts it.
     ]
@@ -82,7 +98,10 @@ pub(crate) fn router(state: Shared, token: Option<String>) -> Router {
     }
     let api = api.route_layer(from_fn_with_state(token, require_token));
     let mut open = Router::new();
-    for r in routes().into_iter().filter(|r| !r.path.starts_with("/api/")) {
+    for r in routes()
+        .into_iter()
+        .filter(|r| !r.path.starts_with("/api/"))
+    {
         open = open.route(r.path, r.handler);
     }
     api.merge(open)
@@ -92,7 +111,11 @@ pub(crate) fn router(state: Shared, token: Option<String>) -> Router {
 }
 
 async fn not_found(request: Request) -> ApiError {
-    ApiError::not_found(format!("no route {} {}", request.method(), request.uri().path()))
+    ApiError::not_found(format!(
+        "no route {} {}",
+        request.method(),
+        request.uri().path()
+    ))
 }
 
 /// axum answers a known path asked with another method with an empty 405 and `Allow`: the
@@ -119,11 +142,7 @@ async fn method_not_allowed(response: Response) -> Response {
 }
 
 async fn openapi() -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        crate::OPENAPI,
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "application/json")], crate::OPENAPI).into_response()
 }
 
 async fn healthz() -> Response {

@@ -1,17 +1,18 @@
 //! The read routes (runs, one run now or at an event, its events, its plan, workflows) and
 //! the two that change the registry or start a run.
 
+use crate::client::segment;
 use crate::extract::{Body, Names, Params};
 use crate::server::AppState;
 use crate::workflows::Registry;
 use crate::{drive, ApiError};
 use apollo11_core::EventId;
-use apollo11_runtime::{RunFilter, RunId, RunRow, RunStatus, RunView};
+use apollo11_runtime::inspect::{RunFilter, RunRow, RunView};
+use apollo11_runtime::{RunId, RunStatus};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use crate::client::segment;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -90,7 +91,10 @@ impl Cursor {
         let bad = || ApiError::invalid("cursor: not a next_cursor this server gave");
         let bytes = (0..text.len())
             .step_by(2)
-            .map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .map(|i| {
+                text.get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+            })
             .collect::<Option<Vec<u8>>>()
             .ok_or_else(bad)?;
         let text = String::from_utf8(bytes).map_err(|_| bad())?;
@@ -110,7 +114,10 @@ pub struct StartBody {
 }
 
 /// `POST /api/v1/runs`.
-pub async fn start(State(state): Shared, Body(body): Body<StartBody>) -> Result<Response, ApiError> {
+pub async fn start(
+    State(state): Shared,
+    Body(body): Body<StartBody>,
+) -> Result<Response, ApiError> {
     let run_id = drive::start(&state, &body.workflow, body.run_id).await?;
     Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
 }
@@ -135,7 +142,11 @@ fn run_json(view: &RunView) -> Value {
     let mut value = serde_json::to_value(view).unwrap_or_default();
     for step in &view.steps {
         let url = step.log.map(|log| {
-            let compensation = if log.compensation { "&compensation=true" } else { "" };
+            let compensation = if log.compensation {
+                "&compensation=true"
+            } else {
+                ""
+            };
             format!(
                 "/api/v1/runs/{}/steps/{}/log?attempt={}{compensation}",
                 segment(&view.run_id.0),

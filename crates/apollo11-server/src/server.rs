@@ -161,7 +161,10 @@ impl Server {
     /// # Errors
     ///
     /// The store cannot be read to find interrupted runs; the listener fails.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
         let resumed = drive::resume_interrupted(&self.state).await?;
         tracing::info!(resumed, address = %self.local_addr(), "serving");
         let app = router(self.state.clone(), self.token);

@@ -8,7 +8,8 @@ use crate::extract::{Names, Params};
 use crate::server::AppState;
 use crate::ApiError;
 use apollo11_core::{Event, EventId, Seq};
-use apollo11_runtime::{EventView, RunId};
+use apollo11_runtime::inspect::EventView;
+use apollo11_runtime::RunId;
 use apollo11_store::RunFeed;
 use axum::body::Body;
 use axum::extract::State;
@@ -65,14 +66,19 @@ pub async fn events(
 async fn follow(state: Arc<AppState>, run_id: RunId, after: EventId, sender: mpsc::Sender<Bytes>) {
     let mut closing = state.closing.clone();
     // A comment first: the client sees the stream open on a quiet run.
-    if sender.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+    if sender
+        .send(Bytes::from_static(b": keep-alive\n\n"))
+        .await
+        .is_err()
+    {
         return;
     }
     let mut feed = match RunFeed::new(state.store.as_ref(), run_id, Seq(1)).await {
         Ok(feed) => feed,
         Err(e) => return tracing::warn!(error = %e, "event stream not started"),
     };
-    let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    let mut keep_alive =
+        tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
     loop {
         let message = tokio::select! {
             next = feed.next() => match next {
@@ -93,5 +99,8 @@ async fn follow(state: Arc<AppState>, run_id: RunId, after: EventId, sender: mps
 /// One server-sent event: `id`, `event: event`, `data` the event object on one line.
 fn message(event: &Event) -> Bytes {
     let data = serde_json::to_string(&EventView::from(event)).unwrap_or_default();
-    Bytes::from(format!("id: {}\nevent: event\ndata: {data}\n\n", event.event_id.0))
+    Bytes::from(format!(
+        "id: {}\nevent: event\ndata: {data}\n\n",
+        event.event_id.0
+    ))
 }

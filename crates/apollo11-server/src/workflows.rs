@@ -42,8 +42,8 @@ impl Registry {
                 .display()
                 .to_string();
             let spec = definition::load(&path).map_err(|e| e.to_string())?;
-            let workflow = shell::workflow(&spec, data_dir)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let workflow =
+                shell::workflow(&spec, data_dir).map_err(|e| format!("{}: {e}", path.display()))?;
             if let Some(earlier) = registry.by_name.get(&spec.name) {
                 return Err(format!(
                     "{}: workflow `{}` is defined in {} already",

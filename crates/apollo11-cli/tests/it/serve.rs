@@ -34,14 +34,22 @@ retry = { max_attempts = 1 }
 fn serve(cli: &Cli) -> (Child, String) {
     let workflows = cli.work.path().to_str().unwrap().to_owned();
     let mut child = cli
-        .command(&["serve", "--listen", "127.0.0.1:0", "--workflows", &workflows])
+        .command(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--workflows",
+            &workflows,
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let address = line
         .split("http://")
         .nth(1)
@@ -52,7 +60,10 @@ fn serve(cli: &Cli) -> (Child, String) {
 }
 
 fn state(cli: &Cli, run: &str) -> String {
-    cli.status_json(run)["state"].as_str().unwrap_or_default().to_owned()
+    cli.status_json(run)["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[test]
@@ -63,17 +74,38 @@ fn run_pause_resume_override_and_rollback_reach_the_server_holding_the_data_dir(
     let (mut server, address) = serve(&cli);
 
     let following = cli.spawn(&["run", gated.to_str().unwrap(), "--run-id", "g"]);
-    wait_until("g waits", || cli.run(&["status", "g", "--json"]).code == 0 && cli.status_json("g")["steps"]["wait"]["state"] == "running");
+    wait_until("g waits", || {
+        cli.run(&["status", "g", "--json"]).code == 0
+            && cli.status_json("g")["steps"]["wait"]["state"] == "running"
+    });
     let paused = cli.run(&["pause", "g", "--reason", "hold", "--by", "tester"]);
     assert_eq!(paused.code, 0, "{}", paused.stderr);
-    assert!(paused.stdout.contains("pause recorded, by tester (hold)"), "{}", paused.stdout);
+    assert!(
+        paused.stdout.contains("pause recorded, by tester (hold)"),
+        "{}",
+        paused.stdout
+    );
     std::fs::write(cli.file("gate"), "").unwrap();
     let followed = crate::harness::ran(following.wait_with_output().unwrap());
-    assert_eq!(followed.code, 1, "a paused run: {}{}", followed.stdout, followed.stderr);
-    assert!(followed.stdout.contains(&format!("g: paused (driven by the server at {address})")), "{}", followed.stdout);
+    assert_eq!(
+        followed.code, 1,
+        "a paused run: {}{}",
+        followed.stdout, followed.stderr
+    );
+    assert!(
+        followed
+            .stdout
+            .contains(&format!("g: paused (driven by the server at {address})")),
+        "{}",
+        followed.stdout
+    );
     let resumed = cli.run(&["resume", "g"]);
     assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
-    assert!(resumed.stdout.contains("g: succeeded"), "{}", resumed.stdout);
+    assert!(
+        resumed.stdout.contains("g: succeeded"),
+        "{}",
+        resumed.stdout
+    );
     let late = cli.run(&["rollback", "g", "--reason", "too late"]);
     assert_eq!(late.code, 2, "{}", late.stderr);
     assert!(late.stderr.contains("finished"), "{}", late.stderr);
@@ -83,11 +115,23 @@ fn run_pause_resume_override_and_rollback_reach_the_server_holding_the_data_dir(
     let shown: serde_json::Value = serde_json::from_str(&failed.stdout).unwrap();
     assert_eq!(shown["state"], "paused");
     assert_eq!(shown["steps"]["fails"]["state"], "failed");
-    let fixed = cli.run(&["override", "s", "fails", "--to", "succeeded", "--reason", "by hand"]);
+    let fixed = cli.run(&[
+        "override",
+        "s",
+        "fails",
+        "--to",
+        "succeeded",
+        "--reason",
+        "by hand",
+    ]);
     assert_eq!(fixed.code, 0, "{}", fixed.stderr);
     wait_until("s succeeds", || state(&cli, "s") == "succeeded");
     let runs = cli.run(&["runs"]);
-    assert_eq!(runs.code, 0, "read-only commands read the data dir: {}", runs.stderr);
+    assert_eq!(
+        runs.code, 0,
+        "read-only commands read the data dir: {}",
+        runs.stderr
+    );
 
     let second = cli.run(&["serve", "--listen", "127.0.0.1:0"]);
     assert_eq!(second.code, 4, "{}", second.stderr);
@@ -103,7 +147,13 @@ fn serve_refuses_a_non_loopback_address_without_a_token_and_a_short_token() {
     assert!(open.stderr.contains("--token-file"), "{}", open.stderr);
     std::fs::write(cli.file("token"), "short\n").unwrap();
     let token = cli.file("token");
-    let short = cli.run(&["--token-file", token.to_str().unwrap(), "serve", "--listen", "0.0.0.0:0"]);
+    let short = cli.run(&[
+        "--token-file",
+        token.to_str().unwrap(),
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+    ]);
     assert_eq!(short.code, 2, "{}", short.stderr);
     assert!(short.stderr.contains("at least 16"), "{}", short.stderr);
 }

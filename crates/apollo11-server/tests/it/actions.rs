@@ -12,28 +12,80 @@ fn note(reason: &str) -> Value {
 async fn pause_holds_a_run_resume_lifts_it_and_finished_runs_refuse_both() {
     let server = TestServer::start().await;
     server.start_run("gated", "g").await;
-    server.wait_for("g", "waiting", |r| r["steps"]["wait"]["state"] == "running").await;
-    let paused = server.client.post("/api/v1/runs/g/pause", &note("hold on")).await.unwrap();
+    server
+        .wait_for("g", "waiting", |r| r["steps"]["wait"]["state"] == "running")
+        .await;
+    let paused = server
+        .client
+        .post("/api/v1/runs/g/pause", &note("hold on"))
+        .await
+        .unwrap();
     assert_eq!(paused.status, 202, "{}", paused.message());
     let pause_id = paused.json()["event_id"].as_u64().unwrap();
     let run = server.run("g").await;
     assert_eq!(run["allowed"]["pause"], false);
-    assert!(run["refused"]["pause"].as_str().unwrap().contains("tester"), "{run}");
-    let again = server.client.post("/api/v1/runs/g/pause", &note("again")).await.unwrap();
+    assert!(
+        run["refused"]["pause"].as_str().unwrap().contains("tester"),
+        "{run}"
+    );
+    let again = server
+        .client
+        .post("/api/v1/runs/g/pause", &note("again"))
+        .await
+        .unwrap();
     assert_error(&again, 409, "conflict");
-    assert!(again.message().ends_with(run["refused"]["pause"].as_str().unwrap()), "the 409 says what `refused` says: {}", again.message());
+    assert!(
+        again
+            .message()
+            .ends_with(run["refused"]["pause"].as_str().unwrap()),
+        "the 409 says what `refused` says: {}",
+        again.message()
+    );
     server.open_gate();
-    let held = server.wait_for("g", "paused", |r| r["state"] == "paused").await;
-    assert_eq!(held["steps"]["after"]["state"], "pending", "nothing new starts while paused");
-    let events = server.client.get("/api/v1/runs/g/events").await.unwrap().json();
-    let recorded = events["events"].as_array().unwrap().iter().find(|e| e["event_id"] == pause_id).unwrap().clone();
-    assert_eq!((recorded["kind"].as_str(), recorded["by"].as_str(), recorded["reason"].as_str()), (Some("run_paused"), Some("tester"), Some("hold on")));
-    let resumed = server.client.post("/api/v1/runs/g/resume", &note("go on")).await.unwrap();
+    let held = server
+        .wait_for("g", "paused", |r| r["state"] == "paused")
+        .await;
+    assert_eq!(
+        held["steps"]["after"]["state"], "pending",
+        "nothing new starts while paused"
+    );
+    let events = server
+        .client
+        .get("/api/v1/runs/g/events")
+        .await
+        .unwrap()
+        .json();
+    let recorded = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_id"] == pause_id)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (
+            recorded["kind"].as_str(),
+            recorded["by"].as_str(),
+            recorded["reason"].as_str()
+        ),
+        (Some("run_paused"), Some("tester"), Some("hold on"))
+    );
+    let resumed = server
+        .client
+        .post("/api/v1/runs/g/resume", &note("go on"))
+        .await
+        .unwrap();
     assert_eq!(resumed.status, 202, "{}", resumed.message());
     assert!(resumed.json()["event_id"].as_u64().is_some());
-    server.wait_for("g", "succeeded", |r| r["state"] == "succeeded").await;
+    server
+        .wait_for("g", "succeeded", |r| r["state"] == "succeeded")
+        .await;
     for action in ["pause", "resume", "rollback"] {
-        let refused = server.client.post(&format!("/api/v1/runs/g/{action}"), &note("late")).await.unwrap();
+        let refused = server
+            .client
+            .post(&format!("/api/v1/runs/g/{action}"), &note("late"))
+            .await
+            .unwrap();
         assert_error(&refused, 409, "conflict");
     }
     server.stop().await;
@@ -43,9 +95,17 @@ async fn pause_holds_a_run_resume_lifts_it_and_finished_runs_refuse_both() {
 async fn an_overridden_step_lets_a_paused_run_succeed_and_bad_notes_are_refused() {
     let server = TestServer::start().await;
     server.start_run("stuck", "s").await;
-    let run = server.wait_for("s", "paused", |r| r["state"] == "paused").await;
+    let run = server
+        .wait_for("s", "paused", |r| r["state"] == "paused")
+        .await;
     assert_eq!(run["steps"]["fails"]["state"], "failed");
-    assert!(run["steps"]["fails"]["error"].as_str().unwrap().contains('3'), "{run}");
+    assert!(
+        run["steps"]["fails"]["error"]
+            .as_str()
+            .unwrap()
+            .contains('3'),
+        "{run}"
+    );
     let path = "/api/v1/runs/s/steps/fails/override";
     let bad = [
         json!({"to": "done", "by": "t", "reason": "r"}),
@@ -56,16 +116,40 @@ async fn an_overridden_step_lets_a_paused_run_succeed_and_bad_notes_are_refused(
         json!({"to": "succeeded", "by": "t", "reason": "r", "extra": 1}),
     ];
     for body in bad {
-        assert_error(&server.client.post(path, &body).await.unwrap(), 400, "invalid");
+        assert_error(
+            &server.client.post(path, &body).await.unwrap(),
+            400,
+            "invalid",
+        );
     }
-    let unknown_step = server.client.post("/api/v1/runs/s/steps/nope/override", &json!({"to": "succeeded", "by": "t", "reason": "r"})).await.unwrap();
+    let unknown_step = server
+        .client
+        .post(
+            "/api/v1/runs/s/steps/nope/override",
+            &json!({"to": "succeeded", "by": "t", "reason": "r"}),
+        )
+        .await
+        .unwrap();
     assert_error(&unknown_step, 404, "not_found");
-    let unknown_run = server.client.post("/api/v1/runs/nope/pause", &note("r")).await.unwrap();
+    let unknown_run = server
+        .client
+        .post("/api/v1/runs/nope/pause", &note("r"))
+        .await
+        .unwrap();
     assert_error(&unknown_run, 404, "not_found");
-    let fixed = server.client.post(path, &json!({"to": "succeeded", "by": "t", "reason": "done by hand"})).await.unwrap();
+    let fixed = server
+        .client
+        .post(
+            path,
+            &json!({"to": "succeeded", "by": "t", "reason": "done by hand"}),
+        )
+        .await
+        .unwrap();
     assert_eq!(fixed.status, 200, "{}", fixed.message());
     assert!(fixed.json()["event_id"].as_u64().is_some());
-    server.wait_for("s", "succeeded", |r| r["state"] == "succeeded").await;
+    server
+        .wait_for("s", "succeeded", |r| r["state"] == "succeeded")
+        .await;
     server.stop().await;
 }
 
@@ -73,13 +157,25 @@ async fn an_overridden_step_lets_a_paused_run_succeed_and_bad_notes_are_refused(
 async fn rollback_waits_for_the_running_step_then_ends_rolled_back() {
     let server = TestServer::start().await;
     server.start_run("gated", "g").await;
-    server.wait_for("g", "waiting", |r| r["steps"]["wait"]["state"] == "running").await;
-    let asked = server.client.post("/api/v1/runs/g/rollback", &note("wrong input")).await.unwrap();
+    server
+        .wait_for("g", "waiting", |r| r["steps"]["wait"]["state"] == "running")
+        .await;
+    let asked = server
+        .client
+        .post("/api/v1/runs/g/rollback", &note("wrong input"))
+        .await
+        .unwrap();
     assert_eq!(asked.status, 202, "{}", asked.message());
-    let twice = server.client.post("/api/v1/runs/g/rollback", &note("again")).await.unwrap();
+    let twice = server
+        .client
+        .post("/api/v1/runs/g/rollback", &note("again"))
+        .await
+        .unwrap();
     assert_error(&twice, 409, "conflict");
     server.open_gate();
-    let run = server.wait_for("g", "rolled back", |r| r["state"] == "rolled_back").await;
+    let run = server
+        .wait_for("g", "rolled back", |r| r["state"] == "rolled_back")
+        .await;
     assert_eq!(run["steps"]["after"]["state"], "pending");
     server.stop().await;
 }

@@ -15,7 +15,8 @@ const CHILD_WORKFLOWS: &str = "APOLLO11_TEST_SERVE_WORKFLOWS";
 /// child and returns at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn child_serves_until_killed() {
-    let (Ok(data), Ok(workflows)) = (std::env::var(CHILD_DATA), std::env::var(CHILD_WORKFLOWS)) else {
+    let (Ok(data), Ok(workflows)) = (std::env::var(CHILD_DATA), std::env::var(CHILD_WORKFLOWS))
+    else {
         return;
     };
     let mut config = ServerConfig::new(data.into(), "127.0.0.1:0".parse().unwrap());
@@ -28,7 +29,12 @@ async fn child_serves_until_killed() {
 /// Starts a child server; returns it and its address.
 fn spawn_server(data: &std::path::Path, workflows: &std::path::Path) -> (Child, String) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash::child_serves_until_killed", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash::child_serves_until_killed",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_DATA, data)
         .env(CHILD_WORKFLOWS, workflows)
         .stdout(Stdio::piped())
@@ -36,7 +42,10 @@ fn spawn_server(data: &std::path::Path, workflows: &std::path::Path) -> (Child, 
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let address = loop {
-        let line = lines.next().expect("the child says where it listens").unwrap();
+        let line = lines
+            .next()
+            .expect("the child says where it listens")
+            .unwrap();
         if let Some(at) = line.find("listening ") {
             break line[at + "listening ".len()..].trim().to_owned();
         }
@@ -52,20 +61,40 @@ async fn a_server_killed_with_sigkill_and_restarted_resumes_the_interrupted_run(
     let (mut first, address) = spawn_server(data.path(), workflows.path());
     let client = Client::new(address, None);
     let started = client
-        .post("/api/v1/runs", &serde_json::json!({"workflow": "gated", "run_id": "g"}))
+        .post(
+            "/api/v1/runs",
+            &serde_json::json!({"workflow": "gated", "run_id": "g"}),
+        )
         .await
         .unwrap();
     assert_eq!(started.status, 201, "{}", started.message());
-    wait_for(&client, "g", "waiting", |r| r["steps"]["wait"]["state"] == "running").await;
+    wait_for(&client, "g", "waiting", |r| {
+        r["steps"]["wait"]["state"] == "running"
+    })
+    .await;
     // A second run paused by an operator must stay paused across the crash.
     let held = client
-        .post("/api/v1/runs", &serde_json::json!({"workflow": "gated", "run_id": "held"}))
+        .post(
+            "/api/v1/runs",
+            &serde_json::json!({"workflow": "gated", "run_id": "held"}),
+        )
         .await
         .unwrap();
     assert_eq!(held.status, 201);
     let note = serde_json::json!({"by": "t", "reason": "keep it"});
-    assert_eq!(client.post("/api/v1/runs/held/pause", &note).await.unwrap().status, 202);
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first.id() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert_eq!(
+        client
+            .post("/api/v1/runs/held/pause", &note)
+            .await
+            .unwrap()
+            .status,
+        202
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     first.wait().unwrap();
     // Lets the attempt the crash orphaned finish, and the next one.
     std::fs::write(workflows.path().join("gate"), "").unwrap();
@@ -74,11 +103,12 @@ async fn a_server_killed_with_sigkill_and_restarted_resumes_the_interrupted_run(
     let run = wait_for(&client, "g", "succeeded", |r| r["state"] == "succeeded").await;
     assert_eq!(run["steps"]["wait"]["attempt"], 2, "{run}");
     let events = client.get("/api/v1/runs/g/events").await.unwrap().json();
-    let interrupted = events["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|e| e["kind"] == "failed" && e["step"] == "wait" && e["attempt"] == 1 && e["error"] == "interrupted");
+    let interrupted = events["events"].as_array().unwrap().iter().any(|e| {
+        e["kind"] == "failed"
+            && e["step"] == "wait"
+            && e["attempt"] == 1
+            && e["error"] == "interrupted"
+    });
     assert!(interrupted, "{events}");
     let held = client.get("/api/v1/runs/held").await.unwrap().json();
     assert!(held["steps"]["after"]["state"] == "pending", "{held}");

@@ -4,7 +4,7 @@
 use apollo11_server::client::Client;
 use apollo11_server::{Server, ServerConfig};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -128,26 +128,47 @@ impl TestServer {
 
     /// The run object.
     pub async fn run(&self, run_id: &str) -> Value {
-        let answer = self.client.get(&format!("/api/v1/runs/{run_id}")).await.unwrap();
+        let answer = self
+            .client
+            .get(&format!("/api/v1/runs/{run_id}"))
+            .await
+            .unwrap();
         assert_eq!(answer.status, 200, "{}", answer.message());
         answer.json()
     }
 
     /// Waits until `check` holds for the run object (10 s at most).
-    pub async fn wait_for(&self, run_id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    pub async fn wait_for(
+        &self,
+        run_id: &str,
+        what: &str,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
         wait_for(&self.client, run_id, what, check).await
     }
 }
 
 /// Waits until `check` holds for the run object of `run_id` (10 s at most).
-pub async fn wait_for(client: &Client, run_id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+pub async fn wait_for(
+    client: &Client,
+    run_id: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let run = client.get(&format!("/api/v1/runs/{run_id}")).await.unwrap().json();
+        let run = client
+            .get(&format!("/api/v1/runs/{run_id}"))
+            .await
+            .unwrap()
+            .json();
         if check(&run) {
             return run;
         }
-        assert!(Instant::now() < deadline, "run {run_id} never {what}: {run}");
+        assert!(
+            Instant::now() < deadline,
+            "run {run_id} never {what}: {run}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -157,20 +178,11 @@ pub fn assert_error(answer: &apollo11_server::client::Answer, status: u16, code:
     let body = answer.json();
     assert_eq!(answer.status, status, "{body} {:?}", answer.body);
     assert_eq!(body["error"]["code"], code, "{body}");
-    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
     assert_eq!(answer.header("content-type"), Some("application/json"));
-}
-
-/// Every file under `dir`, relative.
-pub fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(files_under(&path));
-        } else {
-            found.push(path);
-        }
-    }
-    found
 }

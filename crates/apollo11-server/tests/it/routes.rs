@@ -12,7 +12,8 @@ async fn workflows_are_listed_and_reloaded_and_a_bad_file_keeps_the_previous_set
     let server = TestServer::start().await;
     let list = server.client.get("/api/v1/workflows").await.unwrap();
     assert_eq!(list.status, 200);
-    let names: Vec<&str> = list.json()["workflows"]
+    let listed = list.json();
+    let names: Vec<&str> = listed["workflows"]
         .as_array()
         .unwrap()
         .iter()
@@ -27,14 +28,30 @@ async fn workflows_are_listed_and_reloaded_and_a_bad_file_keeps_the_previous_set
         json!({"name": "after", "depends_on": ["wait"], "idempotency": "natural", "compensate": false})
     );
     let bad = server.workflows.path().join("bad.toml");
-    std::fs::write(&bad, "[workflow]\nname = \"bad\"\n[[steps]]\nname = \"x\"\nrun = 3\n").unwrap();
-    let refused = server.client.post("/api/v1/workflows/reload", &json!({})).await.unwrap();
+    std::fs::write(
+        &bad,
+        "[workflow]\nname = \"bad\"\n[[steps]]\nname = \"x\"\nrun = 3\n",
+    )
+    .unwrap();
+    let refused = server
+        .client
+        .post("/api/v1/workflows/reload", &json!({}))
+        .await
+        .unwrap();
     assert_error(&refused, 400, "invalid");
-    assert!(refused.message().contains("bad.toml:5:"), "{}", refused.message());
+    assert!(
+        refused.message().contains("bad.toml:5:"),
+        "{}",
+        refused.message()
+    );
     let still = server.client.get("/api/v1/workflows").await.unwrap().json();
     assert_eq!(still["workflows"].as_array().unwrap().len(), 3);
     std::fs::write(&bad, "[workflow]\nname = \"bad\"\n[[steps]]\nname = \"x\"\nrun = \"true\"\nidempotency = \"natural\"\n").unwrap();
-    let reloaded = server.client.post("/api/v1/workflows/reload", &json!({})).await.unwrap();
+    let reloaded = server
+        .client
+        .post("/api/v1/workflows/reload", &json!({}))
+        .await
+        .unwrap();
     assert_eq!(reloaded.status, 200, "{}", reloaded.message());
     assert_eq!(reloaded.json()["workflows"].as_array().unwrap().len(), 4);
     server.stop().await;
@@ -51,7 +68,9 @@ async fn a_run_started_over_the_api_succeeds_and_every_read_route_shows_it() {
     assert_eq!(created.status, 201, "{}", created.message());
     let run_id = created.json()["run_id"].as_str().unwrap().to_owned();
     assert!(run_id.starts_with("quick-"), "{run_id}");
-    let run = server.wait_for(&run_id, "succeeded", |r| r["state"] == "succeeded").await;
+    let run = server
+        .wait_for(&run_id, "succeeded", |r| r["state"] == "succeeded")
+        .await;
     assert_eq!(run["order"], json!(["a", "b"]));
     assert_eq!(run["workflow"], "quick");
     assert_eq!(run["steps"]["a"]["state"], "succeeded");
@@ -63,40 +82,73 @@ async fn a_run_started_over_the_api_succeeds_and_every_read_route_shows_it() {
     assert!(log.ends_with("/steps/a/log?attempt=1"), "{log}");
     let text = server.client.get(log).await.unwrap();
     assert_eq!(text.status, 200);
-    assert_eq!(text.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(
+        text.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
     assert_eq!(String::from_utf8_lossy(&text.body), "hello from a\n");
 
-    let events = server.client.get(&format!("/api/v1/runs/{run_id}/events?limit=2")).await.unwrap().json();
+    let events = server
+        .client
+        .get(&format!("/api/v1/runs/{run_id}/events?limit=2"))
+        .await
+        .unwrap()
+        .json();
     assert_eq!(events["events"].as_array().unwrap().len(), 2);
     assert_eq!(events["events"][0]["kind"], "run_created");
     assert_eq!(events["events"][0]["workflow"], "quick");
     let next = events["next_after"].as_u64().unwrap();
-    let rest = server.client.get(&format!("/api/v1/runs/{run_id}/events?after={next}")).await.unwrap().json();
+    let rest = server
+        .client
+        .get(&format!("/api/v1/runs/{run_id}/events?after={next}"))
+        .await
+        .unwrap()
+        .json();
     assert_eq!(rest["next_after"], Value::Null);
-    assert_eq!(rest["events"].as_array().unwrap().len() + 2, run["events"].as_u64().unwrap() as usize);
+    assert_eq!(
+        rest["events"].as_array().unwrap().len() + 2,
+        run["events"].as_u64().unwrap() as usize
+    );
 
-    let plan = server.client.get(&format!("/api/v1/runs/{run_id}/plan")).await.unwrap();
+    let plan = server
+        .client
+        .get(&format!("/api/v1/runs/{run_id}/plan"))
+        .await
+        .unwrap();
     assert_eq!(plan.status, 200);
     assert_eq!(plan.json()["rerun"], json!([]));
     assert_eq!(plan.json()["run_state_after"], "succeeded");
 
     let again = server
         .client
-        .post("/api/v1/runs", &json!({"workflow": "quick", "run_id": run_id}))
+        .post(
+            "/api/v1/runs",
+            &json!({"workflow": "quick", "run_id": run_id}),
+        )
         .await
         .unwrap();
     assert_error(&again, 409, "conflict");
-    let unknown = server.client.post("/api/v1/runs", &json!({"workflow": "nope"})).await.unwrap();
+    let unknown = server
+        .client
+        .post("/api/v1/runs", &json!({"workflow": "nope"}))
+        .await
+        .unwrap();
     assert_error(&unknown, 404, "not_found");
     let bad_id = server
         .client
-        .post("/api/v1/runs", &json!({"workflow": "quick", "run_id": "a/b"}))
+        .post(
+            "/api/v1/runs",
+            &json!({"workflow": "quick", "run_id": "a/b"}),
+        )
         .await
         .unwrap();
     assert_error(&bad_id, 400, "invalid");
     let extra = server
         .client
-        .post("/api/v1/runs", &json!({"workflow": "quick", "command": "rm -rf /"}))
+        .post(
+            "/api/v1/runs",
+            &json!({"workflow": "quick", "command": "rm -rf /"}),
+        )
         .await
         .unwrap();
     assert_error(&extra, 400, "invalid");
@@ -106,10 +158,19 @@ async fn a_run_started_over_the_api_succeeds_and_every_read_route_shows_it() {
         .await
         .unwrap();
     assert_error(&not_json, 400, "invalid");
-    for missing in ["/api/v1/runs/nope", "/api/v1/runs/nope/events", "/api/v1/runs/nope/plan", "/api/v1/runs/nope/events/stream"] {
+    for missing in [
+        "/api/v1/runs/nope",
+        "/api/v1/runs/nope/events",
+        "/api/v1/runs/nope/plan",
+        "/api/v1/runs/nope/events/stream",
+    ] {
         assert_error(&server.client.get(missing).await.unwrap(), 404, "not_found");
     }
-    let no_log = server.client.get(&format!("/api/v1/runs/{run_id}/steps/a/log?attempt=9")).await.unwrap();
+    let no_log = server
+        .client
+        .get(&format!("/api/v1/runs/{run_id}/steps/a/log?attempt=9"))
+        .await
+        .unwrap();
     assert_error(&no_log, 404, "not_found");
     server.stop().await;
 }
@@ -118,17 +179,38 @@ async fn a_run_started_over_the_api_succeeds_and_every_read_route_shows_it() {
 async fn at_shows_the_run_as_it_stood_after_an_event() {
     let server = TestServer::start().await;
     server.start_run("quick", "r1").await;
-    server.wait_for("r1", "succeeded", |r| r["state"] == "succeeded").await;
-    let events = server.client.get("/api/v1/runs/r1/events").await.unwrap().json();
-    let ids: Vec<u64> = events["events"].as_array().unwrap().iter().map(|e| e["event_id"].as_u64().unwrap()).collect();
-    let started_a = server.client.get(&format!("/api/v1/runs/r1?at={}", ids[1])).await.unwrap().json();
+    server
+        .wait_for("r1", "succeeded", |r| r["state"] == "succeeded")
+        .await;
+    let events = server
+        .client
+        .get("/api/v1/runs/r1/events")
+        .await
+        .unwrap()
+        .json();
+    let ids: Vec<u64> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_id"].as_u64().unwrap())
+        .collect();
+    let started_a = server
+        .client
+        .get(&format!("/api/v1/runs/r1?at={}", ids[1]))
+        .await
+        .unwrap()
+        .json();
     assert_eq!(started_a["event_id"], ids[1]);
     assert_eq!(started_a["events"], 2);
     assert_eq!(started_a["state"], "running");
     assert_eq!(started_a["steps"]["a"]["state"], "running");
     assert_eq!(started_a["steps"]["b"]["state"], "pending");
     assert_eq!(started_a["steps"]["b"]["log"], Value::Null);
-    let before = server.client.get(&format!("/api/v1/runs/r1?at={}", ids[0] - 1)).await.unwrap();
+    let before = server
+        .client
+        .get(&format!("/api/v1/runs/r1?at={}", ids[0] - 1))
+        .await
+        .unwrap();
     assert_error(&before, 404, "not_found");
     let bad = server.client.get("/api/v1/runs/r1?at=abc").await.unwrap();
     assert_error(&bad, 400, "invalid");
@@ -140,13 +222,27 @@ async fn runs_are_listed_newest_first_in_pages_and_filtered() {
     let server = TestServer::start().await;
     for id in ["r1", "r2", "r3"] {
         server.start_run("quick", id).await;
-        server.wait_for(id, "succeeded", |r| r["state"] == "succeeded").await;
+        server
+            .wait_for(id, "succeeded", |r| r["state"] == "succeeded")
+            .await;
     }
     server.start_run("stuck", "s1").await;
-    server.wait_for("s1", "paused", |r| r["state"] == "paused").await;
-    let first = server.client.get("/api/v1/runs?limit=2&state=succeeded").await.unwrap().json();
+    server
+        .wait_for("s1", "paused", |r| r["state"] == "paused")
+        .await;
+    let first = server
+        .client
+        .get("/api/v1/runs?limit=2&state=succeeded")
+        .await
+        .unwrap()
+        .json();
     let ids = |page: &Value| -> Vec<String> {
-        page["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap().to_owned()).collect()
+        page["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_owned())
+            .collect()
     };
     assert_eq!(ids(&first), ["r3", "r2"]);
     assert_eq!(first["runs"][0]["steps"], 2);
@@ -154,28 +250,52 @@ async fn runs_are_listed_newest_first_in_pages_and_filtered() {
     let cursor = first["next_cursor"].as_str().unwrap();
     let second = server
         .client
-        .get(&format!("/api/v1/runs?limit=2&state=succeeded&cursor={cursor}"))
+        .get(&format!(
+            "/api/v1/runs?limit=2&state=succeeded&cursor={cursor}"
+        ))
         .await
         .unwrap()
         .json();
     assert_eq!(ids(&second), ["r1"]);
     assert_eq!(second["next_cursor"], Value::Null);
-    let both = server.client.get("/api/v1/runs?state=paused,succeeded").await.unwrap().json();
+    let both = server
+        .client
+        .get("/api/v1/runs?state=paused,succeeded")
+        .await
+        .unwrap()
+        .json();
     assert_eq!(ids(&both), ["s1", "r3", "r2", "r1"]);
-    let stuck = server.client.get("/api/v1/runs?workflow=stuck").await.unwrap().json();
+    let stuck = server
+        .client
+        .get("/api/v1/runs?workflow=stuck")
+        .await
+        .unwrap()
+        .json();
     assert_eq!(ids(&stuck), ["s1"]);
     let zero = server.client.get("/api/v1/runs?limit=0").await.unwrap();
     assert_error(&zero, 400, "invalid");
     assert_eq!(zero.message(), "limit: 0 is not between 1 and 1000");
-    assert_error(&server.client.get("/api/v1/runs?state=done").await.unwrap(), 400, "invalid");
-    assert_error(&server.client.get("/api/v1/runs?cursor=zz").await.unwrap(), 400, "invalid");
+    assert_error(
+        &server.client.get("/api/v1/runs?state=done").await.unwrap(),
+        400,
+        "invalid",
+    );
+    assert_error(
+        &server.client.get("/api/v1/runs?cursor=zz").await.unwrap(),
+        400,
+        "invalid",
+    );
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_routes_are_404_and_other_methods_405_with_allow() {
     let server = TestServer::start().await;
-    assert_error(&server.client.get("/api/v1/nope").await.unwrap(), 404, "not_found");
+    assert_error(
+        &server.client.get("/api/v1/nope").await.unwrap(),
+        404,
+        "not_found",
+    );
     assert_error(&server.client.get("/nope").await.unwrap(), 404, "not_found");
     let delete = server
         .client
@@ -189,9 +309,15 @@ async fn unknown_routes_are_404_and_other_methods_405_with_allow() {
     assert_error(&get_pause, 405, "invalid");
     assert_eq!(get_pause.header("allow"), Some("POST"));
     let health = server.client.get("/healthz").await.unwrap();
-    assert_eq!((health.status, health.json()), (200, json!({"status": "ok"})));
+    assert_eq!(
+        (health.status, health.json()),
+        (200, json!({"status": "ok"}))
+    );
     let ready = server.client.get("/readyz").await.unwrap();
-    assert_eq!((ready.status, ready.json()), (200, json!({"status": "ready"})));
+    assert_eq!(
+        (ready.status, ready.json()),
+        (200, json!({"status": "ready"}))
+    );
     server.stop().await;
 }
 
@@ -216,10 +342,17 @@ async fn the_openapi_document_has_every_route_and_only_those() {
         .collect();
     assert_eq!(documented, routed);
     for (method, path) in &routed {
-        let concrete = path.replace("{id}", "r").replace("{step}", "a").replace("{file}", "f.js");
+        let concrete = path
+            .replace("{id}", "r")
+            .replace("{step}", "a")
+            .replace("{file}", "f.js");
         let answer = answer(&server.client, method, &concrete).await;
         assert_ne!(answer.status, 405, "{method} {path}");
-        assert!(!answer.message().starts_with("no route"), "{method} {path}: {}", answer.message());
+        assert!(
+            !answer.message().starts_with("no route"),
+            "{method} {path}: {}",
+            answer.message()
+        );
     }
     server.stop().await;
 }
@@ -230,7 +363,11 @@ async fn answer(client: &Client, method: &str, path: &str) -> apollo11_server::c
     if method == Method::GET && path.ends_with("/stream") {
         // Headers only: the stream of an unknown run is a 404 at once.
         let stream = client.stream(path, &[]).await.unwrap();
-        return apollo11_server::client::Answer { status: stream.status, headers: vec![], body: Bytes::new() };
+        return apollo11_server::client::Answer {
+            status: stream.status,
+            headers: vec![],
+            body: Bytes::new(),
+        };
     }
     client.send(method, path, &[], body).await.unwrap()
 }

@@ -2,9 +2,9 @@
 
 use crate::harness::{assert_error, TestServer};
 use apollo11_server::client::Client;
-use apollo11_server::{Server, ServeError, ServerConfig};
-use bytes::Bytes;
+use apollo11_server::{ServeError, Server, ServerConfig};
 use axum::http::Method;
+use bytes::Bytes;
 use serde_json::json;
 
 const TOKEN: &str = "a-token-of-24-characters";
@@ -15,17 +15,29 @@ async fn with_a_token_every_api_call_needs_it_and_health_and_ui_do_not() {
     let address = server.client.address().to_owned();
     let anonymous = Client::new(address.clone(), None);
     let wrong = Client::new(address, Some("another-token-of-24-chars".into()));
-    for path in ["/api/v1/runs", "/api/v1/workflows", "/api/v1/openapi.json", "/api/v1/runs/r"] {
+    for path in [
+        "/api/v1/runs",
+        "/api/v1/workflows",
+        "/api/v1/openapi.json",
+        "/api/v1/runs/r",
+    ] {
         assert_error(&anonymous.get(path).await.unwrap(), 401, "unauthorized");
         assert_error(&wrong.get(path).await.unwrap(), 401, "unauthorized");
     }
-    let start = anonymous.post("/api/v1/runs", &json!({"workflow": "quick"})).await.unwrap();
+    let start = anonymous
+        .post("/api/v1/runs", &json!({"workflow": "quick"}))
+        .await
+        .unwrap();
     assert_error(&start, 401, "unauthorized");
     assert_eq!(server.client.get("/api/v1/runs").await.unwrap().status, 200);
     assert_eq!(anonymous.get("/healthz").await.unwrap().status, 200);
     assert_eq!(anonymous.get("/readyz").await.unwrap().status, 200);
     assert_ne!(anonymous.get("/").await.unwrap().status, 401);
-    assert_eq!(server.client.get("/api/v1/runs").await.unwrap().json()["runs"], json!([]), "nothing was started");
+    assert_eq!(
+        server.client.get("/api/v1/runs").await.unwrap().json()["runs"],
+        json!([]),
+        "nothing was started"
+    );
     server.stop().await;
 }
 
@@ -33,9 +45,17 @@ async fn with_a_token_every_api_call_needs_it_and_health_and_ui_do_not() {
 async fn a_body_over_64_kib_is_refused_with_413() {
     let server = TestServer::start().await;
     let big = json!({"workflow": "quick", "run_id": "x".repeat(70 * 1024)});
-    assert_error(&server.client.post("/api/v1/runs", &big).await.unwrap(), 413, "too_large");
+    assert_error(
+        &server.client.post("/api/v1/runs", &big).await.unwrap(),
+        413,
+        "too_large",
+    );
     let note = json!({"by": "me", "reason": "r".repeat(65 * 1024)});
-    let pause = server.client.post("/api/v1/runs/r/pause", &note).await.unwrap();
+    let pause = server
+        .client
+        .post("/api/v1/runs/r/pause", &note)
+        .await
+        .unwrap();
     assert_error(&pause, 413, "too_large");
     server.stop().await;
 }
@@ -45,7 +65,9 @@ async fn a_body_over_64_kib_is_refused_with_413() {
 async fn hostile_paths_read_nothing_outside_the_data_dir() {
     let server = TestServer::start().await;
     server.start_run("quick", "r").await;
-    server.wait_for("r", "succeeded", |r| r["state"] == "succeeded").await;
+    server
+        .wait_for("r", "succeeded", |r| r["state"] == "succeeded")
+        .await;
     let secret = server.workflows.path().join("secret.log");
     std::fs::write(&secret, "SECRET").unwrap();
     let step_dir = server.data.path().join("logs/r/b");
@@ -54,9 +76,15 @@ async fn hostile_paths_read_nothing_outside_the_data_dir() {
         ("/api/v1/runs/r/steps/b/log?attempt=7", 404),
         ("/api/v1/runs/%2E%2E/steps/b/log?attempt=1", 400),
         ("/api/v1/runs/..%2F..%2Fetc/steps/b/log?attempt=1", 400),
-        ("/api/v1/runs/r/steps/..%2F..%2F..%2Fsecret/log?attempt=1", 400),
+        (
+            "/api/v1/runs/r/steps/..%2F..%2F..%2Fsecret/log?attempt=1",
+            400,
+        ),
         ("/api/v1/runs/r/steps/%2E%2E/log?attempt=1", 400),
-        ("/api/v1/runs/r/steps/b%5C..%5C..%5Csecret/log?attempt=1", 400),
+        (
+            "/api/v1/runs/r/steps/b%5C..%5C..%5Csecret/log?attempt=1",
+            400,
+        ),
         ("/api/v1/runs/r/steps/b/log?attempt=..%2F1", 400),
         ("/api/v1/runs/r/steps/b/log?attempt=1&compensation=..", 400),
         ("/ui/..%2F..%2FCargo.toml", 400),
@@ -66,13 +94,28 @@ async fn hostile_paths_read_nothing_outside_the_data_dir() {
     for (path, status) in cases {
         let answer = server.client.get(path).await.unwrap();
         assert_eq!(answer.status, status, "{path}: {}", answer.message());
-        assert!(!String::from_utf8_lossy(&answer.body).contains("SECRET"), "{path}");
-        assert_eq!(answer.json()["error"]["code"], if status == 400 { "invalid" } else { "not_found" });
+        assert!(
+            !String::from_utf8_lossy(&answer.body).contains("SECRET"),
+            "{path}"
+        );
+        assert_eq!(
+            answer.json()["error"]["code"],
+            if status == 400 {
+                "invalid"
+            } else {
+                "not_found"
+            }
+        );
     }
     // Raw `..` segments, as a client that does not normalize sends them.
     let raw = server
         .client
-        .send(Method::GET, "/api/v1/runs/r/steps/../../../../secret.log", &[], Bytes::new())
+        .send(
+            Method::GET,
+            "/api/v1/runs/r/steps/../../../../secret.log",
+            &[],
+            Bytes::new(),
+        )
         .await
         .unwrap();
     assert!(matches!(raw.status, 400 | 404), "{}", raw.status);
@@ -87,5 +130,8 @@ async fn a_non_loopback_address_is_refused_without_a_token() {
     let refused = Server::bind(config).await.err().expect("refused");
     assert!(matches!(refused, ServeError::Config(_)), "{refused}");
     assert!(refused.to_string().contains("--token-file"), "{refused}");
-    assert!(!data.path().join("LOCK").exists(), "the data dir was not touched");
+    assert!(
+        !data.path().join("LOCK").exists(),
+        "the data dir was not touched"
+    );
 }

@@ -59,29 +59,58 @@ async fn the_stream_opens_at_once_and_resumes_after_last_event_id_without_gap_or
     assert_eq!(seen[1].1["kind"], "started");
     drop(first);
     server.open_gate();
-    let done = server.wait_for("g", "succeeded", |r| r["state"] == "succeeded").await;
-    let all = server.client.get("/api/v1/runs/g/events").await.unwrap().json();
-    let all: Vec<u64> = all["events"].as_array().unwrap().iter().map(|e| e["event_id"].as_u64().unwrap()).collect();
+    let done = server
+        .wait_for("g", "succeeded", |r| r["state"] == "succeeded")
+        .await;
+    let all = server
+        .client
+        .get("/api/v1/runs/g/events")
+        .await
+        .unwrap()
+        .json();
+    let all: Vec<u64> = all["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_id"].as_u64().unwrap())
+        .collect();
     assert_eq!(all.len() as u64, done["events"].as_u64().unwrap());
     let last_seen = seen[0].0.to_string();
     let mut resumed = server
         .client
-        .stream("/api/v1/runs/g/events/stream", &[("last-event-id", &last_seen)])
+        .stream(
+            "/api/v1/runs/g/events/stream",
+            &[("last-event-id", &last_seen)],
+        )
         .await
         .unwrap();
-    let rest: Vec<u64> = read_events(&mut resumed, all.len() - 1).await.iter().map(|e| e.0).collect();
+    let rest: Vec<u64> = read_events(&mut resumed, all.len() - 1)
+        .await
+        .iter()
+        .map(|e| e.0)
+        .collect();
     assert_eq!(rest, all[1..], "no gap, no repeat");
     let mut after = server
         .client
-        .stream(&format!("/api/v1/runs/g/events/stream?after={}", all[2]), &[])
+        .stream(
+            &format!("/api/v1/runs/g/events/stream?after={}", all[2]),
+            &[],
+        )
         .await
         .unwrap();
-    let rest: Vec<u64> = read_events(&mut after, all.len() - 3).await.iter().map(|e| e.0).collect();
+    let rest: Vec<u64> = read_events(&mut after, all.len() - 3)
+        .await
+        .iter()
+        .map(|e| e.0)
+        .collect();
     assert_eq!(rest, all[3..]);
     // A finished run allows no rollback.
     let pause = server
         .client
-        .post("/api/v1/runs/g/rollback", &serde_json::json!({"by": "t", "reason": "r"}))
+        .post(
+            "/api/v1/runs/g/rollback",
+            &serde_json::json!({"by": "t", "reason": "r"}),
+        )
         .await
         .unwrap();
     assert_error(&pause, 409, "conflict");
@@ -98,14 +127,23 @@ async fn the_stream_opens_at_once_and_resumes_after_last_event_id_without_gap_or
 async fn a_stream_delivers_events_appended_after_it_opened() {
     let server = TestServer::start().await;
     server.start_run("stuck", "s").await;
-    let run = server.wait_for("s", "paused", |r| r["state"] == "paused").await;
+    let run = server
+        .wait_for("s", "paused", |r| r["state"] == "paused")
+        .await;
     let mut stream = server
         .client
-        .stream(&format!("/api/v1/runs/s/events/stream?after={}", run["event_id"]), &[])
+        .stream(
+            &format!("/api/v1/runs/s/events/stream?after={}", run["event_id"]),
+            &[],
+        )
         .await
         .unwrap();
     let note = serde_json::json!({"to": "succeeded", "by": "tester", "reason": "fixed by hand"});
-    let overridden = server.client.post("/api/v1/runs/s/steps/fails/override", &note).await.unwrap();
+    let overridden = server
+        .client
+        .post("/api/v1/runs/s/steps/fails/override", &note)
+        .await
+        .unwrap();
     assert_eq!(overridden.status, 200, "{}", overridden.message());
     let event = &read_events(&mut stream, 1).await[0];
     assert_eq!(event.0, overridden.json()["event_id"].as_u64().unwrap());
