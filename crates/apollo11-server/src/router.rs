@@ -41,14 +41,17 @@ where
 
 /// Every route the server answers.
 pub fn routes() -> Vec<Route> {
-    let api = api_routes();
-    let open = [
+    api_routes().into_iter().chain(open_routes()).collect()
+}
+
+/// The routes anyone may call.
+fn open_routes() -> Vec<Route> {
+    vec![
         route(Method::GET, "/healthz", healthz),
         route(Method::GET, "/readyz", readyz),
         route(Method::GET, "/", ui::index),
         route(Method::GET, "/ui/{file}", ui::file),
-    ];
-    api.into_iter().chain(open).collect()
+    ]
 }
 
 /// The routes behind the token.
@@ -92,22 +95,17 @@ fn api_routes() -> Vec<Route> {
 /// The router of `state`, with `token` required on the API routes when set.
 pub(crate) fn router(state: Shared, token: Option<String>) -> Router {
     let token = Arc::new(token);
-    let mut api = Router::new();
-    for r in api_routes() {
-        api = api.route(r.path, r.handler);
-    }
-    let api = api.route_layer(from_fn_with_state(token, require_token));
-    let mut open = Router::new();
-    for r in routes()
-        .into_iter()
-        .filter(|r| !r.path.starts_with("/api/"))
-    {
-        open = open.route(r.path, r.handler);
-    }
-    api.merge(open)
+    let api = with(api_routes()).route_layer(from_fn_with_state(token, require_token));
+    api.merge(with(open_routes()))
         .fallback(not_found)
         .layer(map_response(method_not_allowed))
         .with_state(state)
+}
+
+fn with(routes: Vec<Route>) -> Router<Shared> {
+    routes
+        .into_iter()
+        .fold(Router::new(), |router, r| router.route(r.path, r.handler))
 }
 
 async fn not_found(request: Request) -> ApiError {
