@@ -175,6 +175,11 @@ impl Server {
                 let _ = closing.send(true);
             })
             .await;
+        // A last snapshot, when nothing else holds the engine any more (a stream's task
+        // may still be ending: then the next start folds a little more).
+        if let Ok(state) = Arc::try_unwrap(self.state) {
+            state.engine.close().await;
+        }
         served.map_err(|e| ServeError::Io(format!("serving: {e}")))
     }
 }
