@@ -383,3 +383,14 @@ async fn a_blob_stored_again_is_found_by_name_and_size_and_checked_when_read() {
     log.put_blob(bytes.clone()).await.unwrap();
     assert_eq!(log.get_blob(&blob).await.unwrap(), bytes);
 }
+
+/// What a server's readiness asks: a writing open accepts appends, a read-only one does not.
+#[test]
+fn check_writable_tells_a_writer_from_a_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = FileLog::open(dir.path(), Options::default()).unwrap();
+    assert!(log.check_writable().is_ok());
+    drop(log);
+    let reader = FileLog::open_read_only(dir.path()).unwrap();
+    assert!(matches!(reader.check_writable(), Err(StoreError::ReadOnly)));
+}
