@@ -111,7 +111,7 @@ impl View {
         match self {
             // A closed stdout is noticed by whoever follows the run (`out::closed`).
             View::Lines => {
-                let _ = out::line(render::event_line(event));
+                let _ = out::line(render::event_line(&event.into()));
             }
             View::Live(live) => live.event(event, state),
         }
