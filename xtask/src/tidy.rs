@@ -27,6 +27,15 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "apollo11-shell",
+        &[
+            "apollo11-core",
+            "apollo11-dag",
+            "apollo11-machine",
+            "apollo11-runtime",
+        ],
+    ),
+    (
         "apollo11-http",
         &[
             "apollo11-core",
@@ -46,6 +55,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-log",
             "apollo11-postgres",
             "apollo11-runtime",
+            "apollo11-shell",
             "apollo11-http",
         ],
     ),

@@ -99,7 +99,7 @@ pub fn open_writer(dir: &DataDir) -> Result<FileLog, Exit> {
         return Err(Exit::fail(2, format!("--segment-bytes: {e}")));
     }
     check_layout(&dir.path)?;
-    crate::files::create_private_dir(&dir.path).map_err(|e| {
+    apollo11_shell::files::create_private_dir(&dir.path).map_err(|e| {
         Exit::fail(
             1,
             format!("cannot create the data dir {}: {e}", dir.path.display()),

@@ -3,15 +3,12 @@
 //! 2 usage or validation error, 3 damaged log, 4 data dir in use by another writer.
 
 mod data;
-mod definition;
-mod files;
 mod inspect;
 mod operate;
 mod out;
 mod render;
 mod run;
 mod scrub;
-mod shell;
 mod watch;
 
 use apollo11_core::{check_name, NameKind};

@@ -1,9 +1,10 @@
 //! `override`, `pause`, `rollback`, `validate`.
 
 use crate::data::{engine_exit, open_writer, DataDir};
-use crate::{definition, out, Exit};
+use crate::{out, Exit};
 use apollo11_core::{limits, OverrideTarget};
 use apollo11_runtime::{Engine, EngineConfig, RunAction, RunId};
+use apollo11_shell::definition;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -72,8 +72,8 @@ pub fn status_table(view: &RunView, data_dir: &Path) -> String {
 
 /// The last lines of a failed attempt's log, read from the end of the file.
 fn log_tail(data_dir: &Path, run_id: &str, step: &str, attempt: u32) -> String {
-    let log = crate::files::step_files(data_dir, run_id, step, attempt, false).log;
-    let Ok(tail) = crate::files::tail(&log, LOG_TAIL_LINES, LOG_TAIL_BYTES) else {
+    let log = apollo11_shell::files::step_files(data_dir, run_id, step, attempt, false).log;
+    let Ok(tail) = apollo11_shell::files::tail(&log, LOG_TAIL_LINES, LOG_TAIL_BYTES) else {
         return String::new();
     };
     let mut text = format!(

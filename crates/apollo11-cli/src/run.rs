@@ -1,9 +1,10 @@
 //! `run` and `resume`: drive a run on the engine, show it live, stop cleanly on Ctrl-C.
 
 use crate::data::{engine_exit, open_writer, DataDir};
-use crate::{definition, out, render, shell, watch, Exit};
+use crate::{out, render, watch, Exit};
 use apollo11_core::{limits, WorkflowSpec};
 use apollo11_runtime::{Engine, EngineConfig, EngineError, Inspector, RunHandle, RunId, RunStatus};
+use apollo11_shell::{definition, shell};
 use std::path::Path;
 use std::sync::Arc;
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -111,8 +112,8 @@ fn default_run_id(workflow: &str, now_ms: u64, n: u32) -> String {
 /// system refuses is an error now rather than a run that cannot start its steps.
 fn step_folders(dir: &DataDir, run_id: &str, spec: &WorkflowSpec) -> Result<(), Exit> {
     for step in &spec.steps {
-        let folder = crate::files::step_dir(dir, run_id, &step.name);
-        crate::files::create_private_dir(&folder).map_err(|e| {
+        let folder = apollo11_shell::files::step_dir(dir, run_id, &step.name);
+        apollo11_shell::files::create_private_dir(&folder).map_err(|e| {
             Exit::fail(
                 2,
                 format!(

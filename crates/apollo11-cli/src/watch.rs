@@ -311,7 +311,8 @@ mod tests {
             .await
             .unwrap();
         let toml = "[workflow]\nname = \"wf\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n";
-        let spec = crate::definition::parse(toml, "wf.toml", std::path::Path::new("/")).unwrap();
+        let spec =
+            apollo11_shell::definition::parse(toml, "wf.toml", std::path::Path::new("/")).unwrap();
         let (stop, stopped) = watch::channel(false);
         let follower = {
             let store = store.clone();
