@@ -9,10 +9,16 @@ mod step;
 mod view;
 mod workflow;
 
+// What this crate's API takes and returns from the crates below it, so that a user of the
+// runtime alone needs no other dependency.
 pub use apollo11_core::{
-    Backoff, Idempotency, OnFailure, OverrideTarget, RetryPolicy, RunId, Timeout,
+    Backoff, Event, EventId, EventKind, Idempotency, OnFailure, OverrideTarget, Payload,
+    RetryPolicy, RunId, Seq, StepName, StepSpec, Timeout, WorkflowSpec,
 };
-pub use apollo11_machine::{Refusal, RunAction, RunStatus};
+pub use apollo11_machine::{
+    Failure, OperatorAction, Refusal, RunAction, RunState, RunStatus, StepState, StepStatus,
+};
+pub use apollo11_store::{BlobStore, EventStore, MemStore, SnapshotStore, StoreError};
 pub use clock::Clock;
 pub use engine::{Engine, EngineConfig, RunHandle, Store};
 pub use error::EngineError;
