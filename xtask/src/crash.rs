@@ -1,6 +1,7 @@
-//! `cargo xtask crash`: RELIABILITY.md's T1. Spawns the crash child (8 concurrent runs of a
-//! 50-step workflow on the file log), SIGKILLs it at random instants, restarts it, and once
-//! the kills are done lets the last restart finish and has the child check I1-I6.
+//! `cargo xtask crash`: the kill test of docs/reliability.md. Spawns the crash child (8
+//! concurrent runs of a 50-step workflow on the file log), SIGKILLs it at random instants,
+//! restarts it, and once the kills are done lets the last restart finish and has the child
+//! check I1-I6.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};

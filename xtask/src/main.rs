@@ -2,6 +2,7 @@
 
 mod bench;
 mod crash;
+mod docs;
 mod mutants;
 mod readme;
 mod tidy;

@@ -1,6 +1,7 @@
 //! Architecture checks that a reviewer would otherwise have to remember: dependencies point
-//! down the layers of DESIGN §1, and the pure crates stay pure. Runs as `cargo xtask tidy`
-//! and as a test under `cargo test`.
+//! down the layers of the code map in docs/ARCHITECTURE.md, the pure crates stay pure, and
+//! the docs stand alone (`docs.rs`). Runs as `cargo xtask tidy` and as a test under
+//! `cargo test`.
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
@@ -27,6 +28,15 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "apollo11-shell",
+        &[
+            "apollo11-core",
+            "apollo11-dag",
+            "apollo11-machine",
+            "apollo11-runtime",
+        ],
+    ),
+    (
         "apollo11-server",
         &[
             "apollo11-core",
@@ -36,6 +46,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-log",
             "apollo11-postgres",
             "apollo11-runtime",
+            "apollo11-shell",
         ],
     ),
     (
@@ -49,6 +60,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-postgres",
             "apollo11-runtime",
             "apollo11-server",
+            "apollo11-shell",
         ],
     ),
     (
@@ -109,6 +121,7 @@ pub fn check(root: &Path) -> Result<()> {
     let metadata = cargo_metadata(root)?;
     let mut problems = layering_problems(&metadata);
     problems.extend(purity_problems(root, &metadata)?);
+    problems.extend(crate::docs::problems(root)?);
     if !problems.is_empty() {
         bail!(
             "tidy found {} problem(s):\n  {}",
@@ -226,7 +239,7 @@ fn purity_problems(root: &Path, metadata: &Value) -> Result<Vec<String>> {
     Ok(problems)
 }
 
-fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
+pub fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
     for entry in entries {

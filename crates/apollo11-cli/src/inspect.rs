@@ -1,44 +1,42 @@
 //! Read-only commands: `status`, `events`, `runs`, `plan`. They open the log without the
-//! lock, so they work while a run is in progress, and change nothing.
+//! lock, so they work while a run is in progress, and change nothing. The runtime's
+//! inspector answers; these commands only render.
 
-use crate::data::{load_run, open_reader, store_exit};
+use crate::data::{engine_exit, open_reader};
 use crate::{out, render, Exit};
-use apollo11_core::{EventKind, Payload, Seq};
-use apollo11_machine::{Command, FailReason, Now, PauseCause, RunMachine, RunStatus};
-use apollo11_store::EventStore;
-use std::collections::BTreeSet;
+use apollo11_core::EventId;
+use apollo11_log::FileLog;
+use apollo11_runtime::inspect::{Pause, RunFilter, RunRow};
+use apollo11_runtime::{Inspector, RunId};
 use std::path::Path;
+use std::sync::Arc;
+
+fn inspector(dir: &Path) -> Result<Inspector<FileLog>, Exit> {
+    Ok(Inspector::new(Arc::new(open_reader(dir)?)))
+}
 
 pub async fn status(dir: &Path, run_id: &str, at: Option<u64>, json: bool) -> Result<Exit, Exit> {
-    let store = open_reader(dir)?;
-    let run = load_run(&store, run_id, at).await?;
-    let status = run.status();
+    let view = inspector(dir)?
+        .status(&RunId::from(run_id), at.map(EventId))
+        .await
+        .map_err(engine_exit)?;
     if json {
-        out::line(render::status_json(
-            &run.state.run_id,
-            status,
-            &run.state,
-            &run.spec,
-        ))?;
+        out::line(render::status_json(&view))?;
     } else {
         if let Some(at) = at {
             out::line(format!("as of event {at}:"))?;
         }
-        out::line(render::status_table(
-            &run.state.run_id,
-            status,
-            &run.state,
-            &run.spec,
-            dir,
-        ))?;
+        out::line(render::status_table(&view, dir))?;
     }
     Ok(Exit::code(0))
 }
 
 pub async fn events(dir: &Path, run_id: &str, json: bool) -> Result<Exit, Exit> {
-    let store = open_reader(dir)?;
-    let run = load_run(&store, run_id, None).await?;
-    for e in &run.events {
+    let page = inspector(dir)?
+        .events(&RunId::from(run_id), EventId(0), usize::MAX)
+        .await
+        .map_err(engine_exit)?;
+    for e in &page.events {
         if json {
             out::line(render::event_json(e))?;
         } else {
@@ -48,11 +46,13 @@ pub async fn events(dir: &Path, run_id: &str, json: bool) -> Result<Exit, Exit> 
     Ok(Exit::code(0))
 }
 
-/// Every run the log can answer for; one that cannot be read is named on stderr and the
-/// others are still listed, then the command exits with the worst code it met.
+/// Every run the log can answer for, newest first; one that cannot be read is named on
+/// stderr and the others are still listed, then the command exits with the worst code it met.
 pub async fn runs(dir: &Path, json: bool) -> Result<Exit, Exit> {
-    let store = open_reader(dir)?;
-    let runs = store.list_runs().await.map_err(store_exit)?;
+    let list = inspector(dir)?
+        .runs(&RunFilter::all())
+        .await
+        .map_err(engine_exit)?;
     if !json {
         out::line(format!(
             "{:<40} {:<20} {:<12} {:>7}  LAST EVENT",
@@ -60,109 +60,57 @@ pub async fn runs(dir: &Path, json: bool) -> Result<Exit, Exit> {
         ))?;
     }
     let mut code = 0;
-    for summary in runs {
-        let run = match load_run(&store, summary.run_id.as_str(), None).await {
-            Ok(run) => run,
-            Err(exit) => {
-                let why = exit.message.as_deref().unwrap_or("unreadable");
-                crate::warn(&format!(
-                    "run `{}` cannot be read: {why}",
-                    out::name(summary.run_id.as_str())
-                ));
-                code = code.max(exit.code);
-                continue;
-            }
-        };
-        out::line(run_line(&run, &summary, json))?;
+    for bad in list.unreadable {
+        let exit = engine_exit(bad.error);
+        let why = exit.message.as_deref().unwrap_or("unreadable");
+        crate::warn(&format!(
+            "run `{}` cannot be read: {why}",
+            out::name(bad.run_id.as_str())
+        ));
+        code = code.max(exit.code);
+    }
+    for row in &list.runs {
+        out::line(run_line(row, json))?;
     }
     Ok(Exit::code(code))
 }
 
 /// One line of `runs`.
-fn run_line(run: &crate::data::Run, summary: &apollo11_store::RunSummary, json: bool) -> String {
-    let done = run
-        .spec
-        .steps
-        .iter()
-        .filter(|s| run.state.status(&s.name).satisfies_dependents())
-        .count();
+fn run_line(row: &RunRow, json: bool) -> String {
     if json {
-        let line = serde_json::json!({"run_id": summary.run_id.as_str(), "workflow": run.spec.name, "state": run.status().name(), "steps_done": done, "steps": run.spec.steps.len(), "last_event_id": summary.last_event_id.0});
-        return line.to_string();
+        return serde_json::json!(row).to_string();
     }
-    let last = run.events.last().map_or(0, |e| e.at_ms);
-    let done = format!("{done}/{}", run.spec.steps.len());
+    let done = format!("{}/{}", row.steps_done, row.steps);
     let at = humantime::format_rfc3339_seconds(
-        std::time::UNIX_EPOCH + std::time::Duration::from_millis(last),
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(row.updated_at),
     );
     format!(
         "{:<40} {:<20} {:<12} {:>7}  {at}",
-        out::name(summary.run_id.as_str()),
-        out::name(&run.spec.name),
-        run.status().name(),
+        out::name(row.run_id.as_str()),
+        out::name(&row.workflow),
+        row.state.name(),
         done
     )
 }
 
-/// What `resume` would do now: the same `decide` the engine runs, on the same state, with
-/// nothing executing (as after a crash). Attempts and compensations it would mark
-/// interrupted are folded as failed so the plan also shows what follows from that; a paused
-/// run gets what an operator must do.
+/// What `resume` would do now (see `Inspector::plan`); a paused run gets what an operator
+/// must do.
 pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
-    let store = open_reader(dir)?;
-    let run = load_run(&store, run_id, None).await?;
-    let mut machine = RunMachine::compile(&run.spec, run.state.clone(), |_, fallback| fallback)
-        .map_err(|e| Exit::fail(1, e.to_string()))?;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64;
-    let nothing = BTreeSet::new();
-    let mut at_ms = now_ms;
-    let status = run.status();
-    out::line(format!("run {run_id} is {status}; resume would:"))?;
-    // Follow the decisions through interruptions and backoffs (at most a few rounds) until
-    // something starts or the run is finished, folding nothing but hypothetical failures.
-    for _ in 0..4 {
-        let commands = machine.decide(Now {
-            ms: at_ms,
-            executing: &nothing,
-        });
-        let mut wake = None;
-        let mut failures = Vec::new();
-        for command in &commands {
-            match command {
-                Command::WakeAt { ms } => wake = Some(*ms),
-                Command::Fail { .. } | Command::FailCompensation { .. } => {
-                    failures.extend(command.event());
-                }
-                Command::Start { .. } | Command::Compensate { .. } | Command::Finish { .. } => {}
-            }
-            let line = describe(command, at_ms);
-            out::line(format!("  {}", out::shown(&line, out::DETAIL_CHARS_MAX)))?;
-        }
-        let acted = commands.iter().any(|c| {
-            matches!(
-                c,
-                Command::Start { .. } | Command::Compensate { .. } | Command::Finish { .. }
-            )
-        });
-        let failed = !failures.is_empty();
-        for (step, kind, attempt) in failures {
-            let event = hypothetical(machine.state(), step, kind, attempt, at_ms);
-            machine.apply(&event);
-        }
-        if commands.contains(&Command::Finish {
-            status: RunStatus::Paused,
-        }) {
-            for line in operator_advice(run_id, &machine) {
-                println!("  {line}");
-            }
-        }
-        match (acted, wake) {
-            (false, Some(ms)) if !failed => at_ms = ms,
-            (false, _) if failed => {}
-            _ => break,
+    let plan = inspector(dir)?
+        .plan(&RunId::from(run_id))
+        .await
+        .map_err(engine_exit)?;
+    out::line(format!(
+        "run {} is {}; resume would:",
+        out::name(run_id),
+        plan.state
+    ))?;
+    for line in &plan.lines {
+        out::line(format!("  {}", out::shown(line, out::DETAIL_CHARS_MAX)))?;
+    }
+    if let Some(pause) = &plan.paused {
+        for line in operator_advice(run_id, pause) {
+            out::line(format!("  {line}"))?;
         }
     }
     out::line("(nothing was changed)")?;
@@ -170,24 +118,27 @@ pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
 }
 
 /// What an operator can do about a paused run.
-fn operator_advice(run_id: &str, machine: &RunMachine) -> Vec<String> {
-    let Some(cause) = machine.pause_cause() else {
-        return Vec::new();
-    };
-    let why = crate::render::paused_because_cause(machine.state(), &cause);
+fn operator_advice(run_id: &str, pause: &Pause) -> Vec<String> {
+    let run_id = out::name(run_id);
     let over = |step: &str, to: &str| {
-        format!("`apollo11 override {run_id} {step} --to {to} --reason TEXT`")
+        format!(
+            "`apollo11 override {run_id} {} --to {to} --reason TEXT`",
+            out::name(step)
+        )
     };
-    let mut lines = vec![format!("the run waits for a person: {why}")];
-    match cause {
-        PauseCause::Operator { .. } => {
+    let mut lines = vec![format!(
+        "the run waits for a person: {}",
+        render::paused_because(pause)
+    )];
+    match pause {
+        Pause::Operator { .. } => {
             lines.push("`apollo11 resume` lifts the pause and goes on;".to_owned());
             lines.push(format!(
                 "or `apollo11 rollback {run_id} --reason TEXT` to undo the run instead."
             ));
             return lines;
         }
-        PauseCause::StepFailed { step } => {
+        Pause::StepFailed { step, .. } => {
             lines.push(format!(
                 "fix the cause, then {} to run it again, or {} / {} to go on without it;",
                 over(step.as_str(), "pending"),
@@ -195,9 +146,12 @@ fn operator_advice(run_id: &str, machine: &RunMachine) -> Vec<String> {
                 over(step.as_str(), "skipped")
             ));
         }
-        PauseCause::CompensationFailed { step, retry_with } => {
+        Pause::CompensationFailed {
+            step, retry_with, ..
+        } => {
             lines.push(format!(
-                "undo what `{step}` did by hand, then {} to go on without undoing it again;",
+                "undo what `{}` did by hand, then {} to go on without undoing it again;",
+                out::name(step.as_str()),
                 over(step.as_str(), "skipped")
             ));
             if let Some(to) = retry_with {
@@ -210,53 +164,4 @@ fn operator_advice(run_id: &str, machine: &RunMachine) -> Vec<String> {
     }
     lines.push(format!("then `apollo11 resume {run_id}`."));
     lines
-}
-
-/// The event resume would append for a command that fails an attempt or a compensation try.
-fn hypothetical(
-    state: &apollo11_machine::RunState,
-    step: &apollo11_core::StepName,
-    kind: EventKind,
-    attempt: u32,
-    at_ms: u64,
-) -> apollo11_core::Event {
-    apollo11_core::Event {
-        event_id: apollo11_core::EventId(state.last_event_id.0 + 1),
-        run_id: state.run_id.clone(),
-        seq: Seq(state.last_seq.0 + 1),
-        step: Some(step.clone()),
-        kind,
-        attempt,
-        at_ms,
-        instance: "plan".into(),
-        payload: Payload::Empty,
-    }
-}
-
-fn describe(command: &Command, now_ms: u64) -> String {
-    match command {
-        Command::Start { step, attempt } if *attempt == 1 => format!("start {step}"),
-        Command::Start { step, attempt } => format!("rerun {step} as attempt {attempt}"),
-        Command::Fail {
-            step,
-            attempt,
-            reason: FailReason::Interrupted,
-        } => {
-            format!("mark {step} attempt {attempt} as interrupted (it was running when the engine stopped), then retry it per its policy")
-        }
-        Command::Fail {
-            step,
-            attempt,
-            reason: FailReason::Timeout,
-        } => format!("fail {step} attempt {attempt}: past its timeout"),
-        Command::Compensate { step, .. } => format!("compensate {step}"),
-        Command::FailCompensation { step, .. } => format!(
-            "mark the compensation of {step} as interrupted (it was running when the engine stopped), then try it again per the step's retry policy"
-        ),
-        Command::WakeAt { ms } => format!(
-            "then, after {} (a retry backoff or a timeout):",
-            render::millis(ms.saturating_sub(now_ms))
-        ),
-        Command::Finish { status } => format!("nothing: the run is {status}"),
-    }
 }

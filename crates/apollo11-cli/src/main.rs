@@ -4,8 +4,6 @@
 //! server holding it is reached over its API instead).
 
 mod data;
-mod definition;
-mod files;
 mod inspect;
 mod operate;
 mod out;
@@ -14,7 +12,6 @@ mod render;
 mod run;
 mod scrub;
 mod serve;
-mod shell;
 mod watch;
 
 use apollo11_core::{check_name, NameKind};

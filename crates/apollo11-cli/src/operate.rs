@@ -2,9 +2,10 @@
 
 use crate::data::{engine_exit, DataDir};
 use crate::remote::{open_or_reach, Remote, Writer};
-use crate::{definition, out, Exit};
+use crate::{out, Exit};
 use apollo11_core::{limits, OverrideTarget};
 use apollo11_runtime::{Engine, EngineConfig, RunAction, RunId};
+use apollo11_shell::definition;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;

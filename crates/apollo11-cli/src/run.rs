@@ -2,10 +2,11 @@
 
 use crate::data::{engine_exit, DataDir};
 use crate::remote::{open_or_reach, Remote, Writer};
-use crate::{definition, out, render, shell, watch, Exit};
+use crate::{out, render, watch, Exit};
 use apollo11_core::WorkflowSpec;
-use apollo11_runtime::{Engine, EngineConfig, EngineError, RunHandle, RunId, RunStatus};
+use apollo11_runtime::{Engine, EngineConfig, EngineError, Inspector, RunHandle, RunId, RunStatus};
 use apollo11_server::{default_run_id, step_folders};
+use apollo11_shell::{definition, shell};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -47,7 +48,7 @@ pub async fn start(
         }
         None => start_with_default_id(dir, &engine, &workflow).await?,
     };
-    let exit = follow(dir, store, &engine, &spec, handle, json, &mut interrupts).await;
+    let exit = follow(dir, store, &spec, handle, json, &mut interrupts).await;
     engine.close().await;
     exit
 }
@@ -96,13 +97,14 @@ pub async fn resume(
         .await
         .map_err(engine_exit)?;
     let id = RunId::from(run_id);
-    let spec = crate::data::load_run(store.as_ref(), run_id, None)
-        .await?
-        .spec;
+    let spec = Inspector::new(store.clone())
+        .definition(&id)
+        .await
+        .map_err(engine_exit)?;
     engine.register(shell::workflow(&spec, dir).map_err(|e| Exit::fail(1, e.to_string()))?);
     lift_pause(&engine, &id).await?;
     let handle = engine.resume(id).await.map_err(engine_exit)?;
-    let exit = follow(dir, store, &engine, &spec, handle, json, &mut interrupts).await;
+    let exit = follow(dir, store, &spec, handle, json, &mut interrupts).await;
     engine.close().await;
     exit
 }
@@ -155,7 +157,6 @@ async fn lift_pause<S: apollo11_runtime::Store>(
 async fn follow<S: apollo11_runtime::Store>(
     dir: &Path,
     store: Arc<S>,
-    engine: &Engine<S>,
     spec: &WorkflowSpec,
     handle: RunHandle,
     json: bool,
@@ -163,7 +164,7 @@ async fn follow<S: apollo11_runtime::Store>(
 ) -> Result<Exit, Exit> {
     let run_id = handle.run_id().clone();
     let abort = handle.abort_handle();
-    let watcher = (!json).then(|| watch::spawn(store, run_id.clone(), spec.clone()));
+    let watcher = (!json).then(|| watch::spawn(store.clone(), run_id.clone(), spec.clone()));
     let outcome = tokio::select! {
         outcome = handle.outcome() => Some(outcome),
         () = interrupts.recv() => None,
@@ -182,11 +183,14 @@ async fn follow<S: apollo11_runtime::Store>(
         ));
     };
     let status = outcome.map_err(engine_exit)?;
-    let state = engine.state(&run_id).await.map_err(engine_exit)?;
+    let view = Inspector::new(store)
+        .status(&run_id, None)
+        .await
+        .map_err(engine_exit)?;
     let shown = if json {
-        render::status_json(&run_id, status, &state, spec)
+        render::status_json(&view)
     } else {
-        render::status_table(&run_id, status, &state, spec, dir)
+        render::status_table(&view, dir)
     };
     // The run is over: its status decides the exit code, whether stdout is still read or not.
     let _ = out::line(shown);

@@ -27,7 +27,7 @@ pub async fn serve(
         })
         .transpose()?;
     check_layout(&dir.path)?;
-    crate::files::create_private_dir(&dir.path).map_err(|e| {
+    apollo11_shell::files::create_private_dir(&dir.path).map_err(|e| {
         Exit::fail(
             1,
             format!("cannot create the data dir {}: {e}", dir.path.display()),

@@ -111,7 +111,7 @@ impl View {
         match self {
             // A closed stdout is noticed by whoever follows the run (`out::closed`).
             View::Lines => {
-                let _ = out::line(render::event_line(event));
+                let _ = out::line(render::event_line(&event.into()));
             }
             View::Live(live) => live.event(event, state),
         }
@@ -311,7 +311,8 @@ mod tests {
             .await
             .unwrap();
         let toml = "[workflow]\nname = \"wf\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n";
-        let spec = crate::definition::parse(toml, "wf.toml", std::path::Path::new("/")).unwrap();
+        let spec =
+            apollo11_shell::definition::parse(toml, "wf.toml", std::path::Path::new("/")).unwrap();
         let (stop, stopped) = watch::channel(false);
         let follower = {
             let store = store.clone();

@@ -21,6 +21,15 @@ mod snapshot;
 mod verify;
 mod writer;
 
+// What this crate's API takes and returns from the crates below it: the store traits its
+// methods come from and the types they name, so a user of the log needs no other dependency.
+pub use apollo11_core::{
+    BlobRef, Event, EventId, EventKind, EventRef, Payload, RunId, Seq, StepName,
+};
+pub use apollo11_store::{
+    BlobStore, Change, EventStore, NewEvent, RunFeed, RunSummary, Snapshot, SnapshotStore,
+    StoreError, Subscription, Visitor,
+};
 pub use fs::{Fs, FsFile, FsLock, Mode, RealFs};
 pub use holder::LockHolder;
 pub use log::{FileLog, Recovery, TornTail};

@@ -1,6 +1,7 @@
 //! The child of `cargo xtask crash`. `run` drives 8 runs of a 50-step workflow on the file log
 //! until they finish (or the parent SIGKILLs it); `check` verifies, after the last restart,
-//! RELIABILITY.md's invariants from the two ledgers this program keeps outside the log:
+//! the invariants I1–I6 of docs/reliability.md from the two ledgers this program keeps
+//! outside the log:
 //!
 //! - `steps.ledger`: one fsynced line `run step attempt pid` per step execution, written by
 //!   the step itself before it does anything else;

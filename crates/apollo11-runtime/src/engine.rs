@@ -74,21 +74,13 @@ impl<S: Store> Shared<S> {
         .await
     }
 
-    /// The payload a step's state points at (`payload_seq`), as recorded: inline or a blob
-    /// reference; empty when it points at none.
+    /// The payload a step's state points at (`payload_seq`), as recorded.
     pub async fn recorded_payload(
         &self,
         run_id: &RunId,
         seq: Option<Seq>,
     ) -> Result<Payload, StoreError> {
-        let Some(seq) = seq else {
-            return Ok(Payload::Empty);
-        };
-        let event = self.store.read_event(run_id, seq).await?;
-        let event = event.ok_or_else(|| StoreError::NotFound {
-            what: format!("event {seq} of run {run_id}"),
-        })?;
-        Ok(event.payload)
+        crate::inspect::recorded_payload(self.store.as_ref(), run_id, seq).await
     }
 
     /// The bytes of the payload a step's state points at, fetched from the blob store when
@@ -480,11 +472,8 @@ impl<S: Store> Engine<S> {
                 run_id: state.run_id.clone(),
             });
         }
-        let bytes = resolve(self.shared.store.as_ref(), &state.definition).await?;
-        serde_json::from_slice(&bytes).map_err(|e| EngineError::BadDefinition {
-            run_id: state.run_id.clone(),
-            reason: e.to_string(),
-        })
+        let store = self.shared.store.as_ref();
+        crate::inspect::pinned_spec(store, &state.run_id, &state.definition).await
     }
 
     async fn drive(

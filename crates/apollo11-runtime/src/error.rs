@@ -2,7 +2,7 @@
 //! (leases, a server's limits), and callers must not break when it does.
 
 use crate::WorkflowError;
-use apollo11_core::RunId;
+use apollo11_core::{EventId, RunId};
 use apollo11_machine::{Refusal, RunAction};
 use apollo11_store::StoreError;
 
@@ -27,6 +27,16 @@ pub enum EngineError {
     UnknownRun {
         /// The run.
         run_id: RunId,
+    },
+    /// A point in time asked for is before the run's first event.
+    #[error("run `{run_id}` begins at event {begins}; event {at} is before it existed (event ids count every run's events)")]
+    BeforeRun {
+        /// The run.
+        run_id: RunId,
+        /// The event asked for.
+        at: EventId,
+        /// The run's first event.
+        begins: EventId,
     },
     /// The run's workflow is not registered with this engine.
     #[error("run `{run_id}` uses workflow `{workflow}`, which this engine does not know; register it first")]

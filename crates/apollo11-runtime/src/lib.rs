@@ -4,16 +4,24 @@ mod clock;
 mod driver;
 mod engine;
 mod error;
+pub mod inspect;
 mod step;
 mod view;
 mod workflow;
 
+// What this crate's API takes and returns from the crates below it, so that a user of the
+// runtime alone needs no other dependency.
 pub use apollo11_core::{
-    Backoff, EventId, Idempotency, OnFailure, OverrideTarget, RetryPolicy, RunId, Timeout,
+    Backoff, Event, EventId, EventKind, Idempotency, OnFailure, OverrideTarget, Payload,
+    RetryPolicy, RunId, Seq, StepName, StepSpec, Timeout, WorkflowSpec,
 };
-pub use apollo11_machine::{Refusal, RunAction, RunStatus};
+pub use apollo11_machine::{
+    Failure, OperatorAction, Refusal, RunAction, RunState, RunStatus, StepState, StepStatus,
+};
+pub use apollo11_store::{BlobStore, EventStore, MemStore, SnapshotStore, StoreError};
 pub use clock::Clock;
 pub use engine::{Engine, EngineConfig, RunHandle, Store};
 pub use error::EngineError;
+pub use inspect::Inspector;
 pub use step::{Cancel, Output, Step, StepContext, StepError};
 pub use workflow::{StepBuilder, Workflow, WorkflowBuilder, WorkflowError};

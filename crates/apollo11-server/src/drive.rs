@@ -3,10 +3,11 @@
 //! left interrupted), and logging how each drive ended.
 
 use crate::server::AppState;
-use crate::{files, shell, ApiError};
+use crate::ApiError;
 use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
 use apollo11_runtime::inspect::RunFilter;
 use apollo11_runtime::{EngineError, RunHandle, RunId, RunStatus};
+use apollo11_shell::{files, shell};
 use std::path::Path;
 
 /// Starts a run of workflow `name` (under `run_id`, or a new id), driven until it ends.

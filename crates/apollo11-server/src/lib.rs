@@ -21,18 +21,6 @@ mod stream;
 mod ui;
 mod workflows;
 
-// The TOML workflow files and the shell step executor of the command line, compiled here
-// too until they move to a library crate both use.
-#[allow(dead_code)]
-#[path = "../../apollo11-cli/src/definition.rs"]
-mod definition;
-#[allow(dead_code)]
-#[path = "../../apollo11-cli/src/files.rs"]
-mod files;
-#[allow(dead_code)]
-#[path = "../../apollo11-cli/src/shell.rs"]
-mod shell;
-
 pub use actions::check_note;
 pub use auth::{read_token, TOKEN_CHARS_MIN};
 pub use drive::{default_run_id, step_folders};

@@ -5,7 +5,8 @@
 
 use crate::extract::{Names, Params};
 use crate::server::AppState;
-use crate::{files, ApiError};
+use crate::ApiError;
+use apollo11_shell::files;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};

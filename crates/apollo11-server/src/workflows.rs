@@ -2,9 +2,9 @@
 //! `*/workflow.toml`, or `*.toml` directly in it), loaded and validated at start and on
 //! reload, known by their `[workflow] name`.
 
-use crate::{definition, shell};
 use apollo11_core::WorkflowSpec;
 use apollo11_runtime::Workflow;
+use apollo11_shell::{definition, shell};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -39,6 +39,21 @@ impl NewEvent {
     }
 }
 
+impl From<Event> for NewEvent {
+    /// The event without what the store assigns (id, run, seq): to append a history built
+    /// elsewhere, or copy events from one store to another.
+    fn from(e: Event) -> NewEvent {
+        NewEvent {
+            step: e.step,
+            kind: e.kind,
+            attempt: e.attempt,
+            at_ms: e.at_ms,
+            instance: e.instance,
+            payload: e.payload,
+        }
+    }
+}
+
 /// A run as listed by [`EventStore::list_runs`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunSummary {

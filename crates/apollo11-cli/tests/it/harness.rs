@@ -51,22 +51,32 @@ impl Cli {
     }
 
     /// Runs the binary, killing it if it has not ended within `seconds`: for tests of what
-    /// used to hang, so that they fail instead.
+    /// used to hang, so that they fail instead. Its output is read while it runs, so a
+    /// child writing more than a pipe holds does not wait on the test.
     pub fn run_within(&self, seconds: u64, args: &[&str]) -> Ran {
         let mut child = self.spawn(args);
+        let stdout = drain(child.stdout.take());
+        let stderr = drain(child.stderr.take());
         let deadline = Instant::now() + Duration::from_secs(seconds);
-        while child.try_wait().unwrap().is_none() {
+        let mut killed = false;
+        while child.try_wait().unwrap().is_none() && !killed {
             if Instant::now() > deadline {
                 child.kill().unwrap();
-                let out = ran(child.wait_with_output().unwrap());
-                panic!(
-                    "{args:?} still running after {seconds} s:\n{}{}",
-                    out.stdout, out.stderr
-                );
+                killed = true;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        ran(child.wait_with_output().unwrap())
+        let status = child.wait().unwrap();
+        let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+        assert!(
+            !killed,
+            "{args:?} still running after {seconds} s:\n{stdout}{stderr}"
+        );
+        Ran {
+            code: status.code().unwrap_or(-1),
+            stdout,
+            stderr,
+        }
     }
 
     pub fn spawn(&self, args: &[&str]) -> Child {
@@ -179,4 +189,15 @@ pub fn assert_damage_advice(args: &[&str], stderr: &str) {
             "{args:?} must point to {command} once: {stderr}"
         );
     }
+}
+
+/// Reads a child's pipe to its end on a thread of its own.
+fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
 }

@@ -36,9 +36,13 @@ async fn status_at_every_event_equals_the_fold_of_the_events_up_to_it() {
         assert_eq!(got["state"], expected_status.name(), "at event {at}");
         for step in ["a", "b"] {
             let s = state.step(step);
+            let got = &got["steps"][step];
             assert_eq!(
-                got["steps"][step],
-                serde_json::json!({"state": s.status.name(), "attempt": s.attempt}),
+                (&got["state"], &got["attempt"]),
+                (
+                    &serde_json::json!(s.status.name()),
+                    &serde_json::json!(s.attempt)
+                ),
                 "{step} at event {at}"
             );
         }

@@ -3,6 +3,7 @@
 mod compensation;
 mod engine;
 mod flaky;
+mod inspect;
 mod operator;
 mod payloads;
 mod scripted;

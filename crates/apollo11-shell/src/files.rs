@@ -73,8 +73,10 @@ pub fn create_private_file(path: &Path) -> std::io::Result<File> {
 pub enum OutputError {
     /// It is over the limit; nothing of it was read.
     TooLarge {
+        /// Its size.
         bytes: u64,
     },
+    /// It could not be read.
     Io(std::io::Error),
 }
 

@@ -14,10 +14,13 @@ use std::fmt;
 use std::path::Path;
 use toml::Spanned;
 
-/// Attribute keys the CLI pins.
+/// Step attribute: the step's shell command.
 pub const RUN: &str = "run";
+/// Step attribute: its compensation's shell command, if any.
 pub const COMPENSATE: &str = "compensate";
+/// Step attribute: exit codes no retry can fix, comma-separated.
 pub const NON_RETRYABLE: &str = "non_retryable_exit_codes";
+/// Workflow attribute: the workflow file's folder, where steps run.
 pub const DIR: &str = "dir";
 
 const DEFAULT_TIMEOUT_MS: u64 = 10 * 60 * 1000;
@@ -25,9 +28,13 @@ const DEFAULT_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 /// What is wrong with a workflow file, and where.
 #[derive(Debug, PartialEq, Eq)]
 pub struct DefinitionError {
+    /// The file, as given.
     pub file: String,
+    /// Line, from 1 (0 when the error is about the file as a whole).
     pub line: usize,
+    /// Column, from 1.
     pub column: usize,
+    /// What is wrong.
     pub message: String,
 }
 

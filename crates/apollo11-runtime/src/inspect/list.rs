@@ -1,0 +1,145 @@
+//! The list of runs, each with its status: read from the store's index of runs, and folded
+//! only for runs whose last event changed since the inspector last listed them.
+
+use super::{Inspector, RunView};
+use crate::{EngineError, Store};
+use apollo11_core::{EventId, RunId};
+use apollo11_machine::RunStatus;
+use serde::Serialize;
+
+/// Which runs [`Inspector::runs`] lists: all by default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunFilter {
+    /// Only runs in one of these states (any state when empty).
+    pub states: Vec<RunStatus>,
+    /// Only runs of this workflow.
+    pub workflow: Option<String>,
+}
+
+impl RunFilter {
+    /// Every run.
+    pub fn all() -> RunFilter {
+        RunFilter::default()
+    }
+
+    /// Also lists runs in `state` (a filter with no state lists every state).
+    pub fn state(mut self, state: RunStatus) -> RunFilter {
+        self.states.push(state);
+        self
+    }
+
+    /// Only runs of `workflow`.
+    pub fn workflow(mut self, workflow: impl Into<String>) -> RunFilter {
+        self.workflow = Some(workflow.into());
+        self
+    }
+
+    fn admits(&self, row: &RunRow) -> bool {
+        (self.states.is_empty() || self.states.contains(&row.state))
+            && self.workflow.as_ref().is_none_or(|w| *w == row.workflow)
+    }
+}
+
+/// One run of the list (an element of the server's `GET /api/v1/runs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RunRow {
+    /// The run.
+    pub run_id: RunId,
+    /// Its workflow.
+    pub workflow: String,
+    /// Its status.
+    pub state: RunStatus,
+    /// When it was created (ms since the epoch).
+    pub created_at: u64,
+    /// When its last event was written (ms since the epoch).
+    pub updated_at: u64,
+    /// How many events it has.
+    pub events: u32,
+    /// How many steps its workflow has.
+    pub steps: usize,
+    /// How many are succeeded or skipped.
+    pub steps_done: usize,
+    /// Its last event.
+    pub last_event_id: EventId,
+}
+
+/// A run the list could not read, and why.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Unreadable {
+    /// The run.
+    pub run_id: RunId,
+    /// Why it cannot be read.
+    pub error: EngineError,
+}
+
+/// The runs a filter admits, newest first (by creation, then run id), and those that
+/// could not be read (which no filter can admit or reject).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RunList {
+    /// The runs.
+    pub runs: Vec<RunRow>,
+    /// The runs that could not be read, by run id.
+    pub unreadable: Vec<Unreadable>,
+}
+
+impl From<&RunView> for RunRow {
+    fn from(view: &RunView) -> RunRow {
+        RunRow {
+            run_id: view.run_id.clone(),
+            workflow: view.workflow.clone(),
+            state: view.state,
+            created_at: view.created_at,
+            updated_at: view.updated_at,
+            events: view.events,
+            steps: view.steps.len(),
+            steps_done: view.steps_done(),
+            last_event_id: view.event_id,
+        }
+    }
+}
+
+impl<S: Store> Inspector<S> {
+    /// Every run `filter` admits, newest first. A run that cannot be read (its definition,
+    /// a blob it needs) is set apart in [`RunList::unreadable`] and the others are listed.
+    ///
+    /// # Errors
+    ///
+    /// Store errors from listing the runs.
+    pub async fn runs(&self, filter: &RunFilter) -> Result<RunList, EngineError> {
+        let mut list = RunList {
+            runs: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        for summary in self.store.list_runs().await? {
+            match self.row(&summary.run_id, summary.last_event_id).await {
+                Ok(row) if filter.admits(&row) => list.runs.push(row),
+                Ok(_) => {}
+                Err(error) => list.unreadable.push(Unreadable {
+                    run_id: summary.run_id,
+                    error,
+                }),
+            }
+        }
+        (list.runs).sort_by(|a, b| (b.created_at, &a.run_id).cmp(&(a.created_at, &b.run_id)));
+        Ok(list)
+    }
+
+    /// The row of a run whose last event is `last`: the kept one if it is that recent.
+    async fn row(&self, run_id: &RunId, last: EventId) -> Result<RunRow, EngineError> {
+        let kept = self.kept_rows().get(run_id).cloned();
+        if let Some(row) = kept.filter(|row| row.last_event_id == last) {
+            return Ok(row);
+        }
+        let row = RunRow::from(&self.status(run_id, None).await?);
+        self.kept_rows().insert(run_id.clone(), row.clone());
+        Ok(row)
+    }
+
+    fn kept_rows(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<RunId, RunRow>> {
+        self.rows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

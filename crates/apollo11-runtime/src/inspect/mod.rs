@@ -1,0 +1,210 @@
+//! The read-only query layer: what a run is, was, and would do, as plain data. Every front
+//! end (the command line, the HTTP server) renders these types and computes nothing itself,
+//! so they all answer the same question the same way. Generic over the store traits: it
+//! reads, never appends.
+
+mod event;
+mod list;
+mod plan;
+mod run;
+
+pub use event::{EventDetail, EventPage, EventView, PayloadView};
+pub use list::{RunFilter, RunList, RunRow, Unreadable};
+pub use plan::{millis, Plan, PlanStep};
+pub use run::{Pause, RunView, StepLog, StepView};
+
+use crate::{Clock, EngineError, Store};
+use apollo11_core::{Event, EventId, Payload, RunId, Seq, WorkflowSpec};
+use apollo11_machine::{RunMachine, RunState};
+use apollo11_store::{resolve, BlobStore, EventStore, StoreError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Read-only answers about the runs in a store. Cheap to share behind an `Arc`; it keeps
+/// the rows of [`Inspector::runs`] between calls and re-reads only the runs whose last
+/// event changed since.
+pub struct Inspector<S> {
+    store: Arc<S>,
+    clock: Clock,
+    rows: Mutex<HashMap<RunId, RunRow>>,
+}
+
+/// A run read up to a point: its events, the machine folded from them, its definition.
+struct Loaded {
+    events: Vec<Event>,
+    machine: RunMachine,
+    spec: WorkflowSpec,
+}
+
+impl<S: Store> Inspector<S> {
+    /// An inspector of `store`, planning with the system clock.
+    pub fn new(store: Arc<S>) -> Inspector<S> {
+        Inspector::with_clock(store, Clock::system())
+    }
+
+    /// An inspector of `store` whose [`Inspector::plan`] reads `clock` for "now".
+    pub fn with_clock(store: Arc<S>, clock: Clock) -> Inspector<S> {
+        Inspector {
+            store,
+            clock,
+            rows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The run as it is now, or as it stood after event `at` (the fold of its events with
+    /// id ≤ `at`; an id in a gap of the store's ids, or another run's, means the event
+    /// before it).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownRun`]; [`EngineError::BeforeRun`] for an `at` before the run's
+    /// first event; [`EngineError::BadDefinition`] when the pinned definition cannot be read
+    /// or compiled; store errors.
+    pub async fn status(
+        &self,
+        run_id: &RunId,
+        at: Option<EventId>,
+    ) -> Result<RunView, EngineError> {
+        let loaded = self.load(run_id, at).await?;
+        Ok(RunView::new(&loaded.machine, &loaded.spec, &loaded.events))
+    }
+
+    /// What [`Engine::resume`](crate::Engine::resume) would do now, changing nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`Inspector::status`].
+    pub async fn plan(&self, run_id: &RunId) -> Result<Plan, EngineError> {
+        let loaded = self.load(run_id, None).await?;
+        Ok(Plan::new(loaded.machine, self.clock.now_ms()))
+    }
+
+    /// The definition the run pinned when it was created.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownRun`], [`EngineError::BadDefinition`], store errors.
+    pub async fn definition(&self, run_id: &RunId) -> Result<WorkflowSpec, EngineError> {
+        let events = self.store.read_run(run_id, Seq(1)).await?;
+        let first = events.first().ok_or_else(|| unknown(run_id))?;
+        pinned_spec(self.store.as_ref(), run_id, &first.payload).await
+    }
+
+    /// The run's events with id > `after`, at most `limit` of them, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownRun`], store errors.
+    pub async fn events(
+        &self,
+        run_id: &RunId,
+        after: EventId,
+        limit: usize,
+    ) -> Result<EventPage, EngineError> {
+        let events = self.store.read_run(run_id, Seq(1)).await?;
+        if events.is_empty() {
+            return Err(unknown(run_id));
+        }
+        Ok(EventPage::new(&events, after, limit))
+    }
+
+    /// The bytes of the payload a step recorded last (the output of its success, or the
+    /// marker it left before failing), fetched from the blob store when it is a reference;
+    /// `None` when it recorded none.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownRun`], [`EngineError::UnknownStep`] for a step the definition
+    /// does not have, store errors (a blob that is gone or fails its hash among them).
+    pub async fn step_payload(
+        &self,
+        run_id: &RunId,
+        step: &str,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        let loaded = self.load(run_id, None).await?;
+        if !loaded.spec.steps.iter().any(|s| s.name == step) {
+            return Err(EngineError::UnknownStep {
+                run_id: run_id.clone(),
+                step: step.to_owned(),
+            });
+        }
+        let seq = loaded.machine.state().step(step).payload_seq;
+        let payload = recorded_payload(self.store.as_ref(), run_id, seq).await?;
+        Ok(match payload {
+            Payload::Empty => None,
+            payload => Some(resolve(self.store.as_ref(), &payload).await?),
+        })
+    }
+
+    /// Reads a run's events up to `at`, its pinned definition, and folds them.
+    async fn load(&self, run_id: &RunId, at: Option<EventId>) -> Result<Loaded, EngineError> {
+        let mut events = self.store.read_run(run_id, Seq(1)).await?;
+        let first = events.first().ok_or_else(|| unknown(run_id))?;
+        if let Some(at) = at.filter(|at| *at < first.event_id) {
+            return Err(EngineError::BeforeRun {
+                run_id: run_id.clone(),
+                at,
+                begins: first.event_id,
+            });
+        }
+        // The definition is pinned by the first event, whatever point in time is asked for.
+        let spec = pinned_spec(self.store.as_ref(), run_id, &first.payload).await?;
+        events.retain(|e| at.is_none_or(|at| e.event_id <= at));
+        let mut state = RunState::new(run_id.clone());
+        events.iter().for_each(|e| {
+            state.apply(e);
+        });
+        let machine = RunMachine::compile(&spec, state, |_, fallback| fallback).map_err(|e| {
+            EngineError::BadDefinition {
+                run_id: run_id.clone(),
+                reason: format!("it does not compile: {e}"),
+            }
+        })?;
+        Ok(Loaded {
+            events,
+            machine,
+            spec,
+        })
+    }
+}
+
+fn unknown(run_id: &RunId) -> EngineError {
+    EngineError::UnknownRun {
+        run_id: run_id.clone(),
+    }
+}
+
+/// The definition a run pinned in the payload of its `RunCreated` event.
+///
+/// # Errors
+///
+/// [`EngineError::BadDefinition`] when the bytes are no definition; store errors when a
+/// blob holding them cannot be read.
+pub(crate) async fn pinned_spec<S: BlobStore>(
+    store: &S,
+    run_id: &RunId,
+    definition: &Payload,
+) -> Result<WorkflowSpec, EngineError> {
+    let bytes = resolve(store, definition).await?;
+    serde_json::from_slice(&bytes).map_err(|e| EngineError::BadDefinition {
+        run_id: run_id.clone(),
+        reason: e.to_string(),
+    })
+}
+
+/// The payload a step's state points at (`payload_seq`), as recorded: inline or a blob
+/// reference; empty when it points at none.
+pub(crate) async fn recorded_payload<S: EventStore>(
+    store: &S,
+    run_id: &RunId,
+    seq: Option<Seq>,
+) -> Result<Payload, StoreError> {
+    let Some(seq) = seq else {
+        return Ok(Payload::Empty);
+    };
+    let event = store.read_event(run_id, seq).await?;
+    let event = event.ok_or_else(|| StoreError::NotFound {
+        what: format!("event {seq} of run {run_id}"),
+    })?;
+    Ok(event.payload)
+}

@@ -1,0 +1,221 @@
+//! A run as it stands: its status, what an operator may do, why it waits, and each step.
+
+use apollo11_core::{Event, EventId, Idempotency, OverrideTarget, RunId, StepName, WorkflowSpec};
+use apollo11_machine::{
+    OperatorAction, PauseCause, RunAction, RunMachine, RunState, RunStatus, StepStatus,
+};
+use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
+
+/// A run now or at an event (the HTTP server's `GET /api/v1/runs/{id}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RunView {
+    /// The run.
+    pub run_id: RunId,
+    /// The workflow it pinned.
+    pub workflow: String,
+    /// Its status, derived from its steps, operators' actions and definition.
+    pub state: RunStatus,
+    /// The last event folded.
+    pub event_id: EventId,
+    /// How many of the run's events were folded.
+    pub events: u32,
+    /// When it was created (ms since the epoch).
+    pub created_at: u64,
+    /// When its last folded event was written (ms since the epoch).
+    pub updated_at: u64,
+    /// Its steps in topological order (ties by declaration).
+    pub order: Vec<String>,
+    /// Whether each operator action ([`RunAction::name`]) is allowed now.
+    pub allowed: BTreeMap<&'static str, bool>,
+    /// For each action not allowed, why not (the message an attempt would be refused with).
+    pub refused: BTreeMap<&'static str, String>,
+    /// Why the run waits for a person, when it does.
+    pub paused: Option<Pause>,
+    /// The operator's request to roll back, once made.
+    pub rollback: Option<OperatorAction>,
+    /// The steps, in declaration order (serialized as an object keyed by step name).
+    #[serde(serialize_with = "steps_by_name")]
+    pub steps: Vec<StepView>,
+}
+
+/// One step of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct StepView {
+    /// The step's name (the key of the serialized map).
+    #[serde(skip)]
+    pub name: String,
+    /// Its state.
+    pub state: StepStatus,
+    /// Its attempt counter (0 before the first start).
+    pub attempt: u32,
+    /// What it waits for.
+    pub depends_on: Vec<String>,
+    /// How it is made safe to rerun.
+    pub idempotency: Idempotency,
+    /// Whether it has a compensation.
+    pub compensate: bool,
+    /// How long its last finished attempt took.
+    pub duration_ms: Option<u64>,
+    /// When its current or last attempt started.
+    pub started_at: Option<u64>,
+    /// The last error: its compensation's, if a try failed (that says more about where the
+    /// step is), else its last attempt's.
+    pub error: Option<String>,
+    /// How many tries its current compensation has had.
+    pub compensation_tries: u32,
+    /// Whose output a front end shows for the step, when it has started.
+    pub log: Option<StepLog>,
+}
+
+/// Which output of a step to show: its last attempt's, and whether a compensation ran.
+/// Where that output lives is the step executor's business (the shell executor keeps it in
+/// the data dir).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct StepLog {
+    /// The attempt.
+    pub attempt: u32,
+    /// True when the step is being or was compensated (the compensation has a log of its
+    /// own).
+    pub compensation: bool,
+}
+
+/// Why a run waits for a person, with what an operator needs to decide.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum Pause {
+    /// An operator paused it.
+    Operator {
+        /// Who.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// A step failed for good under `on_failure = "pause"`.
+    StepFailed {
+        /// The step.
+        step: StepName,
+        /// Its attempts.
+        attempts: u32,
+        /// Its last error, if one was recorded.
+        error: Option<String>,
+    },
+    /// A step's compensation failed for good.
+    CompensationFailed {
+        /// The step.
+        step: StepName,
+        /// Tries of its compensation.
+        tries: u32,
+        /// The last try's error, if one was recorded.
+        error: Option<String>,
+        /// The override that has the compensation tried again, when there is one.
+        retry_with: Option<OverrideTarget>,
+    },
+}
+
+impl Pause {
+    /// The pause of a machine's run, if it waits for a person.
+    pub fn of(machine: &RunMachine) -> Option<Pause> {
+        let state = machine.state();
+        let error = |f: Option<&apollo11_machine::Failure>| f.map(|f| f.error.clone());
+        Some(match machine.pause_cause()? {
+            PauseCause::Operator { by, reason } => Pause::Operator { by, reason },
+            PauseCause::StepFailed { step } => {
+                let s = state.step(step.as_str());
+                Pause::StepFailed {
+                    attempts: s.attempt,
+                    error: error(s.last_error.as_deref()),
+                    step,
+                }
+            }
+            PauseCause::CompensationFailed { step, retry_with } => {
+                let s = state.step(step.as_str());
+                Pause::CompensationFailed {
+                    tries: s.compensation_tries,
+                    error: error(s.compensation_error.as_deref()),
+                    step,
+                    retry_with,
+                }
+            }
+        })
+    }
+}
+
+impl RunView {
+    /// The view of a folded run; `events` are the events folded (for the times).
+    pub(crate) fn new(machine: &RunMachine, spec: &WorkflowSpec, events: &[Event]) -> RunView {
+        let state = machine.state();
+        let dag = machine.dag();
+        let refusals: Vec<_> = RunAction::ALL
+            .iter()
+            .map(|&a| (a.name(), machine.check_action(a).err()))
+            .collect();
+        RunView {
+            run_id: state.run_id.clone(),
+            workflow: spec.name.clone(),
+            state: machine.status(),
+            event_id: state.last_event_id,
+            events: state.last_seq.0,
+            created_at: state.created_ms,
+            updated_at: events.last().map_or(state.created_ms, |e| e.at_ms),
+            order: (dag.topological_order().iter())
+                .map(|&n| dag.name(n).to_owned())
+                .collect(),
+            allowed: (refusals.iter())
+                .map(|(name, r)| (*name, r.is_none()))
+                .collect(),
+            refused: (refusals.iter())
+                .filter_map(|(name, r)| Some((*name, r.as_ref()?.to_string())))
+                .collect(),
+            paused: Pause::of(machine),
+            rollback: state.rollback.clone(),
+            steps: (spec.steps.iter())
+                .map(|s| StepView::new(state, s))
+                .collect(),
+        }
+    }
+
+    /// How many steps are succeeded or skipped.
+    pub fn steps_done(&self) -> usize {
+        (self.steps.iter())
+            .filter(|s| s.state.satisfies_dependents())
+            .count()
+    }
+}
+
+impl StepView {
+    fn new(state: &RunState, spec: &apollo11_core::StepSpec) -> StepView {
+        let step = state.step(&spec.name);
+        let error = (step.compensation_error.as_ref())
+            .or(step.last_error.as_ref())
+            .map(|e| e.error.clone());
+        StepView {
+            name: spec.name.clone(),
+            state: step.status,
+            attempt: step.attempt,
+            depends_on: spec.depends_on.clone(),
+            idempotency: spec.idempotency,
+            compensate: spec.has_compensation,
+            duration_ms: step.duration_ms,
+            started_at: step.started_ms,
+            error,
+            compensation_tries: step.compensation_tries,
+            log: (step.attempt > 0).then_some(StepLog {
+                attempt: step.attempt,
+                compensation: matches!(
+                    step.status,
+                    StepStatus::Compensating
+                        | StepStatus::CompensationFailed
+                        | StepStatus::Compensated
+                ),
+            }),
+        }
+    }
+}
+
+fn steps_by_name<S: Serializer>(steps: &[StepView], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(steps.iter().map(|step| (&step.name, step)))
+}
