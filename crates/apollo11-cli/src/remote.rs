@@ -129,8 +129,9 @@ impl Remote {
                 }
             }
         }
+        // `--json`: the server's run object, as `status --json` prints it.
         out::line(if json {
-            summary_json(&run)
+            run.to_string()
         } else {
             self.summary(&run)
         })?;
@@ -156,20 +157,4 @@ impl Remote {
         }
         lines.join("\n")
     }
-}
-
-/// What `--json` prints for a run: as `status --json`, `{"run_id", "state", "steps"}`.
-fn summary_json(run: &Value) -> String {
-    let steps: serde_json::Map<String, Value> = run["steps"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(name, s)| {
-            (
-                name.clone(),
-                json!({"state": s["state"], "attempt": s["attempt"]}),
-            )
-        })
-        .collect();
-    json!({"run_id": run["run_id"], "state": run["state"], "steps": steps}).to_string()
 }
