@@ -15,5 +15,5 @@ pub use apollo11_machine::{Refusal, RunAction, RunStatus};
 pub use clock::Clock;
 pub use engine::{Engine, EngineConfig, RunHandle, Store};
 pub use error::EngineError;
-pub use step::{Cancel, Output, Step, StepContext, StepError};
+pub use step::{Cancel, Leftover, Output, Place, Settled, Step, StepContext, StepError};
 pub use workflow::{StepBuilder, Workflow, WorkflowBuilder, WorkflowError};

@@ -5,5 +5,6 @@ mod engine;
 mod flaky;
 mod operator;
 mod payloads;
+mod placed;
 mod scripted;
 mod wide;
