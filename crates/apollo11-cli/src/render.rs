@@ -190,6 +190,9 @@ pub fn event_line(e: &Event) -> String {
         | EventKind::RollbackRequested { by, reason } => {
             format!(" by {}: {}", out::name(by), detail(reason))
         }
+        EventKind::Placed { host, handle } => {
+            format!(" on {} at {}", out::name(host), detail(handle))
+        }
         EventKind::Started
         | EventKind::Succeeded
         | EventKind::Compensating
@@ -230,6 +233,7 @@ pub fn event_json(e: &Event) -> Value {
         EventKind::RunPaused { by, reason }
         | EventKind::RunResumed { by, reason }
         | EventKind::RollbackRequested { by, reason } => json!({"by": by, "reason": reason}),
+        EventKind::Placed { host, handle } => json!({"host": host, "handle": handle}),
         EventKind::Started
         | EventKind::Succeeded
         | EventKind::Compensating

@@ -135,7 +135,8 @@ impl StepContext {
         let placer = self.placer.as_ref().ok_or_else(|| {
             StepError::fatal("this context was not made by an engine: nowhere to record a place")
         })?;
-        let stopped = || StepError::retryable("the engine stopped before recording where the step runs");
+        let stopped =
+            || StepError::retryable("the engine stopped before recording where the step runs");
         let (ack, answer) = oneshot::channel();
         let request = PlaceRequest {
             step: self.step.clone(),

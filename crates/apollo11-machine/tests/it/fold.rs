@@ -381,7 +381,10 @@ fn a_place_names_only_the_try_it_was_recorded_for() {
         .placed("a", "host-a", "pgid 7");
     let state = fold(&run(), h.events());
     let place = state.step("a").place.as_deref().expect("placed");
-    assert_eq!((place.host.as_str(), place.handle.as_str()), ("host-a", "pgid 7"));
+    assert_eq!(
+        (place.host.as_str(), place.handle.as_str()),
+        ("host-a", "pgid 7")
+    );
     let failed = h.failed("a", "interrupted", true);
     assert_eq!(fold(&run(), failed.events()).step("a").place, None);
     let compensating = failed.compensating("a").placed("a", "host-b", "pgid 9");

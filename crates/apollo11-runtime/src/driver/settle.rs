@@ -92,7 +92,8 @@ impl<S: Store> Driver<S> {
             }
             Settled::Unreachable { reason } => {
                 let what = if compensation { "compensation of " } else { "" };
-                let at = place.map_or_else(String::new, |p| format!(" on {} ({})", p.host, p.handle));
+                let at =
+                    place.map_or_else(String::new, |p| format!(" on {} ({})", p.host, p.handle));
                 tracing::warn!(step = %step, attempt, reason = %reason, "a try may still run; pausing the run");
                 let pause = EventKind::RunPaused {
                     by: self.shared.config.instance.clone(),
@@ -102,7 +103,10 @@ impl<S: Store> Driver<S> {
                 };
                 let mut pause = self.event(step, pause, 0, Payload::Empty);
                 pause.step = None;
-                Ok(vec![pause, self.event(step, failed, attempt, Payload::Empty)])
+                Ok(vec![
+                    pause,
+                    self.event(step, failed, attempt, Payload::Empty),
+                ])
             }
         }
     }

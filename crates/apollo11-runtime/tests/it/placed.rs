@@ -149,10 +149,17 @@ async fn an_unreachable_try_pauses_the_run_naming_its_place_and_nothing_reruns_u
             _ => None,
         })
         .expect("the run was paused");
-    for part in ["attempt 1 of step `job`", "host-a (job-1)", "is not this host"] {
+    for part in [
+        "attempt 1 of step `job`",
+        "host-a (job-1)",
+        "is not this host",
+    ] {
         assert!(reason.contains(part), "{part} not in {reason}");
     }
-    assert_eq!(kinds(&store, "r", "job").await, ["started", "placed", "failed"]);
+    assert_eq!(
+        kinds(&store, "r", "job").await,
+        ["started", "placed", "failed"]
+    );
     // A person made sure it stopped and resumes: attempt 2 runs, with no marker.
     let engine = open(&store).await;
     engine.register(workflow(
@@ -173,10 +180,7 @@ async fn a_timed_out_try_is_settled_before_its_failure_and_its_marker_reaches_th
     let marker = Settled::Stopped {
         marker: Some(MARKER.to_vec()),
     };
-    let wf = engine.register(workflow(
-        remote(&store, &seen, marker),
-        Timeout::Fixed(500),
-    ));
+    let wf = engine.register(workflow(remote(&store, &seen, marker), Timeout::Fixed(500)));
     let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
     assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
     let seen = seen.lock().unwrap();
