@@ -103,6 +103,16 @@ async fn crash_then_resume(answer: Settled) -> (Arc<MemStore>, Arc<Mutex<Seen>>,
     (store, seen, status)
 }
 
+/// The payload of run `r`'s `Failed` event with this error.
+async fn failure_payload(store: &MemStore, error: &str) -> Payload {
+    let events = store.read_run(&RunId::from("r"), Seq(1)).await.unwrap();
+    events
+        .into_iter()
+        .find(|e| matches!(&e.kind, EventKind::Failed { error: text, .. } if text == error))
+        .expect("the failure")
+        .payload
+}
+
 fn the_place() -> Option<Place> {
     Some(Place {
         host: "host-a".into(),
@@ -117,6 +127,8 @@ async fn an_interrupted_try_is_settled_with_its_place_and_its_marker_reaches_the
     };
     let (store, seen, status) = crash_then_resume(marker).await;
     assert_eq!(status, RunStatus::Succeeded);
+    let payload = failure_payload(&store, "interrupted").await;
+    assert_eq!(payload, Payload::inline(MARKER));
     let seen = seen.lock().unwrap();
     assert_eq!(seen.durable_when_placed, ["started", "placed"]);
     assert_eq!(seen.settled.len(), 1, "settled once, before the failure");
@@ -124,12 +136,6 @@ async fn an_interrupted_try_is_settled_with_its_place_and_its_marker_reaches_the
     assert_eq!((leftover.attempt, leftover.compensation), (1, false));
     assert_eq!(leftover.place, the_place());
     assert_eq!(seen.previous, [Some(MARKER.to_vec())]);
-    let events = store.read_run(&RunId::from("r"), Seq(1)).await.unwrap();
-    let failed = events
-        .iter()
-        .find(|e| matches!(e.kind, EventKind::Failed { .. }))
-        .unwrap();
-    assert_eq!(failed.payload, Payload::inline(MARKER));
 }
 
 #[tokio::test(start_paused = true)]
@@ -183,14 +189,10 @@ async fn a_timed_out_try_is_settled_before_its_failure_and_its_marker_reaches_th
     let wf = engine.register(workflow(remote(&store, &seen, marker), Timeout::Fixed(500)));
     let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
     assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
+    let payload = failure_payload(&store, "timeout").await;
+    assert_eq!(payload, Payload::inline(MARKER));
     let seen = seen.lock().unwrap();
     assert_eq!(seen.settled.len(), 1);
     assert_eq!(seen.settled[0].place, the_place());
     assert_eq!(seen.previous, [Some(MARKER.to_vec())]);
-    let events = store.read_run(&RunId::from("r"), Seq(1)).await.unwrap();
-    let timeout = events
-        .iter()
-        .find(|e| matches!(&e.kind, EventKind::Failed { error, .. } if error == "timeout"))
-        .expect("a timeout");
-    assert_eq!(timeout.payload, Payload::inline(MARKER));
 }
