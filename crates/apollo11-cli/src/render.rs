@@ -143,6 +143,9 @@ pub fn event_line(e: &EventView) -> String {
         EventDetail::Operator { by, reason } => {
             format!(" by {}: {}", out::name(by), detail(reason))
         }
+        EventDetail::Placed { host, handle } => {
+            format!(" on {} at {}", out::name(host), detail(handle))
+        }
         EventDetail::None {} => String::new(),
     };
     format!(

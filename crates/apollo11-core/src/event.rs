@@ -210,6 +210,16 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// Where the step's current attempt (or compensation try) runs, recorded once it has
+    /// started and before it does its work, so that a later engine can find what a dead one
+    /// left running, stop it, and salvage its last marker. Both fields are the step's own:
+    /// the engine only records them and hands them back.
+    Placed {
+        /// The machine (or cluster, or service) the work runs on.
+        host: String,
+        /// What finds the work there (for a shell step: its process group and boot).
+        handle: String,
+    },
 }
 
 /// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
@@ -255,6 +265,8 @@ pub enum KindTag {
     RunResumed,
     /// [`EventKind::RollbackRequested`].
     RollbackRequested,
+    /// [`EventKind::Placed`].
+    Placed,
 }
 
 impl KindTag {
@@ -272,6 +284,7 @@ impl KindTag {
             KindTag::RunPaused => "run_paused",
             KindTag::RunResumed => "run_resumed",
             KindTag::RollbackRequested => "rollback_requested",
+            KindTag::Placed => "placed",
         }
     }
 
@@ -288,7 +301,8 @@ impl KindTag {
             | KindTag::Compensating
             | KindTag::Compensated
             | KindTag::ManualOverride
-            | KindTag::CompensationFailed => false,
+            | KindTag::CompensationFailed
+            | KindTag::Placed => false,
         }
     }
 }
@@ -314,6 +328,7 @@ impl EventKind {
             EventKind::RunPaused { .. } => KindTag::RunPaused,
             EventKind::RunResumed { .. } => KindTag::RunResumed,
             EventKind::RollbackRequested { .. } => KindTag::RollbackRequested,
+            EventKind::Placed { .. } => KindTag::Placed,
         }
     }
 

@@ -117,6 +117,16 @@ impl History {
         self.raw(Some(step), kind, attempt, Payload::Empty)
     }
 
+    /// `Placed`: where the step's current attempt (or compensation try) runs.
+    pub fn placed(self, step: &str, host: &str, handle: &str) -> History {
+        let attempt = self.attempt(step);
+        let kind = EventKind::Placed {
+            host: host.to_owned(),
+            handle: handle.to_owned(),
+        };
+        self.raw(Some(step), kind, attempt, Payload::Empty)
+    }
+
     /// An operator's `RunPaused`.
     pub fn paused(self, by: &str, reason: &str) -> History {
         let kind = EventKind::RunPaused {

@@ -20,7 +20,7 @@ pub use history::History;
 pub use policy::{Policy, PolicyError, StepPolicy};
 pub use rollback::{pause_cause, run_status, PauseCause, RunStatus};
 pub use run_machine::RunMachine;
-pub use state::{fold, Anomaly, AnomalySite, Failure, OperatorAction, RunState, StepState};
+pub use state::{fold, Anomaly, AnomalySite, Failure, OperatorAction, Place, RunState, StepState};
 pub use status::StepStatus;
 pub use table::{transition, Rule, Transition};
 

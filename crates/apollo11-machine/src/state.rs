@@ -76,6 +76,15 @@ impl<'de> Deserialize<'de> for AnomalySite {
     }
 }
 
+/// Where a step's current attempt or compensation try runs, as its `Placed` event said.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Place {
+    /// The machine (or cluster, or service) the work runs on.
+    pub host: String,
+    /// What finds the work there; the step's own format.
+    pub handle: String,
+}
+
 /// State of one step, folded from its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -108,6 +117,10 @@ pub struct StepState {
     /// overrides the step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compensation_error: Option<Box<Failure>>,
+    /// Where the current attempt or compensation try runs, once its `Placed` event is in;
+    /// forgotten at the step's next event, so it never names an earlier try.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<Box<Place>>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -126,6 +139,7 @@ static NOT_STARTED: StepState = StepState {
     anomaly: None,
     compensation_tries: 0,
     compensation_error: None,
+    place: None,
 };
 
 /// An operator's action on a run, as the log recorded it.
@@ -279,7 +293,8 @@ impl RunState {
             | EventKind::Compensating
             | EventKind::Compensated
             | EventKind::ManualOverride { .. }
-            | EventKind::CompensationFailed { .. } => {}
+            | EventKind::CompensationFailed { .. }
+            | EventKind::Placed { .. } => {}
         }
     }
 
@@ -342,7 +357,18 @@ impl StepState {
         if from != t.next {
             self.since_ms = event.at_ms;
         }
+        if !matches!(t.rule, Rule::Anomaly | Rule::StayAnomalous) {
+            self.place = None;
+        }
         match t.rule {
+            Rule::Place | Rule::PlaceCompensation => {
+                if let EventKind::Placed { host, handle } = &event.kind {
+                    self.place = Some(Box::new(Place {
+                        host: host.clone(),
+                        handle: handle.clone(),
+                    }));
+                }
+            }
             Rule::Start | Rule::Retry | Rule::Rerun => self.started_ms = Some(event.at_ms),
             Rule::Succeed => {
                 self.finish_attempt(event);

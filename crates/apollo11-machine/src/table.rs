@@ -1,6 +1,7 @@
 //! The step transition table, as one exhaustive `match` with no wildcard: adding a state or
 //! an event kind does not compile until every pair is decided here. `docs/ARCHITECTURE.md`
-//! mirrors this table. Run-level kinds (`RunCreated`, `RunPaused`, `RunResumed`,
+//! mirrors this table. `Placed` records where the current try runs and changes no state.
+//! Run-level kinds (`RunCreated`, `RunPaused`, `RunResumed`,
 //! `RollbackRequested`) never name a step: one that does is an anomaly of that step.
 
 use crate::StepStatus;
@@ -31,6 +32,10 @@ pub enum Rule {
     RetryCompensation,
     /// compensated(a) + Started(a+1) → running(a+1)
     Rerun,
+    /// running(a) + Placed(a) → running(a), where the attempt runs recorded
+    Place,
+    /// compensating(a) + Placed(a) → compensating, where the try runs recorded
+    PlaceCompensation,
     /// any + ManualOverride{to} → to, attempt kept
     Override,
     /// anything else → anomalous
@@ -41,7 +46,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every row of the table.
-    pub const ALL: [Rule; 13] = [
+    pub const ALL: [Rule; 15] = [
         Rule::Start,
         Rule::Succeed,
         Rule::Fail,
@@ -52,6 +57,8 @@ impl Rule {
         Rule::FailCompensation,
         Rule::RetryCompensation,
         Rule::Rerun,
+        Rule::Place,
+        Rule::PlaceCompensation,
         Rule::Override,
         Rule::Anomaly,
         Rule::StayAnomalous,
@@ -97,6 +104,10 @@ pub fn transition(
             (Rule::RetryCompensation, S::Compensating)
         }
         (S::Compensated, K::Started) if next_try => (Rule::Rerun, S::Running),
+        (S::Running, K::Placed { .. }) if same_try => (Rule::Place, S::Running),
+        (S::Compensating, K::Placed { .. }) if same_try => {
+            (Rule::PlaceCompensation, S::Compensating)
+        }
         (
             S::Pending
             | S::Running
@@ -120,7 +131,8 @@ pub fn transition(
             | K::CompensationFailed { .. }
             | K::RunPaused { .. }
             | K::RunResumed { .. }
-            | K::RollbackRequested { .. },
+            | K::RollbackRequested { .. }
+            | K::Placed { .. },
         ) => (Rule::StayAnomalous, S::Anomalous),
         (
             S::Pending
@@ -140,7 +152,8 @@ pub fn transition(
             | K::CompensationFailed { .. }
             | K::RunPaused { .. }
             | K::RunResumed { .. }
-            | K::RollbackRequested { .. },
+            | K::RollbackRequested { .. }
+            | K::Placed { .. },
         ) => (Rule::Anomaly, S::Anomalous),
     };
     let attempt = match rule {
@@ -152,6 +165,8 @@ pub fn transition(
         | Rule::FinishCompensation
         | Rule::FailCompensation
         | Rule::RetryCompensation
+        | Rule::Place
+        | Rule::PlaceCompensation
         | Rule::Override
         | Rule::Anomaly
         | Rule::StayAnomalous => attempt,

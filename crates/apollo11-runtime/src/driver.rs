@@ -1,16 +1,19 @@
 //! The driver of one run: fold, decide, append, execute, repeat. Every state change is
 //! appended before anything acts on it (a step starts only once its `Started` is durable),
-//! so a crash at any instant leaves a log from which `decide` knows what to do.
+//! so a crash at any instant leaves a log from which `decide` knows what to do. Where tries
+//! run and how a try the driver did not see end is settled are in `settle.rs`.
+
+mod settle;
 
 use crate::engine::{Shared, Store};
-use crate::step::Cancel;
+use crate::step::{Cancel, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Workflow, WorkflowError};
 use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
 use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus, StepStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
 use tracing::Instrument;
 
@@ -59,6 +62,9 @@ pub(crate) struct Driver<S: Store> {
     /// Outcomes already folded into `state` but not yet appended: they go out with the next
     /// decision's events in one atomic batch, so a chain costs one sync per step.
     unsent: Vec<NewEvent>,
+    /// Where tries ask to record their place (`StepContext::placed`).
+    places: mpsc::UnboundedSender<PlaceRequest>,
+    place_requests: mpsc::UnboundedReceiver<PlaceRequest>,
 }
 
 impl<S: Store> Driver<S> {
@@ -97,6 +103,7 @@ impl<S: Store> Driver<S> {
             auto.get(name).copied().unwrap_or(fallback)
         })
         .map_err(WorkflowError::Invalid)?;
+        let (places, place_requests) = mpsc::unbounded_channel();
         Ok(Driver {
             shared,
             workflow,
@@ -107,6 +114,8 @@ impl<S: Store> Driver<S> {
             task_steps: HashMap::new(),
             stale: false,
             unsent: Vec::new(),
+            places,
+            place_requests,
         })
     }
 
@@ -164,7 +173,13 @@ impl<S: Store> Driver<S> {
         let mut wake = None;
         for command in commands {
             if let Some((step, kind, attempt)) = command.event() {
-                events.push(self.event(step, kind, attempt, Payload::Empty));
+                match &command {
+                    // A try failed without the driver seeing it end: settle it first.
+                    Command::Fail { .. } | Command::FailCompensation { .. } => {
+                        events.extend(self.settled_failure(step, kind, attempt).await?);
+                    }
+                    _ => events.push(self.event(step, kind, attempt, Payload::Empty)),
+                }
             }
             match command {
                 Command::Start { step, attempt } => launches.push((step, attempt, false)),
@@ -422,6 +437,10 @@ impl<S: Store> Driver<S> {
         let run_id = self.run_id().clone();
         let span = tracing::info_span!("step", step = %step, attempt, compensation);
         let task_step = step.clone();
+        let placer = Placer {
+            requests: self.places.clone(),
+            compensation,
+        };
         let work = async move {
             let ctx = StepContext {
                 idempotency_key: format!("{run_id}/{task_step}"),
@@ -431,6 +450,7 @@ impl<S: Store> Driver<S> {
                 previous_payload: if compensation { None } else { payload.clone() },
                 output: if compensation { payload } else { None },
                 cancel,
+                placer: Some(placer),
             };
             let outcome = if compensation {
                 Outcome::Compensation(code.compensate(&ctx).await)
@@ -476,6 +496,7 @@ impl<S: Store> Driver<S> {
             }
             () = sleep => {}
             () = self.notify.notified() => self.stale = true,
+            Some(request) = self.place_requests.recv() => self.place(request).await?,
         }
         Ok(())
     }
@@ -533,9 +554,8 @@ impl<S: Store> Driver<S> {
         Ok(())
     }
 
-    /// The event recording a finished attempt or compensation. Its payload is offloaded to
-    /// the blob store here, retried while the store fails transiently: the outcome exists
-    /// only in memory until it is appended, so giving up on it would lose it.
+    /// The event recording a finished attempt or compensation, its payload offloaded to the
+    /// blob store.
     async fn outcome_event(&self, done: &Done) -> Result<NewEvent, StoreError> {
         let (kind, payload, outcome) = match &done.outcome {
             Outcome::Compensation(result) => {
@@ -572,18 +592,24 @@ impl<S: Store> Driver<S> {
             }
         };
         metrics::counter!("apollo11_step_outcomes_total", "outcome" => outcome).increment(1);
+        let payload = self.offload_patiently(payload).await?;
+        Ok(self.event(&done.step, kind, done.attempt, payload))
+    }
+
+    /// Offloads a payload to the blob store, retried while the store fails transiently: it
+    /// exists only in memory until it is appended, so giving up on it would lose it.
+    async fn offload_patiently(&self, payload: Payload) -> Result<Payload, StoreError> {
         let mut failures = 0;
-        let payload = loop {
+        loop {
             match self.shared.offload(payload.clone()).await {
-                Ok(payload) => break payload,
+                Ok(payload) => return Ok(payload),
                 Err(e) if e.is_retryable() => {
                     failures += 1;
                     self.wait_out(&e, failures).await;
                 }
                 Err(e) => return Err(e),
             }
-        };
-        Ok(self.event(&done.step, kind, done.attempt, payload))
+        }
     }
 }
 

@@ -23,5 +23,5 @@ pub use clock::Clock;
 pub use engine::{Engine, EngineConfig, RunHandle, Store};
 pub use error::EngineError;
 pub use inspect::Inspector;
-pub use step::{Cancel, Output, Step, StepContext, StepError};
+pub use step::{Cancel, Leftover, Output, Place, Settled, Step, StepContext, StepError};
 pub use workflow::{StepBuilder, Workflow, WorkflowBuilder, WorkflowError};

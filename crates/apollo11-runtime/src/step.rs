@@ -1,10 +1,11 @@
 //! What a step is to the engine: an async `run`, an optional `compensate`, and the context
 //! both receive.
 
-use apollo11_core::{RunId, StepName};
+use apollo11_core::{limits, RunId, StepName};
+pub use apollo11_machine::Place;
 use async_trait::async_trait;
 use std::fmt;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// One step of a workflow, written in Rust.
 ///
@@ -26,6 +27,69 @@ pub trait Step: Send + Sync + 'static {
     fn has_compensation(&self) -> bool {
         false
     }
+
+    /// Settles a try the engine is about to record as failed though it may not have ended:
+    /// one a dead engine left running (found on resume) or one past its timeout. Stop what
+    /// may still run of it (the place it recorded with [`StepContext::placed`], if it did)
+    /// and return its last marker, which the failure records for the next attempt; or say
+    /// the place cannot be reached, and the run is paused for a person rather than run the
+    /// step again (or compensate it) while the old try may still be at work. The default
+    /// has nothing to stop and no marker: a step that starts nothing outside its own future
+    /// is stopped when the engine drops it.
+    async fn settle(&self, leftover: &Leftover) -> Settled {
+        let _ = leftover;
+        Settled::Stopped { marker: None }
+    }
+}
+
+/// A try that the engine no longer watches and is about to record as failed.
+#[derive(Clone, Debug)]
+pub struct Leftover {
+    /// The run.
+    pub run_id: RunId,
+    /// The step.
+    pub step: StepName,
+    /// The attempt.
+    pub attempt: u32,
+    /// True for a try of the step's compensation.
+    pub compensation: bool,
+    /// Where it runs, if it recorded that before the engine lost it.
+    pub place: Option<Place>,
+}
+
+/// What [`Step::settle`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// Nothing of the try runs any more; what it last left for its next attempt, if
+    /// anything (ignored for a compensation).
+    Stopped {
+        /// The marker (for a `checkpoint` step, where to resume from).
+        marker: Option<Vec<u8>>,
+    },
+    /// The try may still run where it cannot be stopped from here (another host, a
+    /// service that does not answer): the engine records the failure with no marker and
+    /// pauses the run with this reason, for a person to make sure it stopped.
+    Unreachable {
+        /// Why, naming the place.
+        reason: String,
+    },
+}
+
+/// A step's request to record where its try runs, answered once the `Placed` event is
+/// durable (or with why it was not recorded).
+pub(crate) struct PlaceRequest {
+    pub step: StepName,
+    pub attempt: u32,
+    pub compensation: bool,
+    pub place: Place,
+    pub ack: oneshot::Sender<Result<(), String>>,
+}
+
+/// How a try reaches its driver to record its place.
+#[derive(Clone, Debug)]
+pub(crate) struct Placer {
+    pub requests: mpsc::UnboundedSender<PlaceRequest>,
+    pub compensation: bool,
 }
 
 /// What a step attempt (or compensation) gets from the engine.
@@ -46,6 +110,50 @@ pub struct StepContext {
     pub output: Option<Vec<u8>>,
     /// Fires when the attempt is cancelled (timeout, shutdown).
     pub cancel: Cancel,
+    /// The driver that records where the try runs.
+    pub(crate) placer: Option<Placer>,
+}
+
+impl StepContext {
+    /// Records where this try runs (`host`, and a `handle` in the step's own format that
+    /// finds the work there), and returns once the record is durable. A step whose work can
+    /// outlive the engine (a child process, a remote job) calls it after starting the work
+    /// and before letting it act, so that a later engine can find it with
+    /// [`Step::settle`]. An error means nothing was recorded (the try is no longer
+    /// current, the engine stopped, or the text is too long): the work must not act.
+    pub async fn placed(&self, host: &str, handle: &str) -> Result<(), StepError> {
+        let max = limits::LABEL_BYTES_MAX as usize;
+        for (what, text) in [("host", host), ("place handle", handle)] {
+            if text.len() > max {
+                return Err(StepError::fatal(format!(
+                    "the {what} of step `{}` is {} bytes, over the limit of {max}",
+                    self.step,
+                    text.len()
+                )));
+            }
+        }
+        let placer = self.placer.as_ref().ok_or_else(|| {
+            StepError::fatal("this context was not made by an engine: nowhere to record a place")
+        })?;
+        let stopped =
+            || StepError::retryable("the engine stopped before recording where the step runs");
+        let (ack, answer) = oneshot::channel();
+        let request = PlaceRequest {
+            step: self.step.clone(),
+            attempt: self.attempt,
+            compensation: placer.compensation,
+            place: Place {
+                host: host.to_owned(),
+                handle: handle.to_owned(),
+            },
+            ack,
+        };
+        placer.requests.send(request).map_err(|_| stopped())?;
+        answer
+            .await
+            .map_err(|_| stopped())?
+            .map_err(StepError::retryable)
+    }
 }
 
 /// A cancellation signal.

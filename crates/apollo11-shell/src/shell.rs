@@ -1,6 +1,14 @@
 //! Shell steps: `sh -c COMMAND` in the workflow file's folder, in a process group of its own
 //! so a timeout, Ctrl-C or a crash of the engine's driver kills everything it started.
 //! Output and logs stay in the data directory (`files.rs`); events only point at them.
+//!
+//! A step's `sh` starts behind a gate: it waits on its stdin until its place (host and
+//! process group, `group.rs`) is durable in the log, and exits without running the command
+//! if `apollo11` dies first. A later `apollo11` that finds the try unfinished stops that
+//! group (or pauses the run when it runs on another host), and takes what the try left in
+//! its output file as its marker for the next attempt.
+
+mod group;
 
 use crate::definition::{COMPENSATE, DIR, NON_RETRYABLE, RUN};
 use crate::files::{
@@ -8,7 +16,7 @@ use crate::files::{
 };
 use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
 use apollo11_runtime::{
-    Output, Step, StepBuilder, StepContext, StepError, Workflow, WorkflowError,
+    Leftover, Output, Settled, Step, StepBuilder, StepContext, StepError, Workflow, WorkflowError,
 };
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
@@ -80,6 +88,10 @@ pub fn workflow(spec: &WorkflowSpec, data_dir: &Path) -> Result<Workflow, Workfl
 /// start a process with one variable over 128 KiB; the `*_FILE` variable always works.
 pub const ENV_PAYLOAD_BYTES_MAX: usize = 32 * 1024;
 
+/// What `sh -c GATE sh COMMAND` runs: wait for `go` on stdin (sent once the place is
+/// durable; end of file if `apollo11` died), then become `sh -c COMMAND` with stdin empty.
+const GATE: &str = r#"IFS= read -r go && [ "$go" = go ] || exit 125; exec sh -c "$1" </dev/null"#;
+
 impl ShellStep {
     async fn exec(
         &self,
@@ -108,15 +120,14 @@ impl ShellStep {
         create_private_file(&files.output).map_err(|e| io("creating the output file", e))?;
         let log = create_private_file(&files.log).map_err(|e| io("creating the step log", e))?;
         let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(command)
+        cmd.args(["-c", GATE, "sh", command])
             .current_dir(&self.dir)
             .env("APOLLO11_RUN_ID", ctx.run_id.as_str())
             .env("APOLLO11_STEP", ctx.step.as_str())
             .env("APOLLO11_ATTEMPT", ctx.attempt.to_string())
             .env("APOLLO11_IDEMPOTENCY_KEY", &ctx.idempotency_key)
             .env("APOLLO11_OUTPUT", &files.output)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(log.try_clone().map_err(|e| io("opening the step log", e))?)
             .stderr(log)
             .process_group(0);
@@ -131,7 +142,7 @@ impl ShellStep {
             pass_payload(&mut cmd, var, &files.payload, bytes)
                 .map_err(|e| io("writing the payload file", e))?;
         }
-        let result = self.wait(cmd, command, &files).await;
+        let result = self.wait(cmd, command, &files, ctx).await;
         if payload.is_some() {
             let _ = std::fs::remove_file(&files.payload);
         }
@@ -144,6 +155,7 @@ impl ShellStep {
         mut cmd: tokio::process::Command,
         command: &str,
         files: &StepFiles,
+        ctx: &StepContext,
     ) -> Result<Output, StepError> {
         let io = |what: &str, e: std::io::Error| StepError::retryable(format!("{what}: {e}"));
         let mut child = cmd.spawn().map_err(|e| {
@@ -153,6 +165,22 @@ impl ShellStep {
             )
         })?;
         let mut guard = GroupGuard(child.id().map(|id| id as i32));
+        let pid = child
+            .id()
+            .ok_or_else(|| StepError::retryable("the step's sh ended at once"))?;
+        let group =
+            group::Group::led_by(pid).map_err(|e| io("finding the step's process group", e))?;
+        let host = group::host().map_err(|e| io("reading this host's name", e))?;
+        // Nothing runs before its place is durable: the gate opens after this.
+        ctx.placed(&host, &group.handle()).await?;
+        let gate = child.stdin.take().expect("stdin is piped");
+        // Three bytes into an empty pipe: the write cannot block.
+        let gate = gate
+            .into_owned_fd()
+            .map_err(|e| io("opening the step's gate", e))?;
+        std::fs::File::from(gate)
+            .write_all(b"go\n")
+            .map_err(|e| io("opening the step's gate", e))?;
         let status = child
             .wait()
             .await
@@ -228,5 +256,25 @@ impl Step for ShellStep {
 
     fn has_compensation(&self) -> bool {
         self.compensate.is_some()
+    }
+
+    /// Stops the try's process group if it may still run, and takes its output file as the
+    /// marker for the next attempt.
+    async fn settle(&self, leftover: &Leftover) -> Settled {
+        if let Some(place) = &leftover.place {
+            if let Err(reason) = group::stop(&place.host, &place.handle).await {
+                return Settled::Unreachable { reason };
+            }
+        }
+        let files = step_files(
+            &self.data_dir,
+            leftover.run_id.as_str(),
+            leftover.step.as_str(),
+            leftover.attempt,
+            leftover.compensation,
+        );
+        // An output over the limit, or one that cannot be read, is no marker.
+        let marker = read_output(&files.output, limits::STEP_OUTPUT_BYTES_MAX).ok();
+        Settled::Stopped { marker }
     }
 }

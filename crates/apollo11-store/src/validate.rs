@@ -52,6 +52,10 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
                 )?;
             }
             EventKind::RunCreated { workflow } => name(NameKind::Workflow, workflow)?,
+            EventKind::Placed { host, handle } => {
+                check_len("host", host.len() as u64, limits::LABEL_BYTES_MAX)?;
+                check_len("place handle", handle.len() as u64, limits::LABEL_BYTES_MAX)?;
+            }
             EventKind::Started
             | EventKind::Succeeded
             | EventKind::Compensating

@@ -134,8 +134,10 @@ exit 5
     let expected = [
         "-:run_created",
         "a:started",
+        "a:placed",
         "a:succeeded",
         "b:started",
+        "b:placed",
         "b:failed",
     ];
     assert_eq!(

@@ -7,6 +7,7 @@ mod inspect;
 mod lifecycle;
 mod missing;
 mod operator;
+mod orphans;
 mod output;
 mod paths;
 mod scrub;

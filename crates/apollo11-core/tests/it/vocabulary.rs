@@ -65,6 +65,10 @@ fn every_kind() -> Vec<EventKind> {
             reason: reason.clone(),
         },
         EventKind::RollbackRequested { by, reason },
+        EventKind::Placed {
+            host: "h".into(),
+            handle: "pgid 7".into(),
+        },
     ]
 }
 
@@ -84,7 +88,8 @@ fn every_kind_has_its_own_tag_and_name_and_the_run_level_ones_say_so() {
             "compensation_failed",
             "run_paused",
             "run_resumed",
-            "rollback_requested"
+            "rollback_requested",
+            "placed"
         ]
     );
     for kind in every_kind() {

@@ -372,3 +372,27 @@ fn a_history_numbers_its_events_and_keeps_its_clock() {
     assert!(h.events().iter().all(|e| e.instance == "test"));
     assert_eq!(h.clone().into_events(), h.events());
 }
+
+#[test]
+fn a_place_names_only_the_try_it_was_recorded_for() {
+    let h = History::new("run-p")
+        .created("wf", Payload::Empty)
+        .started("a")
+        .placed("a", "host-a", "pgid 7");
+    let state = fold(&run(), h.events());
+    let place = state.step("a").place.as_deref().expect("placed");
+    assert_eq!(
+        (place.host.as_str(), place.handle.as_str()),
+        ("host-a", "pgid 7")
+    );
+    let failed = h.failed("a", "interrupted", true);
+    assert_eq!(fold(&run(), failed.events()).step("a").place, None);
+    let compensating = failed.compensating("a").placed("a", "host-b", "pgid 9");
+    let state = fold(&run(), compensating.events());
+    assert_eq!(state.step("a").status, StepStatus::Compensating);
+    assert_eq!(state.step("a").place.as_ref().unwrap().host, "host-b");
+    let retried = compensating
+        .compensation_failed("a", "interrupted", true)
+        .compensating("a");
+    assert_eq!(fold(&run(), retried.events()).step("a").place, None);
+}

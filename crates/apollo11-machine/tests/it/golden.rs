@@ -117,6 +117,26 @@ fn goldens() -> Vec<Golden> {
             steps: "collect=succeeded#1 clean=succeeded#2 persist=succeeded#1",
         },
         Golden {
+            name: "placed_then_interrupted_with_its_marker",
+            history: chain_run(History::new("placed"))
+                .started("collect")
+                .placed("collect", "host-a", r#"{"pgid":4242}"#)
+                .wait(60_000)
+                .raw(
+                    Some("collect"),
+                    apollo11_core::EventKind::Failed {
+                        error: "interrupted".into(),
+                        retryable: true,
+                    },
+                    1,
+                    apollo11_core::Payload::inline(r#"{"chunks_done":7}"#),
+                )
+                .started("collect")
+                .placed("collect", "host-a", r#"{"pgid":4250}"#),
+            status: RunStatus::Running,
+            steps: "collect=running#2 clean=pending#0 persist=pending#0",
+        },
+        Golden {
             name: "retry_then_success",
             history: chain_run(History::new("retry"))
                 .started("collect")

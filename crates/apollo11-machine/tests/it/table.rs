@@ -40,6 +40,10 @@ fn kinds() -> Vec<EventKind> {
             by: "op".into(),
             reason: "r".into(),
         },
+        EventKind::Placed {
+            host: "h".into(),
+            handle: "pgid 7".into(),
+        },
     ]
 }
 
@@ -64,6 +68,8 @@ fn expected(status: StepStatus, kind: &EventKind) -> (Rule, StepStatus) {
             (Rule::RetryCompensation, S::Compensating)
         }
         (S::Compensated, EventKind::Started) => (Rule::Rerun, S::Running),
+        (S::Running, EventKind::Placed { .. }) => (Rule::Place, S::Running),
+        (S::Compensating, EventKind::Placed { .. }) => (Rule::PlaceCompensation, S::Compensating),
         _ => (Rule::Anomaly, S::Anomalous),
     }
 }
@@ -127,6 +133,22 @@ fn a_wrong_attempt_number_is_an_anomaly_even_on_an_allowed_transition() {
         ),
         (StepStatus::CompensationFailed, EventKind::Compensating, 3),
         (StepStatus::Compensated, EventKind::Started, 5),
+        (
+            StepStatus::Running,
+            EventKind::Placed {
+                host: "h".into(),
+                handle: "pgid 7".into(),
+            },
+            1,
+        ),
+        (
+            StepStatus::Compensating,
+            EventKind::Placed {
+                host: "h".into(),
+                handle: "pgid 7".into(),
+            },
+            3,
+        ),
     ] {
         let attempt_now = if status == StepStatus::Pending { 0 } else { 2 };
         let t = transition(status, attempt_now, &kind, wrong);

@@ -64,6 +64,13 @@ pub enum EventDetail {
         /// Why.
         reason: String,
     },
+    /// `placed`: where a try runs.
+    Placed {
+        /// The host the try runs on.
+        host: String,
+        /// The step's own handle on it (for a shell step, its process group).
+        handle: String,
+    },
     /// Kinds with no fields of their own.
     None {},
 }
@@ -150,6 +157,10 @@ impl From<&EventKind> for EventDetail {
             EventKind::RunPaused { by, reason }
             | EventKind::RunResumed { by, reason }
             | EventKind::RollbackRequested { by, reason } => operator(by, reason),
+            EventKind::Placed { host, handle } => EventDetail::Placed {
+                host: host.clone(),
+                handle: handle.clone(),
+            },
             EventKind::Started
             | EventKind::Succeeded
             | EventKind::Compensating

@@ -6,5 +6,6 @@ mod flaky;
 mod inspect;
 mod operator;
 mod payloads;
+mod placed;
 mod scripted;
 mod wide;

@@ -1,0 +1,113 @@
+//! Where tries run, and what becomes of one the driver fails without having seen it end.
+//!
+//! A step records its place (`StepContext::placed`) once its work has started and before
+//! the work acts; the driver appends `Placed` and answers only when it is durable. When the
+//! driver is about to append the failure of a try it does not watch end (one a dead engine
+//! left running, one past its timeout, an interrupted compensation try), it first asks the
+//! step to settle it: stop what may still run there and salvage its last marker, which the
+//! failure carries to the next attempt. A place the step cannot reach fails the try with no
+//! marker and pauses the run, with the place in the reason, for a person to make sure the
+//! old try stopped before anything runs the step again or compensates it.
+
+use super::Driver;
+use crate::engine::Store;
+use crate::step::{Leftover, PlaceRequest, Settled};
+use crate::EngineError;
+use apollo11_core::{EventKind, Payload, StepName};
+use apollo11_store::NewEvent;
+
+impl<S: Store> Driver<S> {
+    /// Appends `Placed` for a try that is still the step's current one and tells the step
+    /// once it is durable; a try that is not current is told so and nothing is appended.
+    pub(super) async fn place(&mut self, request: PlaceRequest) -> Result<(), EngineError> {
+        let PlaceRequest {
+            step,
+            attempt,
+            compensation,
+            place,
+            ack,
+        } = request;
+        loop {
+            let mine = self
+                .executing
+                .get(&step)
+                .is_some_and(|r| r.attempt == attempt && r.compensation == compensation);
+            if !mine || !self.still_current(&step, attempt, compensation) {
+                let _ = ack.send(Err(format!(
+                    "attempt {attempt} of step `{step}` is no longer current"
+                )));
+                return Ok(());
+            }
+            let kind = EventKind::Placed {
+                host: place.host.clone(),
+                handle: place.handle.clone(),
+            };
+            let event = self.event(&step, kind, attempt, Payload::Empty);
+            match self.commit(vec![event]).await {
+                Ok(true) => {
+                    let _ = ack.send(Ok(()));
+                    return Ok(());
+                }
+                // Someone else appended: the state was read again; check the try again.
+                Ok(false) => {}
+                Err(e) => {
+                    let _ = ack.send(Err(format!("recording where the step runs: {e}")));
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+
+    /// The events that fail a try the driver did not see end (`failed`, an event `decide`
+    /// made): the failure with the marker the step salvaged, or, when the step cannot reach
+    /// the try, a `RunPaused` naming the place followed by the failure with no marker.
+    pub(super) async fn settled_failure(
+        &mut self,
+        step: &StepName,
+        failed: EventKind,
+        attempt: u32,
+    ) -> Result<Vec<NewEvent>, EngineError> {
+        let compensation = matches!(failed, EventKind::CompensationFailed { .. });
+        let code = self
+            .workflow
+            .step(step.as_str())
+            .expect("decide only names steps of the workflow")
+            .clone();
+        let place = self.state().step(step.as_str()).place.as_deref().cloned();
+        let leftover = Leftover {
+            run_id: self.run_id().clone(),
+            step: step.clone(),
+            attempt,
+            compensation,
+            place: place.clone(),
+        };
+        match code.settle(&leftover).await {
+            Settled::Stopped { marker } => {
+                let marker = marker.filter(|m| !compensation && !m.is_empty());
+                let payload = match marker {
+                    Some(bytes) => self.offload_patiently(Payload::inline(bytes)).await?,
+                    None => Payload::Empty,
+                };
+                Ok(vec![self.event(step, failed, attempt, payload)])
+            }
+            Settled::Unreachable { reason } => {
+                let what = if compensation { "compensation of " } else { "" };
+                let at =
+                    place.map_or_else(String::new, |p| format!(" on {} ({})", p.host, p.handle));
+                tracing::warn!(step = %step, attempt, reason = %reason, "a try may still run; pausing the run");
+                let pause = EventKind::RunPaused {
+                    by: self.shared.config.instance.clone(),
+                    reason: super::clip(&format!(
+                        "the {what}attempt {attempt} of step `{step}` may still run{at}: {reason}; make sure it stopped, then resume the run"
+                    )),
+                };
+                let mut pause = self.event(step, pause, 0, Payload::Empty);
+                pause.step = None;
+                Ok(vec![
+                    pause,
+                    self.event(step, failed, attempt, Payload::Empty),
+                ])
+            }
+        }
+    }
+}

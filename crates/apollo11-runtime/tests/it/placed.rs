@@ -1,0 +1,198 @@
+//! Where a try runs and what becomes of one the engine did not see end: a step records its
+//! place before its work acts; an interrupted or timed-out try is settled by its step (stop
+//! it, salvage its marker) before its failure is appended, and a place the step cannot
+//! reach pauses the run instead of running the step again.
+
+use crate::scripted::{kinds, open};
+use apollo11_core::{EventKind, Payload, Seq};
+use apollo11_runtime::{
+    Idempotency, Leftover, OnFailure, Output, Place, RetryPolicy, RunId, RunStatus, Settled, Step,
+    StepBuilder, StepContext, StepError, Timeout, Workflow,
+};
+use apollo11_store::{EventStore, MemStore};
+use async_trait::async_trait;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const MARKER: &[u8] = br#"{"chunks_done":7}"#;
+
+/// What the step saw, shared with the test.
+#[derive(Default)]
+struct Seen {
+    /// Kinds of the step's events right after `placed` returned.
+    durable_when_placed: Vec<&'static str>,
+    /// Every `settle` call.
+    settled: Vec<Leftover>,
+    /// `previous_payload` of every attempt after the first.
+    previous: Vec<Option<Vec<u8>>>,
+}
+
+/// A step whose first attempt records a place and then works "elsewhere" forever; later
+/// attempts succeed. `settle` answers with `answer`.
+struct Remote {
+    store: Arc<MemStore>,
+    seen: Arc<Mutex<Seen>>,
+    answer: Settled,
+}
+
+#[async_trait]
+impl Step for Remote {
+    async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+        if ctx.attempt > 1 {
+            let mut seen = self.seen.lock().unwrap();
+            seen.previous.push(ctx.previous_payload.clone());
+            return Ok(Output::text("done"));
+        }
+        ctx.placed("host-a", "job-1").await?;
+        let durable = kinds(&self.store, ctx.run_id.as_str(), ctx.step.as_str()).await;
+        self.seen.lock().unwrap().durable_when_placed = durable;
+        // The work goes on where the engine cannot see it, whatever the cancel says.
+        tokio::time::sleep(Duration::from_secs(3_600)).await;
+        Ok(Output::empty())
+    }
+
+    async fn settle(&self, leftover: &Leftover) -> Settled {
+        self.seen.lock().unwrap().settled.push(leftover.clone());
+        self.answer.clone()
+    }
+}
+
+fn workflow(code: Remote, timeout: Timeout) -> Workflow {
+    Workflow::builder("remote")
+        .on_failure(OnFailure::Pause)
+        .step(
+            StepBuilder::new("job", code)
+                .idempotency(Idempotency::Checkpoint)
+                .retry(RetryPolicy {
+                    max_attempts: 3,
+                    initial_ms: 10,
+                    ..RetryPolicy::default()
+                })
+                .timeout(timeout),
+        )
+        .build()
+        .unwrap()
+}
+
+fn remote(store: &Arc<MemStore>, seen: &Arc<Mutex<Seen>>, answer: Settled) -> Remote {
+    Remote {
+        store: store.clone(),
+        seen: seen.clone(),
+        answer,
+    }
+}
+
+/// Starts the run, lets attempt 1 record its place, and kills the engine's driver as a crash
+/// would; then resumes it with a new engine whose step settles with `answer`.
+async fn crash_then_resume(answer: Settled) -> (Arc<MemStore>, Arc<Mutex<Seen>>, RunStatus) {
+    let store = Arc::new(MemStore::new());
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let run = RunId::from("r");
+    {
+        let first = open(&store).await;
+        let code = remote(&store, &seen, Settled::Stopped { marker: None });
+        let wf = first.register(workflow(code, Timeout::None));
+        let handle = first.start(&wf, run.clone()).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        handle.abort();
+        let _ = handle.outcome().await;
+    }
+    let second = open(&store).await;
+    second.register(workflow(remote(&store, &seen, answer), Timeout::None));
+    let status = second.resume(run).await.unwrap().outcome().await.unwrap();
+    (store, seen, status)
+}
+
+/// The payload of run `r`'s `Failed` event with this error.
+async fn failure_payload(store: &MemStore, error: &str) -> Payload {
+    let events = store.read_run(&RunId::from("r"), Seq(1)).await.unwrap();
+    events
+        .into_iter()
+        .find(|e| matches!(&e.kind, EventKind::Failed { error: text, .. } if text == error))
+        .expect("the failure")
+        .payload
+}
+
+fn the_place() -> Option<Place> {
+    Some(Place {
+        host: "host-a".into(),
+        handle: "job-1".into(),
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupted_try_is_settled_with_its_place_and_its_marker_reaches_the_next_attempt() {
+    let marker = Settled::Stopped {
+        marker: Some(MARKER.to_vec()),
+    };
+    let (store, seen, status) = crash_then_resume(marker).await;
+    assert_eq!(status, RunStatus::Succeeded);
+    let payload = failure_payload(&store, "interrupted").await;
+    assert_eq!(payload, Payload::inline(MARKER));
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.durable_when_placed, ["started", "placed"]);
+    assert_eq!(seen.settled.len(), 1, "settled once, before the failure");
+    let leftover = &seen.settled[0];
+    assert_eq!((leftover.attempt, leftover.compensation), (1, false));
+    assert_eq!(leftover.place, the_place());
+    assert_eq!(seen.previous, [Some(MARKER.to_vec())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_try_pauses_the_run_naming_its_place_and_nothing_reruns_until_resumed() {
+    let answer = Settled::Unreachable {
+        reason: "host-a is not this host".into(),
+    };
+    let (store, seen, status) = crash_then_resume(answer).await;
+    assert_eq!(status, RunStatus::Paused);
+    assert!(seen.lock().unwrap().previous.is_empty(), "no attempt 2");
+    let run = RunId::from("r");
+    let events = store.read_run(&run, Seq(1)).await.unwrap();
+    let reason = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::RunPaused { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .expect("the run was paused");
+    for part in [
+        "attempt 1 of step `job`",
+        "host-a (job-1)",
+        "is not this host",
+    ] {
+        assert!(reason.contains(part), "{part} not in {reason}");
+    }
+    assert_eq!(
+        kinds(&store, "r", "job").await,
+        ["started", "placed", "failed"]
+    );
+    // A person made sure it stopped and resumes: attempt 2 runs, with no marker.
+    let engine = open(&store).await;
+    engine.register(workflow(
+        remote(&store, &seen, Settled::Stopped { marker: None }),
+        Timeout::None,
+    ));
+    engine.unpause(&run, "op", "job-1 is gone").await.unwrap();
+    let status = engine.resume(run).await.unwrap().outcome().await.unwrap();
+    assert_eq!(status, RunStatus::Succeeded);
+    assert_eq!(seen.lock().unwrap().previous, [None]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_try_is_settled_before_its_failure_and_its_marker_reaches_the_retry() {
+    let store = Arc::new(MemStore::new());
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let engine = open(&store).await;
+    let marker = Settled::Stopped {
+        marker: Some(MARKER.to_vec()),
+    };
+    let wf = engine.register(workflow(remote(&store, &seen, marker), Timeout::Fixed(500)));
+    let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
+    assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
+    let payload = failure_payload(&store, "timeout").await;
+    assert_eq!(payload, Payload::inline(MARKER));
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.settled.len(), 1);
+    assert_eq!(seen.settled[0].place, the_place());
+    assert_eq!(seen.previous, [Some(MARKER.to_vec())]);
+}
