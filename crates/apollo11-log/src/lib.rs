@@ -7,6 +7,7 @@ mod fs;
 mod idx;
 mod index;
 mod log;
+pub mod metrics;
 mod missing;
 mod options;
 mod record;

@@ -3,6 +3,7 @@
 //! so a crash at any instant leaves a log from which `decide` knows what to do.
 
 use crate::engine::{Shared, Store};
+use crate::metrics;
 use crate::step::Cancel;
 use crate::{EngineError, Output, StepContext, StepError, Workflow, WorkflowError};
 use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
@@ -20,6 +21,8 @@ struct Running {
     compensation: bool,
     cancel: watch::Sender<bool>,
     abort: AbortHandle,
+    /// When it was launched, for its duration.
+    since: tokio::time::Instant,
 }
 
 /// What an executed attempt or compensation came back with.
@@ -59,6 +62,11 @@ pub(crate) struct Driver<S: Store> {
     /// Outcomes already folded into `state` but not yet appended: they go out with the next
     /// decision's events in one atomic batch, so a chain costs one sync per step.
     unsent: Vec<NewEvent>,
+    /// Steps of the run whose compensation is pending, as the gauges count them.
+    pending: u32,
+    /// Set when the run reached a terminal status; a driver dropped before that (an error,
+    /// an abort) stops counting its run in the gauges.
+    finished: bool,
 }
 
 impl<S: Store> Driver<S> {
@@ -81,6 +89,8 @@ impl<S: Store> Driver<S> {
                 Err(e) => return Err(e.into()),
             }
         };
+        let pending = metrics::pending_in(&state);
+        shared.runs.seen(&run_id, RunStatus::Running, pending);
         let spec = workflow.spec();
         let mut auto = BTreeMap::new();
         for step in &spec.steps {
@@ -107,6 +117,8 @@ impl<S: Store> Driver<S> {
             task_steps: HashMap::new(),
             stale: false,
             unsent: Vec::new(),
+            pending,
+            finished: false,
         })
     }
 
@@ -121,8 +133,9 @@ impl<S: Store> Driver<S> {
                 match self.turn().await {
                     Ok(Some(status)) => {
                         tracing::info!(status = %status, "run finished");
-                        metrics::counter!("apollo11_runs_finished_total", "status" => status.name())
-                            .increment(1);
+                        self.finished = true;
+                        self.shared.runs.seen(self.run_id(), status, self.pending);
+                        metrics::run_finished(&self.workflow.spec().name, status);
                         return Ok(status);
                     }
                     Ok(None) => failures = 0,
@@ -156,8 +169,7 @@ impl<S: Store> Driver<S> {
             executing: &executing,
         };
         let commands = self.machine.decide(now);
-        metrics::histogram!("apollo11_scheduler_loop_seconds")
-            .record(started.elapsed().as_secs_f64());
+        metrics::decided(started.elapsed().as_secs_f64());
         let mut events = Vec::new();
         let mut launches = Vec::new();
         let mut stops = Vec::new();
@@ -169,14 +181,13 @@ impl<S: Store> Driver<S> {
             match command {
                 Command::Start { step, attempt } => launches.push((step, attempt, false)),
                 Command::Fail { step, reason, .. } => {
-                    metrics::counter!("apollo11_step_outcomes_total", "outcome" => reason.as_str())
-                        .increment(1);
+                    let seconds = self.seconds_at_work(&step);
+                    metrics::attempt_ended(self.workflow_name(), step.as_str(), reason.as_str(), seconds);
                     stops.push(step);
                 }
                 Command::Compensate { step, attempt } => launches.push((step, attempt, true)),
                 Command::FailCompensation { step, .. } => {
-                    metrics::counter!("apollo11_compensations_total", "outcome" => "interrupted")
-                        .increment(1);
+                    metrics::compensation_ended(self.workflow_name(), "interrupted");
                     stops.push(step);
                 }
                 Command::WakeAt { ms } => wake = Some(ms),
@@ -282,6 +293,7 @@ impl<S: Store> Driver<S> {
         let events = self.shared.store.read_run(self.run_id(), Seq(1)).await?;
         let state = apollo11_machine::fold(self.run_id(), &events);
         self.machine.reset(state);
+        self.count_pending(metrics::pending_in(self.state()));
         for event in unsent {
             let step = event.step.clone().expect("outcomes name a step");
             let compensation = matches!(
@@ -304,9 +316,37 @@ impl<S: Store> Driver<S> {
         self.unsent.push(event);
     }
 
-    /// Folds one event into the run's machine.
+    /// Folds one event into the run's machine, and counts a compensation it makes pending
+    /// or ends.
     fn fold(&mut self, event: &apollo11_core::Event) {
+        let status = |machine: &RunMachine| {
+            let step = event.step.as_ref().map(|s| machine.state().status(s.as_str()));
+            step.is_some_and(metrics::compensation_pending)
+        };
+        let before = status(&self.machine);
         self.machine.apply(event);
+        let after = status(&self.machine);
+        if before != after {
+            self.count_pending(if after { self.pending + 1 } else { self.pending - 1 });
+        }
+    }
+
+    /// Updates the gauges with the run's pending compensations.
+    fn count_pending(&mut self, pending: u32) {
+        if pending != self.pending {
+            self.pending = pending;
+            self.shared.runs.seen(self.run_id(), RunStatus::Running, pending);
+        }
+    }
+
+    fn workflow_name(&self) -> &str {
+        &self.workflow.spec().name
+    }
+
+    /// Seconds the attempt or compensation of `step` has been executing, if it is.
+    fn seconds_at_work(&self, step: &StepName) -> Option<f64> {
+        let running = self.executing.get(step)?;
+        Some(running.since.elapsed().as_secs_f64())
     }
 
     fn state(&self) -> &RunState {
@@ -453,6 +493,7 @@ impl<S: Store> Driver<S> {
                 compensation,
                 cancel: cancel_tx,
                 abort,
+                since: tokio::time::Instant::now(),
             },
         );
     }
@@ -523,7 +564,8 @@ impl<S: Store> Driver<S> {
                 .get(&d.step)
                 .is_some_and(|r| r.attempt == d.attempt);
             if mine && self.still_current(&d.step, d.attempt, compensation) {
-                let event = self.outcome_event(&d).await?;
+                let seconds = self.seconds_at_work(&d.step);
+                let event = self.outcome_event(&d, seconds).await?;
                 self.fold_unsent(event);
             }
             if mine {
@@ -536,7 +578,11 @@ impl<S: Store> Driver<S> {
     /// The event recording a finished attempt or compensation. Its payload is offloaded to
     /// the blob store here, retried while the store fails transiently: the outcome exists
     /// only in memory until it is appended, so giving up on it would lose it.
-    async fn outcome_event(&self, done: &Done) -> Result<NewEvent, StoreError> {
+    async fn outcome_event(
+        &self,
+        done: &Done,
+        seconds: Option<f64>,
+    ) -> Result<NewEvent, StoreError> {
         let (kind, payload, outcome) = match &done.outcome {
             Outcome::Compensation(result) => {
                 let (kind, outcome) = match result {
@@ -550,8 +596,7 @@ impl<S: Store> Driver<S> {
                         (kind, "failed")
                     }
                 };
-                metrics::counter!("apollo11_compensations_total", "outcome" => outcome)
-                    .increment(1);
+                metrics::compensation_ended(self.workflow_name(), outcome);
                 return Ok(self.event(&done.step, kind, done.attempt, Payload::Empty));
             }
             Outcome::Ran(Ok(output)) => (
@@ -571,7 +616,7 @@ impl<S: Store> Driver<S> {
                 )
             }
         };
-        metrics::counter!("apollo11_step_outcomes_total", "outcome" => outcome).increment(1);
+        metrics::attempt_ended(self.workflow_name(), done.step.as_str(), outcome, seconds);
         let mut failures = 0;
         let payload = loop {
             match self.shared.offload(payload.clone()).await {
@@ -591,7 +636,7 @@ impl<S: Store> Driver<S> {
 async fn wait_out(clock: crate::Clock, error: &StoreError, failures: u32) {
     let delay_ms = store_retry_delay_ms(failures);
     tracing::warn!(error = %error, failures, delay_ms, "store failed; retrying");
-    metrics::counter!("apollo11_store_retries_total").increment(1);
+    metrics::store_retry();
     clock.sleep_until_ms(clock.now_ms() + delay_ms).await;
 }
 
@@ -616,4 +661,14 @@ fn clip(message: &str) -> String {
         end -= 1;
     }
     message[..end].to_owned()
+}
+
+impl<S: Store> Drop for Driver<S> {
+    /// A run whose driver stopped without a status (an error, an abort) is no longer
+    /// counted: nothing knows its status until something drives it again.
+    fn drop(&mut self) {
+        if !self.finished {
+            self.shared.runs.forget(self.run_id());
+        }
+    }
 }

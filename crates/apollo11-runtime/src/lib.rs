@@ -4,6 +4,7 @@ mod clock;
 mod driver;
 mod engine;
 mod error;
+pub mod metrics;
 mod step;
 mod view;
 mod workflow;
