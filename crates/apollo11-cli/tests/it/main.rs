@@ -11,4 +11,5 @@ mod output;
 mod paths;
 mod scrub;
 mod storage;
+mod traces;
 mod validation;
