@@ -91,6 +91,7 @@ impl<S: Store> Driver<S> {
         };
         let pending = metrics::pending_in(&state);
         shared.runs.seen(&run_id, RunStatus::Running, pending);
+        metrics::run_started(&workflow.spec().name);
         let spec = workflow.spec();
         let mut auto = BTreeMap::new();
         for step in &spec.steps {

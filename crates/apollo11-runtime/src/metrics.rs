@@ -91,10 +91,33 @@ pub fn describe() {
     describe_counter!(STORE_RETRIES_TOTAL, "Store errors waited out by a driver.");
 }
 
+/// What [`STEP_ATTEMPTS_TOTAL`] counts, by its `outcome` label.
+pub const ATTEMPT_OUTCOMES: [&str; 4] = ["succeeded", "failed", "timeout", "interrupted"];
+/// What [`COMPENSATIONS_TOTAL`] counts, by its `outcome` label.
+pub const COMPENSATION_OUTCOMES: [&str; 3] = ["compensated", "failed", "interrupted"];
+
+/// A run of `workflow` is about to be driven: its counters are registered at 0, so the first
+/// failure or timeout is an increase a scraper sees (a series born at 1 shows none).
+pub(crate) fn run_started(workflow: &str) {
+    for outcome in ATTEMPT_OUTCOMES {
+        attempt_counter(workflow, outcome).increment(0);
+    }
+    for outcome in COMPENSATION_OUTCOMES {
+        compensation_counter(workflow, outcome).increment(0);
+    }
+}
+
+fn attempt_counter(workflow: &str, outcome: &'static str) -> metrics::Counter {
+    metrics::counter!(STEP_ATTEMPTS_TOTAL, "workflow" => workflow.to_owned(), "outcome" => outcome)
+}
+
+fn compensation_counter(workflow: &str, outcome: &'static str) -> metrics::Counter {
+    metrics::counter!(COMPENSATIONS_TOTAL, "workflow" => workflow.to_owned(), "outcome" => outcome)
+}
+
 /// An attempt ended `outcome`, after `seconds` when this process ran it.
 pub(crate) fn attempt_ended(workflow: &str, step: &str, outcome: &'static str, seconds: Option<f64>) {
-    metrics::counter!(STEP_ATTEMPTS_TOTAL, "workflow" => workflow.to_owned(), "outcome" => outcome)
-        .increment(1);
+    attempt_counter(workflow, outcome).increment(1);
     if let Some(seconds) = seconds {
         metrics::histogram!(
             STEP_DURATION_SECONDS,
@@ -108,8 +131,7 @@ pub(crate) fn attempt_ended(workflow: &str, step: &str, outcome: &'static str, s
 
 /// A compensation try ended `outcome`.
 pub(crate) fn compensation_ended(workflow: &str, outcome: &'static str) {
-    metrics::counter!(COMPENSATIONS_TOTAL, "workflow" => workflow.to_owned(), "outcome" => outcome)
-        .increment(1);
+    compensation_counter(workflow, outcome).increment(1);
 }
 
 /// A run's driver reached `status`.

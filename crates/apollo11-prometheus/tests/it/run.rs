@@ -179,6 +179,7 @@ fn check_steps(s: &[Sample]) {
     assert_eq!(attempts("shop", "succeeded"), 1.0);
     assert_eq!(attempts("shop", "timeout"), 1.0);
     assert_eq!(attempts("audit", "failed"), 1.0);
+    assert_eq!(attempts("audit", "timeout"), 0.0, "every outcome is present from the start");
     let duration = |step, outcome, part: &str| {
         let labels = [("workflow", "shop"), ("step", step), ("outcome", outcome)];
         value(s, &format!("apollo11_step_duration_seconds_{part}"), &labels)
