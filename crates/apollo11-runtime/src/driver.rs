@@ -21,8 +21,6 @@ struct Running {
     compensation: bool,
     cancel: watch::Sender<bool>,
     abort: AbortHandle,
-    /// When it was launched, for its duration.
-    since: tokio::time::Instant,
 }
 
 /// What an executed attempt or compensation came back with.
@@ -344,10 +342,12 @@ impl<S: Store> Driver<S> {
         &self.workflow.spec().name
     }
 
-    /// Seconds the attempt or compensation of `step` has been executing, if it is.
+    /// Seconds since the step's current attempt or compensation started, as its events say
+    /// (the clock its timeout is counted on), when this driver executes it.
     fn seconds_at_work(&self, step: &StepName) -> Option<f64> {
-        let running = self.executing.get(step)?;
-        Some(running.since.elapsed().as_secs_f64())
+        self.executing.get(step)?;
+        let since_ms = self.state().step(step.as_str()).since_ms;
+        Some(self.shared.clock.now_ms().saturating_sub(since_ms) as f64 / 1000.0)
     }
 
     fn state(&self) -> &RunState {
@@ -494,7 +494,6 @@ impl<S: Store> Driver<S> {
                 compensation,
                 cancel: cancel_tx,
                 abort,
-                since: tokio::time::Instant::now(),
             },
         );
     }

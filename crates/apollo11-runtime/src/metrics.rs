@@ -10,8 +10,9 @@ use apollo11_machine::{RunState, RunStatus, StepStatus};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Histogram, labels `workflow`, `step`, `outcome`: seconds from an attempt's launch to its
-/// outcome (`succeeded`, `failed`, `timeout`; an attempt found `interrupted` has none).
+/// Histogram, labels `workflow`, `step`, `outcome`: seconds from an attempt's `Started` to
+/// its outcome, on the events' clock (millisecond steps), for attempts this process ran
+/// (`succeeded`, `failed`, `timeout`; an attempt found `interrupted` has none).
 pub const STEP_DURATION_SECONDS: &str = "apollo11_step_duration_seconds";
 /// Counter, labels `workflow`, `outcome`: attempts ended, by how (`succeeded`, `failed`,
 /// `timeout` — it ran past its timeout and was stopped —, `interrupted`).
