@@ -23,7 +23,10 @@ fn promtool(dir: &Path, args: &[&str]) -> Result<()> {
         .status()
         .context("running promtool (Debian's prometheus package has it; .ci/run installs it)")?;
     if !status.success() {
-        bail!("promtool {} failed in {RULES_DIR}: {status}", args.join(" "));
+        bail!(
+            "promtool {} failed in {RULES_DIR}: {status}",
+            args.join(" ")
+        );
     }
     Ok(())
 }

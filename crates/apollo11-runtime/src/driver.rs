@@ -181,7 +181,12 @@ impl<S: Store> Driver<S> {
                 Command::Start { step, attempt } => launches.push((step, attempt, false)),
                 Command::Fail { step, reason, .. } => {
                     let seconds = self.seconds_at_work(&step);
-                    metrics::attempt_ended(self.workflow_name(), step.as_str(), reason.as_str(), seconds);
+                    metrics::attempt_ended(
+                        self.workflow_name(),
+                        step.as_str(),
+                        reason.as_str(),
+                        seconds,
+                    );
                     stops.push(step);
                 }
                 Command::Compensate { step, attempt } => launches.push((step, attempt, true)),
@@ -319,14 +324,21 @@ impl<S: Store> Driver<S> {
     /// or ends.
     fn fold(&mut self, event: &apollo11_core::Event) {
         let status = |machine: &RunMachine| {
-            let step = event.step.as_ref().map(|s| machine.state().status(s.as_str()));
+            let step = event
+                .step
+                .as_ref()
+                .map(|s| machine.state().status(s.as_str()));
             step.is_some_and(metrics::compensation_pending)
         };
         let before = status(&self.machine);
         self.machine.apply(event);
         let after = status(&self.machine);
         if before != after {
-            self.count_pending(if after { self.pending + 1 } else { self.pending - 1 });
+            self.count_pending(if after {
+                self.pending + 1
+            } else {
+                self.pending - 1
+            });
         }
     }
 
@@ -334,7 +346,9 @@ impl<S: Store> Driver<S> {
     fn count_pending(&mut self, pending: u32) {
         if pending != self.pending {
             self.pending = pending;
-            self.shared.runs.seen(self.run_id(), RunStatus::Running, pending);
+            self.shared
+                .runs
+                .seen(self.run_id(), RunStatus::Running, pending);
         }
     }
 

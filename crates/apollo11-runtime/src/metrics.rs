@@ -58,7 +58,9 @@ pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     ),
     (
         SCHEDULER_LOOP_SECONDS,
-        &[0.000_01, 0.000_05, 0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.5],
+        &[
+            0.000_01, 0.000_05, 0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.5,
+        ],
     ),
 ];
 
@@ -117,7 +119,12 @@ fn compensation_counter(workflow: &str, outcome: &'static str) -> metrics::Count
 }
 
 /// An attempt ended `outcome`, after `seconds` when this process ran it.
-pub(crate) fn attempt_ended(workflow: &str, step: &str, outcome: &'static str, seconds: Option<f64>) {
+pub(crate) fn attempt_ended(
+    workflow: &str,
+    step: &str,
+    outcome: &'static str,
+    seconds: Option<f64>,
+) {
     attempt_counter(workflow, outcome).increment(1);
     if let Some(seconds) = seconds {
         metrics::histogram!(
@@ -170,7 +177,10 @@ pub(crate) fn compensation_pending(status: StepStatus) -> bool {
 
 /// Compensations pending in a run.
 pub(crate) fn pending_in(state: &RunState) -> u32 {
-    let pending = state.steps.values().filter(|s| compensation_pending(s.status));
+    let pending = state
+        .steps
+        .values()
+        .filter(|s| compensation_pending(s.status));
     pending.count() as u32
 }
 

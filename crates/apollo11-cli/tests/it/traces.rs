@@ -55,8 +55,16 @@ fn traces_go_to_stderr_at_the_level_rust_log_asks_and_warnings_by_default() {
     assert_eq!(quiet.code, 1, "{}", quiet.stderr);
     paused_json(&quiet);
     assert!(quiet.stderr.contains("WARN"), "{}", quiet.stderr);
-    assert!(quiet.stderr.contains("compensation failed"), "{}", quiet.stderr);
-    assert!(!quiet.stderr.contains("INFO"), "warn by default: {}", quiet.stderr);
+    assert!(
+        quiet.stderr.contains("compensation failed"),
+        "{}",
+        quiet.stderr
+    );
+    assert!(
+        !quiet.stderr.contains("INFO"),
+        "warn by default: {}",
+        quiet.stderr
+    );
     let loud = run_undo(&cli, "loud", Some("apollo11_runtime=info"));
     paused_json(&loud);
     assert!(loud.stderr.contains("engine opened"), "{}", loud.stderr);

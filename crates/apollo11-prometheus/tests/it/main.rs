@@ -33,7 +33,9 @@ fn a_second_install_is_refused() {
     prometheus();
     let error = apollo11_prometheus::install(&[]).unwrap_err();
     assert!(
-        error.to_string().contains("installing the Prometheus recorder"),
+        error
+            .to_string()
+            .contains("installing the Prometheus recorder"),
         "{error}"
     );
 }

@@ -23,7 +23,9 @@ pub fn check_metrics(text: &str) -> Option<std::process::Output> {
         Err(e) => panic!("promtool is required here (CI or APOLLO11_REQUIRE_PROMTOOL) : {e}"),
     };
     let mut stdin = child.stdin.take().expect("piped");
-    stdin.write_all(text.as_bytes()).expect("promtool reads its input");
+    stdin
+        .write_all(text.as_bytes())
+        .expect("promtool reads its input");
     drop(stdin);
     Some(child.wait_with_output().expect("promtool ends"))
 }

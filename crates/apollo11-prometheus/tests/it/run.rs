@@ -6,8 +6,8 @@ use crate::{prometheus, promtool, TURN};
 use apollo11_core::Seq;
 use apollo11_log::{FileLog, Options};
 use apollo11_runtime::{
-    Backoff, Engine, EngineConfig, Idempotency, OnFailure, Output, RetryPolicy, RunId, RunStatus, Step,
-    StepBuilder, StepContext, StepError, Timeout, Workflow,
+    Backoff, Engine, EngineConfig, Idempotency, OnFailure, Output, RetryPolicy, RunId, RunStatus,
+    Step, StepBuilder, StepContext, StepError, Timeout, Workflow,
 };
 use apollo11_store::EventStore;
 use async_trait::async_trait;
@@ -19,7 +19,9 @@ use std::time::Duration;
 #[derive(Clone, Copy)]
 enum Act {
     Ok,
-    Fail { retryable: bool },
+    Fail {
+        retryable: bool,
+    },
     /// Sleeps far past any timeout here.
     Hang,
 }
@@ -105,7 +107,10 @@ fn shop() -> Workflow {
 /// One step failing for good under `on_failure = "pause"`.
 fn audit() -> Workflow {
     Workflow::builder("audit")
-        .step(step("check", |_| Act::Fail { retryable: false }, None).idempotency(Idempotency::Natural))
+        .step(
+            step("check", |_| Act::Fail { retryable: false }, None)
+                .idempotency(Idempotency::Natural),
+        )
         .build()
         .expect("a valid workflow")
 }
@@ -116,11 +121,19 @@ async fn a_real_run_renders_every_metric_with_sane_values_and_promtool_accepts_i
     let prometheus = prometheus();
     let dir = tempfile::tempdir().unwrap();
     let log = Arc::new(FileLog::open(dir.path(), Options::default()).unwrap());
-    let engine = Engine::open(log.clone(), EngineConfig::default()).await.unwrap();
-    let appended_before = counter(&samples(&prometheus.render()), "apollo11_events_appended_total");
+    let engine = Engine::open(log.clone(), EngineConfig::default())
+        .await
+        .unwrap();
+    let appended_before = counter(
+        &samples(&prometheus.render()),
+        "apollo11_events_appended_total",
+    );
     let shop = engine.register(shop());
     let audit = engine.register(audit());
-    let runs = [(&shop, "shop-1", RunStatus::RolledBack), (&audit, "audit-1", RunStatus::Paused)];
+    let runs = [
+        (&shop, "shop-1", RunStatus::RolledBack),
+        (&audit, "audit-1", RunStatus::Paused),
+    ];
     let mut events = 0;
     for (workflow, run, status) in runs {
         let handle = engine.start(workflow, RunId::from(run)).await.unwrap();
@@ -130,7 +143,10 @@ async fn a_real_run_renders_every_metric_with_sane_values_and_promtool_accepts_i
     let text = prometheus.render();
     let s = samples(&text);
     let appended = counter(&s, "apollo11_events_appended_total") - appended_before;
-    assert_eq!(appended, events as f64, "every event of both runs, counted once\n{text}");
+    assert_eq!(
+        appended, events as f64,
+        "every event of both runs, counted once\n{text}"
+    );
     check_log(&s);
     check_steps(&s);
     check_runs(&s);
@@ -152,7 +168,10 @@ fn counter(s: &[Sample], name: &str) -> f64 {
 fn check_log(s: &[Sample]) {
     let batches = value(s, "apollo11_append_batch_events_count", &[]);
     let syncs = value(s, "apollo11_fsync_seconds_count", &[]);
-    assert!(batches >= 1.0 && syncs == batches, "{batches} batches, {syncs} syncs");
+    assert!(
+        batches >= 1.0 && syncs == batches,
+        "{batches} batches, {syncs} syncs"
+    );
     assert_eq!(
         value(s, "apollo11_append_batch_events_sum", &[]),
         value(s, "apollo11_events_appended_total", &[]),
@@ -175,17 +194,32 @@ fn check_steps(s: &[Sample]) {
         let labels = [("workflow", workflow), ("outcome", outcome)];
         value(s, "apollo11_step_attempts_total", &labels)
     };
-    assert_eq!(attempts("shop", "failed"), 2.0, "reserve's first, ship's second");
+    assert_eq!(
+        attempts("shop", "failed"),
+        2.0,
+        "reserve's first, ship's second"
+    );
     assert_eq!(attempts("shop", "succeeded"), 1.0);
     assert_eq!(attempts("shop", "timeout"), 1.0);
     assert_eq!(attempts("audit", "failed"), 1.0);
-    assert_eq!(attempts("audit", "timeout"), 0.0, "every outcome is present from the start");
+    assert_eq!(
+        attempts("audit", "timeout"),
+        0.0,
+        "every outcome is present from the start"
+    );
     let duration = |step, outcome, part: &str| {
         let labels = [("workflow", "shop"), ("step", step), ("outcome", outcome)];
-        value(s, &format!("apollo11_step_duration_seconds_{part}"), &labels)
+        value(
+            s,
+            &format!("apollo11_step_duration_seconds_{part}"),
+            &labels,
+        )
     };
     assert_eq!(duration("ship", "timeout", "count"), 1.0);
-    assert!(duration("ship", "timeout", "sum") >= 0.2, "stopped after its 200 ms");
+    assert!(
+        duration("ship", "timeout", "sum") >= 0.2,
+        "stopped after its 200 ms"
+    );
     assert_eq!(duration("reserve", "succeeded", "count"), 1.0);
     let compensations = |outcome| {
         let labels = [("workflow", "shop"), ("outcome", outcome)];

@@ -36,7 +36,10 @@ fn labels(text: &str) -> Option<BTreeMap<String, String>> {
     text.split(',')
         .map(|pair| {
             let (k, v) = pair.split_once('=')?;
-            Some((k.to_owned(), v.strip_prefix('"')?.strip_suffix('"')?.to_owned()))
+            Some((
+                k.to_owned(),
+                v.strip_prefix('"')?.strip_suffix('"')?.to_owned(),
+            ))
         })
         .collect()
 }

@@ -31,6 +31,9 @@ async fn a_failed_sync_turns_log_writable_to_zero() {
     assert_eq!(writable(), 1.0, "opened for writing");
     sim.set_fault(Some(Fault::FailSync(0)));
     let refused = log.append(&RunId::from("r"), Seq(1), vec![created()]).await;
-    assert!(matches!(refused, Err(StoreError::Poisoned { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::Poisoned { .. })),
+        "{refused:?}"
+    );
     assert_eq!(writable(), 0.0, "poisoned: every later append is refused");
 }
