@@ -72,16 +72,20 @@ fn step(name: &str, act: fn(u32) -> Act, undo_failures: Option<u32>) -> StepBuil
     )
 }
 
-/// `reserve` fails once then succeeds (its compensation fails once); `ship` times out, then
-/// fails for good: the run rolls `reserve` back.
-fn shop() -> Workflow {
-    let retry = RetryPolicy {
-        max_attempts: 3,
+/// Up to `max_attempts` attempts (and tries of a compensation), 10 ms apart.
+fn retry(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
         backoff: Backoff::Fixed,
         initial_ms: 10,
         max_ms: 10,
         jitter_pct: 0,
-    };
+    }
+}
+
+/// `reserve` fails once then succeeds (its compensation fails once); `ship` times out, then
+/// fails for good: the run rolls `reserve` back.
+fn shop() -> Workflow {
     let reserve = |attempt| match attempt {
         1 => Act::Fail { retryable: true },
         _ => Act::Ok,
@@ -92,7 +96,7 @@ fn shop() -> Workflow {
     };
     Workflow::builder("shop")
         .on_failure(OnFailure::Rollback)
-        .defaults(retry, Timeout::None)
+        .defaults(retry(3), Timeout::None)
         .step(step("reserve", reserve, Some(1)).idempotency(Idempotency::Keyed))
         .step(
             step("ship", ship, None)
@@ -104,12 +108,17 @@ fn shop() -> Workflow {
         .expect("a valid workflow")
 }
 
-/// One step failing for good under `on_failure = "pause"`.
+/// `take` succeeds, `check` fails for good: the rollback's one try at undoing `take`
+/// fails, and the run pauses with that compensation pending.
 fn audit() -> Workflow {
     Workflow::builder("audit")
+        .on_failure(OnFailure::Rollback)
+        .defaults(retry(1), Timeout::None)
+        .step(step("take", |_| Act::Ok, Some(u32::MAX)).idempotency(Idempotency::Keyed))
         .step(
             step("check", |_| Act::Fail { retryable: false }, None)
-                .idempotency(Idempotency::Natural),
+                .idempotency(Idempotency::Natural)
+                .depends_on(&["take"]),
         )
         .build()
         .expect("a valid workflow")
@@ -227,6 +236,8 @@ fn check_steps(s: &[Sample]) {
     };
     assert_eq!(compensations("failed"), 1.0);
     assert_eq!(compensations("compensated"), 1.0);
+    let audit = [("workflow", "audit"), ("outcome", "failed")];
+    assert_eq!(value(s, "apollo11_compensations_total", &audit), 1.0);
     assert!(value(s, "apollo11_scheduler_loop_seconds_count", &[]) >= 6.0);
 }
 
@@ -237,7 +248,11 @@ fn check_runs(s: &[Sample]) {
     assert_eq!(runs("paused"), 1.0);
     assert_eq!(runs("running"), 0.0);
     assert_eq!(runs("succeeded"), 0.0);
-    assert_eq!(value(s, "apollo11_compensations_pending", &[]), 0.0);
+    assert_eq!(
+        value(s, "apollo11_compensations_pending", &[]),
+        1.0,
+        "audit's, out of tries: still pending while its run waits"
+    );
     let finished = [("workflow", "shop"), ("status", "rolled_back")];
     assert_eq!(value(s, "apollo11_runs_finished_total", &finished), 1.0);
 }
