@@ -1,5 +1,6 @@
 //! `cargo xtask <command>`: the project's automation, in Rust instead of Makefiles.
 
+mod alerts;
 mod bench;
 mod crash;
 mod docs;
@@ -10,9 +11,11 @@ mod tidy;
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy|readme|crash|bench|mutants>
-  ci       fmt check, clippy -D warnings, every test of the workspace (tidy included), the
-           README's first command from the repository root, crash test
+const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutants>
+  ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
+           required), the alert rules, the README's first command from the repository root,
+           crash test
+  alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
   crash    [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
@@ -26,6 +29,7 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&tidy::workspace_root()?),
+        Some("alerts") => alerts::check(&tidy::workspace_root()?),
         Some("readme") => readme::check_first_command(&tidy::workspace_root()?),
         Some("bench") => bench::run(&tidy::workspace_root()?, &args[1..]),
         Some("mutants") => mutants::run(&tidy::workspace_root()?, &args[1..]),
@@ -45,8 +49,11 @@ fn ci() -> Result<()> {
         "-D",
         "warnings",
     ])?;
+    // The scrape test must be parsed by promtool here, never skipped.
+    std::env::set_var("APOLLO11_REQUIRE_PROMTOOL", "1");
     cargo(&["test", "--workspace", "--locked"])?;
     let root = tidy::workspace_root()?;
+    alerts::check(&root)?;
     readme::check_first_command(&root)?;
     crash::run(&root, crash::Args::parse(&[])?)
 }

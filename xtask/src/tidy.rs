@@ -18,6 +18,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("apollo11-store", &["apollo11-core"]),
     ("apollo11-log", &["apollo11-core", "apollo11-store"]),
     ("apollo11-postgres", &["apollo11-core", "apollo11-store"]),
+    // Installs the Prometheus recorder: a leaf that names no engine crate, so any binary or
+    // server can use it without pulling a layer in.
+    ("apollo11-prometheus", &[]),
     (
         "apollo11-runtime",
         &[
@@ -47,6 +50,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-postgres",
             "apollo11-runtime",
             "apollo11-shell",
+            "apollo11-prometheus",
         ],
     ),
     (
@@ -61,6 +65,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-runtime",
             "apollo11-server",
             "apollo11-shell",
+            "apollo11-prometheus",
         ],
     ),
     (
@@ -198,8 +203,13 @@ fn layering_problems(metadata: &Value) -> Vec<String> {
 }
 
 /// Test and example dependencies beyond the normal layering: the runtime never names a
-/// backend in its library, but its examples and crash harness run on the file log.
-const DEV_EXTRA: &[(&str, &str)] = &[("apollo11-runtime", "apollo11-log")];
+/// backend in its library, but its examples and crash harness run on the file log; the
+/// Prometheus crate's test scrapes a real run of the runtime on the file log.
+const DEV_EXTRA: &[(&str, &str)] = &[
+    ("apollo11-runtime", "apollo11-log"),
+    ("apollo11-prometheus", "apollo11-log"),
+    ("apollo11-prometheus", "apollo11-runtime"),
+];
 
 /// Tests may use the testkit and anything the testkit may use, but never a crate above.
 fn dev_dependency_allowed(layers: &BTreeMap<&str, &[&str]>, package: &str, dep: &str) -> bool {

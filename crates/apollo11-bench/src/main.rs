@@ -2,8 +2,10 @@
 //! reported as a ratio; each scenario prints a markdown table and writes
 //! `<out>/<scenario>.json` with the host, the git revision and the figures.
 //!
-//! `apollo11-bench [--quick] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios: append,
-//! open_loop, replay, recovery, scheduler (all by default). Run through `cargo xtask bench`.
+//! `apollo11-bench [--quick] [--metrics] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios:
+//! append, open_loop, replay, recovery, scheduler (all by default). Run through `cargo xtask
+//! bench`. `--metrics` installs the Prometheus recorder first, as `apollo11 serve` does, to
+//! measure what the instrumentation costs against a run without it.
 
 mod append;
 mod open_loop;
@@ -28,10 +30,12 @@ pub struct Setup {
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut quick, mut out, mut dir, mut named) = (false, None, None, Vec::new());
+    let mut metrics = false;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--quick" => quick = true,
+            "--metrics" => metrics = true,
             "--out" => out = rest.next().map(PathBuf::from),
             "--dir" => dir = rest.next().map(PathBuf::from),
             "--probe-recovery" => {
@@ -40,10 +44,16 @@ async fn main() -> Result<()> {
                 return recovery::probe(&dir).await;
             }
             flag if flag.starts_with("--") => {
-                bail!("unknown flag `{flag}`; flags: --quick, --out DIR, --dir DIR")
+                bail!("unknown flag `{flag}`; flags: --quick, --metrics, --out DIR, --dir DIR")
             }
             scenario => named.push(scenario),
         }
+    }
+    if metrics {
+        apollo11_prometheus::install(&[
+            apollo11_log::metrics::HISTOGRAM_BUCKETS,
+            apollo11_runtime::metrics::HISTOGRAM_BUCKETS,
+        ])?;
     }
     let out = out.unwrap_or_else(|| PathBuf::from("target/bench"));
     let setup = Setup {

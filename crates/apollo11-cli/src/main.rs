@@ -12,6 +12,7 @@ mod render;
 mod run;
 mod scrub;
 mod serve;
+mod traces;
 mod watch;
 
 use apollo11_core::{check_name, NameKind};
@@ -168,6 +169,7 @@ fn main() {
             std::process::exit(code);
         }
     };
+    traces::init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

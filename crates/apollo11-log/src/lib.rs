@@ -8,6 +8,7 @@ mod holder;
 mod idx;
 mod index;
 mod log;
+pub mod metrics;
 mod missing;
 mod options;
 mod record;

@@ -101,6 +101,7 @@ impl FileLog {
         holder: &LockHolder,
     ) -> Result<FileLog, StoreError> {
         options.validate()?;
+        let started = std::time::Instant::now();
         let dir = dir.to_path_buf();
         let mkdir = |path: &Path| {
             fs.create_dir_all(path)
@@ -128,6 +129,7 @@ impl FileLog {
             .name("apollo11-log-writer".into())
             .spawn(move || writer.run(receiver))
             .map_err(|e| StoreError::io("starting the log writer thread", e))?;
+        crate::metrics::opened(started.elapsed().as_secs_f64());
         Ok(FileLog {
             files: Arc::new(Files {
                 fs,

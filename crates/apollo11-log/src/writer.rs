@@ -8,6 +8,7 @@ use crate::codec::encode_event;
 use crate::fs::{Fs, FsFile, Mode};
 use crate::idx;
 use crate::index::{Index, SegmentIndex};
+use crate::metrics;
 use crate::record::{append_commit, append_record, KIND_EVENT};
 use crate::segment::{file_name, header, HEADER_BYTES};
 use crate::{Durability, Options};
@@ -44,6 +45,7 @@ impl Shared {
     /// the error every later call gets.
     pub fn stop(&self, cause: String) -> StoreError {
         let _ = self.poison.set(cause);
+        metrics::poisoned();
         let error = StoreError::Poisoned {
             cause: self.poison.get().cloned().unwrap_or_default(),
         };
@@ -241,12 +243,16 @@ impl Writer {
             .file
             .write_all_at(buf, at)
             .map_err(|e| context("writing", e))?;
+        let mut sync_seconds = None;
         if self.options.durability == Durability::Fsync {
+            let started = std::time::Instant::now();
             self.tail
                 .file
                 .sync_data()
                 .map_err(|e| context("syncing", e))?;
+            sync_seconds = Some(started.elapsed().as_secs_f64());
         }
+        metrics::group_committed(count, sync_seconds);
         self.group_at = at;
         self.tail.write_at += buf.len() as u64;
         Ok(())

@@ -6,6 +6,7 @@
 mod settle;
 
 use crate::engine::{Shared, Store};
+use crate::metrics;
 use crate::step::{Cancel, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Workflow, WorkflowError};
 use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
@@ -65,6 +66,11 @@ pub(crate) struct Driver<S: Store> {
     /// Where tries ask to record their place (`StepContext::placed`).
     places: mpsc::UnboundedSender<PlaceRequest>,
     place_requests: mpsc::UnboundedReceiver<PlaceRequest>,
+    /// Steps of the run whose compensation is pending, as the gauges count them.
+    pending: u32,
+    /// Set when the run reached a terminal status; a driver dropped before that (an error,
+    /// an abort) stops counting its run in the gauges.
+    finished: bool,
 }
 
 impl<S: Store> Driver<S> {
@@ -87,6 +93,9 @@ impl<S: Store> Driver<S> {
                 Err(e) => return Err(e.into()),
             }
         };
+        let pending = metrics::pending_in(&state);
+        shared.runs.seen(&run_id, RunStatus::Running, pending);
+        metrics::run_started(&workflow.spec().name);
         let spec = workflow.spec();
         let mut auto = BTreeMap::new();
         for step in &spec.steps {
@@ -116,6 +125,8 @@ impl<S: Store> Driver<S> {
             unsent: Vec::new(),
             places,
             place_requests,
+            pending,
+            finished: false,
         })
     }
 
@@ -130,8 +141,9 @@ impl<S: Store> Driver<S> {
                 match self.turn().await {
                     Ok(Some(status)) => {
                         tracing::info!(status = %status, "run finished");
-                        metrics::counter!("apollo11_runs_finished_total", "status" => status.name())
-                            .increment(1);
+                        self.finished = true;
+                        self.shared.runs.seen(self.run_id(), status, self.pending);
+                        metrics::run_finished(&self.workflow.spec().name, status);
                         return Ok(status);
                     }
                     Ok(None) => failures = 0,
@@ -165,8 +177,7 @@ impl<S: Store> Driver<S> {
             executing: &executing,
         };
         let commands = self.machine.decide(now);
-        metrics::histogram!("apollo11_scheduler_loop_seconds")
-            .record(started.elapsed().as_secs_f64());
+        metrics::decided(started.elapsed().as_secs_f64());
         let mut events = Vec::new();
         let mut launches = Vec::new();
         let mut stops = Vec::new();
@@ -184,14 +195,18 @@ impl<S: Store> Driver<S> {
             match command {
                 Command::Start { step, attempt } => launches.push((step, attempt, false)),
                 Command::Fail { step, reason, .. } => {
-                    metrics::counter!("apollo11_step_outcomes_total", "outcome" => reason.as_str())
-                        .increment(1);
+                    let seconds = self.seconds_at_work(&step);
+                    metrics::attempt_ended(
+                        self.workflow_name(),
+                        step.as_str(),
+                        reason.as_str(),
+                        seconds,
+                    );
                     stops.push(step);
                 }
                 Command::Compensate { step, attempt } => launches.push((step, attempt, true)),
                 Command::FailCompensation { step, .. } => {
-                    metrics::counter!("apollo11_compensations_total", "outcome" => "interrupted")
-                        .increment(1);
+                    metrics::compensation_ended(self.workflow_name(), "interrupted");
                     stops.push(step);
                 }
                 Command::WakeAt { ms } => wake = Some(ms),
@@ -297,6 +312,7 @@ impl<S: Store> Driver<S> {
         let events = self.shared.store.read_run(self.run_id(), Seq(1)).await?;
         let state = apollo11_machine::fold(self.run_id(), &events);
         self.machine.reset(state);
+        self.count_pending(metrics::pending_in(self.state()));
         for event in unsent {
             let step = event.step.clone().expect("outcomes name a step");
             let compensation = matches!(
@@ -319,9 +335,48 @@ impl<S: Store> Driver<S> {
         self.unsent.push(event);
     }
 
-    /// Folds one event into the run's machine.
+    /// Folds one event into the run's machine, and counts a compensation it makes pending
+    /// or ends.
     fn fold(&mut self, event: &apollo11_core::Event) {
+        let status = |machine: &RunMachine| {
+            let step = event
+                .step
+                .as_ref()
+                .map(|s| machine.state().status(s.as_str()));
+            step.is_some_and(metrics::compensation_pending)
+        };
+        let before = status(&self.machine);
         self.machine.apply(event);
+        let after = status(&self.machine);
+        if before != after {
+            self.count_pending(if after {
+                self.pending + 1
+            } else {
+                self.pending - 1
+            });
+        }
+    }
+
+    /// Updates the gauges with the run's pending compensations.
+    fn count_pending(&mut self, pending: u32) {
+        if pending != self.pending {
+            self.pending = pending;
+            self.shared
+                .runs
+                .seen(self.run_id(), RunStatus::Running, pending);
+        }
+    }
+
+    fn workflow_name(&self) -> &str {
+        &self.workflow.spec().name
+    }
+
+    /// Seconds since the step's current attempt or compensation started, as its events say
+    /// (the clock its timeout is counted on), when this driver executes it.
+    fn seconds_at_work(&self, step: &StepName) -> Option<f64> {
+        self.executing.get(step)?;
+        let since_ms = self.state().step(step.as_str()).since_ms;
+        Some(self.shared.clock.now_ms().saturating_sub(since_ms) as f64 / 1000.0)
     }
 
     fn state(&self) -> &RunState {
@@ -544,7 +599,8 @@ impl<S: Store> Driver<S> {
                 .get(&d.step)
                 .is_some_and(|r| r.attempt == d.attempt);
             if mine && self.still_current(&d.step, d.attempt, compensation) {
-                let event = self.outcome_event(&d).await?;
+                let seconds = self.seconds_at_work(&d.step);
+                let event = self.outcome_event(&d, seconds).await?;
                 self.fold_unsent(event);
             }
             if mine {
@@ -556,7 +612,11 @@ impl<S: Store> Driver<S> {
 
     /// The event recording a finished attempt or compensation, its payload offloaded to the
     /// blob store.
-    async fn outcome_event(&self, done: &Done) -> Result<NewEvent, StoreError> {
+    async fn outcome_event(
+        &self,
+        done: &Done,
+        seconds: Option<f64>,
+    ) -> Result<NewEvent, StoreError> {
         let (kind, payload, outcome) = match &done.outcome {
             Outcome::Compensation(result) => {
                 let (kind, outcome) = match result {
@@ -570,8 +630,7 @@ impl<S: Store> Driver<S> {
                         (kind, "failed")
                     }
                 };
-                metrics::counter!("apollo11_compensations_total", "outcome" => outcome)
-                    .increment(1);
+                metrics::compensation_ended(self.workflow_name(), outcome);
                 return Ok(self.event(&done.step, kind, done.attempt, Payload::Empty));
             }
             Outcome::Ran(Ok(output)) => (
@@ -591,7 +650,7 @@ impl<S: Store> Driver<S> {
                 )
             }
         };
-        metrics::counter!("apollo11_step_outcomes_total", "outcome" => outcome).increment(1);
+        metrics::attempt_ended(self.workflow_name(), done.step.as_str(), outcome, seconds);
         let payload = self.offload_patiently(payload).await?;
         Ok(self.event(&done.step, kind, done.attempt, payload))
     }
@@ -617,7 +676,7 @@ impl<S: Store> Driver<S> {
 async fn wait_out(clock: crate::Clock, error: &StoreError, failures: u32) {
     let delay_ms = store_retry_delay_ms(failures);
     tracing::warn!(error = %error, failures, delay_ms, "store failed; retrying");
-    metrics::counter!("apollo11_store_retries_total").increment(1);
+    metrics::store_retry();
     clock.sleep_until_ms(clock.now_ms() + delay_ms).await;
 }
 
@@ -642,4 +701,14 @@ fn clip(message: &str) -> String {
         end -= 1;
     }
     message[..end].to_owned()
+}
+
+impl<S: Store> Drop for Driver<S> {
+    /// A run whose driver stopped without a status (an error, an abort) is no longer
+    /// counted: nothing knows its status until something drives it again.
+    fn drop(&mut self) {
+        if !self.finished {
+            self.shared.runs.forget(self.run_id());
+        }
+    }
 }

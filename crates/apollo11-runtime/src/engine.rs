@@ -2,6 +2,7 @@
 //! operators override steps, and keeps the view of all runs with its snapshots.
 
 use crate::driver::Driver;
+use crate::metrics::RunGauges;
 use crate::view::View;
 use crate::{Clock, EngineError, Workflow, WorkflowError};
 use apollo11_core::{
@@ -52,12 +53,13 @@ pub(crate) struct Shared<S> {
     view: tokio::sync::Mutex<View>,
     appended: AtomicU64,
     snapshot_due: Arc<Notify>,
+    /// The runs the gauges count.
+    pub runs: RunGauges,
 }
 
 impl<S: Store> Shared<S> {
     /// Counts appended events; wakes the snapshotter every `snapshot_every_events`.
     pub fn appended(&self, events: u64) {
-        metrics::counter!("apollo11_events_appended_total").increment(events);
         let before = self.appended.fetch_add(events, Ordering::Relaxed);
         if before + events >= self.config.snapshot_every_events {
             self.snapshot_due.notify_one();
@@ -195,10 +197,11 @@ impl<S: Store> Engine<S> {
             view: tokio::sync::Mutex::new(view),
             appended: AtomicU64::new(0),
             snapshot_due: Arc::new(Notify::new()),
+            runs: RunGauges::default(),
         });
         let runs = shared.caught_up_view().await?.runs.len();
         let seconds = started.elapsed().as_secs_f64();
-        metrics::histogram!("apollo11_recovery_seconds").record(seconds);
+        crate::metrics::engine_opened(seconds);
         tracing::info!(runs, seconds, "engine opened");
         let closing = Arc::new(Notify::new());
         let snapshotter = tokio::spawn(snapshotter(

@@ -5,6 +5,7 @@ mod driver;
 mod engine;
 mod error;
 pub mod inspect;
+pub mod metrics;
 mod step;
 mod view;
 mod workflow;

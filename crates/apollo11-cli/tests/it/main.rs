@@ -13,4 +13,5 @@ mod paths;
 mod scrub;
 mod serve;
 mod storage;
+mod traces;
 mod validation;
