@@ -53,6 +53,12 @@ fn row<'m>(map: &'m str, krate: &str) -> &'m str {
     map.lines().find(|l| l.starts_with(&start)).unwrap_or("")
 }
 
+/// Whether a row names a module: `` `name` `` alone or at the end of a path
+/// (`` `driver/settle.rs` ``).
+fn names(row: &str, name: &str) -> bool {
+    row.contains(&format!("`{name}`")) || row.contains(&format!("/{name}`"))
+}
+
 /// Modules of each crate (and xtask) that the crate's row of the code map does not name.
 fn unmapped_modules(root: &Path, map: &str) -> Result<Vec<String>> {
     let mut crates = vec![root.join("xtask")];
@@ -67,7 +73,7 @@ fn unmapped_modules(root: &Path, map: &str) -> Result<Vec<String>> {
             let Some(name) = module_name(&file) else {
                 continue;
             };
-            if !row.contains(&format!("`{name}`")) {
+            if !names(row, &name) {
                 let file = file.strip_prefix(root).unwrap_or(&file).display();
                 problems.push(format!(
                     "{file}: module `{name}` is not named in the row of `{krate}` in the code map of docs/ARCHITECTURE.md"
@@ -125,6 +131,14 @@ mod tests {
             Some("verify/")
         );
         assert_eq!(module_name(Path::new("crates/x/src/lib.rs")), None);
+    }
+
+    #[test]
+    fn a_module_is_named_alone_or_at_the_end_of_a_path() {
+        assert!(names("| `x` | `settle.rs` |", "settle.rs"));
+        assert!(names("| `x` | `driver/settle.rs` |", "settle.rs"));
+        assert!(!names("| `x` | `unsettle.rs` |", "settle.rs"));
+        assert!(!names("| `x` | `settle.rs.bak` |", "settle.rs"));
     }
 
     #[test]

@@ -155,7 +155,7 @@ type BoxFuture = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
 
 /// Runs `appenders` concurrent appenders, each on its own run, for `seconds`; returns
 /// events/s and every acknowledgement latency, sorted.
-async fn drive(appenders: u64, seconds: u64, append: Append) -> Result<(f64, Vec<Duration>)> {
+pub async fn drive(appenders: u64, seconds: u64, append: Append) -> Result<(f64, Vec<Duration>)> {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let tasks: Vec<_> = (0..appenders)

@@ -3,12 +3,14 @@
 //! `<out>/<scenario>.json` with the host, the git revision and the figures.
 //!
 //! `apollo11-bench [--quick] [--metrics] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios:
-//! append, open_loop, replay, recovery, scheduler (all by default). Run through `cargo xtask
-//! bench`. `--metrics` installs the Prometheus recorder first, as `apollo11 serve` does, to
-//! measure what the instrumentation costs against a run without it.
+//! append, open_loop, replay, recovery, scheduler, pg_append (all by default; pg_append needs
+//! a database, see its module). Run through `cargo xtask bench`. `--metrics` installs the
+//! Prometheus recorder first, as `apollo11 serve` does, to measure what the instrumentation
+//! costs against a run without it.
 
 mod append;
 mod open_loop;
+mod pg_append;
 mod recovery;
 mod replay;
 mod report;
@@ -60,7 +62,14 @@ async fn main() -> Result<()> {
         quick,
         dir: dir.unwrap_or_else(|| out.join("data")),
     };
-    let all = ["append", "open_loop", "replay", "recovery", "scheduler"];
+    let all = [
+        "append",
+        "open_loop",
+        "replay",
+        "recovery",
+        "scheduler",
+        "pg_append",
+    ];
     let chosen: Vec<&str> = if named.is_empty() {
         all.to_vec()
     } else {
@@ -74,6 +83,7 @@ async fn main() -> Result<()> {
             "replay" => replay::run(&setup).await?,
             "recovery" => recovery::run(&setup).await?,
             "scheduler" => scheduler::run(&setup).await?,
+            "pg_append" => pg_append::run(&setup).await?,
             other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
         };
         report.save(&out, setup.quick)?;

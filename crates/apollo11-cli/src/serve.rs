@@ -40,6 +40,10 @@ pub async fn serve(
     };
     config.workflows = workflows;
     config.token = token;
+    config.metrics = Some(
+        apollo11_server::metrics::install()
+            .map_err(|e| Exit::fail(1, format!("cannot record metrics: {e}")))?,
+    );
     let server = Server::bind(config).await.map_err(serve_exit)?;
     out::line(format!(
         "serving {} at http://{}/ (Ctrl-C stops)",

@@ -14,6 +14,7 @@ mod drive;
 mod error;
 mod extract;
 mod logs;
+pub mod metrics;
 mod router;
 mod runs;
 mod server;

@@ -4,7 +4,7 @@
 
 use crate::auth::require_token;
 use crate::server::AppState;
-use crate::{actions, logs, runs, stream, ui, ApiError};
+use crate::{actions, logs, metrics, runs, stream, ui, ApiError};
 use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::http::{header, Method, StatusCode};
@@ -87,8 +87,7 @@ fn api_routes() -> Vec<Route> {
             "/api/v1/runs/{id}/steps/{step}/log",
             logs::step_log,
         ),
-        // `GET /metrics` (Prometheus text) belongs here, behind the token: the metrics
-        // work mounts it.
+        route(Method::GET, "/metrics", metrics::scrape),
     ]
 }
 

@@ -6,6 +6,7 @@ use crate::drive;
 use crate::router::router;
 use crate::workflows::Registry;
 use apollo11_log::{FileLog, Options};
+use apollo11_prometheus::Prometheus;
 use apollo11_runtime::{Engine, EngineConfig, Inspector};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -31,6 +32,9 @@ pub struct ServerConfig {
     pub workflows: Option<PathBuf>,
     /// The bearer token every API call needs, if any.
     pub token: Option<String>,
+    /// The process's Prometheus recorder, which `/metrics` renders (see
+    /// [`crate::metrics::install`]); without one `/metrics` answers 404.
+    pub metrics: Option<Prometheus>,
 }
 
 impl ServerConfig {
@@ -42,6 +46,7 @@ impl ServerConfig {
             listen,
             workflows: None,
             token: None,
+            metrics: None,
         }
     }
 }
@@ -75,6 +80,8 @@ pub(crate) struct AppState {
     /// Held while a run's pinned workflow is registered and its driver started: the engine
     /// registers one workflow per name, and two definitions of a name may be resumed at once.
     pub driving: tokio::sync::Mutex<()>,
+    /// The recorder `/metrics` renders.
+    pub metrics: Option<Prometheus>,
     /// Turns true when the server stops: live streams end.
     pub closing: watch::Receiver<bool>,
 }
@@ -137,6 +144,7 @@ impl Server {
             workflows_dir: config.workflows,
             registry: RwLock::new(Arc::new(registry)),
             driving: tokio::sync::Mutex::new(()),
+            metrics: config.metrics,
             closing: closing_rx,
         };
         Ok(Server {

@@ -2,6 +2,8 @@
 //! A backend runs it with [`conformance_tests!`](crate::conformance_tests), giving an
 //! expression that makes a fresh, empty store.
 
+pub mod leases;
+
 use crate::{
     offload, resolve, BlobStore, Change, EventStore, NewEvent, RunFeed, Snapshot, SnapshotStore,
     StoreError, Subscription,

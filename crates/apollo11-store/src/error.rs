@@ -23,6 +23,27 @@ pub enum StoreError {
         /// The run's last seq (0 for a new run), so the next valid seq is `actual + 1`.
         actual: Seq,
     },
+    /// A fenced append carried an epoch that is not the run's current one: its writer lost
+    /// the run's lease (to a takeover, or never held it) and must stop driving the run.
+    #[error("run `{run_id}` is fenced off at epoch {epoch}: its lease is at epoch {current}")]
+    Fenced {
+        /// The run.
+        run_id: RunId,
+        /// The epoch the writer stated.
+        epoch: u64,
+        /// The run's current epoch (0 for a run never leased).
+        current: u64,
+    },
+    /// A lease was renewed or released by an owner that no longer holds it at its epoch.
+    #[error("`{owner}` no longer holds the lease of run `{run_id}` at epoch {epoch}")]
+    LeaseLost {
+        /// The run.
+        run_id: RunId,
+        /// Who believed it held the lease.
+        owner: String,
+        /// The epoch it believed it held.
+        epoch: u64,
+    },
     /// Stored data failed a check.
     #[error("corrupted data in {file} at offset {offset}: {reason}")]
     Corrupted {
@@ -114,6 +135,8 @@ impl StoreError {
             StoreError::Unavailable { .. } => true,
             StoreError::Backend { retryable, .. } => *retryable,
             StoreError::Conflict { .. }
+            | StoreError::Fenced { .. }
+            | StoreError::LeaseLost { .. }
             | StoreError::Corrupted { .. }
             | StoreError::Locked { .. }
             | StoreError::Poisoned { .. }
@@ -162,6 +185,16 @@ mod tests {
             },
             StoreError::Poisoned {
                 cause: "fsync".into(),
+            },
+            StoreError::Fenced {
+                run_id: RunId::from("r"),
+                epoch: 1,
+                current: 2,
+            },
+            StoreError::LeaseLost {
+                run_id: RunId::from("r"),
+                owner: "a".into(),
+                epoch: 1,
             },
             StoreError::io("syncing", std::io::Error::other("EIO")),
         ];

@@ -5,6 +5,7 @@ mod blob;
 pub mod conformance;
 mod error;
 pub mod feed;
+mod lease;
 mod mem;
 mod traits;
 mod validate;
@@ -12,6 +13,10 @@ mod validate;
 pub use blob::{check_blob, offload, resolve, sha256_hex};
 pub use error::StoreError;
 pub use feed::{Change, RunFeed, Subscription};
+pub use lease::{
+    ttl_ms, validate_lease, Clock, Fence, Lease, LeaseStore, ManualClock, SystemClock,
+    LEASE_TTL_MAX,
+};
 pub use mem::{IdGaps, MemStore};
 pub use traits::{BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore, Visitor};
 pub use validate::{validate, INLINE_PAYLOAD_BYTES_HARD_MAX};

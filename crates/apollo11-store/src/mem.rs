@@ -6,13 +6,15 @@
 use crate::blob::check_blob;
 use crate::feed::Published;
 use crate::{
-    sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
-    StoreError, Subscription,
+    sha256_hex, ttl_ms, validate, validate_lease, BlobStore, Clock, EventStore, Fence, Lease,
+    LeaseStore, NewEvent, RunSummary, Snapshot, SnapshotStore, StoreError, Subscription,
+    SystemClock,
 };
 use apollo11_core::{limits, BlobRef, Event, EventId, RunId, Seq};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use tokio::sync::broadcast;
 
 /// Everything in memory, behind one mutex; appended events are pushed to subscribers.
@@ -22,6 +24,8 @@ pub struct MemStore {
     /// The change feed; sent to under the lock, so a subscription taken under the lock
     /// knows exactly which events it will be pushed.
     feed: broadcast::Sender<Published>,
+    /// What leases expire by.
+    clock: Arc<dyn Clock>,
 }
 
 impl Default for MemStore {
@@ -58,6 +62,16 @@ struct Inner {
     runs: BTreeMap<RunId, Vec<usize>>,
     snapshot: Option<Snapshot>,
     blobs: BTreeMap<String, Vec<u8>>,
+    /// Each leased run's lease; its epoch stays when it is released.
+    leases: BTreeMap<RunId, LeaseRow>,
+}
+
+/// A run's lease as the store keeps it.
+#[derive(Debug)]
+struct LeaseRow {
+    epoch: u64,
+    /// `None` once released.
+    holder: Option<(String, u64)>,
 }
 
 impl MemStore {
@@ -79,7 +93,14 @@ impl MemStore {
                 ..Inner::default()
             }),
             feed: broadcast::channel(limits::CHANGE_FEED_EVENTS_MAX as usize).0,
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// The same store with leases expiring by `clock` instead of the system's.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> MemStore {
+        self.clock = clock;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -110,16 +131,28 @@ impl Inner {
     }
 }
 
-#[async_trait]
-impl EventStore for MemStore {
-    async fn append(
+impl MemStore {
+    /// An append, fenced by `epoch` when there is one: the epoch, the seq and the write
+    /// under one lock.
+    fn append_checked(
         &self,
         run_id: &RunId,
+        epoch: Option<u64>,
         expected_seq: Seq,
         events: Vec<NewEvent>,
     ) -> Result<Vec<EventId>, StoreError> {
         validate(run_id, &events)?;
         let mut inner = self.lock();
+        if let Some(epoch) = epoch {
+            let current = inner.leases.get(run_id).map_or(0, |l| l.epoch);
+            if epoch != current {
+                return Err(StoreError::Fenced {
+                    run_id: run_id.clone(),
+                    epoch,
+                    current,
+                });
+            }
+        }
         let actual = inner.runs.get(run_id).map_or(0, |ix| ix.len() as u32);
         if expected_seq.0 != actual + 1 {
             return Err(StoreError::Conflict {
@@ -145,6 +178,18 @@ impl EventStore for MemStore {
             }
         }
         Ok(ids)
+    }
+}
+
+#[async_trait]
+impl EventStore for MemStore {
+    async fn append(
+        &self,
+        run_id: &RunId,
+        expected_seq: Seq,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventId>, StoreError> {
+        self.append_checked(run_id, None, expected_seq, events)
     }
 
     async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
@@ -238,5 +283,118 @@ impl BlobStore for MemStore {
             })?;
         check_blob(blob, bytes, "memory")?;
         Ok(bytes.clone())
+    }
+}
+
+impl LeaseRow {
+    fn lease(&self, run_id: &RunId) -> Option<Lease> {
+        self.holder.as_ref().map(|(owner, expires_at_ms)| Lease {
+            run_id: run_id.clone(),
+            owner: owner.clone(),
+            epoch: self.epoch,
+            expires_at_ms: *expires_at_ms,
+        })
+    }
+
+    /// Whether `lease` is this row's, at its epoch (released counts when `released_too`).
+    fn holds(&self, lease: &Lease, released_too: bool) -> bool {
+        self.epoch == lease.epoch
+            && match &self.holder {
+                Some((owner, _)) => *owner == lease.owner,
+                None => released_too,
+            }
+    }
+}
+
+fn lease_lost(lease: &Lease) -> StoreError {
+    StoreError::LeaseLost {
+        run_id: lease.run_id.clone(),
+        owner: lease.owner.clone(),
+        epoch: lease.epoch,
+    }
+}
+
+#[async_trait]
+impl LeaseStore for MemStore {
+    async fn acquire(
+        &self,
+        run_id: &RunId,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        validate_lease(run_id, owner, ttl)?;
+        let now = self.clock.now_ms();
+        let mut inner = self.lock();
+        let row = inner.leases.entry(run_id.clone()).or_insert(LeaseRow {
+            epoch: 0,
+            holder: None,
+        });
+        match &row.holder {
+            Some((holder, _)) if holder == owner => {}
+            Some((_, expires)) if *expires > now => return Ok(None),
+            _ => row.epoch += 1,
+        }
+        row.holder = Some((owner.to_owned(), now.saturating_add(ttl_ms(ttl))));
+        Ok(row.lease(run_id))
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        validate_lease(&lease.run_id, &lease.owner, ttl)?;
+        let now = self.clock.now_ms();
+        let mut inner = self.lock();
+        let row = inner.leases.get_mut(&lease.run_id);
+        let row = row
+            .filter(|row| row.holds(lease, false))
+            .ok_or_else(|| lease_lost(lease))?;
+        row.holder = Some((lease.owner.clone(), now.saturating_add(ttl_ms(ttl))));
+        Ok(row.lease(&lease.run_id).expect("a renewed lease is held"))
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        let row = inner.leases.get_mut(&lease.run_id);
+        let row = row
+            .filter(|row| row.holds(lease, true))
+            .ok_or_else(|| lease_lost(lease))?;
+        row.holder = None;
+        Ok(())
+    }
+
+    async fn lease(&self, run_id: &RunId) -> Result<Option<Lease>, StoreError> {
+        Ok(self.lock().leases.get(run_id).and_then(|r| r.lease(run_id)))
+    }
+
+    async fn append_fenced(
+        &self,
+        fence: &Fence,
+        expected_seq: Seq,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventId>, StoreError> {
+        self.append_checked(&fence.run_id, Some(fence.epoch), expected_seq, events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    #[tokio::test]
+    async fn a_lease_expires_exactly_at_its_ttl_on_the_injected_clock() {
+        let clock = ManualClock::at(1_000);
+        let store = MemStore::new().with_clock(Arc::new(clock.clone()));
+        let r = RunId::from("r");
+        let ttl = Duration::from_secs(10);
+        let a = store.acquire(&r, "a", ttl).await.unwrap().unwrap();
+        assert_eq!(a.expires_at_ms, 11_000);
+        clock.advance(Duration::from_millis(9_999));
+        assert_eq!(
+            store.acquire(&r, "b", ttl).await.unwrap(),
+            None,
+            "1 ms left"
+        );
+        clock.advance(Duration::from_millis(1));
+        let b = store.acquire(&r, "b", ttl).await.unwrap().unwrap();
+        assert_eq!((b.epoch, b.expires_at_ms), (2, 21_000));
     }
 }

@@ -201,3 +201,37 @@ async fn a_store_error_no_retry_can_cure_stops_the_run_with_it() {
         other => panic!("the run must stop with the store's error, got {other:?}"),
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_fenced_append_stops_the_run_at_once() {
+    let store = Arc::new(Flaky::default());
+    let fenced = StoreError::Fenced {
+        run_id: RunId::from("r"),
+        epoch: 1,
+        current: 2,
+    };
+    store
+        .append_faults
+        .lock()
+        .unwrap()
+        .insert(3, Fault::Fail(fenced));
+    let ledger = Ledger::default();
+    match run(&store, &ledger).await {
+        Err(EngineError::Store(StoreError::Fenced { epoch, current, .. })) => {
+            assert_eq!((epoch, current), (1, 2))
+        }
+        other => panic!("the run must stop with the fencing error, got {other:?}"),
+    }
+    assert_eq!(
+        store.appends.load(Ordering::SeqCst),
+        3,
+        "nothing tried after the fenced append"
+    );
+    let ran: Vec<String> = ledger
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(s, ..)| s.clone())
+        .collect();
+    assert_eq!(ran, ["a"], "no step launched after it");
+}

@@ -82,12 +82,21 @@ impl TestServer {
 
     /// A server requiring `token` if given.
     pub async fn start_with(token: Option<&str>) -> TestServer {
+        TestServer::start_configured(token, |_| {}).await
+    }
+
+    /// A server requiring `token` if given, its config changed by `configure`.
+    pub async fn start_configured(
+        token: Option<&str>,
+        configure: impl FnOnce(&mut ServerConfig),
+    ) -> TestServer {
         let data = tempfile::tempdir().unwrap();
         let workflows = tempfile::tempdir().unwrap();
         write_workflows(workflows.path());
         let mut config = ServerConfig::new(data.path().to_owned(), "127.0.0.1:0".parse().unwrap());
         config.workflows = Some(workflows.path().to_owned());
         config.token = token.map(str::to_owned);
+        configure(&mut config);
         let server = Server::bind(config).await.unwrap();
         let client = Client::new(server.local_addr().to_string(), token.map(str::to_owned));
         let (stop, stopped) = oneshot::channel();

@@ -111,3 +111,11 @@ async fn mem_store_tells_a_slow_subscriber_it_fell_behind() {
         assert!(told, "{gaps:?}");
     }
 }
+
+/// Leases, on the system clock as every backend's cases run them.
+mod leases {
+    use apollo11_store::MemStore;
+    use std::sync::Arc;
+
+    apollo11_store::lease_conformance_tests!(Arc::new(MemStore::new()));
+}

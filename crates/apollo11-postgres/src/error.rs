@@ -1,0 +1,73 @@
+//! PostgreSQL's errors as [`StoreError`]s: what cannot reach the database is `Unavailable`,
+//! what the database refused is `Backend`, retryable when the transaction simply did not
+//! happen (a serialization failure, a deadlock). Every message says what was being done.
+
+use apollo11_store::StoreError;
+use tokio_postgres::error::SqlState;
+
+/// The SQLSTATEs after which the same call may succeed: the server going away or refusing
+/// connections for now.
+const UNAVAILABLE: &[SqlState] = &[
+    SqlState::ADMIN_SHUTDOWN,
+    SqlState::CRASH_SHUTDOWN,
+    SqlState::CANNOT_CONNECT_NOW,
+    SqlState::TOO_MANY_CONNECTIONS,
+    SqlState::QUERY_CANCELED,
+];
+
+/// The SQLSTATEs of a transaction that lost a race inside the database and did not happen.
+const RETRYABLE: &[SqlState] = &[
+    SqlState::T_R_SERIALIZATION_FAILURE,
+    SqlState::T_R_DEADLOCK_DETECTED,
+];
+
+/// `e`, raised while `doing`, as a store error.
+pub fn pg(doing: &str, e: tokio_postgres::Error) -> StoreError {
+    let Some(db) = e.as_db_error() else {
+        return client_side(doing, e);
+    };
+    let code = db.code();
+    let message = format!("{doing}: {} {}", code.code(), db.message());
+    // Class 08: connection exceptions.
+    if UNAVAILABLE.contains(code) || code.code().starts_with("08") {
+        return StoreError::Unavailable { message };
+    }
+    StoreError::Backend {
+        message,
+        retryable: RETRYABLE.contains(code),
+    }
+}
+
+/// An error raised without the server's word: the connection failed, closed or timed out
+/// (retry), or this client could not make the request (a bug: no retry cures it).
+fn client_side(doing: &str, e: tokio_postgres::Error) -> StoreError {
+    let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
+    let message = format!("{doing}: {e}");
+    if e.is_closed() || io {
+        StoreError::Unavailable { message }
+    } else {
+        StoreError::Backend {
+            message,
+            retryable: false,
+        }
+    }
+}
+
+/// A pool that gave no connection, raised while `doing`.
+pub fn pool(doing: &str, e: deadpool_postgres::PoolError) -> StoreError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => pg(doing, e),
+        other => StoreError::Unavailable {
+            message: format!("{doing}: no database connection: {other}"),
+        },
+    }
+}
+
+/// Stored data that does not read back as what was written.
+pub fn corrupted(table: &str, row: i64, reason: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupted {
+        file: table.to_owned(),
+        offset: u64::try_from(row).unwrap_or_default(),
+        reason: reason.to_string(),
+    }
+}

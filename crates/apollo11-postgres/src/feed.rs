@@ -1,0 +1,134 @@
+//! The change feed: a task LISTENs on the schema's channel (every commit of events, by any
+//! instance, NOTIFYs it with its last id), reads what is new in id order and pushes it into a
+//! bounded broadcast channel; a subscriber that falls the channel's length behind is told so.
+//! Without a listening connection (lost, or not yet made) the task polls, and reconnects.
+
+use crate::read::{last_event_id, read_from};
+use crate::sql::Sql;
+use apollo11_core::{limits, EventId};
+use apollo11_store::feed::{Published, POLL_INTERVAL_MS};
+use deadpool_postgres::Pool;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+/// Events read at once while publishing.
+const PAGE_EVENTS: u32 = 1_000;
+
+/// How long the task waits for a notification before reading anyway (one lost in a
+/// reconnection is found this late).
+const QUIET_CHECK: Duration = Duration::from_secs(1);
+
+/// What subscribers share with the task.
+#[derive(Debug)]
+pub struct Feed {
+    live: broadcast::Sender<Published>,
+    /// The last event pushed: a subscription reads the store up to it and is pushed the rest.
+    published: Mutex<EventId>,
+}
+
+impl Feed {
+    fn new() -> Feed {
+        Feed {
+            live: broadcast::channel(limits::CHANGE_FEED_EVENTS_MAX as usize).0,
+            published: Mutex::new(EventId(0)),
+        }
+    }
+
+    /// A receiver of what is pushed from now on, and the last event pushed before it.
+    pub fn subscribe(&self) -> (EventId, broadcast::Receiver<Published>) {
+        let published = self.lock();
+        (*published, self.live.subscribe())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, EventId> {
+        // Only an id is under the lock: a panic cannot leave it half-written.
+        self.published.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Starts the task for `channel`; abort the handle to stop it.
+pub fn spawn(
+    pool: Pool,
+    sql: Arc<Sql>,
+    config: tokio_postgres::Config,
+) -> (Arc<Feed>, JoinHandle<()>) {
+    let feed = Arc::new(Feed::new());
+    let task = tokio::spawn(run(feed.clone(), pool, sql, config));
+    (feed, task)
+}
+
+async fn run(feed: Arc<Feed>, pool: Pool, sql: Arc<Sql>, config: tokio_postgres::Config) {
+    let mut listener = None;
+    loop {
+        if listener.is_none() {
+            listener = listen(&config, &sql.channel).await.ok();
+        }
+        match &mut listener {
+            Some((_, notified)) => {
+                if let Ok(None) = tokio::time::timeout(QUIET_CHECK, notified.recv()).await {
+                    listener = None;
+                }
+            }
+            None => tokio::time::sleep(Duration::from_millis(POLL_INTERVAL_MS)).await,
+        }
+        // A failed read is tried again on the next round; subscribers only wait.
+        let _ = publish(&feed, &pool, &sql).await;
+    }
+}
+
+/// A connection LISTENing on `channel`, and where its notifications arrive (closed when the
+/// connection ends). Notifications that arrive while one waits are merged into it.
+async fn listen(
+    config: &tokio_postgres::Config,
+    channel: &str,
+) -> Result<(tokio_postgres::Client, mpsc::Receiver<()>), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(NoTls).await?;
+    let (tell, notified) = mpsc::channel(1);
+    tokio::spawn(async move {
+        while let Some(Ok(message)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            if let AsyncMessage::Notification(_) = message {
+                if let Err(mpsc::error::TrySendError::Closed(())) = tell.try_send(()) {
+                    break;
+                }
+            }
+        }
+    });
+    client.batch_execute(&format!("LISTEN {channel}")).await?;
+    Ok((client, notified))
+}
+
+/// Pushes every event after the last published, in id order.
+async fn publish(feed: &Feed, pool: &Pool, sql: &Sql) -> Result<(), apollo11_store::StoreError> {
+    loop {
+        let from = EventId(feed.lock().0 + 1);
+        if feed.live.receiver_count() == 0 {
+            // Nobody to push to: move the mark on without reading, unless someone
+            // subscribed meanwhile (under the lock, so either it sees the new mark or the
+            // mark stays and it is pushed from there).
+            let last = last_event_id(pool, sql).await?;
+            let mut published = feed.lock();
+            if feed.live.receiver_count() == 0 {
+                *published = last.max(*published);
+                return Ok(());
+            }
+            continue;
+        }
+        let page = read_from(pool, sql, from, PAGE_EVENTS).await?;
+        let full = page.len() == PAGE_EVENTS as usize;
+        let mut published = feed.lock();
+        for event in page {
+            if event.event_id <= *published {
+                continue;
+            }
+            *published = event.event_id;
+            // No subscriber left is no error.
+            let _ = feed.live.send(Ok(Arc::new(event)));
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Leases in the `runs` table: each statement is one atomic step on the run's row, on the
+//! database's clock (`now()`), so instances on different machines agree on expiry whatever
+//! their own clocks say.
+
+use crate::read::query;
+use crate::PgStore;
+use apollo11_core::{EventId, RunId, Seq};
+use apollo11_store::{ttl_ms, validate_lease, Fence, Lease, LeaseStore, NewEvent, StoreError};
+use async_trait::async_trait;
+use std::time::Duration;
+use tokio_postgres::Row;
+
+fn lease_from_row(run_id: &RunId, row: &Row) -> Lease {
+    Lease {
+        run_id: run_id.clone(),
+        epoch: row.get::<_, i64>(0) as u64,
+        owner: row.get(1),
+        expires_at_ms: row.get::<_, i64>(2) as u64,
+    }
+}
+
+fn lease_lost(lease: &Lease) -> StoreError {
+    StoreError::LeaseLost {
+        run_id: lease.run_id.clone(),
+        owner: lease.owner.clone(),
+        epoch: lease.epoch,
+    }
+}
+
+#[async_trait]
+impl LeaseStore for PgStore {
+    async fn acquire(
+        &self,
+        run_id: &RunId,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        validate_lease(run_id, owner, ttl)?;
+        let doing = format!("acquiring the lease of run `{run_id}`");
+        let ttl = ttl_ms(ttl) as i64;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&run_id.as_str(), &owner, &ttl];
+        let rows = query(&self.pool, &doing, &self.sql.acquire, &params).await?;
+        Ok(rows.first().map(|row| lease_from_row(run_id, row)))
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        validate_lease(&lease.run_id, &lease.owner, ttl)?;
+        let doing = format!("renewing the lease of run `{}`", lease.run_id);
+        let (ttl, epoch) = (ttl_ms(ttl) as i64, lease.epoch as i64);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&lease.run_id.as_str(), &lease.owner, &ttl, &epoch];
+        let rows = query(&self.pool, &doing, &self.sql.renew, &params).await?;
+        rows.first()
+            .map(|row| lease_from_row(&lease.run_id, row))
+            .ok_or_else(|| lease_lost(lease))
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let doing = format!("releasing the lease of run `{}`", lease.run_id);
+        let epoch = lease.epoch as i64;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&lease.run_id.as_str(), &lease.owner, &epoch];
+        let rows = query(&self.pool, &doing, &self.sql.release, &params).await?;
+        rows.first().map(|_| ()).ok_or_else(|| lease_lost(lease))
+    }
+
+    async fn lease(&self, run_id: &RunId) -> Result<Option<Lease>, StoreError> {
+        let doing = format!("reading the lease of run `{run_id}`");
+        let rows = query(&self.pool, &doing, &self.sql.lease, &[&run_id.as_str()]).await?;
+        Ok(rows.first().map(|row| lease_from_row(run_id, row)))
+    }
+
+    async fn append_fenced(
+        &self,
+        fence: &Fence,
+        expected_seq: Seq,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventId>, StoreError> {
+        self.send(&fence.run_id, Some(fence.epoch), expected_seq, events)
+            .await
+    }
+}

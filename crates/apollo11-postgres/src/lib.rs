@@ -1,0 +1,20 @@
+#![doc = include_str!("../README.md")]
+
+mod error;
+mod feed;
+mod lease;
+mod plan;
+mod read;
+mod rows;
+mod schema;
+#[cfg(feature = "testing")]
+mod scratch;
+mod sql;
+mod store;
+mod writer;
+
+pub use schema::VERSION as SCHEMA_VERSION;
+#[cfg(feature = "testing")]
+pub use scratch::{test_url, REQUIRE_VAR, TEST_URL_VAR};
+pub use store::{PgOptions, PgStore, DEFAULT_SCHEMA};
+pub use writer::BATCH_EVENTS_MAX;

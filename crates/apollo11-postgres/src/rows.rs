@@ -1,0 +1,145 @@
+//! Events to and from rows. An event is one row of `events`; its kind is JSON text (readable
+//! with `psql`), its payload inline bytes or a blob's hash and size. Unsigned numbers are
+//! stored bit for bit in `bigint`s and read back the same.
+
+use crate::error::corrupted;
+use apollo11_core::{BlobRef, Event, EventId, Payload, RunId, Seq, StepName};
+use apollo11_store::{NewEvent, StoreError};
+use std::collections::HashMap;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+/// The columns of `events`, in the order reads select them and inserts fill them.
+pub const EVENT_COLUMNS: &str =
+    "event_id, run_id, seq, step, kind, attempt, at_ms, instance, payload, blob_sha256, blob_bytes";
+
+/// Inserts every event of [`EventColumns::params`] in one statement; `{s}` is the schema.
+pub const INSERT_EVENTS: &str = "INSERT INTO {s}.events (event_id, run_id, seq, step, kind, \
+    attempt, at_ms, instance, payload, blob_sha256, blob_bytes) \
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], \
+    $6::bigint[], $7::bigint[], $8::text[], $9::bytea[], $10::text[], $11::bigint[])";
+
+/// Events as one array per column, for [`INSERT_EVENTS`].
+#[derive(Debug, Default)]
+pub struct EventColumns {
+    ids: Vec<i64>,
+    runs: Vec<String>,
+    seqs: Vec<i64>,
+    steps: Vec<Option<String>>,
+    kinds: Vec<String>,
+    attempts: Vec<i64>,
+    at_ms: Vec<i64>,
+    instances: Vec<String>,
+    payloads: Vec<Option<Vec<u8>>>,
+    blob_hashes: Vec<Option<String>>,
+    blob_sizes: Vec<Option<i64>>,
+}
+
+impl EventColumns {
+    /// Adds `event` with its id, run and seq.
+    pub fn push(&mut self, id: EventId, run_id: &RunId, seq: Seq, event: NewEvent) {
+        self.ids.push(id.0 as i64);
+        self.runs.push(run_id.as_str().to_owned());
+        self.seqs.push(i64::from(seq.0));
+        self.steps.push(event.step.map(|s| s.as_str().to_owned()));
+        self.kinds.push(kind_json(&event.kind));
+        self.attempts.push(i64::from(event.attempt));
+        self.at_ms.push(event.at_ms as i64);
+        self.instances.push(event.instance);
+        let (inline, blob) = match event.payload {
+            Payload::Empty => (None, None),
+            Payload::Inline(bytes) => (Some(bytes), None),
+            Payload::Blob(blob) => (None, Some(blob)),
+        };
+        self.payloads.push(inline);
+        self.blob_sizes.push(blob.as_ref().map(|b| b.bytes as i64));
+        self.blob_hashes.push(blob.map(|b| b.sha256));
+    }
+
+    /// Each run's last seq and event id among the rows: `(runs, seqs, ids)`, for moving the
+    /// runs on.
+    pub fn run_ends(&self) -> (Vec<&str>, Vec<i64>, Vec<i64>) {
+        let mut ends: HashMap<&str, (i64, i64)> = HashMap::new();
+        for ((run, seq), id) in self.runs.iter().zip(&self.seqs).zip(&self.ids) {
+            ends.insert(run, (*seq, *id));
+        }
+        let mut runs = Vec::with_capacity(ends.len());
+        let (mut seqs, mut ids) = (Vec::new(), Vec::new());
+        for (run, (seq, id)) in ends {
+            runs.push(run);
+            seqs.push(seq);
+            ids.push(id);
+        }
+        (runs, seqs, ids)
+    }
+
+    /// The parameters of [`INSERT_EVENTS`].
+    pub fn params(&self) -> [&(dyn ToSql + Sync); 11] {
+        [
+            &self.ids,
+            &self.runs,
+            &self.seqs,
+            &self.steps,
+            &self.kinds,
+            &self.attempts,
+            &self.at_ms,
+            &self.instances,
+            &self.payloads,
+            &self.blob_hashes,
+            &self.blob_sizes,
+        ]
+    }
+}
+
+fn kind_json(kind: &apollo11_core::EventKind) -> String {
+    serde_json::to_string(kind).expect("an event kind is plain data and always serializes")
+}
+
+/// The event a row of [`EVENT_COLUMNS`] holds.
+pub fn event_from_row(row: &Row) -> Result<Event, StoreError> {
+    let id: i64 = row.get(0);
+    let kind: String = row.get(4);
+    let kind = serde_json::from_str(&kind)
+        .map_err(|e| corrupted("table events", id, format!("event kind {kind:?}: {e}")))?;
+    let columns: (Option<Vec<u8>>, Option<String>, Option<i64>) =
+        (row.get(8), row.get(9), row.get(10));
+    let payload = match columns {
+        (None, None, None) => Payload::Empty,
+        (Some(bytes), None, None) => Payload::Inline(bytes),
+        (None, Some(sha256), Some(bytes)) => Payload::Blob(BlobRef {
+            sha256,
+            bytes: bytes as u64,
+        }),
+        _ => {
+            return Err(corrupted(
+                "table events",
+                id,
+                "a payload both inline and a blob",
+            ))
+        }
+    };
+    Ok(Event {
+        event_id: EventId(id as u64),
+        run_id: RunId::from(row.get::<_, &str>(1)),
+        seq: Seq(u32::try_from(row.get::<_, i64>(2)).map_err(|e| corrupted("table events", id, e))?),
+        step: row.get::<_, Option<&str>>(3).map(StepName::from),
+        kind,
+        attempt: u32::try_from(row.get::<_, i64>(5))
+            .map_err(|e| corrupted("table events", id, e))?,
+        at_ms: row.get::<_, i64>(6) as u64,
+        instance: row.get(7),
+        payload,
+    })
+}
+
+/// Refuses what PostgreSQL's `text` cannot hold (a NUL byte) before it reaches a batch of
+/// other callers' events; names and kinds are checked by `validate` or travel as JSON.
+pub fn check_text(events: &[NewEvent]) -> Result<(), StoreError> {
+    match events.iter().position(|e| e.instance.contains('\0')) {
+        Some(i) => Err(StoreError::Invalid {
+            what: "instance name".into(),
+            reason: format!("event {} of the append contains a NUL byte", i + 1),
+        }),
+        None => Ok(()),
+    }
+}

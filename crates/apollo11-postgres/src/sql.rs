@@ -1,0 +1,132 @@
+//! Every statement the store runs, written once for its schema.
+
+use crate::rows::{EVENT_COLUMNS, INSERT_EVENTS};
+use crate::schema::quote;
+
+/// The statements, with the schema filled in.
+#[derive(Debug)]
+pub struct Sql {
+    /// Creates the rows of runs not seen before and locks every run of a batch, in run id
+    /// order (so that two batches never wait on each other in a cycle): `(run_id, last_seq,
+    /// epoch)`.
+    pub lock_runs: String,
+    /// Takes `$1` event ids: returns the last. The row stays locked to the commit, so batches
+    /// commit in the order of their ids and a reader never sees a later id before an earlier.
+    pub next_ids: String,
+    /// See [`INSERT_EVENTS`].
+    pub insert_events: String,
+    /// Moves each run on to its new last seq and event id.
+    pub update_runs: String,
+    /// A run's events from a seq: by the `(run_id, seq)` index.
+    pub read_run: String,
+    /// Events from an id: by the primary key.
+    pub read_from: String,
+    /// Tells the change feeds of every instance that events up to `$2` were committed.
+    pub notify: String,
+    /// Runs that have events.
+    pub list_runs: String,
+    /// The last event id given.
+    pub last_event_id: String,
+    /// Saves a snapshot and drops all but the newest few.
+    pub save_snapshot: String,
+    /// Drops snapshots older than the newest `KEPT_SNAPSHOTS`.
+    pub trim_snapshots: String,
+    /// The newest snapshot.
+    pub load_snapshot: String,
+    /// Stores a blob once.
+    pub put_blob: String,
+    /// A blob's bytes.
+    pub get_blob: String,
+    /// See `lease.rs`.
+    pub acquire: String,
+    /// See `lease.rs`.
+    pub renew: String,
+    /// See `lease.rs`.
+    pub release: String,
+    /// See `lease.rs`.
+    pub lease: String,
+    /// The channel each commit of events is announced on, with its last id.
+    pub channel: String,
+    schema: String,
+}
+
+/// A lease's columns as a [`Lease`](apollo11_store::Lease) is built from: epoch, owner,
+/// expiry in ms since the Unix epoch.
+const LEASE_COLUMNS: &str =
+    "epoch, owner, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms";
+
+/// Snapshots kept besides the newest: a few, in case the newest is being read while replaced.
+pub const KEPT_SNAPSHOTS: i64 = 3;
+
+impl Sql {
+    /// The statements for `schema`.
+    pub fn new(schema: &str) -> Sql {
+        let s = quote(schema);
+        let ttl = "now() + $3::bigint * interval '1 millisecond'";
+        Sql {
+            lock_runs: format!(
+                "INSERT INTO {s}.runs (run_id) SELECT unnest($1::text[]) ORDER BY 1 \
+                 ON CONFLICT (run_id) DO UPDATE SET run_id = excluded.run_id \
+                 RETURNING run_id, last_seq, epoch"
+            ),
+            next_ids: format!("UPDATE {s}.event_ids SET last = last + $1 RETURNING last"),
+            insert_events: INSERT_EVENTS.replace("{s}", &s),
+            update_runs: format!(
+                "UPDATE {s}.runs AS r SET last_seq = u.seq, last_event_id = u.id \
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(run_id, seq, id) \
+                 WHERE r.run_id = u.run_id"
+            ),
+            notify: "SELECT pg_notify($1, $2)".into(),
+            read_run: format!(
+                "SELECT {EVENT_COLUMNS} FROM {s}.events WHERE run_id = $1 AND seq >= $2 ORDER BY seq"
+            ),
+            read_from: format!(
+                "SELECT {EVENT_COLUMNS} FROM {s}.events WHERE event_id >= $1 ORDER BY event_id LIMIT $2"
+            ),
+            list_runs: format!(
+                "SELECT run_id, last_seq, last_event_id FROM {s}.runs WHERE last_seq > 0 ORDER BY run_id"
+            ),
+            last_event_id: format!("SELECT last FROM {s}.event_ids"),
+            save_snapshot: format!("INSERT INTO {s}.snapshots (watermark, state) VALUES ($1, $2)"),
+            trim_snapshots: format!(
+                "DELETE FROM {s}.snapshots WHERE id < (SELECT max(id) FROM {s}.snapshots) - $1"
+            ),
+            load_snapshot: format!(
+                "SELECT watermark, state FROM {s}.snapshots ORDER BY id DESC LIMIT 1"
+            ),
+            put_blob: format!(
+                "INSERT INTO {s}.blobs (sha256, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+            ),
+            get_blob: format!("SELECT bytes FROM {s}.blobs WHERE sha256 = $1"),
+            // Free, expired or already the caller's: taken, the epoch raised unless it was
+            // the caller's. Held by another: no row.
+            acquire: format!(
+                "INSERT INTO {s}.runs AS r (run_id, epoch, owner, expires_at) \
+                 VALUES ($1, 1, $2, {ttl}) \
+                 ON CONFLICT (run_id) DO UPDATE SET \
+                   epoch = CASE WHEN r.owner = excluded.owner THEN r.epoch ELSE r.epoch + 1 END, \
+                   owner = excluded.owner, expires_at = excluded.expires_at \
+                 WHERE r.owner IS NULL OR r.owner = excluded.owner OR r.expires_at <= now() \
+                 RETURNING {LEASE_COLUMNS}"
+            ),
+            renew: format!(
+                "UPDATE {s}.runs SET expires_at = {ttl} \
+                 WHERE run_id = $1 AND owner = $2 AND epoch = $4 RETURNING {LEASE_COLUMNS}"
+            ),
+            release: format!(
+                "UPDATE {s}.runs SET owner = NULL, expires_at = NULL \
+                 WHERE run_id = $1 AND (owner = $2 OR owner IS NULL) AND epoch = $3 RETURNING epoch"
+            ),
+            lease: format!(
+                "SELECT {LEASE_COLUMNS} FROM {s}.runs WHERE run_id = $1 AND owner IS NOT NULL"
+            ),
+            channel: format!("apollo11_{schema}_events"),
+            schema: schema.to_owned(),
+        }
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+}

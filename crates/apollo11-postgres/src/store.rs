@@ -1,0 +1,265 @@
+//! [`PgStore`]: opening (pool, schema, writer, feed) and the event, snapshot and blob traits.
+
+use crate::error::pg;
+use crate::feed::{self, Feed};
+use crate::read::{events, last_event_id, query, read_from};
+use crate::rows::check_text;
+use crate::schema::{check_schema, migrate};
+use crate::sql::{Sql, KEPT_SNAPSHOTS};
+use crate::writer::{self, Request};
+use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
+use apollo11_store::{
+    check_blob, sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot,
+    SnapshotStore, StoreError, Subscription,
+};
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_postgres::NoTls;
+
+/// How to reach the database.
+#[derive(Clone, Debug)]
+pub struct PgOptions {
+    /// `postgres://user[:password]@host[:port]/database[?options]`.
+    pub url: String,
+    /// The schema holding the tables (created if missing): [`DEFAULT_SCHEMA`] unless told.
+    pub schema: String,
+    /// Connections in the pool: the writer takes one per batch, each read one.
+    pub pool_size: usize,
+    /// What the store's connections are called in `pg_stat_activity`.
+    pub application_name: String,
+    /// How long an operation waits for a connection (or to make one) before it fails as
+    /// `Unavailable`.
+    pub connect_timeout: Duration,
+}
+
+/// The schema a store uses unless told otherwise.
+pub const DEFAULT_SCHEMA: &str = "apollo11";
+
+impl PgOptions {
+    /// The defaults for `url`: schema and connections named `apollo11`, 8 connections, 5 s
+    /// to connect.
+    pub fn new(url: impl Into<String>) -> PgOptions {
+        PgOptions {
+            url: url.into(),
+            schema: DEFAULT_SCHEMA.into(),
+            application_name: DEFAULT_SCHEMA.into(),
+            pool_size: 8,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Events, snapshots, blobs and leases in a PostgreSQL database; see the crate docs.
+#[derive(Debug)]
+pub struct PgStore {
+    pub(crate) pool: Pool,
+    pub(crate) sql: Arc<Sql>,
+    writer: mpsc::Sender<Request>,
+    feed: Arc<Feed>,
+    feed_task: JoinHandle<()>,
+    #[cfg(feature = "testing")]
+    pub(crate) scratch: Option<crate::scratch::Scratch>,
+}
+
+impl PgStore {
+    /// Connects, creates or migrates the schema, and starts the writer and the change feed.
+    pub async fn open(options: PgOptions) -> Result<PgStore, StoreError> {
+        check_schema(&options.schema)?;
+        let mut config: tokio_postgres::Config =
+            options.url.parse().map_err(|e| StoreError::Invalid {
+                what: "database url".into(),
+                reason: format!("{e}"),
+            })?;
+        config.application_name(&options.application_name);
+        let pool = pool(config.clone(), &options)?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|e| crate::error::pool("connecting to the database", e))?;
+        migrate(&mut client, &options.schema).await?;
+        drop(client);
+        let sql = Arc::new(Sql::new(&options.schema));
+        let writer = writer::spawn(pool.clone(), sql.clone());
+        let (feed, feed_task) = feed::spawn(pool.clone(), sql.clone(), config);
+        Ok(PgStore {
+            pool,
+            sql,
+            writer,
+            feed,
+            feed_task,
+            #[cfg(feature = "testing")]
+            scratch: None,
+        })
+    }
+
+    /// Queues an append for the writer and waits for its answer.
+    pub(crate) async fn send(
+        &self,
+        run_id: &RunId,
+        epoch: Option<u64>,
+        expected: Seq,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventId>, StoreError> {
+        validate(run_id, &events)?;
+        check_text(&events)?;
+        let (reply, answer) = oneshot::channel();
+        let request = Request {
+            run_id: run_id.clone(),
+            epoch,
+            expected,
+            events,
+            reply,
+        };
+        let gone = || StoreError::Unavailable {
+            message: "appending events: the store's writer task ended".into(),
+        };
+        self.writer.send(request).await.map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+}
+
+fn pool(config: tokio_postgres::Config, options: &PgOptions) -> Result<Pool, StoreError> {
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(options.pool_size.max(1))
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(options.connect_timeout))
+        .create_timeout(Some(options.connect_timeout))
+        .build()
+        .map_err(|e| StoreError::Invalid {
+            what: "database pool".into(),
+            reason: e.to_string(),
+        })
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.feed_task.abort();
+    }
+}
+
+#[async_trait]
+impl EventStore for PgStore {
+    async fn append(
+        &self,
+        run_id: &RunId,
+        expected_seq: Seq,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<EventId>, StoreError> {
+        self.send(run_id, None, expected_seq, events).await
+    }
+
+    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
+        let doing = format!("reading run `{run_id}`");
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
+            [&run_id.as_str(), &i64::from(from_seq.0)];
+        events(&query(&self.pool, &doing, &self.sql.read_run, &params).await?)
+    }
+
+    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
+        read_from(&self.pool, &self.sql, from, max_events).await
+    }
+
+    async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
+        let (visible, live) = self.feed.subscribe();
+        Ok(Subscription::pushed(self, after, visible, live))
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let rows = query(&self.pool, "listing runs", &self.sql.list_runs, &[]).await?;
+        rows.iter()
+            .map(|row| {
+                let run_id = RunId::from(row.get::<_, &str>(0));
+                let last_seq = u32::try_from(row.get::<_, i64>(1)).map_err(|e| {
+                    crate::error::corrupted("table runs", 0, format!("run `{run_id}`: {e}"))
+                })?;
+                Ok(RunSummary {
+                    run_id,
+                    last_seq: Seq(last_seq),
+                    last_event_id: EventId(row.get::<_, i64>(2) as u64),
+                })
+            })
+            .collect()
+    }
+
+    async fn last_event_id(&self) -> Result<EventId, StoreError> {
+        last_event_id(&self.pool, &self.sql).await
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for PgStore {
+    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        let doing = "saving a snapshot";
+        let mut client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| crate::error::pool(doing, e))?;
+        let tx = client.transaction().await.map_err(|e| pg(doing, e))?;
+        let watermark = snapshot.watermark.0 as i64;
+        tx.execute(&self.sql.save_snapshot, &[&watermark, &snapshot.state])
+            .await
+            .map_err(|e| pg(doing, e))?;
+        tx.execute(&self.sql.trim_snapshots, &[&KEPT_SNAPSHOTS])
+            .await
+            .map_err(|e| pg(doing, e))?;
+        tx.commit().await.map_err(|e| pg(doing, e))
+    }
+
+    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
+        let rows = query(
+            &self.pool,
+            "loading a snapshot",
+            &self.sql.load_snapshot,
+            &[],
+        )
+        .await?;
+        Ok(rows.first().map(|row| Snapshot {
+            watermark: EventId(row.get::<_, i64>(0) as u64),
+            state: row.get(1),
+        }))
+    }
+}
+
+#[async_trait]
+impl BlobStore for PgStore {
+    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
+        let blob = BlobRef {
+            sha256: sha256_hex(&bytes),
+            bytes: bytes.len() as u64,
+        };
+        let doing = format!("storing blob {}", blob.sha256);
+        query(
+            &self.pool,
+            &doing,
+            &self.sql.put_blob,
+            &[&blob.sha256, &bytes],
+        )
+        .await?;
+        Ok(blob)
+    }
+
+    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
+        let doing = format!("reading blob {}", blob.sha256);
+        let rows = query(&self.pool, &doing, &self.sql.get_blob, &[&blob.sha256]).await?;
+        let bytes: Vec<u8> = rows
+            .first()
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("blob {}", blob.sha256),
+            })?
+            .get(0);
+        check_blob(blob, &bytes, "table blobs")?;
+        Ok(bytes)
+    }
+}
