@@ -3,14 +3,17 @@
 import { text } from './api.js';
 import { badge, duration, el, label, time, span } from './format.js';
 
-/** The run's header: state, workflow, times, progress, why it waits, a rollback asked. */
-export function header(view) {
+/**
+ * The run's header: state, workflow, times, progress, why it waits, a rollback asked. A run
+ * shown `now` and running has lasted until now; one shown in the past, until its last event.
+ */
+export function header(view, now) {
   const counts = {};
   for (const step of Object.values(view.steps)) counts[step.state] = (counts[step.state] ?? 0) + 1;
   const facts = [
     ['Workflow', view.workflow],
     ['Started', time(view.created_at)],
-    ['Duration', duration(span(view.created_at, view.updated_at, view.state === 'running'))],
+    ['Duration', duration(span(view.created_at, view.updated_at, now && view.state === 'running'))],
     ['Events', `${view.events} (last #${view.event_id})`],
     ['Steps', Object.entries(counts).map(([state, n]) => `${n} ${label(state)}`).join(' · ')],
   ];

@@ -89,7 +89,7 @@ class RunPage {
   /** Shows `view` (now or past) everywhere; the actions always follow the run now. */
   show(view) {
     this.shown = view;
-    this.head.replaceChildren(...header(view));
+    this.head.replaceChildren(...header(view, view === this.live));
     this.dag.update(view);
     this.steps.update(view, this.live.allowed.override);
     this.renderDetail();

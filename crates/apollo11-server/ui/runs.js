@@ -14,12 +14,13 @@ export function mountRuns(root, params) {
   const filter = { state: params.get('state') ?? '', workflow: params.get('workflow') ?? '' };
   const cursors = [null];
   const body = el('tbody');
+  const table = el('table', { class: 'runs' }, el('thead', {}, headRow()), body);
   const status = el('p', { class: 'muted', 'data-status': true });
   const pager = el('div', { class: 'pager' });
   root.append(
     el('h1', {}, 'Runs'),
     filters(filter),
-    el('table', { class: 'runs' }, el('thead', {}, headRow()), body),
+    table,
     pager,
     status,
   );
@@ -29,6 +30,7 @@ export function mountRuns(root, params) {
       body.replaceChildren(...page.runs.map(row));
       if (page.runs.length === 0) body.append(el('tr', {}, el('td', { colspan: 7, class: 'muted' }, 'No runs match.')));
       pager.replaceChildren(...pageButtons(cursors, page.next_cursor, load));
+      table.dataset.filter = `${filter.state}|${filter.workflow}`; // what the rows shown match
       status.textContent = `Updated ${time(Date.now())}, every ${POLL_MS / 1000} s while this tab is shown.`;
     } catch (e) {
       status.textContent = e instanceof ApiError ? `The server said: ${e.message}` : `Cannot reach the server: ${e.message}`;
