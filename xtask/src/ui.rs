@@ -57,7 +57,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
 
 fn command(command: &mut Command, what: &str) -> Result<()> {
     eprintln!("$ {what}");
-    let status = command.status().with_context(|| format!("running {what}"))?;
+    let status = command
+        .status()
+        .with_context(|| format!("running {what}"))?;
     ensure!(status.success(), "{what} failed: {status}");
     Ok(())
 }
@@ -116,7 +118,9 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
