@@ -7,14 +7,15 @@ mod docs;
 mod mutants;
 mod readme;
 mod tidy;
+mod ui;
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutants>
+const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutants|ui>
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
-           required), the alert rules, the README's first command from the repository root,
-           crash test
+           required), the alert rules, the web UI in Chromium, the README's first command from
+           the repository root, crash test
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
@@ -22,7 +23,10 @@ const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutan
   bench    [--quick] [append|replay|scheduler]...: release benchmarks, JSON in target/bench/
   mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
            and the log's recovery files, each with its crate's tests; prints each score
-           (caught / (caught + missed)) and the surviving mutants; output in target/mutants/";
+           (caught / (caught + missed)) and the surviving mutants; output in target/mutants/
+  ui       [--paint]: the web UI's browser test (node, npm, /usr/bin/chromium) against a real
+           `apollo11 serve`; screenshots in target/ui-screenshots/; --paint: time to first
+           paint of a 1,000-step run page, as JSON";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,6 +37,7 @@ fn main() -> Result<()> {
         Some("readme") => readme::check_first_command(&tidy::workspace_root()?),
         Some("bench") => bench::run(&tidy::workspace_root()?, &args[1..]),
         Some("mutants") => mutants::run(&tidy::workspace_root()?, &args[1..]),
+        Some("ui") => ui::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }
@@ -56,6 +61,7 @@ fn ci() -> Result<()> {
     cargo(&["test", "--workspace", "--locked"])?;
     let root = tidy::workspace_root()?;
     alerts::check(&root)?;
+    ui::run(&root, &[])?;
     readme::check_first_command(&root)?;
     crash::run(&root, crash::Args::parse(&[])?)
 }

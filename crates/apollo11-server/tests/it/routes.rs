@@ -373,35 +373,40 @@ async fn answer(client: &Client, method: &str, path: &str) -> apollo11_server::c
     client.send(method, path, &[], body).await.unwrap()
 }
 
-/// `GET /` is `ui/index.html` and `GET /ui/{file}` every other file of `ui/`, byte for byte,
-/// with the type of its extension and `no-cache`; without the file, the error object.
+/// `GET /` is `ui/index.html` and `GET /ui/{file}` every file of `ui/`, byte for byte, with
+/// the type of its extension (browsers run an ES module served as JavaScript only) and
+/// `no-cache`; an unknown file is the error object.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ui_files_are_served_from_the_binary() {
     let server = TestServer::start().await;
     let ui = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ui");
     let index = server.client.get("/").await.unwrap();
-    match std::fs::read(ui.join("index.html")) {
-        Ok(bytes) => {
-            assert_eq!(index.status, 200);
-            assert_eq!(index.body, bytes);
-            assert_eq!(
-                index.header("content-type"),
-                Some("text/html; charset=utf-8")
-            );
-        }
-        Err(_) => assert_error(&index, 404, "not_found"),
-    }
-    for entry in std::fs::read_dir(&ui).into_iter().flatten().flatten() {
+    assert_eq!(index.status, 200);
+    assert_eq!(index.body, std::fs::read(ui.join("index.html")).unwrap());
+    assert_eq!(
+        index.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let mut served = 0;
+    for entry in std::fs::read_dir(&ui).unwrap().flatten() {
         let name = entry.file_name().into_string().unwrap();
         let answer = server.client.get(&format!("/ui/{name}")).await.unwrap();
         assert_eq!(answer.status, 200, "{name}");
         assert_eq!(answer.body, std::fs::read(entry.path()).unwrap(), "{name}");
         assert_eq!(answer.header("cache-control"), Some("no-cache"), "{name}");
-        if name.ends_with(".js") {
-            let js = answer.header("content-type");
-            assert_eq!(js, Some("text/javascript; charset=utf-8"));
-        }
+        let expected = match name.rsplit_once('.').unwrap().1 {
+            "js" => "text/javascript; charset=utf-8",
+            "css" => "text/css; charset=utf-8",
+            "html" => "text/html; charset=utf-8",
+            other => panic!("ui/{name}: no test of the type of .{other} files"),
+        };
+        assert_eq!(answer.header("content-type"), Some(expected), "{name}");
+        served += 1;
     }
+    assert!(
+        served >= 3,
+        "ui/ holds index.html, its script and its style"
+    );
     assert_error(
         &server.client.get("/ui/no-such.js").await.unwrap(),
         404,

@@ -1,0 +1,64 @@
+// Operator actions: a dialog asks who and why (and, to override a step, the state to set),
+// sends the action, and says which event it appended; the server's refusal stays in the
+// dialog.
+
+import { api, seg } from './api.js';
+
+const BY_KEY = 'apollo11.by';
+
+/** The run actions (the keys of the run's `allowed`), in the order of their buttons. */
+export const RUN_ACTIONS = {
+  pause: { button: 'Pause…', title: 'Pause the run', help: 'Nothing new starts until the run is resumed; steps at work finish.' },
+  resume: { button: 'Resume…', title: 'Resume the run', help: 'Lifts the operator\'s pause; the server drives the run again.' },
+  rollback: { button: 'Roll back…', title: 'Roll the run back', help: 'Compensates every step that did work, in reverse order, at the run\'s next drive.' },
+};
+
+/** Asks for and sends run action `name` on `runId`; resolves to the server's answer or null. */
+export function runAction(runId, name) {
+  const { title, help } = RUN_ACTIONS[name];
+  return ask({ title, help, target: false }, (fields) =>
+    api(`/api/v1/runs/${seg(runId)}/${name}`, { method: 'POST', body: fields }));
+}
+
+/** Asks for and sends an override of `step`; resolves to the server's answer or null. */
+export function overrideStep(runId, step) {
+  const help = 'An operator\'s decision, kept in the log with who and why; the server drives the run afterwards.';
+  return ask({ title: `Override step ${step}`, help, target: true }, (fields) =>
+    api(`/api/v1/runs/${seg(runId)}/steps/${seg(step)}/override`, { method: 'POST', body: fields }));
+}
+
+/** Opens the dialog; `send(fields)` on submit: its answer closes it, its error stays shown. */
+function ask({ title, help, target }, send) {
+  const dialog = document.getElementById('action-dialog');
+  const form = dialog.querySelector('form');
+  form.reset();
+  dialog.querySelector('[data-title]').textContent = title;
+  dialog.querySelector('[data-help]').textContent = help;
+  dialog.querySelector('[data-to-row]').hidden = !target;
+  const error = dialog.querySelector('[data-error]');
+  error.textContent = '';
+  form.elements.by.value = localStorage.getItem(BY_KEY) ?? '';
+  return new Promise((resolve) => {
+    const submit = async (e) => {
+      e.preventDefault();
+      if (e.submitter?.value === 'cancel') return dialog.close();
+      const fields = { by: form.elements.by.value.trim(), reason: form.elements.reason.value.trim() };
+      if (target) fields.to = form.elements.to.value;
+      error.textContent = 'Sending…';
+      try {
+        const answer = await send(fields);
+        localStorage.setItem(BY_KEY, fields.by);
+        resolve(answer);
+        dialog.close();
+      } catch (err) {
+        error.textContent = `Refused: ${err.message}`;
+      }
+    };
+    form.addEventListener('submit', submit);
+    dialog.addEventListener('close', () => {
+      form.removeEventListener('submit', submit);
+      resolve(null);
+    }, { once: true });
+    dialog.showModal();
+  });
+}

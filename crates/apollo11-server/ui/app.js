@@ -1,0 +1,32 @@
+// The single page: routes in the URL fragment (`#/runs?state=&workflow=`, `#/runs/ID?at=N`),
+// each page mounted into <main> and unmounted (its polling and streams stopped) on leaving.
+
+import { mountRuns } from './runs.js';
+import { mountRun } from './run.js';
+import { el } from './format.js';
+import { route } from './nav.js';
+
+let unmount = () => {};
+
+function show() {
+  unmount();
+  const root = document.getElementById('app');
+  root.replaceChildren();
+  root.className = '';
+  const { parts, params } = route();
+  const where = document.getElementById('where');
+  if (parts[0] === 'runs' && parts.length === 2) {
+    where.textContent = `run ${parts[1]}`;
+    unmount = mountRun(root, parts[1], params);
+  } else if (parts.length === 0 || (parts[0] === 'runs' && parts.length === 1)) {
+    where.textContent = 'runs';
+    unmount = mountRuns(root, params);
+  } else {
+    where.textContent = '';
+    root.append(el('p', { class: 'error' }, `No page at ${location.hash}. `, el('a', { href: '#/runs' }, 'The runs.')));
+    unmount = () => {};
+  }
+}
+
+window.addEventListener('hashchange', show);
+show();

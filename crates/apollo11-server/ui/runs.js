@@ -1,0 +1,92 @@
+// The runs page: a table of runs (state, workflow, start, duration, progress), filtered by
+// state and workflow on the server, paged by its cursor, and polled while the tab is seen.
+
+import { api, ApiError } from './api.js';
+import { href } from './nav.js';
+import { badge, duration, el, span, time } from './format.js';
+
+const POLL_MS = 2000;
+const PAGE = 50;
+const STATES = ['running', 'paused', 'succeeded', 'failed', 'rolled_back'];
+
+/** Mounts the page; returns what unmounts it. */
+export function mountRuns(root, params) {
+  const filter = { state: params.get('state') ?? '', workflow: params.get('workflow') ?? '' };
+  const cursors = [null];
+  const body = el('tbody');
+  const table = el('table', { class: 'runs' }, el('thead', {}, headRow()), body);
+  const status = el('p', { class: 'muted', 'data-status': true });
+  const pager = el('div', { class: 'pager' });
+  root.append(
+    el('h1', {}, 'Runs'),
+    filters(filter),
+    table,
+    pager,
+    status,
+  );
+  const load = async () => {
+    try {
+      const page = await api(`/api/v1/runs?${query(filter, cursors.at(-1))}`);
+      body.replaceChildren(...page.runs.map(row));
+      if (page.runs.length === 0) body.append(el('tr', {}, el('td', { colspan: 7, class: 'muted' }, 'No runs match.')));
+      pager.replaceChildren(...pageButtons(cursors, page.next_cursor, load));
+      table.dataset.filter = `${filter.state}|${filter.workflow}`; // what the rows shown match
+      status.textContent = `Updated ${time(Date.now())}, every ${POLL_MS / 1000} s while this tab is shown.`;
+    } catch (e) {
+      status.textContent = e instanceof ApiError ? `The server said: ${e.message}` : `Cannot reach the server: ${e.message}`;
+    }
+  };
+  load();
+  const timer = setInterval(() => document.visibilityState === 'visible' && load(), POLL_MS);
+  return () => clearInterval(timer);
+}
+
+function query(filter, cursor) {
+  const q = new URLSearchParams({ limit: PAGE });
+  if (filter.state) q.set('state', filter.state);
+  if (filter.workflow) q.set('workflow', filter.workflow);
+  if (cursor) q.set('cursor', cursor);
+  return q.toString();
+}
+
+/** The filters; a change is a new fragment (so it can be linked and goes back). */
+function filters(filter) {
+  const go = (change) => {
+    location.hash = href(['runs'], { ...filter, ...change });
+  };
+  const state = el('select', { name: 'state', onchange: (e) => go({ state: e.target.value }) },
+    el('option', { value: '' }, 'every state'),
+    STATES.map((s) => el('option', { value: s, selected: s === filter.state }, s.replace('_', ' '))));
+  const workflow = el('select', { name: 'workflow', onchange: (e) => go({ workflow: e.target.value }) },
+    el('option', { value: '' }, 'every workflow'));
+  if (filter.workflow) workflow.append(el('option', { value: filter.workflow, selected: true }, filter.workflow));
+  api('/api/v1/workflows').then(({ workflows }) => {
+    for (const w of workflows) {
+      if (w.name !== filter.workflow) workflow.append(el('option', { value: w.name }, w.name));
+    }
+  }, () => {});
+  return el('div', { class: 'filters' }, el('label', {}, 'State ', state), el('label', {}, 'Workflow ', workflow));
+}
+
+function headRow() {
+  return el('tr', {}, ['Run', 'State', 'Workflow', 'Started', 'Duration', 'Steps done', 'Events'].map((h) => el('th', {}, h)));
+}
+
+function row(run) {
+  const running = run.state === 'running';
+  return el('tr', { 'data-run': run.run_id },
+    el('td', {}, el('a', { href: href(['runs', run.run_id]) }, run.run_id)),
+    el('td', {}, badge(run.state)),
+    el('td', {}, run.workflow),
+    el('td', {}, time(run.created_at)),
+    el('td', {}, duration(span(run.created_at, run.updated_at, running))),
+    el('td', { class: 'num' }, `${run.steps_done} / ${run.steps}`),
+    el('td', { class: 'num' }, String(run.events)));
+}
+
+/** Newer / older page buttons over a stack of cursors. */
+function pageButtons(cursors, next, load) {
+  const newer = el('button', { disabled: cursors.length === 1, onclick: () => { cursors.pop(); load(); } }, '← Newer');
+  const older = el('button', { disabled: !next, onclick: () => { cursors.push(next); load(); } }, 'Older →');
+  return [newer, el('span', { class: 'muted' }, `page ${cursors.length}`), older];
+}

@@ -1,0 +1,77 @@
+// The run's events, a page of PAGE rows at a time (never all 10,000 in the DOM): when, what,
+// which step, who and why. The event the run is shown at is marked; a click on a row moves
+// time there.
+
+import { el, label, time } from './format.js';
+import { pageButtons } from './pager.js';
+
+const PAGE = 100;
+
+/** Who wrote an event: the operator named in it, else the engine instance. */
+export function who(event) {
+  return event.by ?? `engine ${event.instance}`;
+}
+
+/** Why, or what the event says beyond its kind. */
+export function why(event) {
+  if (event.reason !== undefined) return event.to ? `to ${event.to}: ${event.reason}` : event.reason;
+  if (event.error !== undefined) return `${event.error}${event.retryable ? '' : ' (not retryable)'}`;
+  if (event.workflow !== undefined) return `workflow ${event.workflow}`;
+  if (event.host !== undefined) return `on ${event.host}, ${event.handle}`;
+  return '';
+}
+
+/** The timeline of `events` (an array that grows); `onPick(index)` on a click on a row. */
+export class Timeline {
+  constructor(host, events, onPick) {
+    this.events = events;
+    this.onPick = onPick;
+    this.page = 0;
+    this.current = -1;
+    this.body = el('tbody');
+    this.pager = el('div');
+    host.append(el('table', { class: 'events' }, el('thead', {}, el('tr', {},
+      ['#', 'Event', 'Time', 'Step', 'Kind', 'Try', 'Who', 'Why / what'].map((h) => el('th', {}, h)))), this.body), this.pager);
+  }
+
+  /** Marks event `index` (0-based) and shows its page. */
+  show(index) {
+    this.current = index;
+    this.page = Math.floor(index / PAGE);
+    this.render();
+  }
+
+  /** After events were added (there were `before`): re-renders the page if they show on it. */
+  grew(before) {
+    if ((this.page + 1) * PAGE > before) this.render();
+    else this.pager.replaceChildren(this.buttons());
+  }
+
+  pages() {
+    return Math.ceil(this.events.length / PAGE);
+  }
+
+  render() {
+    const start = this.page * PAGE;
+    this.body.replaceChildren(...this.events.slice(start, start + PAGE).map((e, i) => this.row(e, start + i)));
+    this.pager.replaceChildren(this.buttons());
+  }
+
+  buttons() {
+    return pageButtons(this.page, this.pages(), (page) => { this.page = page; this.render(); });
+  }
+
+  row(event, index) {
+    const operator = event.by !== undefined;
+    return el('tr', { class: [index === this.current ? 'current' : '', operator ? 'operator' : ''].join(' ').trim() || null,
+      'data-event': event.event_id, onclick: () => this.onPick(index) },
+    el('td', { class: 'num' }, String(event.seq)),
+    el('td', { class: 'num' }, `#${event.event_id}`),
+    el('td', {}, time(event.at_ms)),
+    el('td', {}, event.step ?? '(run)'),
+    el('td', {}, el('span', { class: `kind k-${event.kind}` }, label(event.kind))),
+    el('td', { class: 'num' }, event.attempt ? String(event.attempt) : ''),
+    el('td', {}, who(event)),
+    el('td', { class: 'why' }, why(event)));
+  }
+}
