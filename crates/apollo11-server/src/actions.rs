@@ -7,6 +7,7 @@ use crate::extract::{Body, Names};
 use crate::server::AppState;
 use crate::{drive, ApiError};
 use apollo11_core::{limits, OverrideTarget};
+use apollo11_runtime::inspect::Pause;
 use apollo11_runtime::{EngineError, EventId, Refusal, RunAction, RunId};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -65,7 +66,8 @@ pub async fn rollback(state: Shared, names: Names, note: Body<Note>) -> Answer {
 }
 
 /// `POST /api/v1/runs/{id}/resume`: lifts an operator's pause (its event id), or, for a run
-/// no operator paused, only drives it again (`event_id` null).
+/// no operator paused, only drives it again (`event_id` null); refused for a run waiting for
+/// an override.
 pub async fn resume(state: Shared, names: Names, note: Body<Note>) -> Answer {
     act(state, names, note, RunAction::Resume).await
 }
@@ -94,11 +96,28 @@ async fn act(
             action: RunAction::Resume,
             refusal: Refusal::NotPaused,
             ..
-        }) => None,
+        }) => {
+            not_waiting_for_a_person(&state, &run_id).await?;
+            None
+        }
         Err(e) => return Err(e.into()),
     };
     drive::drive(&state, &run_id).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({"event_id": event_id}))))
+}
+
+/// A resume of a run no operator paused only drives it again, which cannot help a run that
+/// waits for a person because a step or its compensation failed for good: that is refused
+/// (409) naming the step, as the inspector disables it.
+async fn not_waiting_for_a_person(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
+    let failed = match state.inspector.status(run_id, None).await?.paused {
+        Some(Pause::StepFailed { step, .. }) => format!("step `{step}`"),
+        Some(Pause::CompensationFailed { step, .. }) => format!("the compensation of `{step}`"),
+        _ => return Ok(()),
+    };
+    Err(ApiError::conflict(format!(
+        "the run is paused because {failed} failed for good: override the step to go on"
+    )))
 }
 
 /// What an override sets, and who and why.

@@ -131,6 +131,13 @@ async fn an_overridden_step_lets_a_paused_run_succeed_and_bad_notes_are_refused(
         .await
         .unwrap();
     assert_error(&unknown_step, 404, "not_found");
+    let resumed = server
+        .client
+        .post("/api/v1/runs/s/resume", &note("cannot help"))
+        .await
+        .unwrap();
+    assert_error(&resumed, 409, "conflict");
+    assert!(resumed.message().contains("`fails`"), "{}", resumed.message());
     let unknown_run = server
         .client
         .post("/api/v1/runs/nope/pause", &note("r"))
