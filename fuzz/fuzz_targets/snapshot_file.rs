@@ -25,7 +25,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(log) = FileLog::open_read_only_with(Arc::new(fs.clone()), datadir::DIR) {
         let last = log.recovery().events;
         if let Ok(Some(loaded)) = block_on(log.load_snapshot()) {
-            assert!(loaded.watermark.0 <= last, "a snapshot past the log's end loaded");
+            assert!(
+                loaded.watermark.0 <= last,
+                "a snapshot past the log's end loaded"
+            );
         }
     }
     datadir::check(&fs);

@@ -18,7 +18,10 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(e) => {
             assert!(!e.message.is_empty(), "an error says what is wrong");
-            assert!(e.line <= text.split('\n').count(), "{e}: line past the text");
+            assert!(
+                e.line <= text.split('\n').count(),
+                "{e}: line past the text"
+            );
             if e.line > 0 {
                 let line = text.split('\n').nth(e.line - 1).unwrap_or_default();
                 assert!(e.column <= line.len() + 1, "{e}: column past its line");

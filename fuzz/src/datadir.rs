@@ -4,10 +4,10 @@
 //! log `verify` finds clean opens, or one `repair` cut, reopens.
 
 use crate::block_on;
-use apollo11_core::{Event, EventKind, Payload, RunId, Seq};
+use apollo11_core::{Event, EventId, EventKind, Payload, RunId, Seq};
 use apollo11_log::{
     plan_repair_with, repair_with, verify_with, EventStore, FileLog, Fs, Mode, NewEvent, Options,
-    SimFs, StoreError,
+    SimFs, Snapshot, SnapshotStore, StoreError,
 };
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -50,11 +50,23 @@ fn files_of(fs: &SimFs) -> Vec<File> {
     for sub in ["segments", "snapshots"] {
         let dir = Path::new(DIR).join(sub);
         for name in fs.list(&dir).expect("a listed folder") {
-            let bytes = fs.open(&dir.join(&name), Mode::Read).and_then(|f| f.read_all());
+            let bytes = fs
+                .open(&dir.join(&name), Mode::Read)
+                .and_then(|f| f.read_all());
             files.push((format!("{sub}/{name}"), bytes.expect("a readable file")));
         }
     }
     files
+}
+
+/// The files of a log written by the log itself on a fresh simulated disk, by `fill`, then
+/// closed cleanly.
+pub fn written(fill: impl FnOnce(&FileLog)) -> Vec<File> {
+    let fs = SimFs::new();
+    let log = FileLog::open_with(Arc::new(fs.clone()), DIR, options()).expect("a new log");
+    fill(&log);
+    drop(log);
+    files_of(&fs)
 }
 
 /// A log written by the log itself and closed cleanly: three runs over several segments,
@@ -63,25 +75,22 @@ fn files_of(fs: &SimFs) -> Vec<File> {
 pub fn template() -> &'static [File] {
     static FILES: OnceLock<Vec<File>> = OnceLock::new();
     FILES.get_or_init(|| {
-        let fs = SimFs::new();
-        let log = FileLog::open_with(Arc::new(fs.clone()), DIR, options()).expect("a new log");
-        block_on(async {
-            for seq in 0..30u32 {
-                let run = RunId::from(["alpha", "beta", "gamma"][seq as usize % 3]);
-                let events = vec![probe_event(seq), probe_event(seq + 1)];
-                log.append(&run, Seq(seq / 3 * 2 + 1), events)
-                    .await
-                    .expect("an append to a new log");
-            }
-            use apollo11_log::SnapshotStore;
-            let snapshot = apollo11_log::Snapshot {
-                watermark: apollo11_core::EventId(40),
-                state: b"{\"runs\":3}".to_vec(),
-            };
-            log.save_snapshot(snapshot).await.expect("a snapshot");
-        });
-        drop(log);
-        files_of(&fs)
+        written(|log| {
+            block_on(async {
+                for seq in 0..30u32 {
+                    let run = RunId::from(["alpha", "beta", "gamma"][seq as usize % 3]);
+                    let events = vec![probe_event(seq), probe_event(seq + 1)];
+                    log.append(&run, Seq(seq / 3 * 2 + 1), events)
+                        .await
+                        .expect("an append to a new log");
+                }
+                let snapshot = Snapshot {
+                    watermark: EventId(40),
+                    state: b"{\"runs\":3}".to_vec(),
+                };
+                log.save_snapshot(snapshot).await.expect("a snapshot");
+            })
+        })
     })
 }
 
@@ -103,13 +112,13 @@ fn probe_event(n: u32) -> NewEvent {
         attempt: 1,
         at_ms: u64::from(n) * 1000,
         instance: "fuzz".into(),
-        payload: Payload::inline(format!("payload {n}")),
+        payload: Payload::inline(format!("payload {n} ").repeat(10)),
     }
 }
 
 /// Every event of `log`, by id, checked against what each run's own read returns.
 fn read_all(log: &FileLog) -> Result<Vec<Event>, StoreError> {
-    let events = block_on(log.read_from(apollo11_core::EventId(0), u32::MAX))?;
+    let events = block_on(log.read_from(EventId(0), u32::MAX))?;
     for pair in events.windows(2) {
         assert_eq!(
             pair[1].event_id.0,
@@ -149,7 +158,8 @@ pub fn check(fs: &SimFs) {
         },
         Err(e) => {
             assert!(!clean, "verify found the log clean, its open refused: {e}");
-            if matches!(e, StoreError::Corrupted { .. }) && repair_with(shared.clone(), &dir).is_ok()
+            if matches!(e, StoreError::Corrupted { .. })
+                && repair_with(shared.clone(), &dir).is_ok()
             {
                 FileLog::open_with(shared, &dir, options()).expect("a repaired log opens");
             }
@@ -170,5 +180,8 @@ fn append_and_reopen(log: FileLog, mut events: Vec<Event>, fs: Arc<dyn Fs>) {
     drop(log);
     let reopened = FileLog::open_with(fs, DIR, options()).expect("a log closed cleanly reopens");
     let again = read_all(&reopened).expect("a reopened log reads");
-    assert_eq!(again, events, "a reopened log holds what it held, and the append");
+    assert_eq!(
+        again, events,
+        "a reopened log holds what it held, and the append"
+    );
 }

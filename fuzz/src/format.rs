@@ -68,7 +68,10 @@ pub fn fix_segment_header(segment: &mut [u8]) {
 pub fn fix_record_crcs(segment: &mut [u8]) {
     let mut at = SEGMENT_HEADER_BYTES;
     while let Some(len) = u32_at(segment, at) {
-        let (body, end) = (at + RECORD_HEADER_BYTES, at + RECORD_HEADER_BYTES + len as usize);
+        let (body, end) = (
+            at + RECORD_HEADER_BYTES,
+            at + RECORD_HEADER_BYTES + len as usize,
+        );
         if len == 0 || end > segment.len() {
             return;
         }
@@ -101,4 +104,11 @@ pub fn fix_index_crc(index: &mut [u8]) {
         let crc = crc32fast::hash(&index[..at]);
         index[at..].copy_from_slice(&crc.to_le_bytes());
     }
+}
+
+/// The body after the kind byte of a segment's first record, if it has one.
+pub fn first_record_body(segment: &[u8]) -> Option<&[u8]> {
+    let len = u32_at(segment, SEGMENT_HEADER_BYTES)? as usize;
+    let body = SEGMENT_HEADER_BYTES + RECORD_HEADER_BYTES;
+    segment.get(body + 1..body + len)
 }

@@ -105,7 +105,9 @@ fn request(data: &[u8]) -> Option<Request<Body>> {
         .uri(&first[space + 1..]);
     for line in lines {
         let colon = line.iter().position(|&b| b == b':')?;
-        let value = line[colon + 1..].strip_prefix(b" ").unwrap_or(&line[colon + 1..]);
+        let value = line[colon + 1..]
+            .strip_prefix(b" ")
+            .unwrap_or(&line[colon + 1..]);
         let name = HeaderName::from_bytes(&line[..colon]).ok()?;
         builder = builder.header(name, HeaderValue::from_bytes(value).ok()?);
     }
@@ -134,7 +136,10 @@ pub fn check(data: &[u8]) {
 
 /// The status and, unless the answer is an event stream, the body.
 async fn answer(router: Router, request: Request<Body>) -> (StatusCode, Option<Vec<u8>>) {
-    let response = router.oneshot(request).await.expect("the router is infallible");
+    let response = router
+        .oneshot(request)
+        .await
+        .expect("the router is infallible");
     let status = response.status();
     let stream = response
         .headers()

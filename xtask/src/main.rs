@@ -4,6 +4,7 @@ mod alerts;
 mod bench;
 mod crash;
 mod docs;
+mod fuzz;
 mod mutants;
 mod readme;
 mod tidy;
@@ -11,10 +12,10 @@ mod tidy;
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutants>
+const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutants|fuzz>
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), the alert rules, the README's first command from the repository root,
-           crash test
+           crash test, every fuzz target for 20 s (nightly and cargo-fuzz required)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
@@ -22,7 +23,9 @@ const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutan
   bench    [--quick] [append|replay|scheduler]...: release benchmarks, JSON in target/bench/
   mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
            and the log's recovery files, each with its crate's tests; prints each score
-           (caught / (caught + missed)) and the surviving mutants; output in target/mutants/";
+           (caught / (caught + missed)) and the surviving mutants; output in target/mutants/
+  fuzz     [--time SECS] [TARGET]...: each libFuzzer target of fuzz/ for SECS seconds (60),
+           from its seeds; prints executions and exec/s; a crash fails with its input";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,6 +36,7 @@ fn main() -> Result<()> {
         Some("readme") => readme::check_first_command(&tidy::workspace_root()?),
         Some("bench") => bench::run(&tidy::workspace_root()?, &args[1..]),
         Some("mutants") => mutants::run(&tidy::workspace_root()?, &args[1..]),
+        Some("fuzz") => fuzz::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }
@@ -57,8 +61,12 @@ fn ci() -> Result<()> {
     let root = tidy::workspace_root()?;
     alerts::check(&root)?;
     readme::check_first_command(&root)?;
-    crash::run(&root, crash::Args::parse(&[])?)
+    crash::run(&root, crash::Args::parse(&[])?)?;
+    fuzz::fuzz(&root, &fuzz::TARGETS, CI_FUZZ_SECS)
 }
+
+/// Seconds each fuzz target runs in `ci`: six targets, two minutes, after their build.
+const CI_FUZZ_SECS: u64 = 20;
 
 fn cargo(args: &[&str]) -> Result<()> {
     eprintln!("$ cargo {}", args.join(" "));
