@@ -122,8 +122,13 @@ fn run_target(dir: &Path, target: &str, secs: u64) -> Result<Stats> {
         .with_context(|| format!("running cargo fuzz run {target}"))?;
     let log = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
-        let tail: Vec<&str> = log.lines().rev().take(60).collect();
-        for line in tail.iter().rev() {
+        let lines: Vec<&str> = log.lines().collect();
+        // The panic's message (its backtrace is long), then libFuzzer's report of the input.
+        let panic = lines.iter().position(|l| l.contains("panicked at"));
+        for line in panic.map_or(&[][..], |at| &lines[at..(at + 3).min(lines.len())]) {
+            eprintln!("{line}");
+        }
+        for line in &lines[lines.len().saturating_sub(30)..] {
             eprintln!("{line}");
         }
         bail!(
