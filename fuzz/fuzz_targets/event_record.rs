@@ -11,5 +11,5 @@ fuzz_target!(|body: &[u8]| {
     let mut segment = format::segment_header(1);
     format::push_batch(&mut segment, &[body]);
     let name = "segments/00000000000000000001.seg".to_owned();
-    datadir::check(&datadir::with_files(&[(name, segment)]));
+    datadir::check(&datadir::with_files(&[(name, segment)]), true);
 });

@@ -32,5 +32,5 @@ fuzz_target!(|data: &[u8]| {
     } else {
         vec![("segments/00000000000000000001.seg".to_owned(), segment)]
     };
-    datadir::check(&datadir::with_files(&files));
+    datadir::check(&datadir::with_files(&files), true);
 });

@@ -31,5 +31,5 @@ fuzz_target!(|data: &[u8]| {
             );
         }
     }
-    datadir::check(&fs);
+    datadir::check(&fs, true);
 });

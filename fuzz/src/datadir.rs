@@ -134,11 +134,14 @@ fn read_all(log: &FileLog) -> Result<Vec<Event>, StoreError> {
     Ok(events)
 }
 
-/// Checks the properties of the module's notes on `fs`.
-pub fn check(fs: &SimFs) {
+/// Checks the properties of the module's notes on `fs`. Without `strict`, a log `verify`
+/// finds clean may still be refused: an index file given a valid checksum by the fuzzer
+/// (no crash writes one) can point reads into the middle of a record, which only reading
+/// every record at open would catch (index files exist not to), and reads then refuse.
+pub fn check(fs: &SimFs, strict: bool) {
     let dir = PathBuf::from(DIR);
     let shared: Arc<dyn Fs> = Arc::new(fs.clone());
-    let clean = verify_with(shared.clone(), &dir).is_ok_and(|r| r.is_clean());
+    let clean = strict && verify_with(shared.clone(), &dir).is_ok_and(|r| r.is_clean());
     let _ = plan_repair_with(shared.clone(), &dir);
     let read_only = FileLog::open_read_only_with(shared.clone(), &dir)
         .ok()
