@@ -4,6 +4,7 @@ mod alerts;
 mod bench;
 mod crash;
 mod docs;
+mod fuzz;
 mod mutants;
 mod readme;
 mod tidy;
@@ -12,10 +13,11 @@ mod ui;
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutants|ui>
+const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutants|ui|fuzz>
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), the alert rules, the web UI in Chromium, the README's first command from
-           the repository root, crash test
+           the repository root, crash test, every fuzz target for 15 s (nightly and cargo-fuzz
+           required)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
@@ -26,7 +28,9 @@ const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutan
            (caught / (caught + missed)) and the surviving mutants; output in target/mutants/
   ui       [--paint]: the web UI's browser test (node, npm, /usr/bin/chromium) against a real
            `apollo11 serve`; screenshots in target/ui-screenshots/; --paint: time to first
-           paint of a 1,000-step run page, as JSON";
+           paint of a 1,000-step run page, as JSON
+  fuzz     [--time SECS] [TARGET]...: each libFuzzer target of fuzz/ for SECS seconds (60),
+           from its seeds; prints executions and exec/s; a crash fails with its input";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -38,6 +42,7 @@ fn main() -> Result<()> {
         Some("bench") => bench::run(&tidy::workspace_root()?, &args[1..]),
         Some("mutants") => mutants::run(&tidy::workspace_root()?, &args[1..]),
         Some("ui") => ui::run(&tidy::workspace_root()?, &args[1..]),
+        Some("fuzz") => fuzz::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }
@@ -63,8 +68,12 @@ fn ci() -> Result<()> {
     alerts::check(&root)?;
     ui::run(&root, &[])?;
     readme::check_first_command(&root)?;
-    crash::run(&root, crash::Args::parse(&[])?)
+    crash::run(&root, crash::Args::parse(&[])?)?;
+    fuzz::fuzz(&root, &fuzz::TARGETS, CI_FUZZ_SECS)
 }
+
+/// Seconds each fuzz target runs in `ci`: six targets, a minute and a half, after their build.
+const CI_FUZZ_SECS: u64 = 15;
 
 fn cargo(args: &[&str]) -> Result<()> {
     eprintln!("$ cargo {}", args.join(" "));

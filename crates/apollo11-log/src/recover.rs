@@ -329,7 +329,26 @@ pub struct Loaded {
 /// Reads every segment (the last one opened in `last_mode`) and refuses, changing nothing,
 /// on damage or on evidence that committed data is missing at the end. Shared by the
 /// writing and the read-only open, so they can never disagree about what the log holds.
+///
+/// An index file that passed its own checks but whose events do not follow from the
+/// segments before it (no crash writes one) is distrusted: the load starts over, scanning
+/// every segment, so that only the segments' own bytes can refuse the log, as in `verify`.
 pub fn load(fs: &dyn Fs, dir: &Path, last_mode: Mode) -> Result<Loaded, StoreError> {
+    match load_using(fs, dir, last_mode, true)? {
+        Some(loaded) => Ok(loaded),
+        None => Ok(load_using(fs, dir, last_mode, false)?
+            .expect("a load that reads no index file never distrusts one")),
+    }
+}
+
+/// [`load`], taking segments from their index files when `use_index`; `None` when an index
+/// file's events do not follow from the segments before it.
+fn load_using(
+    fs: &dyn Fs,
+    dir: &Path,
+    last_mode: Mode,
+    use_index: bool,
+) -> Result<Option<Loaded>, StoreError> {
     let before = crate::missing::list_before(fs, dir)?;
     let names = segment_names(fs, dir)?;
     let mut loaded = Loaded {
@@ -342,11 +361,14 @@ pub fn load(fs: &dyn Fs, dir: &Path, last_mode: Mode) -> Result<Loaded, StoreErr
     for (i, name) in names.iter().enumerate() {
         let last = i + 1 == names.len();
         let mode = if last { last_mode } else { Mode::Read };
-        let inspected = inspect(fs, dir, name, last, mode, true)?;
+        let inspected = inspect(fs, dir, name, last, mode, use_index)?;
         if let Verdict::Damaged(damage) = &inspected.verdict {
             return Err(damage.clone().into_error());
         }
-        add_to_index(&mut loaded.index, &inspected)?;
+        match add_to_index(&mut loaded.index, &inspected) {
+            Err(_) if inspected.from_index => return Ok(None),
+            added => added?,
+        }
         if last {
             loaded.last = Some(inspected);
         } else {
@@ -364,6 +386,6 @@ pub fn load(fs: &dyn Fs, dir: &Path, last_mode: Mode) -> Result<Loaded, StoreErr
     };
     match crate::missing::at_end(fs, dir, &before, &end)? {
         Some(damage) => Err(damage.into_error()),
-        None => Ok(loaded),
+        None => Ok(Some(loaded)),
     }
 }

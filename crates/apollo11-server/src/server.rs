@@ -162,6 +162,13 @@ impl Server {
             .expect("a bound listener has an address")
     }
 
+    /// The router this server answers with (routes, token, error objects), to drive it
+    /// without a socket: `tower::ServiceExt::oneshot` in tests and in the fuzz target of
+    /// `fuzz/`. Runs interrupted before the server started are not resumed by it.
+    pub fn router(&self) -> axum::Router {
+        router(self.state.clone(), self.token.clone())
+    }
+
     /// Resumes the runs left interrupted (paused ones stay paused), then serves until
     /// `shutdown` completes; live streams end then, and runs being driven are stopped as a
     /// crash would stop them (the next start resumes them).
@@ -175,7 +182,7 @@ impl Server {
     ) -> Result<(), ServeError> {
         let resumed = drive::resume_interrupted(&self.state).await?;
         tracing::info!(resumed, address = %self.local_addr(), "serving");
-        let app = router(self.state.clone(), self.token);
+        let app = self.router();
         let closing = self.closing;
         let served = axum::serve(self.listener, app)
             .with_graceful_shutdown(async move {

@@ -129,3 +129,47 @@ async fn the_last_segment_indexed_at_a_clean_close_is_trusted_and_read_back_whol
         "{read:?}"
     );
 }
+
+/// Found by the `index_file` fuzz target: an index file whose checksum holds but whose
+/// events do not follow from the segments before it (a seq out of step) was trusted, and
+/// every open refused the log as damaged at an offset where the segment is intact, while
+/// `verify`, which scans segments, found it clean. Such a file is now distrusted and its
+/// segment scanned, as when it fails its own checks.
+#[tokio::test]
+async fn an_index_file_whose_seqs_do_not_follow_is_distrusted_and_its_segment_scanned() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), "s").await;
+    let report = verify(dir.path()).unwrap();
+    let second = &report.segments[1];
+    let before = all_events(&FileLog::open_read_only(dir.path()).unwrap()).await;
+    let index = index_of(dir.path(), &second.file);
+    let mut bytes = std::fs::read(&index).unwrap();
+    let crc_at = bytes.len() - 4;
+    // The seq of the segment's first event, then the file's checksum made valid again.
+    let seq_at = crc_at - 12 * second.events as usize + 4;
+    bytes[seq_at] ^= 1;
+    let crc = crc32fast::hash(&bytes[..crc_at]).to_le_bytes();
+    bytes[crc_at..].copy_from_slice(&crc);
+    std::fs::write(&index, &bytes).unwrap();
+    assert!(verify(dir.path()).unwrap().is_clean());
+    let read_only = FileLog::open_read_only(dir.path()).expect("a read-only open scans instead");
+    assert_eq!(all_events(&read_only).await, before);
+    let log = FileLog::open(dir.path(), buffered()).expect("a writing open scans instead");
+    assert_eq!(all_events(&log).await, before);
+    drop(log);
+    assert_ne!(
+        std::fs::read(&index).unwrap(),
+        bytes,
+        "the writing open rewrote it"
+    );
+}
+
+async fn all_events(log: &FileLog) -> Vec<apollo11_core::Event> {
+    use apollo11_store::EventStore;
+    let events = log
+        .read_from(apollo11_core::EventId(1), u32::MAX)
+        .await
+        .unwrap();
+    assert_eq!(events.len(), 61);
+    events
+}

@@ -137,7 +137,11 @@ async fn an_overridden_step_lets_a_paused_run_succeed_and_bad_notes_are_refused(
         .await
         .unwrap();
     assert_error(&resumed, 409, "conflict");
-    assert!(resumed.message().contains("`fails`"), "{}", resumed.message());
+    assert!(
+        resumed.message().contains("`fails`"),
+        "{}",
+        resumed.message()
+    );
     let unknown_run = server
         .client
         .post("/api/v1/runs/nope/pause", &note("r"))
