@@ -14,7 +14,7 @@ pub use blob::{check_blob, offload, resolve, sha256_hex};
 pub use error::StoreError;
 pub use feed::{Change, RunFeed, Subscription};
 pub use lease::{
-    ttl_ms, validate_lease, Clock, Fence, Lease, LeaseStore, ManualClock, SystemClock,
+    fair_share, ttl_ms, validate_lease, validate_owner, Clock, Fence, Lease, LeaseStore, ManualClock, SystemClock,
     LEASE_TTL_MAX,
 };
 pub use mem::{IdGaps, MemStore};
