@@ -14,8 +14,8 @@ pub use blob::{check_blob, offload, resolve, sha256_hex};
 pub use error::StoreError;
 pub use feed::{Change, RunFeed, Subscription};
 pub use lease::{
-    fair_share, ttl_ms, validate_lease, validate_owner, Clock, Fence, Lease, LeaseStore, ManualClock, SystemClock,
-    LEASE_TTL_MAX,
+    fair_share, ttl_ms, validate_lease, validate_owner, Clock, Fence, Lease, LeaseStore,
+    ManualClock, SystemClock, LEASE_TTL_MAX,
 };
 pub use mem::{IdGaps, MemStore};
 pub use traits::{BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore, Visitor};

@@ -11,7 +11,10 @@ use std::time::Duration;
 
 async fn create(store: &impl LeasedStore, names: impl IntoIterator<Item = String>) {
     for name in names {
-        store.append(&run(&name), Seq(1), vec![created()]).await.unwrap();
+        store
+            .append(&run(&name), Seq(1), vec![created()])
+            .await
+            .unwrap();
     }
 }
 
@@ -34,8 +37,14 @@ pub async fn claims_take_unheld_unparked_runs_at_a_new_epoch(store: Arc<impl Lea
     assert_eq!(names.len(), 3, "at most max: {names:?}");
     for lease in &claimed {
         assert_eq!(lease.owner, "b");
-        assert!(!["r0", "r1", "empty"].contains(&lease.run_id.as_str()), "{names:?}");
-        assert_eq!(store.lease(&lease.run_id).await.unwrap().as_ref(), Some(lease));
+        assert!(
+            !["r0", "r1", "empty"].contains(&lease.run_id.as_str()),
+            "{names:?}"
+        );
+        assert_eq!(
+            store.lease(&lease.run_id).await.unwrap().as_ref(),
+            Some(lease)
+        );
     }
     if let Some(r2) = claimed.iter().find(|l| l.run_id == run("r2")) {
         assert_eq!(r2.epoch, expired.epoch + 1, "a takeover raises the epoch");
@@ -43,13 +52,22 @@ pub async fn claims_take_unheld_unparked_runs_at_a_new_epoch(store: Arc<impl Lea
     assert_eq!(store.unclaimed().await.unwrap(), 1);
     let rest = store.claim("c", LONG, 10).await.unwrap();
     assert_eq!(rest.len(), 1);
-    assert!(store.claim("c", LONG, 10).await.unwrap().is_empty(), "none left");
+    assert!(
+        store.claim("c", LONG, 10).await.unwrap().is_empty(),
+        "none left"
+    );
     assert_eq!(store.lease(&run("r0")).await.unwrap(), Some(held));
     // Acquiring a parked run unparks it: released again, it is claimed.
     let again = take(store.as_ref(), &run("r1"), "a").await;
     store.release(&again).await.unwrap();
     let unparked = store.claim("c", LONG, 10).await.unwrap();
-    assert_eq!(unparked.iter().map(|l| l.run_id.as_str()).collect::<Vec<_>>(), ["r1"]);
+    assert_eq!(
+        unparked
+            .iter()
+            .map(|l| l.run_id.as_str())
+            .collect::<Vec<_>>(),
+        ["r1"]
+    );
 }
 
 #[doc(hidden)]
@@ -73,7 +91,11 @@ pub async fn racing_claims_share_runs_without_taking_one_twice(store: Arc<impl L
         let claimed = t.await.unwrap().unwrap();
         assert!(claimed.len() <= 10);
         for lease in claimed {
-            assert!(seen.insert(lease.run_id.clone()), "{} claimed twice", lease.run_id);
+            assert!(
+                seen.insert(lease.run_id.clone()),
+                "{} claimed twice",
+                lease.run_id
+            );
         }
     }
     assert_eq!(seen.len(), 40, "every run claimed in one round");
@@ -82,10 +104,23 @@ pub async fn racing_claims_share_runs_without_taking_one_twice(store: Arc<impl L
 #[doc(hidden)]
 pub async fn heartbeats_expire_and_are_checked(store: Arc<impl LeasedStore>) {
     assert_eq!(store.heartbeat("a", LONG).await.unwrap(), 1);
-    assert_eq!(store.heartbeat("b", Duration::from_millis(1)).await.unwrap(), 2);
+    assert_eq!(
+        store
+            .heartbeat("b", Duration::from_millis(1))
+            .await
+            .unwrap(),
+        2
+    );
     tokio::time::sleep(Duration::from_millis(30)).await;
-    assert_eq!(store.heartbeat("a", LONG).await.unwrap(), 1, "b stopped beating");
-    for (owner, ttl, what) in [("", LONG, "lease owner"), ("a", Duration::ZERO, "lease ttl")] {
+    assert_eq!(
+        store.heartbeat("a", LONG).await.unwrap(),
+        1,
+        "b stopped beating"
+    );
+    for (owner, ttl, what) in [
+        ("", LONG, "lease owner"),
+        ("a", Duration::ZERO, "lease ttl"),
+    ] {
         for result in [
             store.heartbeat(owner, ttl).await.map(|_| ()),
             store.claim(owner, ttl, 1).await.map(|_| ()),

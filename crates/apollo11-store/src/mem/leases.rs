@@ -90,7 +90,11 @@ impl LeaseStore for MemStore {
         inner
             .instances
             .insert(owner.to_owned(), now.saturating_add(ttl_ms(ttl)));
-        Ok(inner.instances.values().filter(|until| **until > now).count() as u32)
+        Ok(inner
+            .instances
+            .values()
+            .filter(|until| **until > now)
+            .count() as u32)
     }
 
     async fn unclaimed(&self) -> Result<u32, StoreError> {
@@ -131,7 +135,6 @@ impl LeaseStore for MemStore {
     }
 }
 
-
 impl MemStore {
     /// Releases `lease` (a release of a released lease is harmless), parking its run or not.
     fn let_go(&self, lease: &Lease, park: bool) -> Result<(), StoreError> {
@@ -151,10 +154,12 @@ impl Inner {
     /// parked, in run id order.
     fn unclaimed(&self, now: u64) -> impl Iterator<Item = &RunId> {
         self.runs.keys().filter(move |run_id| {
-            self.leases.get(*run_id).is_none_or(|row| match &row.holder {
-                Some((_, expires)) => *expires <= now,
-                None => !row.parked,
-            })
+            self.leases
+                .get(*run_id)
+                .is_none_or(|row| match &row.holder {
+                    Some((_, expires)) => *expires <= now,
+                    None => !row.parked,
+                })
         })
     }
 }
