@@ -3,6 +3,7 @@
 mod blob;
 #[cfg(feature = "testing")]
 pub mod conformance;
+mod dynamic;
 mod error;
 pub mod feed;
 mod lease;
@@ -11,6 +12,7 @@ mod traits;
 mod validate;
 
 pub use blob::{check_blob, offload, resolve, sha256_hex};
+pub use dynamic::{DynStore, FullStore};
 pub use error::StoreError;
 pub use feed::{Change, RunFeed, Subscription};
 pub use lease::{
