@@ -2,21 +2,26 @@
 //! lock, so they work while a run is in progress, and change nothing. The runtime's
 //! inspector answers; these commands only render.
 
-use crate::data::{engine_exit, open_reader};
+use crate::data::{engine_exit, DataDir};
 use crate::{out, render, Exit};
 use apollo11_core::EventId;
-use apollo11_log::FileLog;
 use apollo11_runtime::inspect::{Pause, RunFilter, RunRow};
 use apollo11_runtime::{Inspector, RunId};
-use std::path::Path;
+use apollo11_store::DynStore;
 use std::sync::Arc;
 
-fn inspector(dir: &Path) -> Result<Inspector<FileLog>, Exit> {
-    Ok(Inspector::new(Arc::new(open_reader(dir)?)))
+async fn inspector(dir: &DataDir) -> Result<Inspector<DynStore>, Exit> {
+    Ok(Inspector::new(Arc::new(dir.open_reader().await?)))
 }
 
-pub async fn status(dir: &Path, run_id: &str, at: Option<u64>, json: bool) -> Result<Exit, Exit> {
-    let view = inspector(dir)?
+pub async fn status(
+    dir: &DataDir,
+    run_id: &str,
+    at: Option<u64>,
+    json: bool,
+) -> Result<Exit, Exit> {
+    let view = inspector(dir)
+        .await?
         .status(&RunId::from(run_id), at.map(EventId))
         .await
         .map_err(engine_exit)?;
@@ -31,8 +36,9 @@ pub async fn status(dir: &Path, run_id: &str, at: Option<u64>, json: bool) -> Re
     Ok(Exit::code(0))
 }
 
-pub async fn events(dir: &Path, run_id: &str, json: bool) -> Result<Exit, Exit> {
-    let page = inspector(dir)?
+pub async fn events(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exit> {
+    let page = inspector(dir)
+        .await?
         .events(&RunId::from(run_id), EventId(0), usize::MAX)
         .await
         .map_err(engine_exit)?;
@@ -48,8 +54,9 @@ pub async fn events(dir: &Path, run_id: &str, json: bool) -> Result<Exit, Exit> 
 
 /// Every run the log can answer for, newest first; one that cannot be read is named on
 /// stderr and the others are still listed, then the command exits with the worst code it met.
-pub async fn runs(dir: &Path, json: bool) -> Result<Exit, Exit> {
-    let list = inspector(dir)?
+pub async fn runs(dir: &DataDir, json: bool) -> Result<Exit, Exit> {
+    let list = inspector(dir)
+        .await?
         .runs(&RunFilter::all())
         .await
         .map_err(engine_exit)?;
@@ -95,8 +102,9 @@ fn run_line(row: &RunRow, json: bool) -> String {
 
 /// What `resume` would do now (see `Inspector::plan`); a paused run gets what an operator
 /// must do.
-pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
-    let plan = inspector(dir)?
+pub async fn plan(dir: &DataDir, run_id: &str) -> Result<Exit, Exit> {
+    let plan = inspector(dir)
+        .await?
         .plan(&RunId::from(run_id))
         .await
         .map_err(engine_exit)?;

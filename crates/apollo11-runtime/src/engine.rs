@@ -321,6 +321,11 @@ impl<S: Store> Engine<S> {
             .await
     }
 
+    /// The ttl of this engine's leases; `None` without leases.
+    pub fn lease_ttl(&self) -> Option<std::time::Duration> {
+        self.shared.leasing.as_ref().map(Leasing::ttl)
+    }
+
     /// Takes this instance's fair share of the runs that need a driver and have none (new
     /// runs no instance took, runs whose lease expired): ceil(unclaimed / live instances),
     /// after recording that this instance is alive. Returns the runs claimed: drive each

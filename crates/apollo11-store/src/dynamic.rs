@@ -2,8 +2,8 @@
 //! database), for front ends that hold one engine whatever the store.
 
 use crate::{
-    BlobStore, EventStore, LeaseStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
-    StoreError, Subscription, Visitor,
+    BlobStore, EventStore, LeaseStore, NewEvent, RunSummary, Snapshot, SnapshotStore, StoreError,
+    Subscription, Visitor,
 };
 use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
 use async_trait::async_trait;
