@@ -80,7 +80,7 @@ pub async fn resume_interrupted(state: &AppState) -> Result<usize, EngineError> 
     Ok(list.runs.len())
 }
 
-/// With a shared store: every third of the lease ttl, says this instance is alive and
+/// With a shared store: every tenth of the lease ttl, says this instance is alive and
 /// claims its share of the runs that need a driver (new runs no instance took, runs whose
 /// lease expired), and drives each. A round that fails (the database out of reach) makes
 /// the server unready until one succeeds; rounds are retried at 100 ms, doubling up to the
@@ -89,7 +89,8 @@ pub async fn claim_rounds(state: Arc<AppState>) {
     let Readiness::Claims(ready) = &state.ready else {
         return;
     };
-    let period = state.engine.lease_ttl().unwrap_or_default() / 3;
+    // A tenth of the ttl: an expired lease is claimed within ttl + ttl/10 of its last renewal.
+    let period = state.engine.lease_ttl().unwrap_or_default() / 10;
     let mut failures = 0u32;
     loop {
         let delay = match state.engine.claim().await {
