@@ -3,9 +3,12 @@
 
 use crate::Exit;
 use apollo11_log::{FileLog, Options};
-use apollo11_runtime::EngineError;
-use apollo11_store::StoreError;
+use apollo11_postgres::{PgOptions, PgStore};
+use apollo11_runtime::{Engine, EngineConfig, EngineError, Leasing};
+use apollo11_store::{DynStore, StoreError};
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Exit code and message for a store error.
 pub fn store_exit(e: StoreError) -> Exit {
@@ -38,6 +41,7 @@ pub fn engine_exit(e: EngineError) -> Exit {
         EngineError::UnknownRun { .. } => {
             Exit::fail(2, format!("{e} in this data dir (see `apollo11 runs`)"))
         }
+        EngineError::Leased { .. } => Exit::fail(4, e.to_string()),
         EngineError::BeforeRun { .. }
         | EngineError::UnknownStep { .. }
         | EngineError::RunExists { .. }
@@ -46,23 +50,94 @@ pub fn engine_exit(e: EngineError) -> Exit {
     }
 }
 
-/// The data directory and how its log is laid out.
+/// The data directory and how its log is laid out; or, with `--store`, the database that
+/// holds the events instead (the data dir keeps the step files).
 pub struct DataDir {
     /// Always absolute: steps run in their workflow's folder and get paths inside it.
     pub path: std::path::PathBuf,
     pub segment_bytes: u64,
+    /// `--store` and `--store-schema`: a PostgreSQL database shared by instances.
+    pub shared: Option<PgOptions>,
 }
 
+/// How long a lease of this process lasts unrenewed (`run`, `resume` and `serve` with
+/// `--store`): another instance takes its runs over after it.
+pub const LEASE_TTL: Duration = Duration::from_secs(10);
+
 impl DataDir {
-    /// `--data-dir` made absolute (against the current folder; symlinks are kept).
-    pub fn new(path: &Path, segment_bytes: u64) -> Result<DataDir, Exit> {
+    /// `--data-dir` made absolute (against the current folder; symlinks are kept), and
+    /// `--store` checked: a `postgres://` or `postgresql://` url.
+    pub fn new(
+        path: &Path,
+        segment_bytes: u64,
+        store: Option<&str>,
+        schema: &str,
+    ) -> Result<DataDir, Exit> {
         let path = std::path::absolute(path)
             .map_err(|e| Exit::fail(2, format!("--data-dir {}: {e}", path.display())))?;
+        let shared = store.map(|url| shared_options(url, schema)).transpose()?;
         Ok(DataDir {
             path,
             segment_bytes,
+            shared,
         })
     }
+
+    /// Opens the shared store of `--store`, if given.
+    pub async fn open_shared(&self) -> Result<Option<DynStore>, Exit> {
+        let Some(options) = &self.shared else {
+            return Ok(None);
+        };
+        let store = PgStore::open(options.clone()).await.map_err(|e| match e {
+            StoreError::Invalid { .. } => Exit::fail(2, format!("--store: {e}")),
+            other => Exit::fail(4, format!("--store: {other}")),
+        })?;
+        Ok(Some(DynStore::leased(Arc::new(store))))
+    }
+
+    /// The store readers use: the shared one, or the data dir's log read-only.
+    pub async fn open_reader(&self) -> Result<DynStore, Exit> {
+        match self.open_shared().await? {
+            Some(store) => Ok(store),
+            None => Ok(DynStore::new(Arc::new(open_reader(&self.path)?))),
+        }
+    }
+
+    /// Refuses a command that works on the data dir's log only when `--store` is given.
+    pub fn file_log_only(&self, command: &str) -> Result<(), Exit> {
+        if self.shared.is_some() {
+            return Err(Exit::fail(
+                2,
+                format!("`{command}` checks the data dir's file log; with --store the database keeps the events"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn shared_options(url: &str, schema: &str) -> Result<PgOptions, Exit> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(Exit::fail(
+            2,
+            "--store: a postgres:// or postgresql:// url is expected (without --store, the data dir's file log is used)",
+        ));
+    }
+    Ok(PgOptions {
+        schema: schema.to_owned(),
+        ..PgOptions::new(url)
+    })
+}
+
+/// An engine on `store`, under its leases when it is shared.
+pub async fn open_engine(store: &Arc<DynStore>) -> Result<Engine<DynStore>, Exit> {
+    let leasing = store
+        .leases()
+        .map(|leases| Leasing::new(leases, LEASE_TTL))
+        .transpose()
+        .map_err(store_exit)?;
+    Engine::open_with(store.clone(), EngineConfig::default(), leasing)
+        .await
+        .map_err(engine_exit)
 }
 
 impl std::ops::Deref for DataDir {

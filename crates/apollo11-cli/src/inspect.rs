@@ -2,21 +2,26 @@
 //! lock, so they work while a run is in progress, and change nothing. The runtime's
 //! inspector answers; these commands only render.
 
-use crate::data::{engine_exit, open_reader};
+use crate::data::{engine_exit, store_exit, DataDir};
 use crate::{out, render, Exit};
 use apollo11_core::EventId;
-use apollo11_log::FileLog;
 use apollo11_runtime::inspect::{Pause, RunFilter, RunRow};
 use apollo11_runtime::{Inspector, RunId};
-use std::path::Path;
+use apollo11_store::{DynStore, LeaseStore};
 use std::sync::Arc;
 
-fn inspector(dir: &Path) -> Result<Inspector<FileLog>, Exit> {
-    Ok(Inspector::new(Arc::new(open_reader(dir)?)))
+async fn inspector(dir: &DataDir) -> Result<Inspector<DynStore>, Exit> {
+    Ok(Inspector::new(Arc::new(dir.open_reader().await?)))
 }
 
-pub async fn status(dir: &Path, run_id: &str, at: Option<u64>, json: bool) -> Result<Exit, Exit> {
-    let view = inspector(dir)?
+pub async fn status(
+    dir: &DataDir,
+    run_id: &str,
+    at: Option<u64>,
+    json: bool,
+) -> Result<Exit, Exit> {
+    let view = inspector(dir)
+        .await?
         .status(&RunId::from(run_id), at.map(EventId))
         .await
         .map_err(engine_exit)?;
@@ -31,8 +36,9 @@ pub async fn status(dir: &Path, run_id: &str, at: Option<u64>, json: bool) -> Re
     Ok(Exit::code(0))
 }
 
-pub async fn events(dir: &Path, run_id: &str, json: bool) -> Result<Exit, Exit> {
-    let page = inspector(dir)?
+pub async fn events(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exit> {
+    let page = inspector(dir)
+        .await?
         .events(&RunId::from(run_id), EventId(0), usize::MAX)
         .await
         .map_err(engine_exit)?;
@@ -48,14 +54,22 @@ pub async fn events(dir: &Path, run_id: &str, json: bool) -> Result<Exit, Exit> 
 
 /// Every run the log can answer for, newest first; one that cannot be read is named on
 /// stderr and the others are still listed, then the command exits with the worst code it met.
-pub async fn runs(dir: &Path, json: bool) -> Result<Exit, Exit> {
-    let list = inspector(dir)?
+/// With `--store`, each run's driver too: the instance holding its lease (`-` for none).
+pub async fn runs(dir: &DataDir, json: bool) -> Result<Exit, Exit> {
+    let store = Arc::new(dir.open_reader().await?);
+    let list = Inspector::new(store.clone())
         .runs(&RunFilter::all())
         .await
         .map_err(engine_exit)?;
+    let leases = store.leases();
     if !json {
+        // A time of `LAST EVENT` is 20 characters wide.
+        let last = match leases {
+            Some(_) => format!("{:<20}  DRIVER", "LAST EVENT"),
+            None => "LAST EVENT".to_owned(),
+        };
         out::line(format!(
-            "{:<40} {:<20} {:<12} {:>7}  LAST EVENT",
+            "{:<40} {:<20} {:<12} {:>7}  {last}",
             "RUN", "WORKFLOW", "STATE", "DONE"
         ))?;
     }
@@ -70,22 +84,37 @@ pub async fn runs(dir: &Path, json: bool) -> Result<Exit, Exit> {
         code = code.max(exit.code);
     }
     for row in &list.runs {
-        out::line(run_line(row, json))?;
+        let driver = match &leases {
+            Some(leases) => Some(driver(leases.as_ref(), &row.run_id).await?),
+            None => None,
+        };
+        out::line(run_line(row, driver, json))?;
     }
     Ok(Exit::code(code))
 }
 
+/// The instance holding a run's lease, or `-`.
+async fn driver(leases: &dyn LeaseStore, run_id: &RunId) -> Result<String, Exit> {
+    let lease = leases.lease(run_id).await.map_err(store_exit)?;
+    Ok(lease.map_or_else(|| "-".to_owned(), |l| l.owner))
+}
+
 /// One line of `runs`.
-fn run_line(row: &RunRow, json: bool) -> String {
+fn run_line(row: &RunRow, driver: Option<String>, json: bool) -> String {
     if json {
-        return serde_json::json!(row).to_string();
+        let mut value = serde_json::json!(row);
+        if let Some(driver) = driver {
+            value["driver"] = driver.into();
+        }
+        return value.to_string();
     }
+    let driver = driver.map_or_else(String::new, |d| format!("  {}", out::name(&d)));
     let done = format!("{}/{}", row.steps_done, row.steps);
     let at = humantime::format_rfc3339_seconds(
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(row.updated_at),
     );
     format!(
-        "{:<40} {:<20} {:<12} {:>7}  {at}",
+        "{:<40} {:<20} {:<12} {:>7}  {at}{driver}",
         out::name(row.run_id.as_str()),
         out::name(&row.workflow),
         row.state.name(),
@@ -95,8 +124,9 @@ fn run_line(row: &RunRow, json: bool) -> String {
 
 /// What `resume` would do now (see `Inspector::plan`); a paused run gets what an operator
 /// must do.
-pub async fn plan(dir: &Path, run_id: &str) -> Result<Exit, Exit> {
-    let plan = inspector(dir)?
+pub async fn plan(dir: &DataDir, run_id: &str) -> Result<Exit, Exit> {
+    let plan = inspector(dir)
+        .await?
         .plan(&RunId::from(run_id))
         .await
         .map_err(engine_exit)?;

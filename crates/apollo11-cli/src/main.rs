@@ -43,6 +43,14 @@ struct Cli {
     /// data dir.
     #[arg(long, global = true, env = "APOLLO11_TOKEN_FILE")]
     token_file: Option<PathBuf>,
+    /// A PostgreSQL database (`postgres://…`) holding the events instead of the data dir's
+    /// log, shared by any number of `serve` (and other) processes; the data dir keeps the
+    /// step files.
+    #[arg(long, global = true, env = "APOLLO11_STORE")]
+    store: Option<String>,
+    /// The database schema of --store.
+    #[arg(long, global = true, env = "APOLLO11_STORE_SCHEMA", default_value = apollo11_postgres::DEFAULT_SCHEMA)]
+    store_schema: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -228,7 +236,12 @@ async fn dispatch(cli: Cli) -> Exit {
     if let Err(exit) = check_args(&cli.command) {
         return exit;
     }
-    let dir = match data::DataDir::new(&cli.data_dir, cli.segment_bytes) {
+    let dir = match data::DataDir::new(
+        &cli.data_dir,
+        cli.segment_bytes,
+        cli.store.as_deref(),
+        &cli.store_schema,
+    ) {
         Ok(dir) => dir,
         Err(exit) => return exit,
     };
@@ -258,8 +271,12 @@ async fn dispatch(cli: Cli) -> Exit {
         }
         Command::Plan { run_id } => inspect::plan(&dir, &run_id).await,
         Command::Validate { workflow } => operate::validate(&workflow),
-        Command::Verify { json } => scrub::verify(&dir, json),
-        Command::Repair { yes } => scrub::repair(&dir, yes),
+        Command::Verify { json } => dir
+            .file_log_only("verify")
+            .and_then(|()| scrub::verify(&dir, json)),
+        Command::Repair { yes } => dir
+            .file_log_only("repair")
+            .and_then(|()| scrub::repair(&dir, yes)),
         Command::Serve { listen, workflows } => {
             serve::serve(&dir, listen, workflows, cli.token_file.clone()).await
         }

@@ -27,7 +27,7 @@ pub async fn override_step(
     })?;
     label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
     label("--by", by, limits::LABEL_BYTES_MAX)?;
-    let store = match open_or_reach(dir, token_file)? {
+    let store = match open_or_reach(dir, token_file).await? {
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {
             let path = format!("{}/override", Remote::step_path(run_id, step));
@@ -41,6 +41,7 @@ pub async fn override_step(
             return Ok(Exit::code(0));
         }
     };
+    // An operator's action is appended unfenced, whoever drives the run.
     let engine = Engine::open(store, EngineConfig::default())
         .await
         .map_err(engine_exit)?;
@@ -73,7 +74,7 @@ pub async fn act(
 ) -> Result<Exit, Exit> {
     label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
     label("--by", by, limits::LABEL_BYTES_MAX)?;
-    let store = match open_or_reach(dir, token_file)? {
+    let store = match open_or_reach(dir, token_file).await? {
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {
             let path = format!("{}/{}", Remote::run_path(run_id), action.name());
@@ -87,6 +88,7 @@ pub async fn act(
             return Ok(Exit::code(0));
         }
     };
+    // An operator's action is appended unfenced, whoever drives the run.
     let engine = Engine::open(store, EngineConfig::default())
         .await
         .map_err(engine_exit)?;

@@ -4,21 +4,27 @@
 
 use crate::data::{damaged, open_writer, DataDir};
 use crate::{out, Exit};
-use apollo11_log::{FileLog, LockHolder};
+use apollo11_log::LockHolder;
 use apollo11_server::client::{segment, Answer, Client};
+use apollo11_store::DynStore;
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// Who writes: this process, on the log it opened, or the server holding the data dir.
+/// Who writes: this process, on the store it opened (the log, or the shared store of
+/// `--store`), or the server holding the data dir.
 pub enum Writer {
-    Local(FileLog),
+    Local(DynStore),
     Server(Remote),
 }
 
-/// Opens the data dir for writing, or, when a server holds it, a client of that server.
-pub fn open_or_reach(dir: &DataDir, token_file: Option<&Path>) -> Result<Writer, Exit> {
+/// Opens the shared store of `--store`; else the data dir for writing, or, when a server
+/// holds it, a client of that server.
+pub async fn open_or_reach(dir: &DataDir, token_file: Option<&Path>) -> Result<Writer, Exit> {
+    if let Some(shared) = dir.open_shared().await? {
+        return Ok(Writer::Local(shared));
+    }
     let refused = match open_writer(dir) {
-        Ok(log) => return Ok(Writer::Local(log)),
+        Ok(log) => return Ok(Writer::Local(DynStore::new(std::sync::Arc::new(log)))),
         Err(refused) => refused,
     };
     let holder = std::fs::read_to_string(dir.join("LOCK")).unwrap_or_default();

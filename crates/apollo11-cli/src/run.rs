@@ -1,10 +1,10 @@
 //! `run` and `resume`: drive a run on the engine, show it live, stop cleanly on Ctrl-C.
 
-use crate::data::{engine_exit, DataDir};
+use crate::data::{engine_exit, open_engine, DataDir};
 use crate::remote::{open_or_reach, Remote, Writer};
 use crate::{out, render, watch, Exit};
 use apollo11_core::WorkflowSpec;
-use apollo11_runtime::{Engine, EngineConfig, EngineError, Inspector, RunHandle, RunId, RunStatus};
+use apollo11_runtime::{Engine, EngineError, Inspector, RunHandle, RunId, RunStatus};
 use apollo11_server::{default_run_id, step_folders};
 use apollo11_shell::{definition, shell};
 use serde_json::json;
@@ -24,16 +24,14 @@ pub async fn start(
     if let Some(id) = &run_id {
         crate::run_id_arg("--run-id", id)?;
     }
-    let store = match open_or_reach(dir, token_file)? {
+    let store = match open_or_reach(dir, token_file).await? {
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {
             let run_id = server.start(&spec.name, run_id).await?;
             return follow_remote(&server, &run_id, json, &mut interrupts).await;
         }
     };
-    let engine = Engine::open(store.clone(), EngineConfig::default())
-        .await
-        .map_err(engine_exit)?;
+    let engine = open_engine(&store).await?;
     let workflow = engine.register(
         shell::workflow(&spec, dir)
             .map_err(|e| Exit::fail(2, format!("{}: {e}", file.display())))?,
@@ -83,7 +81,7 @@ pub async fn resume(
     token_file: Option<&Path>,
 ) -> Result<Exit, Exit> {
     let mut interrupts = Interrupts::install()?;
-    let store = match open_or_reach(dir, token_file)? {
+    let store = match open_or_reach(dir, token_file).await? {
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {
             let path = format!("{}/resume", Remote::run_path(run_id));
@@ -93,9 +91,7 @@ pub async fn resume(
             return follow_remote(&server, run_id, json, &mut interrupts).await;
         }
     };
-    let engine = Engine::open(store.clone(), EngineConfig::default())
-        .await
-        .map_err(engine_exit)?;
+    let engine = open_engine(&store).await?;
     let id = RunId::from(run_id);
     let spec = Inspector::new(store.clone())
         .definition(&id)

@@ -1,5 +1,5 @@
-//! `apollo11 serve`: the engine on the data dir behind the HTTP API, until Ctrl-C, SIGTERM
-//! or SIGHUP. The runs it was driving are stopped as a crash would stop them; the next
+//! `apollo11 serve`: the engine on the data dir (or the database of `--store`, shared with
+//! other instances) behind the HTTP API, until Ctrl-C, SIGTERM or SIGHUP. The runs it was driving are stopped as a crash would stop them; the next
 //! `serve` (or `resume`) picks them up.
 
 use crate::data::{check_layout, store_exit, DataDir};
@@ -40,14 +40,23 @@ pub async fn serve(
     };
     config.workflows = workflows;
     config.token = token;
+    config.store = dir.open_shared().await?;
+    config.lease_ttl = crate::data::LEASE_TTL;
     config.metrics = Some(
         apollo11_server::metrics::install()
             .map_err(|e| Exit::fail(1, format!("cannot record metrics: {e}")))?,
     );
     let server = Server::bind(config).await.map_err(serve_exit)?;
+    let events = match &dir.shared {
+        Some(shared) => format!(
+            "the database's schema {} (step files in {})",
+            shared.schema,
+            dir.path.display()
+        ),
+        None => dir.path.display().to_string(),
+    };
     out::line(format!(
-        "serving {} at http://{}/ (Ctrl-C stops)",
-        dir.path.display(),
+        "serving {events} at http://{}/ (Ctrl-C stops)",
         server.local_addr()
     ))?;
     server

@@ -5,19 +5,28 @@
 use crate::read::query;
 use crate::PgStore;
 use apollo11_core::{EventId, RunId, Seq};
-use apollo11_store::{ttl_ms, validate_lease, Fence, Lease, LeaseStore, NewEvent, StoreError};
+use apollo11_store::{
+    ttl_ms, validate_lease, validate_owner, Fence, Lease, LeaseStore, NewEvent, StoreError,
+};
 use async_trait::async_trait;
 use std::time::Duration;
 use tokio_postgres::Row;
 
-fn lease_from_row(run_id: &RunId, row: &Row) -> Lease {
+/// A lease from the lease columns of a row, starting at column `at`.
+fn lease_at(run_id: &RunId, row: &Row, at: usize) -> Lease {
     Lease {
         run_id: run_id.clone(),
-        epoch: row.get::<_, i64>(0) as u64,
-        owner: row.get(1),
-        expires_at_ms: row.get::<_, i64>(2) as u64,
+        epoch: row.get::<_, i64>(at) as u64,
+        owner: row.get(at + 1),
+        expires_at_ms: row.get::<_, i64>(at + 2) as u64,
     }
 }
+
+fn lease_from_row(run_id: &RunId, row: &Row) -> Lease {
+    lease_at(run_id, row, 0)
+}
+
+type Params<'a, const N: usize> = [&'a (dyn tokio_postgres::types::ToSql + Sync); N];
 
 fn lease_lost(lease: &Lease) -> StoreError {
     StoreError::LeaseLost {
@@ -57,12 +66,45 @@ impl LeaseStore for PgStore {
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let doing = format!("releasing the lease of run `{}`", lease.run_id);
-        let epoch = lease.epoch as i64;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
-            [&lease.run_id.as_str(), &lease.owner, &epoch];
-        let rows = query(&self.pool, &doing, &self.sql.release, &params).await?;
-        rows.first().map(|_| ()).ok_or_else(|| lease_lost(lease))
+        self.let_go(lease, "releasing", &self.sql.release).await
+    }
+
+    async fn park(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.let_go(lease, "parking", &self.sql.park).await
+    }
+
+    async fn heartbeat(&self, owner: &str, ttl: Duration) -> Result<u32, StoreError> {
+        validate_owner(owner, ttl)?;
+        let doing = format!("recording that instance {owner:?} is alive");
+        let ttl = ttl_ms(ttl) as i64;
+        let params: Params<2> = [&owner, &ttl];
+        let rows = query(&self.pool, &doing, &self.sql.heartbeat, &params).await?;
+        Ok(rows.first().map_or(1, |row| row.get::<_, i64>(0)) as u32)
+    }
+
+    async fn unclaimed(&self) -> Result<u32, StoreError> {
+        let rows = query(
+            &self.pool,
+            "counting unclaimed runs",
+            &self.sql.unclaimed,
+            &[],
+        )
+        .await?;
+        Ok(rows.first().map_or(0, |row| row.get::<_, i64>(0)) as u32)
+    }
+
+    async fn claim(&self, owner: &str, ttl: Duration, max: u32) -> Result<Vec<Lease>, StoreError> {
+        validate_owner(owner, ttl)?;
+        let doing = format!("claiming runs for instance {owner:?}");
+        let (ttl, max) = (ttl_ms(ttl) as i64, i64::from(max));
+        let params: Params<3> = [&owner, &max, &ttl];
+        let rows = query(&self.pool, &doing, &self.sql.claim, &params).await?;
+        let mut leases: Vec<Lease> = rows
+            .iter()
+            .map(|row| lease_at(&RunId(row.get(0)), row, 1))
+            .collect();
+        leases.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+        Ok(leases)
     }
 
     async fn lease(&self, run_id: &RunId) -> Result<Option<Lease>, StoreError> {
@@ -79,5 +121,16 @@ impl LeaseStore for PgStore {
     ) -> Result<Vec<EventId>, StoreError> {
         self.send(&fence.run_id, Some(fence.epoch), expected_seq, events)
             .await
+    }
+}
+
+impl PgStore {
+    /// Releases `lease` by `statement` (release or park); one already released is harmless.
+    async fn let_go(&self, lease: &Lease, verb: &str, statement: &str) -> Result<(), StoreError> {
+        let doing = format!("{verb} the lease of run `{}`", lease.run_id);
+        let epoch = lease.epoch as i64;
+        let params: Params<3> = [&lease.run_id.as_str(), &lease.owner, &epoch];
+        let rows = query(&self.pool, &doing, statement, &params).await?;
+        rows.first().map(|_| ()).ok_or_else(|| lease_lost(lease))
     }
 }

@@ -8,7 +8,8 @@ use tokio_postgres::Client;
 
 /// The migrations, in order; `{s}` stands for the quoted schema. Never edit one that has
 /// shipped: add the next.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE {s}.event_ids (last bigint NOT NULL);
 INSERT INTO {s}.event_ids VALUES (0);
 CREATE TABLE {s}.runs (
@@ -42,7 +43,15 @@ CREATE TABLE {s}.blobs (
     sha256 text PRIMARY KEY,
     bytes bytea NOT NULL
 );
-"#];
+"#,
+    r#"
+ALTER TABLE {s}.runs ADD COLUMN parked boolean NOT NULL DEFAULT false;
+CREATE TABLE {s}.instances (
+    owner text COLLATE "C" PRIMARY KEY,
+    expires_at timestamptz NOT NULL
+);
+"#,
+];
 
 /// The version this build writes: the number of migrations.
 pub const VERSION: i32 = MIGRATIONS.len() as i32;

@@ -65,11 +65,6 @@ impl PgStore {
         });
         Ok(store)
     }
-
-    /// The schema's name.
-    pub fn schema(&self) -> &str {
-        self.sql.schema()
-    }
 }
 
 impl Drop for Scratch {

@@ -45,6 +45,14 @@ pub struct Sql {
     pub release: String,
     /// See `lease.rs`.
     pub lease: String,
+    /// See `lease.rs`.
+    pub park: String,
+    /// See `lease.rs`.
+    pub heartbeat: String,
+    /// See `lease.rs`.
+    pub unclaimed: String,
+    /// See `lease.rs`.
+    pub claim: String,
     /// The channel each commit of events is announced on, with its last id.
     pub channel: String,
     schema: String,
@@ -54,6 +62,10 @@ pub struct Sql {
 /// expiry in ms since the Unix epoch.
 const LEASE_COLUMNS: &str =
     "epoch, owner, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms";
+
+/// The runs that need a driver and have none: with events, not parked, lease free or
+/// expired.
+const UNCLAIMED: &str = "last_seq > 0 AND NOT parked AND (owner IS NULL OR expires_at <= now())";
 
 /// Snapshots kept besides the newest: a few, in case the newest is being read while replaced.
 pub const KEPT_SNAPSHOTS: i64 = 3;
@@ -105,7 +117,7 @@ impl Sql {
                  VALUES ($1, 1, $2, {ttl}) \
                  ON CONFLICT (run_id) DO UPDATE SET \
                    epoch = CASE WHEN r.owner = excluded.owner THEN r.epoch ELSE r.epoch + 1 END, \
-                   owner = excluded.owner, expires_at = excluded.expires_at \
+                   owner = excluded.owner, expires_at = excluded.expires_at, parked = false \
                  WHERE r.owner IS NULL OR r.owner = excluded.owner OR r.expires_at <= now() \
                  RETURNING {LEASE_COLUMNS}"
             ),
@@ -116,6 +128,28 @@ impl Sql {
             release: format!(
                 "UPDATE {s}.runs SET owner = NULL, expires_at = NULL \
                  WHERE run_id = $1 AND (owner = $2 OR owner IS NULL) AND epoch = $3 RETURNING epoch"
+            ),
+            park: format!(
+                "UPDATE {s}.runs SET owner = NULL, expires_at = NULL, parked = true \
+                 WHERE run_id = $1 AND (owner = $2 OR owner IS NULL) AND epoch = $3 RETURNING epoch"
+            ),
+            // `$1` owner, `$2` ttl in ms: stays alive; returns the instances alive.
+            heartbeat: format!(
+                "WITH beat AS (INSERT INTO {s}.instances AS i (owner, expires_at) \
+                   VALUES ($1, now() + $2::bigint * interval '1 millisecond') \
+                   ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at) \
+                 SELECT 1 + count(*) FROM {s}.instances WHERE expires_at > now() AND owner <> $1"
+            ),
+            unclaimed: format!("SELECT count(*) FROM {s}.runs WHERE {UNCLAIMED}"),
+            // `$1` owner, `$2` max, `$3` ttl in ms. Rows locked by another claim or by a
+            // batch appending to them are skipped, not waited for.
+            claim: format!(
+                "WITH picked AS (SELECT run_id FROM {s}.runs WHERE {UNCLAIMED} \
+                   ORDER BY run_id LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                 UPDATE {s}.runs AS r SET epoch = r.epoch + 1, owner = $1, expires_at = {ttl}, \
+                   parked = false \
+                 FROM picked WHERE r.run_id = picked.run_id \
+                 RETURNING r.run_id, {LEASE_COLUMNS}"
             ),
             lease: format!(
                 "SELECT {LEASE_COLUMNS} FROM {s}.runs WHERE run_id = $1 AND owner IS NOT NULL"

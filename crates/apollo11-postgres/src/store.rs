@@ -66,6 +66,11 @@ pub struct PgStore {
 }
 
 impl PgStore {
+    /// The schema holding the store's tables.
+    pub fn schema(&self) -> &str {
+        self.sql.schema()
+    }
+
     /// Connects, creates or migrates the schema, and starts the writer and the change feed.
     pub async fn open(options: PgOptions) -> Result<PgStore, StoreError> {
         check_schema(&options.schema)?;

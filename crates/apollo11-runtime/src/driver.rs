@@ -6,6 +6,7 @@
 mod settle;
 
 use crate::engine::{Shared, Store};
+use crate::lease::{Held, LostSignal};
 use crate::metrics;
 use crate::step::{Cancel, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Workflow, WorkflowError};
@@ -71,6 +72,9 @@ pub(crate) struct Driver<S: Store> {
     /// Set when the run reached a terminal status; a driver dropped before that (an error,
     /// an abort) stops counting its run in the gauges.
     finished: bool,
+    /// The run's lease, under leases: every append is fenced by it, and its loss stops the
+    /// driver at once.
+    held: Option<Held>,
 }
 
 impl<S: Store> Driver<S> {
@@ -81,6 +85,7 @@ impl<S: Store> Driver<S> {
         workflow: Arc<Workflow>,
         run_id: RunId,
         notify: Arc<Notify>,
+        held: Option<Held>,
     ) -> Result<Driver<S>, EngineError> {
         let mut failures = 0;
         let state = loop {
@@ -127,15 +132,52 @@ impl<S: Store> Driver<S> {
             place_requests,
             pending,
             finished: false,
+            held,
         })
     }
 
     /// Drives the run to a terminal status. A store error that a retry may cure (the store
     /// unavailable, a transaction that lost a race) is waited out with a growing pause and
     /// the turn made again from what the log holds; any other error stops the run with it.
+    ///
+    /// Under leases, a lost lease stops it at once with the store's `LeaseLost` or `Fenced`
+    /// (its steps are stopped with it); any other end parks the run, so that no instance
+    /// claims it until someone acts on it.
     pub async fn drive(mut self) -> Result<RunStatus, EngineError> {
         let span = tracing::info_span!("run", run_id = %self.run_id(), workflow = %self.workflow.spec().name);
         async move {
+            let mut lost = self.held.as_ref().map(Held::signal);
+            let outcome = tokio::select! {
+                outcome = self.drive_to_end() => outcome,
+                lost = wait_lost(lost.as_mut()) => Err(lost.into()),
+            };
+            self.let_go(&outcome).await;
+            outcome
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Parks the run's lease when its driver ended for any reason but losing it.
+    async fn let_go(&mut self, outcome: &Result<RunStatus, EngineError>) {
+        let lost = matches!(
+            outcome,
+            Err(EngineError::Store(
+                StoreError::LeaseLost { .. } | StoreError::Fenced { .. }
+            ))
+        );
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        if !lost {
+            if let Err(e) = held.park().await {
+                tracing::warn!(error = %e, "lease not parked; it expires instead");
+            }
+        }
+    }
+
+    async fn drive_to_end(&mut self) -> Result<RunStatus, EngineError> {
+        {
             let mut failures = 0u32;
             loop {
                 match self.turn().await {
@@ -157,8 +199,6 @@ impl<S: Store> Driver<S> {
                 }
             }
         }
-        .instrument(span)
-        .await
     }
 
     async fn wait_out(&self, error: &StoreError, failures: u32) {
@@ -300,7 +340,10 @@ impl<S: Store> Driver<S> {
         let mut ids = Vec::with_capacity(batch.len());
         for part in batch.chunks(limits::APPEND_BATCH_EVENTS_MAX as usize) {
             let seq = Seq(first.0 + ids.len() as u32);
-            let appended = self.shared.store.append(run_id, seq, part.to_vec()).await?;
+            let appended = match &self.held {
+                Some(held) => held.append(seq, part.to_vec()).await?,
+                None => self.shared.store.append(run_id, seq, part.to_vec()).await?,
+            };
             self.shared.appended(appended.len() as u64);
             ids.extend(appended);
         }
@@ -669,6 +712,14 @@ impl<S: Store> Driver<S> {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// Waits until a held lease is lost; forever without a lease.
+async fn wait_lost(lost: Option<&mut LostSignal>) -> StoreError {
+    match lost {
+        Some(lost) => lost.wait().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -2,6 +2,7 @@
 //! operators override steps, and keeps the view of all runs with its snapshots.
 
 use crate::driver::Driver;
+use crate::lease::{Held, Leasing};
 use crate::metrics::RunGauges;
 use crate::view::View;
 use crate::{Clock, EngineError, Workflow, WorkflowError};
@@ -48,6 +49,8 @@ pub(crate) struct Shared<S> {
     pub store: Arc<S>,
     pub config: EngineConfig,
     pub clock: Clock,
+    /// The leases runs are driven under, when the store is shared with other instances.
+    pub leasing: Option<Leasing>,
     workflows: Mutex<BTreeMap<String, Arc<Workflow>>>,
     active: Mutex<BTreeMap<RunId, Arc<Notify>>>,
     view: tokio::sync::Mutex<View>,
@@ -114,6 +117,23 @@ impl<S: Store> Shared<S> {
                 return Ok(view);
             }
         }
+    }
+
+    /// Under leases, the run's lease for this instance (`Err` naming its holder when
+    /// another instance holds it); `None` without leases.
+    async fn lease(&self, run_id: &RunId) -> Result<Option<Result<Held, EngineError>>, StoreError> {
+        let Some(leasing) = &self.leasing else {
+            return Ok(None);
+        };
+        let owner = &self.config.instance;
+        if let Some(held) = leasing.acquire(run_id, owner, self.clock).await? {
+            return Ok(Some(Ok(held)));
+        }
+        let holder = leasing.holder(run_id).await?;
+        Ok(Some(Err(EngineError::Leased {
+            run_id: run_id.clone(),
+            owner: holder.map_or_else(|| "another instance".to_owned(), |l| l.owner),
+        })))
     }
 
     /// The current state of a run, folded from its events.
@@ -186,12 +206,34 @@ impl RunHandle {
 impl<S: Store> Engine<S> {
     /// Opens an engine on `store`: loads the newest snapshot and folds the events after it.
     pub async fn open(store: Arc<S>, config: EngineConfig) -> Result<Engine<S>, EngineError> {
+        Engine::open_with(store, config, None).await
+    }
+
+    /// Opens an engine that shares `store` with other instances: it drives a run only while
+    /// it holds the run's lease (from `leasing`, which must be `store`'s), appends fenced by
+    /// it, and stops driving the run at once when the lease is lost. [`Engine::claim`] takes
+    /// this instance's share of the runs that need a driver.
+    pub async fn open_leased(
+        store: Arc<S>,
+        config: EngineConfig,
+        leasing: Leasing,
+    ) -> Result<Engine<S>, EngineError> {
+        Engine::open_with(store, config, Some(leasing)).await
+    }
+
+    /// [`Engine::open`] or, with `leasing`, [`Engine::open_leased`].
+    pub async fn open_with(
+        store: Arc<S>,
+        config: EngineConfig,
+        leasing: Option<Leasing>,
+    ) -> Result<Engine<S>, EngineError> {
         let started = std::time::Instant::now();
         let view = View::from_snapshot(store.load_snapshot().await?);
         let shared = Arc::new(Shared {
             store,
             config,
             clock: Clock::system(),
+            leasing,
             workflows: Mutex::new(BTreeMap::new()),
             active: Mutex::new(BTreeMap::new()),
             view: tokio::sync::Mutex::new(view),
@@ -255,17 +297,46 @@ impl<S: Store> Engine<S> {
             instance: self.shared.config.instance.clone(),
             payload,
         };
-        match self
-            .shared
-            .store
-            .append(&run_id, Seq(1), vec![created])
-            .await
-        {
-            Err(StoreError::Conflict { .. }) => return Err(EngineError::RunExists { run_id }),
+        let held = self.shared.lease(&run_id).await?;
+        let appended = match &held {
+            Some(Ok(held)) => held.append(Seq(1), vec![created]).await,
+            // Another instance holds it: it exists, or is being created.
+            Some(Err(_)) => return Err(EngineError::RunExists { run_id }),
+            None => {
+                let store = &self.shared.store;
+                store.append(&run_id, Seq(1), vec![created]).await
+            }
+        };
+        match appended {
+            Err(StoreError::Conflict { .. }) => {
+                if let Some(Ok(held)) = held {
+                    held.release().await?;
+                }
+                return Err(EngineError::RunExists { run_id });
+            }
             other => other?,
         };
         self.shared.appended(1);
-        self.drive(run_id, workflow.clone()).await
+        self.drive(run_id, workflow.clone(), held.and_then(Result::ok))
+            .await
+    }
+
+    /// The ttl of this engine's leases; `None` without leases.
+    pub fn lease_ttl(&self) -> Option<std::time::Duration> {
+        self.shared.leasing.as_ref().map(Leasing::ttl)
+    }
+
+    /// Takes this instance's fair share of the runs that need a driver and have none (new
+    /// runs no instance took, runs whose lease expired): ceil(unclaimed / live instances),
+    /// after recording that this instance is alive. Returns the runs claimed: drive each
+    /// with [`Engine::resume`] (which holds the lease on, at the same epoch). Without
+    /// leases (an engine opened with [`Engine::open`]) there is nothing to share: none.
+    pub async fn claim(&self) -> Result<Vec<RunId>, EngineError> {
+        let Some(leasing) = &self.shared.leasing else {
+            return Ok(Vec::new());
+        };
+        let claimed = leasing.claim(&self.shared.config.instance).await?;
+        Ok(claimed.into_iter().map(|lease| lease.run_id).collect())
     }
 
     /// Drives an existing run again (after a crash, a pause, or an override), with the
@@ -291,7 +362,7 @@ impl<S: Store> Engine<S> {
                 workflow: pinned.name,
             });
         }
-        self.drive(run_id, workflow).await
+        self.drive(run_id, workflow, None).await
     }
 
     /// Puts a step in a state by hand, recorded as a `ManualOverride` event with who and why
@@ -479,11 +550,18 @@ impl<S: Store> Engine<S> {
         crate::inspect::pinned_spec(store, &state.run_id, &state.definition).await
     }
 
+    /// Drives a run in a task of its own; under leases, with `held`, or with its lease
+    /// acquired here (refused with [`EngineError::Leased`] when another instance holds it).
     async fn drive(
         &self,
         run_id: RunId,
         workflow: Arc<Workflow>,
+        held: Option<Held>,
     ) -> Result<RunHandle, EngineError> {
+        let held = match held {
+            Some(held) => Some(held),
+            None => self.shared.lease(&run_id).await?.transpose()?,
+        };
         let notify = Arc::new(Notify::new());
         {
             let mut active = self.shared.active.lock().unwrap_or_else(|p| p.into_inner());
@@ -495,7 +573,8 @@ impl<S: Store> Engine<S> {
         let shared = self.shared.clone();
         let id = run_id.clone();
         let join = tokio::spawn(async move {
-            let outcome = match Driver::new(shared.clone(), workflow, id.clone(), notify).await {
+            let driver = Driver::new(shared.clone(), workflow, id.clone(), notify, held);
+            let outcome = match driver.await {
                 Ok(driver) => driver.drive().await,
                 Err(e) => Err(e),
             };

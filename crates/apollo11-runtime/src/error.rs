@@ -87,6 +87,14 @@ pub enum EngineError {
         /// The run.
         run_id: RunId,
     },
+    /// Another instance holds the run's lease: it drives the run.
+    #[error("run `{run_id}` is driven by instance {owner:?}, which holds its lease")]
+    Leased {
+        /// The run.
+        run_id: RunId,
+        /// The lease's holder.
+        owner: String,
+    },
     /// The run's driver stopped without an outcome (aborted or panicked).
     #[error("the driver of run `{run_id}` stopped: {reason}")]
     Stopped {

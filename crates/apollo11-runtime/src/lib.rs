@@ -5,6 +5,7 @@ mod driver;
 mod engine;
 mod error;
 pub mod inspect;
+mod lease;
 pub mod metrics;
 mod step;
 mod view;
@@ -19,10 +20,11 @@ pub use apollo11_core::{
 pub use apollo11_machine::{
     Failure, OperatorAction, Refusal, RunAction, RunState, RunStatus, StepState, StepStatus,
 };
-pub use apollo11_store::{BlobStore, EventStore, MemStore, SnapshotStore, StoreError};
+pub use apollo11_store::{BlobStore, EventStore, LeaseStore, MemStore, SnapshotStore, StoreError};
 pub use clock::Clock;
 pub use engine::{Engine, EngineConfig, RunHandle, Store};
 pub use error::EngineError;
 pub use inspect::Inspector;
+pub use lease::{Leasing, LEASE_TTL_MIN};
 pub use step::{Cancel, Leftover, Output, Place, Settled, Step, StepContext, StepError};
 pub use workflow::{StepBuilder, Workflow, WorkflowBuilder, WorkflowError};

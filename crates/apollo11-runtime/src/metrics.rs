@@ -35,6 +35,13 @@ pub const RUNS_FINISHED_TOTAL: &str = "apollo11_runs_finished_total";
 /// Counter: store errors a driver waited out (the store unavailable, a lost race).
 pub const STORE_RETRIES_TOTAL: &str = "apollo11_store_retries_total";
 
+/// Counter: runs this engine claimed whose lease someone held before (an instance died,
+/// stalled or lost its database past the lease's ttl).
+pub const LEASE_TAKEOVERS_TOTAL: &str = "apollo11_lease_takeovers_total";
+/// Counter: appends of this engine's drivers the store refused for a stale epoch (the
+/// lease had passed to another instance); each stops its driver.
+pub const STALE_EPOCH_REJECTIONS_TOTAL: &str = "apollo11_stale_epoch_rejections_total";
+
 /// The `phase` label of [`RECOVERY_SECONDS`] set by the engine.
 pub const PHASE_ENGINE: &str = "engine";
 
@@ -74,6 +81,14 @@ pub fn describe() {
         "Step attempt durations by workflow, step and outcome."
     );
     describe_counter!(STEP_ATTEMPTS_TOTAL, "Step attempts ended, by outcome.");
+    describe_counter!(
+        LEASE_TAKEOVERS_TOTAL,
+        "Runs claimed whose lease another instance held before."
+    );
+    describe_counter!(
+        STALE_EPOCH_REJECTIONS_TOTAL,
+        "Appends refused for a stale lease epoch."
+    );
     describe_counter!(COMPENSATIONS_TOTAL, "Compensation tries ended, by outcome.");
     describe_gauge!(RUNS, "Runs by the status this engine last saw.");
     describe_gauge!(
@@ -156,6 +171,16 @@ pub(crate) fn decided(seconds: f64) {
 /// A driver waits out a store error.
 pub(crate) fn store_retry() {
     metrics::counter!(STORE_RETRIES_TOTAL).increment(1);
+}
+
+/// Runs claimed from another holder.
+pub(crate) fn taken_over(runs: u64) {
+    metrics::counter!(LEASE_TAKEOVERS_TOTAL).increment(runs);
+}
+
+/// An append refused for a stale epoch.
+pub(crate) fn stale_epoch() {
+    metrics::counter!(STALE_EPOCH_REJECTIONS_TOTAL).increment(1);
 }
 
 /// An engine opened in `seconds`: its gauges are present from now on.

@@ -2,13 +2,15 @@
 //! the definition it pinned (after an operator's action, or at start for the runs a crash
 //! left interrupted), and logging how each drive ended.
 
-use crate::server::AppState;
+use crate::server::{AppState, Readiness};
 use crate::ApiError;
 use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
 use apollo11_runtime::inspect::RunFilter;
 use apollo11_runtime::{EngineError, RunHandle, RunId, RunStatus};
 use apollo11_shell::{files, shell};
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Starts a run of workflow `name` (under `run_id`, or a new id), driven until it ends.
 pub async fn start(
@@ -46,7 +48,8 @@ pub async fn start(
 }
 
 /// Drives a run again with the definition it pinned, as `apollo11 resume` does; a run this
-/// server drives already is left to its driver (which an action wakes).
+/// server drives already is left to its driver (which an action wakes), and so is one
+/// another instance holds the lease of.
 pub async fn drive(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
     let spec = state.inspector.definition(run_id).await?;
     let workflow = shell::workflow(&spec, &state.data_dir)
@@ -55,7 +58,7 @@ pub async fn drive(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
     state.engine.register(workflow);
     match state.engine.resume(run_id.clone()).await {
         Ok(handle) => watch(handle),
-        Err(EngineError::AlreadyRunning { .. }) => {}
+        Err(EngineError::AlreadyRunning { .. } | EngineError::Leased { .. }) => {}
         Err(e) => return Err(e.into()),
     }
     Ok(())
@@ -75,6 +78,46 @@ pub async fn resume_interrupted(state: &AppState) -> Result<usize, EngineError> 
         }
     }
     Ok(list.runs.len())
+}
+
+/// With a shared store: every tenth of the lease ttl, says this instance is alive and
+/// claims its share of the runs that need a driver (new runs no instance took, runs whose
+/// lease expired), and drives each. A round that fails (the database out of reach) makes
+/// the server unready until one succeeds; rounds are retried at 100 ms, doubling up to the
+/// period. Runs until aborted.
+pub async fn claim_rounds(state: Arc<AppState>) {
+    let Readiness::Claims(ready) = &state.ready else {
+        return;
+    };
+    // A tenth of the ttl: an expired lease is claimed within ttl + ttl/10 of its last renewal.
+    let period = state.engine.lease_ttl().unwrap_or_default() / 10;
+    let mut failures = 0u32;
+    loop {
+        let delay = match state.engine.claim().await {
+            Ok(runs) => {
+                failures = 0;
+                *ready.write().unwrap_or_else(|p| p.into_inner()) = Ok(());
+                for run_id in runs {
+                    if let Err(e) = drive(&state, &run_id).await {
+                        tracing::warn!(run = %run_id, error = %e.message, "claimed run not driven");
+                    }
+                }
+                period
+            }
+            Err(e) => {
+                failures += 1;
+                tracing::warn!(error = %e, failures, "claim round failed; unready");
+                *ready.write().unwrap_or_else(|p| p.into_inner()) = Err(e.to_string());
+                retry_delay(failures).min(period)
+            }
+        };
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// The pause after the `failures`-th failed claim round in a row: 100 ms, doubling.
+fn retry_delay(failures: u32) -> Duration {
+    Duration::from_millis(100u64.saturating_mul(1 << failures.saturating_sub(1).min(16)))
 }
 
 /// Logs how a drive ends.
@@ -130,6 +173,13 @@ pub fn step_folders(data_dir: &Path, run_id: &str, spec: &WorkflowSpec) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_claim_rounds_back_off_doubling() {
+        let delays: Vec<u64> = (1..=5).map(|n| retry_delay(n).as_millis() as u64).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1_600]);
+        assert!(retry_delay(u32::MAX) >= Duration::from_secs(60));
+    }
 
     #[test]
     fn default_ids_are_valid_names_and_differ_by_try() {

@@ -147,6 +147,6 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(state): State<Shared>) -> Result<Response, ApiError> {
-    state.store.check_writable()?;
+    state.ready.check()?;
     Ok(axum::Json(json!({"status": "ready"})).into_response())
 }

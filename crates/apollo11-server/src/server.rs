@@ -7,7 +7,8 @@ use crate::router::router;
 use crate::workflows::Registry;
 use apollo11_log::{FileLog, Options};
 use apollo11_prometheus::Prometheus;
-use apollo11_runtime::{Engine, EngineConfig, Inspector};
+use apollo11_runtime::{Engine, EngineConfig, Inspector, Leasing};
+use apollo11_store::{DynStore, StoreError};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,6 +36,14 @@ pub struct ServerConfig {
     /// The process's Prometheus recorder, which `/metrics` renders (see
     /// [`crate::metrics::install`]); without one `/metrics` answers 404.
     pub metrics: Option<Prometheus>,
+    /// A store shared with other instances (a database), instead of the data dir's file
+    /// log: runs are driven under its leases, this server claims its share of them, and
+    /// the data dir keeps only the step files.
+    pub store: Option<DynStore>,
+    /// This instance's name in leases and events.
+    pub instance: String,
+    /// How long a lease of this server's lasts unrenewed, with a shared store.
+    pub lease_ttl: std::time::Duration,
 }
 
 impl ServerConfig {
@@ -47,9 +56,15 @@ impl ServerConfig {
             workflows: None,
             token: None,
             metrics: None,
+            store: None,
+            instance: EngineConfig::default().instance,
+            lease_ttl: DEFAULT_LEASE_TTL,
         }
     }
 }
+
+/// How long a lease lasts unrenewed by default: a dead instance's runs are taken over after it.
+pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why a server did not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -71,9 +86,12 @@ pub enum ServeError {
 
 /// What every request handler shares.
 pub(crate) struct AppState {
-    pub engine: Engine<FileLog>,
-    pub store: Arc<FileLog>,
-    pub inspector: Inspector<FileLog>,
+    pub engine: Engine<DynStore>,
+    pub store: Arc<DynStore>,
+    pub inspector: Inspector<DynStore>,
+    /// Whether the store takes writes now: the file log's own check, or, with a shared
+    /// store, the last claim round's answer (see [`crate::drive::claim_rounds`]).
+    pub ready: Readiness,
     pub data_dir: PathBuf,
     pub workflows_dir: Option<PathBuf>,
     pub registry: RwLock<Arc<Registry>>,
@@ -84,6 +102,43 @@ pub(crate) struct AppState {
     pub metrics: Option<Prometheus>,
     /// Turns true when the server stops: live streams end.
     pub closing: watch::Receiver<bool>,
+}
+
+/// Where `/readyz` learns whether the server can do its work.
+pub(crate) enum Readiness {
+    /// The file log: ready while it takes writes.
+    File(Arc<FileLog>),
+    /// A shared store: the last claim round's outcome (its error while the store is out
+    /// of reach).
+    Claims(Arc<RwLock<Result<(), String>>>),
+}
+
+impl Readiness {
+    /// Ready, or why not.
+    pub fn check(&self) -> Result<(), StoreError> {
+        match self {
+            Readiness::File(log) => log.check_writable(),
+            Readiness::Claims(last) => {
+                let last = last.read().unwrap_or_else(|p| p.into_inner());
+                last.clone()
+                    .map_err(|message| StoreError::Unavailable { message })
+            }
+        }
+    }
+}
+
+/// Opens the data dir's file log for writing, its lock naming the server's address.
+async fn open_file_log(
+    config: &ServerConfig,
+    address: SocketAddr,
+) -> Result<Arc<FileLog>, ServeError> {
+    let (data_dir, options) = (config.data_dir.clone(), config.options.clone());
+    let log = tokio::task::spawn_blocking(move || {
+        FileLog::open_serving(&data_dir, options, &address.to_string())
+    })
+    .await
+    .map_err(|e| ServeError::Io(format!("opening the data dir: {e}")))??;
+    Ok(Arc::new(log))
 }
 
 impl AppState {
@@ -127,19 +182,33 @@ impl Server {
             .map_err(|e| ServeError::Io(format!("--listen {}: {e}", config.listen)))?;
         let registry = Registry::load(config.workflows.as_deref(), &config.data_dir)
             .map_err(ServeError::Config)?;
-        let (data_dir, options) = (config.data_dir.clone(), config.options.clone());
-        let store = tokio::task::spawn_blocking(move || {
-            FileLog::open_serving(&data_dir, options, &address.to_string())
-        })
-        .await
-        .map_err(|e| ServeError::Io(format!("opening the data dir: {e}")))??;
+        let (store, leasing, ready) = match config.store.clone() {
+            Some(shared) => {
+                let leases = shared.leases().ok_or_else(|| {
+                    ServeError::Config("a store shared by instances needs leases".into())
+                })?;
+                let leasing = Leasing::new(leases, config.lease_ttl)?;
+                let ready =
+                    Readiness::Claims(Arc::new(RwLock::new(Err("no claim round yet".to_owned()))));
+                (shared, Some(leasing), ready)
+            }
+            None => {
+                let log = open_file_log(&config, address).await?;
+                (DynStore::new(log.clone()), None, Readiness::File(log))
+            }
+        };
         let store = Arc::new(store);
-        let engine = Engine::open(store.clone(), EngineConfig::default()).await?;
+        let engine_config = EngineConfig {
+            instance: config.instance.clone(),
+            ..EngineConfig::default()
+        };
+        let engine = Engine::open_with(store.clone(), engine_config, leasing).await?;
         let (closing, closing_rx) = watch::channel(false);
         let state = AppState {
             engine,
             inspector: Inspector::new(store.clone()),
             store,
+            ready,
             data_dir: config.data_dir,
             workflows_dir: config.workflows,
             registry: RwLock::new(Arc::new(registry)),
@@ -180,8 +249,17 @@ impl Server {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let resumed = drive::resume_interrupted(&self.state).await?;
-        tracing::info!(resumed, address = %self.local_addr(), "serving");
+        let claims = match &self.state.ready {
+            Readiness::File(_) => {
+                let resumed = drive::resume_interrupted(&self.state).await?;
+                tracing::info!(resumed, address = %self.local_addr(), "serving");
+                None
+            }
+            Readiness::Claims(_) => {
+                tracing::info!(address = %self.local_addr(), "serving; claiming runs");
+                Some(tokio::spawn(drive::claim_rounds(self.state.clone())))
+            }
+        };
         let app = self.router();
         let closing = self.closing;
         let served = axum::serve(self.listener, app)
@@ -190,6 +268,10 @@ impl Server {
                 let _ = closing.send(true);
             })
             .await;
+        if let Some(claims) = claims {
+            claims.abort();
+            let _ = claims.await;
+        }
         // A last snapshot, when nothing else holds the engine any more (a stream's task
         // may still be ending: then the next start folds a little more).
         if let Ok(state) = Arc::try_unwrap(self.state) {

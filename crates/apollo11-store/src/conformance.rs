@@ -2,6 +2,7 @@
 //! A backend runs it with [`conformance_tests!`](crate::conformance_tests), giving an
 //! expression that makes a fresh, empty store.
 
+mod claims;
 pub mod leases;
 
 use crate::{

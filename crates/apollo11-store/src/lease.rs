@@ -117,6 +117,24 @@ pub trait LeaseStore: EventStore {
     /// whose lease was released.
     async fn lease(&self, run_id: &RunId) -> Result<Option<Lease>, StoreError>;
 
+    /// Gives the lease up and marks the run as needing no driver (it finished, or stopped
+    /// for a person to look at it): [`LeaseStore::claim`] passes it over until someone
+    /// acquires it again. Refused like [`LeaseStore::release`].
+    async fn park(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Records that `owner` is alive until `ttl` from now, and returns how many instances
+    /// are alive (itself included): what [`fair_share`] divides the unclaimed runs by.
+    async fn heartbeat(&self, owner: &str, ttl: Duration) -> Result<u32, StoreError>;
+
+    /// How many runs need a driver and have none: runs with events, not parked, whose lease
+    /// is free or expired.
+    async fn unclaimed(&self) -> Result<u32, StoreError>;
+
+    /// Takes the leases of at most `max` runs [`LeaseStore::unclaimed`] counts, for `owner`,
+    /// each at a new epoch; runs another instance is claiming or appending to at the same
+    /// moment are skipped, not waited for, and no run is claimed twice.
+    async fn claim(&self, owner: &str, ttl: Duration, max: u32) -> Result<Vec<Lease>, StoreError>;
+
     /// [`EventStore::append`], accepted only if `fence.epoch` is the run's current epoch,
     /// checked atomically with the seq; a stale epoch is [`StoreError::Fenced`] and writes
     /// nothing (checked before the seq: a fenced writer must stop, not re-read and retry).
@@ -139,6 +157,11 @@ pub fn validate_lease(run_id: &RunId, owner: &str, ttl: Duration) -> Result<(), 
         what: "run id".into(),
         reason: e.to_string(),
     })?;
+    validate_owner(owner, ttl)
+}
+
+/// Checks the owner and ttl of a lease, heartbeat or claim request, as [`validate_lease`].
+pub fn validate_owner(owner: &str, ttl: Duration) -> Result<(), StoreError> {
     if owner.is_empty() || owner.len() > limits::LABEL_BYTES_MAX as usize || owner.contains('\0') {
         return Err(StoreError::Invalid {
             what: "lease owner".into(),
@@ -160,4 +183,24 @@ pub fn validate_lease(run_id: &RunId, owner: &str, ttl: Duration) -> Result<(), 
 /// The ttl in whole milliseconds, as stores compute expiry (at most [`LEASE_TTL_MAX`]'s).
 pub fn ttl_ms(ttl: Duration) -> u64 {
     ttl.min(LEASE_TTL_MAX).as_millis() as u64
+}
+
+/// How many of `unclaimed` runs one of `live` instances claims: ceil(unclaimed / live), so
+/// that every run finds a driver in one round and no instance takes more than its share.
+pub fn fair_share(unclaimed: u32, live: u32) -> u32 {
+    unclaimed.div_ceil(live.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fair_share_rounds_up_and_survives_no_live_instance() {
+        assert_eq!(fair_share(300, 3), 100);
+        assert_eq!(fair_share(301, 3), 101);
+        assert_eq!(fair_share(1, 3), 1);
+        assert_eq!(fair_share(0, 3), 0);
+        assert_eq!(fair_share(5, 0), 5, "no heartbeat seen yet: take them all");
+    }
 }

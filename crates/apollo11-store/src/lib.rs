@@ -3,6 +3,7 @@
 mod blob;
 #[cfg(feature = "testing")]
 pub mod conformance;
+mod dynamic;
 mod error;
 pub mod feed;
 mod lease;
@@ -11,11 +12,12 @@ mod traits;
 mod validate;
 
 pub use blob::{check_blob, offload, resolve, sha256_hex};
+pub use dynamic::{DynStore, FullStore};
 pub use error::StoreError;
 pub use feed::{Change, RunFeed, Subscription};
 pub use lease::{
-    ttl_ms, validate_lease, Clock, Fence, Lease, LeaseStore, ManualClock, SystemClock,
-    LEASE_TTL_MAX,
+    fair_share, ttl_ms, validate_lease, validate_owner, Clock, Fence, Lease, LeaseStore,
+    ManualClock, SystemClock, LEASE_TTL_MAX,
 };
 pub use mem::{IdGaps, MemStore};
 pub use traits::{BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore, Visitor};

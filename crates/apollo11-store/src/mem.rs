@@ -3,18 +3,18 @@
 //! database sequence does, so that the suite and the engine are checked against the
 //! contract (ids strictly increase) and not against one backend's habit (dense ids).
 
+mod leases;
+
 use crate::blob::check_blob;
 use crate::feed::Published;
 use crate::{
-    sha256_hex, ttl_ms, validate, validate_lease, BlobStore, Clock, EventStore, Fence, Lease,
-    LeaseStore, NewEvent, RunSummary, Snapshot, SnapshotStore, StoreError, Subscription,
-    SystemClock,
+    sha256_hex, validate, BlobStore, Clock, EventStore, NewEvent, RunSummary, Snapshot,
+    SnapshotStore, StoreError, Subscription, SystemClock,
 };
 use apollo11_core::{limits, BlobRef, Event, EventId, RunId, Seq};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 use tokio::sync::broadcast;
 
 /// Everything in memory, behind one mutex; appended events are pushed to subscribers.
@@ -64,6 +64,8 @@ struct Inner {
     blobs: BTreeMap<String, Vec<u8>>,
     /// Each leased run's lease; its epoch stays when it is released.
     leases: BTreeMap<RunId, LeaseRow>,
+    /// Each instance's heartbeat: until when it is alive.
+    instances: BTreeMap<String, u64>,
 }
 
 /// A run's lease as the store keeps it.
@@ -72,6 +74,8 @@ struct LeaseRow {
     epoch: u64,
     /// `None` once released.
     holder: Option<(String, u64)>,
+    /// Parked: the run needs no driver until it is acquired again.
+    parked: bool,
 }
 
 impl MemStore {
@@ -286,98 +290,11 @@ impl BlobStore for MemStore {
     }
 }
 
-impl LeaseRow {
-    fn lease(&self, run_id: &RunId) -> Option<Lease> {
-        self.holder.as_ref().map(|(owner, expires_at_ms)| Lease {
-            run_id: run_id.clone(),
-            owner: owner.clone(),
-            epoch: self.epoch,
-            expires_at_ms: *expires_at_ms,
-        })
-    }
-
-    /// Whether `lease` is this row's, at its epoch (released counts when `released_too`).
-    fn holds(&self, lease: &Lease, released_too: bool) -> bool {
-        self.epoch == lease.epoch
-            && match &self.holder {
-                Some((owner, _)) => *owner == lease.owner,
-                None => released_too,
-            }
-    }
-}
-
-fn lease_lost(lease: &Lease) -> StoreError {
-    StoreError::LeaseLost {
-        run_id: lease.run_id.clone(),
-        owner: lease.owner.clone(),
-        epoch: lease.epoch,
-    }
-}
-
-#[async_trait]
-impl LeaseStore for MemStore {
-    async fn acquire(
-        &self,
-        run_id: &RunId,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, StoreError> {
-        validate_lease(run_id, owner, ttl)?;
-        let now = self.clock.now_ms();
-        let mut inner = self.lock();
-        let row = inner.leases.entry(run_id.clone()).or_insert(LeaseRow {
-            epoch: 0,
-            holder: None,
-        });
-        match &row.holder {
-            Some((holder, _)) if holder == owner => {}
-            Some((_, expires)) if *expires > now => return Ok(None),
-            _ => row.epoch += 1,
-        }
-        row.holder = Some((owner.to_owned(), now.saturating_add(ttl_ms(ttl))));
-        Ok(row.lease(run_id))
-    }
-
-    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
-        validate_lease(&lease.run_id, &lease.owner, ttl)?;
-        let now = self.clock.now_ms();
-        let mut inner = self.lock();
-        let row = inner.leases.get_mut(&lease.run_id);
-        let row = row
-            .filter(|row| row.holds(lease, false))
-            .ok_or_else(|| lease_lost(lease))?;
-        row.holder = Some((lease.owner.clone(), now.saturating_add(ttl_ms(ttl))));
-        Ok(row.lease(&lease.run_id).expect("a renewed lease is held"))
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let mut inner = self.lock();
-        let row = inner.leases.get_mut(&lease.run_id);
-        let row = row
-            .filter(|row| row.holds(lease, true))
-            .ok_or_else(|| lease_lost(lease))?;
-        row.holder = None;
-        Ok(())
-    }
-
-    async fn lease(&self, run_id: &RunId) -> Result<Option<Lease>, StoreError> {
-        Ok(self.lock().leases.get(run_id).and_then(|r| r.lease(run_id)))
-    }
-
-    async fn append_fenced(
-        &self,
-        fence: &Fence,
-        expected_seq: Seq,
-        events: Vec<NewEvent>,
-    ) -> Result<Vec<EventId>, StoreError> {
-        self.append_checked(&fence.run_id, Some(fence.epoch), expected_seq, events)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ManualClock;
+    use crate::{LeaseStore, ManualClock};
+    use std::time::Duration;
 
     #[tokio::test]
     async fn a_lease_expires_exactly_at_its_ttl_on_the_injected_clock() {

@@ -4,6 +4,7 @@ mod compensation;
 mod engine;
 mod flaky;
 mod inspect;
+mod leases;
 mod operator;
 mod payloads;
 mod placed;

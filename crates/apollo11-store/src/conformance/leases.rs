@@ -9,6 +9,11 @@ use apollo11_core::{EventId, RunId, Seq};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use super::claims::{
+    claims_take_unheld_unparked_runs_at_a_new_epoch, heartbeats_expire_and_are_checked,
+    racing_claims_share_runs_without_taking_one_twice,
+};
+
 /// What the lease cases need of a backend.
 pub trait LeasedStore: Store + LeaseStore {}
 impl<T: Store + LeaseStore> LeasedStore for T {}
@@ -24,6 +29,9 @@ macro_rules! lease_conformance_tests {
             a_renew_or_release_by_a_non_owner_is_refused,
             a_stale_epoch_append_is_refused_and_writes_nothing,
             lease_requests_are_checked,
+            claims_take_unheld_unparked_runs_at_a_new_epoch,
+            racing_claims_share_runs_without_taking_one_twice,
+            heartbeats_expire_and_are_checked,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {$(
@@ -34,15 +42,15 @@ macro_rules! lease_conformance_tests {
     )*};
 }
 
-const LONG: Duration = Duration::from_secs(60);
+pub(super) const LONG: Duration = Duration::from_secs(60);
 
 /// Lets `lease` expire: renews it for 1 ms and sleeps past that.
-async fn expire(store: &impl LeasedStore, lease: &Lease) {
+pub(super) async fn expire(store: &impl LeasedStore, lease: &Lease) {
     store.renew(lease, Duration::from_millis(1)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(30)).await;
 }
 
-async fn take(store: &impl LeasedStore, r: &RunId, owner: &str) -> Lease {
+pub(super) async fn take(store: &impl LeasedStore, r: &RunId, owner: &str) -> Lease {
     let lease = store.acquire(r, owner, LONG).await.unwrap();
     lease.unwrap_or_else(|| panic!("{owner} must get the lease of {r}"))
 }

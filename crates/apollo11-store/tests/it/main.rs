@@ -119,3 +119,23 @@ mod leases {
 
     apollo11_store::lease_conformance_tests!(Arc::new(MemStore::new()));
 }
+
+/// The same cases through `DynStore`, which forwards every call (the change feed too) to
+/// the backend behind it.
+mod dynamic {
+    use apollo11_store::{DynStore, IdGaps, MemStore};
+    use std::sync::Arc;
+
+    apollo11_store::conformance_tests!(Arc::new(DynStore::new(Arc::new(MemStore::with_id_gaps(
+        IdGaps::Even
+    )))));
+
+    #[test]
+    fn only_a_leased_store_has_leases() {
+        let plain = DynStore::new(Arc::new(MemStore::new()));
+        assert!(plain.leases().is_none());
+        assert!(DynStore::leased(Arc::new(MemStore::new()))
+            .leases()
+            .is_some());
+    }
+}
