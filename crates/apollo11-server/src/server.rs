@@ -3,11 +3,13 @@
 //! until it is told to stop.
 
 use crate::drive;
+use crate::fanout::Fanout;
 use crate::router::router;
 use crate::workflows::Registry;
 use apollo11_log::{FileLog, Options};
 use apollo11_prometheus::Prometheus;
 use apollo11_runtime::{Engine, EngineConfig, Inspector};
+use apollo11_store::EventStore;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -74,6 +76,8 @@ pub(crate) struct AppState {
     pub engine: Engine<FileLog>,
     pub store: Arc<FileLog>,
     pub inspector: Inspector<FileLog>,
+    /// The store's change feed, routed to the event streams by run.
+    pub fanout: Arc<Fanout>,
     pub data_dir: PathBuf,
     pub workflows_dir: Option<PathBuf>,
     pub registry: RwLock<Arc<Registry>>,
@@ -135,10 +139,12 @@ impl Server {
         .map_err(|e| ServeError::Io(format!("opening the data dir: {e}")))??;
         let store = Arc::new(store);
         let engine = Engine::open(store.clone(), EngineConfig::default()).await?;
+        let fanout = Arc::new(Fanout::new(store.last_event_id().await?));
         let (closing, closing_rx) = watch::channel(false);
         let state = AppState {
             engine,
             inspector: Inspector::new(store.clone()),
+            fanout,
             store,
             data_dir: config.data_dir,
             workflows_dir: config.workflows,
@@ -173,6 +179,9 @@ impl Server {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
+        let (fanout, store) = (self.state.fanout.clone(), self.state.store.clone());
+        let closing = self.state.closing.clone();
+        tokio::spawn(async move { fanout.route(store.as_ref(), closing).await });
         let resumed = drive::resume_interrupted(&self.state).await?;
         tracing::info!(resumed, address = %self.local_addr(), "serving");
         let app = router(self.state.clone(), self.token);
