@@ -42,7 +42,7 @@ fn sizes(quick: bool) -> Sizes {
     let (runs, seconds, pairs, many, chain) = if quick {
         (1_000, 1, 1, 20, 50)
     } else {
-        (10_000, 5, 3, 200, 200)
+        (10_000, 5, 5, 200, 200)
     };
     Sizes {
         runs,
