@@ -50,7 +50,11 @@ pub async fn list(State(state): Shared, params: Params) -> Result<Json<Value>, A
     rows.sort_by(|a, b| Cursor::key(b).cmp(&Cursor::key(a)));
     let rows: Vec<RunRow> = rows
         .into_iter()
-        .filter(|row| after.as_ref().is_none_or(|after| Cursor::key(row) < after.at()))
+        .filter(|row| {
+            after
+                .as_ref()
+                .is_none_or(|after| Cursor::key(row) < after.at())
+        })
         .take(limit + 1)
         .collect();
     let next = (rows.len() > limit).then(|| Cursor::of(&rows[limit - 1]).to_text());
