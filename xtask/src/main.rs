@@ -22,7 +22,8 @@ const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutan
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
   crash    [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
-  bench    [--quick] [append|replay|scheduler]...: release benchmarks, JSON in target/bench/
+  bench    [--quick] [append|open_loop|replay|recovery|scheduler|pg_append|server]...: release
+           benchmarks, JSON in target/bench/
   mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
            and the log's recovery files, each with its crate's tests; prints each score
            (caught / (caught + missed)) and the surviving mutants; output in target/mutants/

@@ -3,8 +3,8 @@
 //! `<out>/<scenario>.json` with the host, the git revision and the figures.
 //!
 //! `apollo11-bench [--quick] [--metrics] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios:
-//! append, open_loop, replay, recovery, scheduler, pg_append (all by default; pg_append needs
-//! a database, see its module). Run through `cargo xtask bench`. `--metrics` installs the
+//! append, open_loop, replay, recovery, scheduler, pg_append, server (all by default;
+//! pg_append needs a database, see its module). Run through `cargo xtask bench`. `--metrics` installs the
 //! Prometheus recorder first, as `apollo11 serve` does, to measure what the instrumentation
 //! costs against a run without it.
 
@@ -15,6 +15,7 @@ mod recovery;
 mod replay;
 mod report;
 mod scheduler;
+mod server;
 mod sqlite;
 
 use anyhow::{bail, Result};
@@ -69,6 +70,7 @@ async fn main() -> Result<()> {
         "recovery",
         "scheduler",
         "pg_append",
+        "server",
     ];
     let chosen: Vec<&str> = if named.is_empty() {
         all.to_vec()
@@ -84,6 +86,7 @@ async fn main() -> Result<()> {
             "recovery" => recovery::run(&setup).await?,
             "scheduler" => scheduler::run(&setup).await?,
             "pg_append" => pg_append::run(&setup).await?,
+            "server" => server::run(&setup).await?,
             other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
         };
         report.save(&out, setup.quick)?;

@@ -40,22 +40,7 @@ async fn offer(rate: u64, seconds: u64, append: Append) -> Result<(f64, Vec<Dura
         }));
     }
     let started = Instant::now();
-    let generator = std::thread::spawn(move || {
-        let interval = Duration::from_secs(1).as_secs_f64() / rate as f64;
-        let mut next = 0u64;
-        while next < total {
-            let due = (started.elapsed().as_secs_f64() / interval) as u64 + 1;
-            let now = Instant::now();
-            for i in next..due.min(total) {
-                let _ = senders[i as usize % STREAMS].send(now);
-            }
-            next = due.min(total);
-            std::thread::sleep(Duration::from_micros(100));
-        }
-    });
-    generator
-        .join()
-        .map_err(|_| anyhow::anyhow!("generator panicked"))?;
+    release(rate, total, senders).await?;
     let mut latencies = Vec::with_capacity(total as usize);
     for task in tasks {
         latencies.extend(task.await??);
@@ -63,6 +48,33 @@ async fn offer(rate: u64, seconds: u64, append: Append) -> Result<(f64, Vec<Dura
     let achieved = latencies.len() as f64 / started.elapsed().as_secs_f64();
     latencies.sort();
     Ok((achieved, latencies))
+}
+
+/// The generator: releases `total` items at `rate` per second from now, item `i` to
+/// `senders[i % senders.len()]`, each stamped with the instant it is released; returns when
+/// the last is released. Runs on the blocking pool, so a busy runtime cannot delay it.
+pub async fn release(
+    rate: u64,
+    total: u64,
+    senders: Vec<mpsc::UnboundedSender<Instant>>,
+) -> Result<()> {
+    let started = Instant::now();
+    let generator = tokio::task::spawn_blocking(move || {
+        let interval = Duration::from_secs(1).as_secs_f64() / rate as f64;
+        let mut next = 0u64;
+        while next < total {
+            let due = (started.elapsed().as_secs_f64() / interval) as u64 + 1;
+            let now = Instant::now();
+            for i in next..due.min(total) {
+                let _ = senders[i as usize % senders.len()].send(now);
+            }
+            next = due.min(total);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    });
+    generator
+        .await
+        .map_err(|e| anyhow::anyhow!("generator failed: {e}"))
 }
 
 pub async fn run(setup: &Setup) -> Result<Report> {

@@ -13,6 +13,7 @@ pub mod client;
 mod drive;
 mod error;
 mod extract;
+mod fanout;
 mod logs;
 pub mod metrics;
 mod router;

@@ -47,10 +47,14 @@ pub async fn list(State(state): Shared, params: Params) -> Result<Json<Value>, A
     }
     let after = params.text("cursor").map(Cursor::parse).transpose()?;
     let mut rows = state.inspector.runs(&filter).await?.runs;
-    rows.sort_by(|a, b| Cursor::of(b).cmp(&Cursor::of(a)));
+    rows.sort_by(|a, b| Cursor::key(b).cmp(&Cursor::key(a)));
     let rows: Vec<RunRow> = rows
         .into_iter()
-        .filter(|row| after.as_ref().is_none_or(|after| Cursor::of(row) < *after))
+        .filter(|row| {
+            after
+                .as_ref()
+                .is_none_or(|after| Cursor::key(row) < after.at())
+        })
         .take(limit + 1)
         .collect();
     let next = (rows.len() > limit).then(|| Cursor::of(&rows[limit - 1]).to_text());
@@ -67,13 +71,21 @@ fn run_status(name: &str) -> Result<RunStatus, ApiError> {
 }
 
 /// Where a page of runs ends: runs sort by creation time, then id.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Cursor {
     created_at: u64,
     run_id: String,
 }
 
 impl Cursor {
+    /// Where `row` sorts, borrowed: a page of 10,000 runs sorts without copying an id.
+    fn key(row: &RunRow) -> (u64, &str) {
+        (row.created_at, &row.run_id.0)
+    }
+
+    fn at(&self) -> (u64, &str) {
+        (self.created_at, &self.run_id)
+    }
+
     fn of(row: &RunRow) -> Cursor {
         Cursor {
             created_at: row.created_at,

@@ -3,12 +3,13 @@
 //! until it is told to stop.
 
 use crate::drive;
+use crate::fanout::Fanout;
 use crate::router::router;
 use crate::workflows::Registry;
 use apollo11_log::{FileLog, Options};
 use apollo11_prometheus::Prometheus;
 use apollo11_runtime::{Engine, EngineConfig, Inspector, Leasing};
-use apollo11_store::{DynStore, StoreError};
+use apollo11_store::{DynStore, EventStore, StoreError};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -92,6 +93,8 @@ pub(crate) struct AppState {
     /// Whether the store takes writes now: the file log's own check, or, with a shared
     /// store, the last claim round's answer (see [`crate::drive::claim_rounds`]).
     pub ready: Readiness,
+    /// The store's change feed, routed to the event streams by run.
+    pub fanout: Arc<Fanout>,
     pub data_dir: PathBuf,
     pub workflows_dir: Option<PathBuf>,
     pub registry: RwLock<Arc<Registry>>,
@@ -203,10 +206,12 @@ impl Server {
             ..EngineConfig::default()
         };
         let engine = Engine::open_with(store.clone(), engine_config, leasing).await?;
+        let fanout = Arc::new(Fanout::new(store.last_event_id().await?));
         let (closing, closing_rx) = watch::channel(false);
         let state = AppState {
             engine,
             inspector: Inspector::new(store.clone()),
+            fanout,
             store,
             ready,
             data_dir: config.data_dir,
@@ -249,6 +254,9 @@ impl Server {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
+        let (fanout, store) = (self.state.fanout.clone(), self.state.store.clone());
+        let closing = self.state.closing.clone();
+        tokio::spawn(async move { fanout.route(store.as_ref(), closing).await });
         let claims = match &self.state.ready {
             Readiness::File(_) => {
                 let resumed = drive::resume_interrupted(&self.state).await?;

@@ -1,8 +1,9 @@
 //! `GET /api/v1/runs/{id}/events/stream`: the run's events as server-sent events, from the
 //! first or after `Last-Event-ID` / `?after=N`, followed live through the store's change feed
-//! (`RunFeed` re-reads the run when it falls behind, so nothing is skipped or repeated). The
-//! headers go out at once; a `: keep-alive` comment every 15 s; the stream stays open after
-//! the run ends, until the client leaves or the server stops.
+//! as routed to the run by the `Fanout` (`RunFeed` re-reads the run when it falls behind, so
+//! nothing is skipped or repeated). The headers go out at once; a `: keep-alive` comment
+//! every 15 s; the stream stays open after the run ends, until the client leaves or the
+//! server stops.
 
 use crate::extract::{Names, Params};
 use crate::server::AppState;
@@ -73,7 +74,11 @@ async fn follow(state: Arc<AppState>, run_id: RunId, after: EventId, sender: mps
     {
         return;
     }
-    let mut feed = match RunFeed::new(state.store.as_ref(), run_id, Seq(1)).await {
+    let subscribe = state
+        .fanout
+        .subscriber(state.store.as_ref(), run_id.clone());
+    let feed = RunFeed::with_subscriber(state.store.as_ref(), run_id, Seq(1), subscribe);
+    let mut feed = match feed.await {
         Ok(feed) => feed,
         Err(e) => return tracing::warn!(error = %e, "event stream not started"),
     };

@@ -167,20 +167,45 @@ pub struct RunFeed<'s, S: EventStore + ?Sized> {
     store: &'s S,
     run_id: RunId,
     next_seq: Seq,
+    subscribe: Subscriber<'s>,
     subscription: Subscription<'s>,
     pending: VecDeque<Arc<Event>>,
 }
+
+/// What a [`RunFeed`] subscribes with: a subscription that delivers every event of its run
+/// made visible after the instant it is taken (others may pass too; the feed drops them).
+pub type Subscriber<'s> = Box<dyn Fn() -> SubscribeFuture<'s> + Send + Sync + 's>;
+
+/// A subscription being taken.
+pub type SubscribeFuture<'s> =
+    Pin<Box<dyn Future<Output = Result<Subscription<'s>, StoreError>> + Send + 's>>;
 
 impl<'s, S: EventStore + ?Sized> RunFeed<'s, S> {
     /// Follows `run_id` from seq `from` (1 for all of it); a run that does not exist yet is
     /// followed from its first event.
     pub async fn new(store: &'s S, run_id: RunId, from: Seq) -> Result<RunFeed<'s, S>, StoreError> {
+        let subscribe: Subscriber<'s> = Box::new(move || {
+            Box::pin(async move { store.subscribe(store.last_event_id().await?).await })
+        });
+        RunFeed::with_subscriber(store, run_id, from, subscribe).await
+    }
+
+    /// As [`RunFeed::new`], taking its subscriptions from `subscribe` instead of the
+    /// store's whole feed: a server following many runs routes the one feed to each run's
+    /// followers, so that none wakes for another run's events.
+    pub async fn with_subscriber(
+        store: &'s S,
+        run_id: RunId,
+        from: Seq,
+        subscribe: Subscriber<'s>,
+    ) -> Result<RunFeed<'s, S>, StoreError> {
         let from = Seq(from.0.max(1));
-        let (subscription, pending) = Self::catch_up(store, &run_id, from).await?;
+        let (subscription, pending) = Self::catch_up(store, &subscribe, &run_id, from).await?;
         Ok(RunFeed {
             store,
             run_id,
             next_seq: from,
+            subscribe,
             subscription,
             pending,
         })
@@ -190,10 +215,11 @@ impl<'s, S: EventStore + ?Sized> RunFeed<'s, S> {
     /// subscription's start, and the subscription everything after it.
     async fn catch_up(
         store: &'s S,
+        subscribe: &Subscriber<'s>,
         run_id: &RunId,
         from: Seq,
     ) -> Result<(Subscription<'s>, VecDeque<Arc<Event>>), StoreError> {
-        let subscription = store.subscribe(store.last_event_id().await?).await?;
+        let subscription = subscribe().await?;
         let read = store.read_run(run_id, from).await?;
         Ok((subscription, read.into_iter().map(Arc::new).collect()))
     }
@@ -230,7 +256,7 @@ impl<'s, S: EventStore + ?Sized> RunFeed<'s, S> {
 
     async fn resubscribe(&mut self) -> Result<(), StoreError> {
         let (subscription, pending) =
-            Self::catch_up(self.store, &self.run_id, self.next_seq).await?;
+            Self::catch_up(self.store, &self.subscribe, &self.run_id, self.next_seq).await?;
         self.subscription = subscription;
         self.pending = pending;
         Ok(())

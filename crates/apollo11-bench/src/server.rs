@@ -1,0 +1,209 @@
+//! `apollo11 serve` under load, on loopback, with the load generated in this process (on a
+//! runtime apart from the server's): the read API's rate and latency on a log of 10,000
+//! runs (closed loop, and an open loop at 1,000 requests/s), the delay from an event's stamp
+//! to its arrival on a run's event stream, and what driving runs through the server with a
+//! UI attached costs against the engine alone, in alternated pairs in the same run.
+
+mod api;
+mod drive;
+mod host;
+mod http;
+
+use crate::report::{quantile_us, Report};
+use crate::Setup;
+use anyhow::Result;
+use apollo11_server::ServerConfig;
+use drive::Workload;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Connections of the closed loops.
+const CONNS: u64 = 16;
+/// Offered rate of the open loop, and its connections.
+const OPEN_RATE: u64 = 1_000;
+const OPEN_CONNS: u64 = 64;
+/// Goals: run state p99 at the open rate, stream delay p99, throughput through the server
+/// against the engine alone.
+const STATE_P99_US: f64 = 5_000.0;
+const DELAY_P99_US: f64 = 50_000.0;
+const RATIO_MIN: f64 = 0.90;
+
+/// Sizes of a pass.
+struct Sizes {
+    runs: u64,
+    seconds: u64,
+    pairs: usize,
+    workloads: Vec<Workload>,
+}
+
+fn sizes(quick: bool) -> Sizes {
+    let workload = |runs: u64, steps: usize, label: String| Workload { label, runs, steps };
+    let (runs, seconds, pairs, many, chain) = if quick {
+        (1_000, 1, 1, 20, 50)
+    } else {
+        (10_000, 5, 5, 200, 200)
+    };
+    Sizes {
+        runs,
+        seconds,
+        pairs,
+        workloads: vec![
+            workload(many, 10, format!("{many} runs x 10 shell steps")),
+            workload(1, chain, format!("one {chain}-step shell chain")),
+        ],
+    }
+}
+
+fn goal(met: bool, text: &str) -> Value {
+    json!(format!("{text}: {}", if met { "met" } else { "missed" }))
+}
+
+fn latency_row(
+    figure: String,
+    load: String,
+    per_s: Value,
+    sorted: &[Duration],
+    goal: Value,
+) -> Vec<Value> {
+    let q = |q| json!(quantile_us(sorted, q));
+    vec![
+        json!(figure),
+        json!(load),
+        json!(sorted.len()),
+        per_s,
+        q(0.5),
+        q(0.99),
+        q(0.999),
+        json!(null),
+        json!(null),
+        goal,
+    ]
+}
+
+pub async fn run(setup: &Setup) -> Result<Report> {
+    let sizes = sizes(setup.quick);
+    let mut report = Report::new(
+        "server",
+        &[
+            "figure",
+            "load",
+            "samples",
+            "per_s",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "engine_alone_per_s",
+            "ratio",
+            "goal",
+        ],
+    );
+    report.header();
+    reads(setup, &sizes, &mut report).await?;
+    for workload in &sizes.workloads {
+        driven(setup, workload, sizes.pairs, &mut report).await?;
+    }
+    report.note(format!(
+        "Reads: {} finished runs of a 10-step no-op chain written by the engine, then served; \
+         closed loops of {CONNS} kept-alive connections for {} s; the open loop releases \
+         {OPEN_RATE} requests/s on schedule over {OPEN_CONNS} connections, latency from release. \
+         Driven: shell steps `true`; through the server every run is started by POST, followed \
+         by its own event stream, and a UI polls the runs list each second and the newest run \
+         every 100 ms; {} alternated pairs (engine alone, then server), medians, ratio = median \
+         of the pairs' server/alone. Stream delay: event stamp (whole ms, up to 2 ms early) to \
+         arrival, events stamped after the stream opened.",
+        sizes.runs, sizes.seconds, sizes.pairs
+    ));
+    Ok(report)
+}
+
+/// The read API on a log of `sizes.runs` runs.
+async fn reads(setup: &Setup, sizes: &Sizes, report: &mut Report) -> Result<()> {
+    let dir = std::path::absolute(setup.dir.join("server-reads"))?;
+    api::populate(&dir, sizes.runs).await?;
+    let hosted =
+        host::Hosted::start(ServerConfig::new(dir.clone(), "127.0.0.1:0".parse()?)).await?;
+    let runs = sizes.runs;
+    let state: api::Target =
+        Arc::new(move |n| format!("/api/v1/runs/{}", api::run_id(n * 7_919 % runs)));
+    let closed = format!("closed, {CONNS} connections");
+    let l = api::closed(hosted.addr, CONNS, sizes.seconds as f64, state.clone()).await?;
+    report.row(latency_row(
+        format!("GET /api/v1/runs/{{id}} ({runs} runs)"),
+        closed.clone(),
+        json!(l.per_s),
+        &l.sorted,
+        json!(""),
+    ));
+    let list: api::Target = Arc::new(|_| "/api/v1/runs".to_owned());
+    let l = api::closed(hosted.addr, CONNS, sizes.seconds as f64, list).await?;
+    report.row(latency_row(
+        format!("GET /api/v1/runs (first 100 of {runs})"),
+        closed,
+        json!(l.per_s),
+        &l.sorted,
+        json!(""),
+    ));
+    let l = api::open(hosted.addr, OPEN_RATE, sizes.seconds, OPEN_CONNS, state).await?;
+    let met = quantile_us(&l.sorted, 0.99) <= STATE_P99_US;
+    let load = format!("open, {OPEN_RATE}/s offered, {OPEN_CONNS} connections");
+    report.row(latency_row(
+        format!("GET /api/v1/runs/{{id}} ({runs} runs)"),
+        load,
+        json!(l.per_s),
+        &l.sorted,
+        goal(met, "p99 <= 5 ms"),
+    ));
+    hosted.stop().await?;
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// `workload` by the engine alone and through the server, `pairs` times alternately.
+async fn driven(
+    setup: &Setup,
+    workload: &Workload,
+    pairs: usize,
+    report: &mut Report,
+) -> Result<()> {
+    let dir = setup.dir.join("server-driven");
+    let (mut alone, mut served, mut ratios, mut delays) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..pairs {
+        let a = drive::alone(&dir, workload).await?;
+        let (s, d) = drive::served(&dir, workload).await?;
+        alone.push(a);
+        served.push(s);
+        ratios.push(s / a);
+        delays.extend(d);
+    }
+    std::fs::remove_dir_all(&dir)?;
+    delays.sort();
+    let ratio = median(&mut ratios);
+    report.row(vec![
+        json!(format!("steps/s through the server, UI attached")),
+        json!(workload.label),
+        json!(pairs),
+        json!(median(&mut served)),
+        json!(null),
+        json!(null),
+        json!(null),
+        json!(median(&mut alone)),
+        json!(ratio),
+        goal(ratio >= RATIO_MIN, "ratio >= 0.90"),
+    ]);
+    let met = quantile_us(&delays, 0.99) <= DELAY_P99_US;
+    report.row(latency_row(
+        "event stream delay".into(),
+        workload.label.clone(),
+        json!(null),
+        &delays,
+        goal(met, "p99 <= 50 ms"),
+    ));
+    Ok(())
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
