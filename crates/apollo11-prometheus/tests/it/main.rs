@@ -2,7 +2,6 @@
 //! installed, rendered, every metric of docs/metrics.md checked for sane values, and the
 //! text passed through Prometheus's own parser (`promtool check metrics`).
 
-mod promtool;
 mod run;
 mod scrape;
 mod writable;

@@ -1,4 +1,5 @@
-//! `/metrics`: the Prometheus text of the process's recorder, behind the token.
+//! `/metrics`: the Prometheus text of the process's recorder, behind the token, accepted by
+//! Prometheus's own parser (`promtool check metrics`).
 
 use crate::harness::{assert_error, TestServer};
 use apollo11_server::client::Client;

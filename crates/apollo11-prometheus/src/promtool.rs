@@ -1,13 +1,30 @@
-//! Prometheus's own parser and linter on our text: `promtool check metrics`. Missing
-//! promtool skips the check on a developer's machine, and fails it under CI (`CI`, or
-//! `APOLLO11_REQUIRE_PROMTOOL=1`, which `cargo xtask ci` sets).
+//! Prometheus's own parser and linter on a text: `promtool check metrics` (`testing`
+//! feature). Missing promtool skips the check on a developer's machine, and fails it under
+//! CI (`CI`, or `APOLLO11_REQUIRE_PROMTOOL=1`, which `cargo xtask ci` sets).
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+/// Asserts that `promtool check metrics` accepts `text` without a word of complaint; does
+/// nothing when promtool is not installed and not required.
+///
+/// # Panics
+///
+/// When promtool rejects or lints the text, or is required and missing.
+pub fn assert_accepted(text: &str) {
+    if let Some(out) = check_metrics(text) {
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "promtool check metrics: {}{}\n{text}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// Runs `promtool check metrics` on `text`; `None` when promtool is not installed and not
 /// required.
-pub fn check_metrics(text: &str) -> Option<std::process::Output> {
+fn check_metrics(text: &str) -> Option<std::process::Output> {
     let spawned = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
