@@ -17,8 +17,10 @@ use std::time::Duration;
 pub trait Store: EventStore + SnapshotStore + BlobStore + 'static {}
 impl<T: EventStore + SnapshotStore + BlobStore + 'static> Store for T {}
 
-/// Generates one `#[tokio::test]` per conformance case; `$make` must evaluate to an
-/// `Arc<impl Store>` that is fresh and empty each time it is evaluated.
+/// Generates one `#[test]` per conformance case, each on a runtime of its own
+/// ([`block_on`]), so the calling crate needs no tokio; `$make` must evaluate to an
+/// `Arc<impl Store>` that is fresh and empty each time it is evaluated (it is evaluated
+/// inside the case's async block, so it may `.await`, or `return` to skip the case).
 #[macro_export]
 macro_rules! conformance_tests {
     ($make:expr) => {
@@ -40,11 +42,29 @@ macro_rules! conformance_tests {
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $case() {
-            $crate::conformance::$case($make).await;
+        #[test]
+        fn $case() {
+            $crate::conformance::block_on(async {
+                $crate::conformance::$case($make).await;
+            });
         }
     )*};
+}
+
+/// Runs `case` to its end on a fresh multi-thread runtime of two workers, as every case of
+/// [`conformance_tests!`](crate::conformance_tests) and
+/// [`lease_conformance_tests!`](crate::lease_conformance_tests) runs.
+///
+/// # Panics
+///
+/// If the runtime cannot be built (the system refuses its threads), or if `case` panics.
+pub fn block_on<F: Future>(case: F) -> F::Output {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("the conformance suite needs a tokio runtime");
+    runtime.block_on(case)
 }
 
 /// An event for `step` (or a run-level `RunCreated` when `step` is `None`).

@@ -106,6 +106,11 @@ impl<'s> Subscription<'s> {
     }
 
     /// The next change. Cancel safe: dropping the future loses nothing.
+    ///
+    /// # Errors
+    ///
+    /// What the store's read returns when it fails (polling, or reading back what came
+    /// before the subscription), or the error the store pushed (a poisoned store).
     pub async fn next(&mut self) -> Result<Change, StoreError> {
         loop {
             if let Some(event) = self.buffered.pop_front() {
@@ -174,6 +179,10 @@ pub struct RunFeed<'s, S: EventStore + ?Sized> {
 impl<'s, S: EventStore + ?Sized> RunFeed<'s, S> {
     /// Follows `run_id` from seq `from` (1 for all of it); a run that does not exist yet is
     /// followed from its first event.
+    ///
+    /// # Errors
+    ///
+    /// What the store returns when the subscription or the first read fails.
     pub async fn new(store: &'s S, run_id: RunId, from: Seq) -> Result<RunFeed<'s, S>, StoreError> {
         let from = Seq(from.0.max(1));
         let (subscription, pending) = Self::catch_up(store, &run_id, from).await?;
@@ -204,6 +213,10 @@ impl<'s, S: EventStore + ?Sized> RunFeed<'s, S> {
     }
 
     /// The run's next event.
+    ///
+    /// # Errors
+    ///
+    /// What the store returns when a read or the subscription fails.
     pub async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
         loop {
             while let Some(event) = self.pending.pop_front() {
