@@ -7,6 +7,8 @@ pub mod limits;
 mod names;
 mod payload;
 mod spec;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 
 pub use event::{Event, EventKind, EventRef, KindTag, OverrideTarget};
 pub use ids::{EventId, RunId, Seq, StepName};

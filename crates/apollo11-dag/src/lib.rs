@@ -5,6 +5,8 @@ mod build;
 mod error;
 mod graph;
 mod plan;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 
 pub use error::DagError;
 pub use graph::{Dag, NodeId};

@@ -11,6 +11,8 @@ mod rollback;
 mod run_machine;
 mod state;
 mod status;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 mod table;
 
 pub use actions::{allowed_actions, check_action, Refusal, RunAction};
