@@ -5,19 +5,22 @@ mod bench;
 mod crash;
 mod docs;
 mod mutants;
+mod package;
 mod readme;
 mod tidy;
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|crash|bench|mutants>
-  ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
-           required), the alert rules, the README's first command from the repository root,
-           crash test
+const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|bench|mutants>
+  ci       fmt check, clippy -D warnings, rustdoc -D warnings, every test of the workspace
+           (tidy included; promtool required), the alert rules, the packaged library crates
+           and their tests, the README's first command from the repository root, crash test
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
+  package  cargo package (verified) of the library crates; their packaged tests in a
+           workspace of their own; tests/external/ built on one library crate each
   crash    [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
   bench    [--quick] [append|replay|scheduler]...: release benchmarks, JSON in target/bench/
   mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
@@ -30,6 +33,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("tidy") => tidy::check(&tidy::workspace_root()?),
         Some("alerts") => alerts::check(&tidy::workspace_root()?),
+        Some("package") => package::check(&tidy::workspace_root()?),
         Some("readme") => readme::check_first_command(&tidy::workspace_root()?),
         Some("bench") => bench::run(&tidy::workspace_root()?, &args[1..]),
         Some("mutants") => mutants::run(&tidy::workspace_root()?, &args[1..]),
@@ -54,8 +58,19 @@ fn ci() -> Result<()> {
     // The PostgreSQL tests fail, rather than skip, without a database to test against.
     std::env::set_var("APOLLO11_REQUIRE_PG", "1");
     cargo(&["test", "--workspace", "--locked"])?;
+    // Broken intra-doc links and other rustdoc warnings fail, with every feature's items.
+    std::env::set_var("RUSTDOCFLAGS", "-D warnings");
+    cargo(&[
+        "doc",
+        "--workspace",
+        "--no-deps",
+        "--all-features",
+        "--locked",
+    ])?;
+    std::env::remove_var("RUSTDOCFLAGS");
     let root = tidy::workspace_root()?;
     alerts::check(&root)?;
+    package::check(&root)?;
     readme::check_first_command(&root)?;
     crash::run(&root, crash::Args::parse(&[])?)
 }
