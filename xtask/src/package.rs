@@ -124,10 +124,14 @@ fn write_workspace(root: &Path, dir: &Path, members: &[String]) -> Result<()> {
 
 /// Cargo in `dir`, a workspace of its own, building into the repository's target dir with
 /// the profile a packaged crate has (none of the workspace's own): the dependencies
-/// `cargo package` built to verify the packages are built already.
+/// `cargo package` built to verify the packages are built already. Not incremental: these
+/// builds are made once, and their incremental caches would only fill the disk.
 fn outside(dir: &Path, target: &Path) -> Command {
     let mut command = cargo();
-    command.current_dir(dir).env("CARGO_TARGET_DIR", target);
+    command
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target)
+        .env("CARGO_INCREMENTAL", "0");
     command
 }
 
