@@ -68,24 +68,17 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-prometheus",
         ],
     ),
-    (
-        "apollo11-testkit",
-        &[
-            "apollo11-core",
-            "apollo11-dag",
-            "apollo11-machine",
-            "apollo11-store",
-        ],
-    ),
     ("apollo11-bench", &["*"]),
     ("xtask", &[]),
 ];
 
 /// The pure crates and the only external crates they may depend on (normal dependencies).
+/// `proptest` is optional in each, behind the `proptest` feature that publishes the
+/// strategies property tests use (generators of values: no IO, no clock of their own).
 const PURE: &[(&str, &[&str])] = &[
-    ("apollo11-core", &["serde"]),
-    ("apollo11-dag", &[]),
-    ("apollo11-machine", &["serde"]),
+    ("apollo11-core", &["serde", "proptest"]),
+    ("apollo11-dag", &["proptest"]),
+    ("apollo11-machine", &["serde", "proptest"]),
 ];
 
 /// Source text a pure crate must not contain: clocks, IO, threads, processes, randomness.
@@ -211,11 +204,18 @@ const DEV_EXTRA: &[(&str, &str)] = &[
     ("apollo11-prometheus", "apollo11-runtime"),
 ];
 
-/// Tests may use the testkit and anything the testkit may use, but never a crate above.
+/// What any crate's tests may use: the vocabulary and its strategies, the pure machine and
+/// its history builder, the store with its conformance suite.
+const TEST_SUPPORT: &[&str] = &[
+    "apollo11-core",
+    "apollo11-dag",
+    "apollo11-machine",
+    "apollo11-store",
+];
+
+/// Tests may use the test support crates, but never a crate above.
 fn dev_dependency_allowed(layers: &BTreeMap<&str, &[&str]>, package: &str, dep: &str) -> bool {
-    let testkit = layers["apollo11-testkit"];
-    dep == "apollo11-testkit"
-        || testkit.contains(&dep)
+    TEST_SUPPORT.contains(&dep)
         || layers[package].contains(&dep)
         || DEV_EXTRA.contains(&(package, dep))
 }
@@ -296,10 +296,10 @@ mod tests {
     }
 
     #[test]
-    fn a_dev_dependency_on_the_testkit_is_allowed_but_not_on_a_higher_layer() {
+    fn a_dev_dependency_on_the_test_support_is_allowed_but_not_on_a_higher_layer() {
         let metadata = serde_json::json!({"packages": [
             {"name": "apollo11-dag", "dependencies": [
-                {"name": "apollo11-testkit", "kind": "dev"},
+                {"name": "apollo11-machine", "kind": "dev"},
                 {"name": "apollo11-runtime", "kind": "dev"}
             ]},
         ]});

@@ -1,4 +1,4 @@
-//! Everything the commands print on stdout goes through [`line`], so that a closed stdout
+//! Everything the commands print on stdout goes through [`line()`], so that a closed stdout
 //! (`apollo11 events | head`) ends a command quietly instead of a panic, and a run being
 //! followed notices it ([`closed`]) and stops like on Ctrl-C. Text from outside goes through
 //! [`shown`] first: capped and with control characters escaped, so that no log line, name,

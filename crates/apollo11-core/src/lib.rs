@@ -1,4 +1,5 @@
 #![doc = include_str!("../README.md")]
+#![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 mod event;
 mod ids;
@@ -6,6 +7,8 @@ pub mod limits;
 mod names;
 mod payload;
 mod spec;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 
 pub use event::{Event, EventKind, EventRef, KindTag, OverrideTarget};
 pub use ids::{EventId, RunId, Seq, StepName};

@@ -55,8 +55,8 @@ pub fn decode_head(bytes: &[u8]) -> Result<Head<'_>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apollo11_core::strategies::arb_event_kind;
     use apollo11_core::{BlobRef, EventId, Payload, RunId, Seq, StepName};
-    use apollo11_testkit::arb_event_kind;
     use proptest::prelude::*;
 
     fn arb_payload() -> impl Strategy<Value = Payload> {

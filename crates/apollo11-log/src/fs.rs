@@ -32,6 +32,10 @@ pub trait FsLock: Send + Sync {
     /// Writes the holder given to [`Fs::try_lock`] into the lock file, replacing what an
     /// earlier holder left there. Called only once the holder is sure to change the data
     /// directory: a writer refused for any reason writes nothing, not even this.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn claim(&self) -> io::Result<()>;
 }
 
@@ -39,38 +43,90 @@ pub trait FsLock: Send + Sync {
 pub trait Fs: Send + Sync + 'static {
     /// Creates a directory and its parents, each one created (and `dir` itself) accessible
     /// to its owner only.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Opens a file.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn open(&self, path: &Path, mode: Mode) -> io::Result<Box<dyn FsFile>>;
     /// Names of the files in `dir`, sorted.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Renames a file (atomically replacing `to`).
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes a file.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Takes an exclusive lock on `path` (created if missing); [`FsLock::claim`] writes
     /// `holder` into it. `Ok(None)`, having changed nothing, when another process (or handle)
     /// holds it. Refuses, touching nothing, a `path` that is a symbolic link or not a file of
     /// its own.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error, or `InvalidInput` for a link or not a file of its own.
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<Option<Box<dyn FsLock>>>;
 }
 
 /// An open file. Positional IO only: the log tracks its own offsets.
 pub trait FsFile: Send + Sync {
     /// Fills `buf` from `offset`; fails if the file is shorter.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// Writes all of `buf` at `offset`.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Makes written data durable (`fdatasync`).
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn sync_data(&self) -> io::Result<()>;
     /// Sets the file's length, zero-filling when it grows.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// The file's length in bytes.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn size(&self) -> io::Result<u64>;
 
     /// The whole file.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error.
     fn read_all(&self) -> io::Result<Vec<u8>> {
         let mut buf = vec![0; usize::try_from(self.size()?).map_err(io::Error::other)?];
         self.read_exact_at(&mut buf, 0)?;

@@ -1,4 +1,5 @@
 #![doc = include_str!("../README.md")]
+#![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 mod access;
 mod codec;
@@ -24,6 +25,11 @@ mod writer;
 
 // What this crate's API takes and returns from the crates below it: the store traits its
 // methods come from and the types they name, so a user of the log needs no other dependency.
+/// The tokio the log runs on: its async calls need a tokio runtime (reads, snapshots and
+/// blobs work on its blocking pool), which a user without tokio of its own builds from here
+/// (`tokio::runtime::Builder::new_current_thread().enable_all().build()`).
+pub use tokio;
+
 pub use apollo11_core::{
     BlobRef, Event, EventId, EventKind, EventRef, Payload, RunId, Seq, StepName,
 };

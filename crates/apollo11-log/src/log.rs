@@ -63,6 +63,13 @@ pub(crate) struct Files {
 
 impl FileLog {
     /// Opens `dir` for writing on the real file system, creating it if needed.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Locked`] when another process holds the data directory;
+    /// [`StoreError::Corrupted`] naming file, offset and reason when the log holds damage a crash
+    /// cannot leave, or evidence that committed data is missing (nothing is changed: see
+    /// [`repair`](crate::repair)); [`StoreError::Io`] when the directory cannot be created or read.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<FileLog, StoreError> {
         FileLog::open_with(Arc::new(RealFs), dir, options)
     }
@@ -70,6 +77,10 @@ impl FileLog {
     /// Opens `dir` for writing as [`FileLog::open`] does, for a process that serves the data
     /// dir at `listen`: the lock file records the address (see [`LockHolder`]), so that
     /// other processes refused the lock know where to send their requests.
+    ///
+    /// # Errors
+    ///
+    /// As [`FileLog::open`].
     pub fn open_serving(
         dir: impl AsRef<Path>,
         options: Options,
@@ -80,11 +91,20 @@ impl FileLog {
     }
 
     /// Opens `dir` read-only on the real file system, without the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupted`] as [`FileLog::open`] finds it (a torn tail is not an error: reads
+    /// stop before it); [`StoreError::Io`] when the directory cannot be read.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<FileLog, StoreError> {
         FileLog::open_read_only_with(Arc::new(RealFs), dir)
     }
 
     /// Opens `dir` for writing on `fs`: takes the lock, recovers, starts the writer thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`FileLog::open`], for the errors `fs` returns.
     pub fn open_with(
         fs: Arc<dyn Fs>,
         dir: impl AsRef<Path>,
@@ -147,6 +167,10 @@ impl FileLog {
 
     /// Opens `dir` read-only on `fs`: no lock, no repair; reads stop at the last committed
     /// batch, so a log being written by another process can be read safely.
+    ///
+    /// # Errors
+    ///
+    /// As [`FileLog::open_read_only`].
     pub fn open_read_only_with(
         fs: Arc<dyn Fs>,
         dir: impl AsRef<Path>,
@@ -183,6 +207,11 @@ impl FileLog {
     /// Hands every event in the log to one of `visitors`, each called on a thread of its
     /// own, borrowed: all the events of a run go to the same visitor, in id order. For folding
     /// every run on every core (one visitor per core); appends wait until it returns.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Poisoned`] after a durability failure; [`StoreError::Io`] or
+    /// [`StoreError::Corrupted`] when a segment cannot be read or fails its check.
     pub fn scan_runs<V>(&self, visitors: &mut [V]) -> Result<(), StoreError>
     where
         V: FnMut(&EventRef<'_>) + Send,
@@ -205,6 +234,10 @@ impl FileLog {
 
     /// Whether appends are accepted now: fails with `ReadOnly` on a read-only open and with
     /// `Poisoned` once a durability failure stopped the store (a server's readiness).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::ReadOnly`] or [`StoreError::Poisoned`], as said above.
     pub fn check_writable(&self) -> Result<(), StoreError> {
         self.writable().map(|_| ())
     }

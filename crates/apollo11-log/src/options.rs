@@ -39,6 +39,10 @@ impl Default for Options {
 
 impl Options {
     /// Checks the options against the format's limits.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Invalid`] naming the first option outside its range, and the range.
     pub fn validate(&self) -> Result<(), StoreError> {
         let min = 4096;
         if !(min..=limits::SEGMENT_BYTES_MAX_LIMIT).contains(&self.segment_bytes_max) {

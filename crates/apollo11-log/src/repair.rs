@@ -58,6 +58,10 @@ pub struct RepairReport {
 }
 
 /// What [`repair_with`] would do to `dir` now. Reads only and takes no lock.
+///
+/// # Errors
+///
+/// What [`verify_with`] returns, and [`StoreError::Io`] when a file to cut cannot be read.
 pub fn plan_repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairPlan, StoreError> {
     let dir = dir.as_ref();
     let report = verify_with(fs.clone(), dir)?;
@@ -65,6 +69,10 @@ pub fn plan_repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<Repair
 }
 
 /// [`plan_repair_with`] on the real file system.
+///
+/// # Errors
+///
+/// As [`plan_repair_with`].
 pub fn plan_repair(dir: impl AsRef<Path>) -> Result<RepairPlan, StoreError> {
     plan_repair_with(Arc::new(RealFs), dir)
 }
@@ -74,6 +82,16 @@ pub fn plan_repair(dir: impl AsRef<Path>) -> Result<RepairPlan, StoreError> {
 /// and stale index files are removed ([`plan_repair_with`] lists all of it first). Destroys
 /// acknowledged events after the damage (their bytes are kept in `.torn` files): run it only
 /// on purpose. Takes the lock.
+///
+/// # Errors
+///
+/// [`StoreError::Locked`] when another process holds the data directory; what
+/// [`plan_repair_with`] returns; [`StoreError::Io`] when a cut, move or removal fails (the
+/// repair can be run again).
+///
+/// # Panics
+///
+/// If the log still holds damage after the cut: a bug in the repair, never left unsaid.
 pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
     let dir = dir.as_ref();
     let lock = crate::log::take_lock(fs.as_ref(), dir, &crate::LockHolder::this_process(None))?;
@@ -108,6 +126,14 @@ pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairRepor
 }
 
 /// [`repair_with`] on the real file system.
+///
+/// # Errors
+///
+/// As [`repair_with`].
+///
+/// # Panics
+///
+/// As [`repair_with`].
 pub fn repair(dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
     repair_with(Arc::new(RealFs), dir)
 }

@@ -1,4 +1,5 @@
 #![doc = include_str!("../README.md")]
+#![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 mod actions;
 mod backoff;
@@ -10,6 +11,8 @@ mod rollback;
 mod run_machine;
 mod state;
 mod status;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 mod table;
 
 pub use actions::{allowed_actions, check_action, Refusal, RunAction};

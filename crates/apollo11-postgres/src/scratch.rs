@@ -48,6 +48,10 @@ impl PgStore {
     /// A store in a new schema with a random name (its connections' application name too),
     /// dropped (with everything in it) when the
     /// store is.
+    ///
+    /// # Errors
+    ///
+    /// As [`PgStore::open`].
     pub async fn open_scratch(url: &str) -> Result<PgStore, StoreError> {
         static OPENED: AtomicU64 = AtomicU64::new(0);
         let nonce = (std::process::id(), OPENED.fetch_add(1, Ordering::Relaxed));

@@ -72,6 +72,12 @@ impl PgStore {
     }
 
     /// Connects, creates or migrates the schema, and starts the writer and the change feed.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Invalid`] for a bad url or schema name, or a schema a newer version made;
+    /// [`StoreError::Unavailable`] when the server cannot be reached; [`StoreError::Backend`]
+    /// when a migration fails.
     pub async fn open(options: PgOptions) -> Result<PgStore, StoreError> {
         check_schema(&options.schema)?;
         let mut config: tokio_postgres::Config =

@@ -1,4 +1,5 @@
 #![doc = include_str!("../README.md")]
+#![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 #[cfg(feature = "testing")]
 pub mod promtool;

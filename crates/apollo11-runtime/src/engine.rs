@@ -181,6 +181,11 @@ impl RunHandle {
     }
 
     /// Waits for the run to reach a terminal status.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Stopped`] when the driver was aborted or panicked; the error that stopped
+    /// the driver otherwise (a store failure, a fenced append, an unreadable definition).
     pub async fn outcome(self) -> Result<RunStatus, EngineError> {
         let run_id = self.run_id;
         self.join.await.unwrap_or_else(|e| {
@@ -205,6 +210,10 @@ impl RunHandle {
 
 impl<S: Store> Engine<S> {
     /// Opens an engine on `store`: loads the newest snapshot and folds the events after it.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Store`] when the snapshot or the events after it cannot be read.
     pub async fn open(store: Arc<S>, config: EngineConfig) -> Result<Engine<S>, EngineError> {
         Engine::open_with(store, config, None).await
     }
@@ -213,6 +222,10 @@ impl<S: Store> Engine<S> {
     /// it holds the run's lease (from `leasing`, which must be `store`'s), appends fenced by
     /// it, and stops driving the run at once when the lease is lost. [`Engine::claim`] takes
     /// this instance's share of the runs that need a driver.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::open`].
     pub async fn open_leased(
         store: Arc<S>,
         config: EngineConfig,
@@ -222,6 +235,10 @@ impl<S: Store> Engine<S> {
     }
 
     /// [`Engine::open`] or, with `leasing`, [`Engine::open_leased`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::open`].
     pub async fn open_with(
         store: Arc<S>,
         config: EngineConfig,
@@ -280,6 +297,15 @@ impl<S: Store> Engine<S> {
     }
 
     /// Creates run `run_id` of a registered workflow (pinning its definition) and drives it.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::RunExists`] when `run_id` is taken; [`EngineError::Store`] when the
+    /// definition or the run's first event cannot be written.
+    ///
+    /// # Panics
+    ///
+    /// Never in practice: a [`WorkflowSpec`] always serializes to JSON.
     pub async fn start(
         &self,
         workflow: &Arc<Workflow>,
@@ -331,6 +357,10 @@ impl<S: Store> Engine<S> {
     /// after recording that this instance is alive. Returns the runs claimed: drive each
     /// with [`Engine::resume`] (which holds the lease on, at the same epoch). Without
     /// leases (an engine opened with [`Engine::open`]) there is nothing to share: none.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Store`] when the heartbeat, the count or the claim fails.
     pub async fn claim(&self) -> Result<Vec<RunId>, EngineError> {
         let Some(leasing) = &self.shared.leasing else {
             return Ok(Vec::new());
@@ -342,6 +372,13 @@ impl<S: Store> Engine<S> {
     /// Drives an existing run again (after a crash, a pause, or an override), with the
     /// definition it was created with. An operator's pause stays in force (the run ends
     /// `paused` at once, having started nothing) until [`Engine::unpause`] lifts it.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownRun`]; [`EngineError::UnknownWorkflow`] when the run's workflow is
+    /// not registered; [`EngineError::DefinitionChanged`] when the registered one differs from the
+    /// pinned one; [`EngineError::BadDefinition`]; [`EngineError::AlreadyRunning`] when this engine
+    /// drives the run already; [`EngineError::Store`].
     pub async fn resume(&self, run_id: RunId) -> Result<RunHandle, EngineError> {
         let state = self.shared.run_state(&run_id).await?;
         let pinned = self.pinned_spec(&state).await?;
@@ -368,6 +405,12 @@ impl<S: Store> Engine<S> {
     /// Puts a step in a state by hand, recorded as a `ManualOverride` event with who and why
     /// (its id is returned).
     /// A driver working on the run picks it up at once.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownRun`], [`EngineError::UnknownStep`], [`EngineError::BadDefinition`],
+    /// [`EngineError::Store`], also when the store refuses `by` or `reason` (see
+    /// [`apollo11_store::validate`]).
     pub async fn override_step(
         &self,
         run_id: &RunId,
@@ -521,6 +564,10 @@ impl<S: Store> Engine<S> {
     }
 
     /// The current state of a run.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownRun`], or [`EngineError::Store`] when the run cannot be read.
     pub async fn state(&self, run_id: &RunId) -> Result<RunState, EngineError> {
         let state = self.shared.run_state(run_id).await?;
         if state.last_seq.0 == 0 {
@@ -534,6 +581,10 @@ impl<S: Store> Engine<S> {
     /// The payload a step of a run recorded last: the output of its success, or the marker
     /// it left before failing (`Payload::Empty` when it has none). Run states point at
     /// payloads (`StepState::payload_seq`) rather than hold them; this reads one.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::state`], and [`EngineError::Store`] when the payload's blob cannot be read.
     pub async fn step_payload(&self, run_id: &RunId, step: &str) -> Result<Payload, EngineError> {
         let state = self.state(run_id).await?;
         let seq = state.step(step).payload_seq;

@@ -20,8 +20,8 @@ pub const STEP_ATTEMPTS_TOTAL: &str = "apollo11_step_attempts_total";
 /// Counter, labels `workflow`, `outcome`: compensation tries ended (`compensated`,
 /// `failed`, `interrupted`).
 pub const COMPENSATIONS_TOTAL: &str = "apollo11_compensations_total";
-/// Gauge, label `state`: runs by the status this engine last saw them in (see
-/// [`RunGauges`]).
+/// Gauge, label `state`: runs by the status this engine last saw them in (the runs its
+/// drivers work on, since it opened).
 pub const RUNS: &str = "apollo11_runs";
 /// Gauge: compensations under way or waiting for their next try, in the runs of [`RUNS`].
 pub const COMPENSATIONS_PENDING: &str = "apollo11_compensations_pending";

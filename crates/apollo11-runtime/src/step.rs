@@ -121,6 +121,10 @@ impl StepContext {
     /// and before letting it act, so that a later engine can find it with
     /// [`Step::settle`]. An error means nothing was recorded (the try is no longer
     /// current, the engine stopped, or the text is too long): the work must not act.
+    ///
+    /// # Errors
+    ///
+    /// A fatal [`StepError`] saying which of the reasons above it was.
     pub async fn placed(&self, host: &str, handle: &str) -> Result<(), StepError> {
         let max = limits::LABEL_BYTES_MAX as usize;
         for (what, text) in [("host", host), ("place handle", handle)] {

@@ -155,6 +155,11 @@ impl WorkflowBuilder {
     }
 
     /// Validates everything and returns the workflow.
+    ///
+    /// # Errors
+    ///
+    /// [`WorkflowError::MissingIdempotency`] naming the step; [`WorkflowError::Invalid`] naming
+    /// the duplicate or unknown step, the cycle or the bad policy.
     pub fn build(self) -> Result<Workflow, WorkflowError> {
         let mut specs = Vec::with_capacity(self.steps.len());
         let mut code = BTreeMap::new();

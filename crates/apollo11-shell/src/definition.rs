@@ -101,6 +101,11 @@ struct RawStep {
 }
 
 /// Reads and validates a workflow file.
+///
+/// # Errors
+///
+/// A [`DefinitionError`] naming the file, and the line and column for an error in its text:
+/// the file or its folder cannot be read, or what [`parse`] refuses.
 pub fn load(path: &Path) -> Result<WorkflowSpec, DefinitionError> {
     let text = std::fs::read_to_string(path).map_err(|e| DefinitionError {
         file: path.display().to_string(),
@@ -123,6 +128,11 @@ pub fn load(path: &Path) -> Result<WorkflowSpec, DefinitionError> {
 }
 
 /// Parses and validates workflow text; `dir` is where its steps run.
+///
+/// # Errors
+///
+/// A [`DefinitionError`] at the line and column of the first problem: TOML syntax, a bad
+/// name, duration or retry setting, an unknown dependency, a cycle.
 pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, DefinitionError> {
     let at = Locator { text, file };
     let raw: RawFile = toml::from_str(text).map_err(|e| {

@@ -53,11 +53,19 @@ pub fn step_files(
 }
 
 /// Creates a folder and its missing parents, each 0700.
+///
+/// # Errors
+///
+/// The operating system's error.
 pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
     DirBuilder::new().recursive(true).mode(0o700).create(path)
 }
 
 /// Creates (or truncates) a file for writing, 0600 even if it existed with another mode.
+///
+/// # Errors
+///
+/// The operating system's error.
 pub fn create_private_file(path: &Path) -> std::io::Result<File> {
     let file = OpenOptions::new()
         .write(true)
@@ -82,6 +90,10 @@ pub enum OutputError {
 
 /// Reads what a step wrote to its output file, refusing (from its size, before reading) one
 /// over `max` bytes. A missing file is no output.
+///
+/// # Errors
+///
+/// [`OutputError::TooLarge`] over `max` bytes; [`OutputError::Io`] when it cannot be read.
 pub fn read_output(path: &Path, max: u64) -> Result<Vec<u8>, OutputError> {
     let file = match File::open(path) {
         Ok(file) => file,
@@ -107,6 +119,10 @@ pub fn read_output(path: &Path, max: u64) -> Result<Vec<u8>, OutputError> {
 
 /// The last `lines` lines of a file, reading at most its last `window` bytes (a log may be
 /// huge). A line the window starts inside is marked with a leading `…`.
+///
+/// # Errors
+///
+/// The operating system's error, a missing file included.
 pub fn tail(path: &Path, lines: usize, window: u64) -> std::io::Result<Vec<String>> {
     let mut file = File::open(path)?;
     let len = file.metadata()?.len();

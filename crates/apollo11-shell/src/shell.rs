@@ -46,6 +46,14 @@ impl Drop for GroupGuard {
 }
 
 /// Builds the runtime workflow for a spec made by `definition::load` (or pinned by a run).
+///
+/// # Errors
+///
+/// What [`Workflow::builder`]'s `build` returns for a spec that is not a valid workflow.
+///
+/// # Panics
+///
+/// If `data_dir` is relative: callers make it absolute first, as steps run in another folder.
 pub fn workflow(spec: &WorkflowSpec, data_dir: &Path) -> Result<Workflow, WorkflowError> {
     // Steps run in their workflow's folder: a relative path would point somewhere else.
     assert!(

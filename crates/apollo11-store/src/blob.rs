@@ -15,6 +15,10 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Returns `payload` unchanged if it is at most `inline_max` bytes, else stores its bytes in
 /// `blobs` and returns the reference.
+///
+/// # Errors
+///
+/// What `blobs.put_blob` returns when it cannot store the bytes.
 pub async fn offload(
     blobs: &dyn BlobStore,
     payload: Payload,
@@ -29,6 +33,10 @@ pub async fn offload(
 }
 
 /// The bytes a payload stands for, fetched from `blobs` when it is a reference.
+///
+/// # Errors
+///
+/// What `blobs.get_blob` returns for a reference: the blob is missing, damaged or unreadable.
 pub async fn resolve(blobs: &dyn BlobStore, payload: &Payload) -> Result<Vec<u8>, StoreError> {
     match payload {
         Payload::Empty => Ok(Vec::new()),
@@ -38,6 +46,11 @@ pub async fn resolve(blobs: &dyn BlobStore, payload: &Payload) -> Result<Vec<u8>
 }
 
 /// Checks fetched blob bytes against their reference.
+///
+/// # Errors
+///
+/// [`StoreError::Corrupted`], naming `origin`, when the bytes' length or SHA-256 differ from
+/// the reference's.
 pub fn check_blob(blob: &BlobRef, bytes: &[u8], origin: &str) -> Result<(), StoreError> {
     let actual = sha256_hex(bytes);
     if actual != blob.sha256 || bytes.len() as u64 != blob.bytes {

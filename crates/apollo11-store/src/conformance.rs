@@ -18,8 +18,60 @@ use std::time::Duration;
 pub trait Store: EventStore + SnapshotStore + BlobStore + 'static {}
 impl<T: EventStore + SnapshotStore + BlobStore + 'static> Store for T {}
 
-/// Generates one `#[tokio::test]` per conformance case; `$make` must evaluate to an
-/// `Arc<impl Store>` that is fresh and empty each time it is evaluated.
+/// Generates one `#[test]` per conformance case, each on a runtime of its own
+/// ([`block_on`]), so the calling crate needs no tokio; `$make` must evaluate to an
+/// `Arc<impl Store>` that is fresh and empty each time it is evaluated (it is evaluated
+/// inside the case's async block, so it may `.await`, or `return` to skip the case).
+///
+/// A backend's tests invoke it once; here a store that keeps its events in a
+/// [`MemStore`](crate::MemStore) but cannot push, so the change feed is the trait's polling default.
+/// (A doc test does not run `#[test]` functions: this one also runs two cases by hand.)
+///
+/// ```
+/// use apollo11_store::{BlobStore, EventStore, MemStore, NewEvent, RunSummary, Snapshot};
+/// use apollo11_store::{SnapshotStore, StoreError};
+/// use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
+/// use std::sync::Arc;
+///
+/// struct Polling(MemStore);
+///
+/// #[async_trait::async_trait]
+/// impl EventStore for Polling {
+///     async fn append(&self, run: &RunId, seq: Seq, events: Vec<NewEvent>)
+///         -> Result<Vec<EventId>, StoreError> { self.0.append(run, seq, events).await }
+///     async fn read_run(&self, run: &RunId, from: Seq) -> Result<Vec<Event>, StoreError> {
+///         self.0.read_run(run, from).await
+///     }
+///     async fn read_from(&self, from: EventId, max: u32) -> Result<Vec<Event>, StoreError> {
+///         self.0.read_from(from, max).await
+///     }
+///     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> { self.0.list_runs().await }
+///     async fn last_event_id(&self) -> Result<EventId, StoreError> { self.0.last_event_id().await }
+/// }
+/// #[async_trait::async_trait]
+/// impl SnapshotStore for Polling {
+///     async fn save_snapshot(&self, s: Snapshot) -> Result<(), StoreError> { self.0.save_snapshot(s).await }
+///     async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> { self.0.load_snapshot().await }
+/// }
+/// #[async_trait::async_trait]
+/// impl BlobStore for Polling {
+///     async fn put_blob(&self, b: Vec<u8>) -> Result<BlobRef, StoreError> { self.0.put_blob(b).await }
+///     async fn get_blob(&self, b: &BlobRef) -> Result<Vec<u8>, StoreError> { self.0.get_blob(b).await }
+/// }
+///
+/// // In the backend's tests: one `#[test]` per case.
+/// mod suite {
+///     apollo11_store::conformance_tests!(std::sync::Arc::new(super::Polling(apollo11_store::MemStore::new())));
+/// }
+///
+/// use apollo11_store::conformance::{self, block_on};
+/// block_on(conformance::a_wrong_expected_seq_is_a_conflict_and_writes_nothing(
+///     Arc::new(Polling(MemStore::new())),
+/// ));
+/// block_on(conformance::the_change_feed_delivers_every_event_once_in_order_from_any_start(
+///     Arc::new(Polling(MemStore::new())),
+/// ));
+/// ```
 #[macro_export]
 macro_rules! conformance_tests {
     ($make:expr) => {
@@ -41,11 +93,29 @@ macro_rules! conformance_tests {
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $case() {
-            $crate::conformance::$case($make).await;
+        #[test]
+        fn $case() {
+            $crate::conformance::block_on(async {
+                $crate::conformance::$case($make).await;
+            });
         }
     )*};
+}
+
+/// Runs `case` to its end on a fresh multi-thread runtime of two workers, as every case of
+/// [`conformance_tests!`](crate::conformance_tests) and
+/// [`lease_conformance_tests!`](crate::lease_conformance_tests) runs.
+///
+/// # Panics
+///
+/// If the runtime cannot be built (the system refuses its threads), or if `case` panics.
+pub fn block_on<F: Future>(case: F) -> F::Output {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("the conformance suite needs a tokio runtime");
+    runtime.block_on(case)
 }
 
 /// An event for `step` (or a run-level `RunCreated` when `step` is `None`).

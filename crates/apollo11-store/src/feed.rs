@@ -106,6 +106,11 @@ impl<'s> Subscription<'s> {
     }
 
     /// The next change. Cancel safe: dropping the future loses nothing.
+    ///
+    /// # Errors
+    ///
+    /// What the store's read returns when it fails (polling, or reading back what came
+    /// before the subscription), or the error the store pushed (a poisoned store).
     pub async fn next(&mut self) -> Result<Change, StoreError> {
         loop {
             if let Some(event) = self.buffered.pop_front() {
@@ -183,6 +188,10 @@ pub type SubscribeFuture<'s> =
 impl<'s, S: EventStore + ?Sized> RunFeed<'s, S> {
     /// Follows `run_id` from seq `from` (1 for all of it); a run that does not exist yet is
     /// followed from its first event.
+    ///
+    /// # Errors
+    ///
+    /// What the store returns when the subscription or the first read fails.
     pub async fn new(store: &'s S, run_id: RunId, from: Seq) -> Result<RunFeed<'s, S>, StoreError> {
         let subscribe: Subscriber<'s> = Box::new(move || {
             Box::pin(async move { store.subscribe(store.last_event_id().await?).await })
@@ -193,6 +202,10 @@ impl<'s, S: EventStore + ?Sized> RunFeed<'s, S> {
     /// As [`RunFeed::new`], taking its subscriptions from `subscribe` instead of the
     /// store's whole feed: a server following many runs routes the one feed to each run's
     /// followers, so that none wakes for another run's events.
+    ///
+    /// # Errors
+    ///
+    /// What `subscribe` or the first read returns when it fails.
     pub async fn with_subscriber(
         store: &'s S,
         run_id: RunId,
@@ -230,6 +243,10 @@ impl<'s, S: EventStore + ?Sized> RunFeed<'s, S> {
     }
 
     /// The run's next event.
+    ///
+    /// # Errors
+    ///
+    /// What the store returns when a read or the subscription fails.
     pub async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
         loop {
             while let Some(event) = self.pending.pop_front() {

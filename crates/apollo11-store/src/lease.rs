@@ -152,6 +152,10 @@ pub const LEASE_TTL_MAX: Duration = Duration::from_secs(24 * 3600);
 
 /// Checks a lease request: the run's name, the owner's (1 to `LABEL_BYTES_MAX` bytes, no NUL), a
 /// ttl from a millisecond to [`LEASE_TTL_MAX`].
+///
+/// # Errors
+///
+/// [`StoreError::Invalid`] naming the run id, the owner or the ttl that breaks its rule.
 pub fn validate_lease(run_id: &RunId, owner: &str, ttl: Duration) -> Result<(), StoreError> {
     check_name(NameKind::Run, run_id.as_str()).map_err(|e| StoreError::Invalid {
         what: "run id".into(),
@@ -161,6 +165,10 @@ pub fn validate_lease(run_id: &RunId, owner: &str, ttl: Duration) -> Result<(), 
 }
 
 /// Checks the owner and ttl of a lease, heartbeat or claim request, as [`validate_lease`].
+///
+/// # Errors
+///
+/// [`StoreError::Invalid`] naming the owner or the ttl that is refused.
 pub fn validate_owner(owner: &str, ttl: Duration) -> Result<(), StoreError> {
     if owner.is_empty() || owner.len() > limits::LABEL_BYTES_MAX as usize || owner.contains('\0') {
         return Err(StoreError::Invalid {

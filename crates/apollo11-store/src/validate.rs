@@ -10,6 +10,11 @@ use apollo11_core::{check_name, limits, EventKind, NameKind, NameProblem, Payloa
 pub const INLINE_PAYLOAD_BYTES_HARD_MAX: u32 = 32 * 1024;
 
 /// Validates one append: batch size, names, error texts and inline payload sizes.
+///
+/// # Errors
+///
+/// [`StoreError::Invalid`] or [`StoreError::TooLarge`] naming the first event, name, text or
+/// payload that breaks its limit; nothing of the append is written.
 pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
     if events.is_empty() {
         return Err(invalid("append", "no events"));

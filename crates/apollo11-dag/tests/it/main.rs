@@ -1,7 +1,7 @@
 //! Integration tests of the workflow graph.
 
+use apollo11_dag::strategies::{arb_cyclic_graph, arb_dag_edges, Edges};
 use apollo11_dag::{Dag, DagError, NodeId};
-use apollo11_testkit::{arb_cyclic_graph, arb_dag_edges, Edges};
 use proptest::prelude::*;
 
 fn dag(edges: &[(&str, &[&str])]) -> Result<Dag, DagError> {

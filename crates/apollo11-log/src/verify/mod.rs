@@ -74,11 +74,20 @@ impl VerifyReport {
 }
 
 /// Verifies the data directory `dir` on the real file system.
+///
+/// # Errors
+///
+/// As [`verify_with`].
 pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport, StoreError> {
     verify_with(Arc::new(RealFs), dir)
 }
 
 /// Verifies `dir` on `fs`. Works while a writer is running (it takes no lock).
+///
+/// # Errors
+///
+/// [`StoreError::Io`] when a directory or file cannot be listed or read. Damage is not an
+/// error: the report holds it.
 pub fn verify_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<VerifyReport, StoreError> {
     let (fs, dir) = (fs.as_ref(), dir.as_ref());
     let before = missing::list_before(fs, dir)?;

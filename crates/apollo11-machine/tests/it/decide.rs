@@ -6,12 +6,12 @@ use apollo11_core::{
     Backoff, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, StepName, Timeout,
     WorkflowSpec,
 };
+use apollo11_dag::strategies::arb_dag_edges;
 use apollo11_machine::History;
 use apollo11_machine::{
     check_action, decide, pause_cause, retry_delay_ms, Command, FailReason, Now, PauseCause,
     Policy, RunAction, RunStatus,
 };
-use apollo11_testkit::arb_dag_edges;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 

@@ -1,10 +1,11 @@
 //! Properties of the fold: deterministic, total, and snapshot + suffix == full replay.
 
+use apollo11_core::strategies::arb_event_kind;
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, StepName};
 use apollo11_core::{Idempotency, OnFailure, StepSpec, WorkflowSpec};
+use apollo11_machine::strategies::arb_history;
 use apollo11_machine::History;
 use apollo11_machine::{decide, fold, run_status, Now, RunMachine, RunState, StepStatus};
-use apollo11_testkit::{arb_event_kind, arb_history};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -42,7 +43,7 @@ proptest! {
     #[test]
     fn a_machine_kept_event_by_event_equals_one_built_from_its_state(
         events in arb_history(4, 60),
-        edges in apollo11_testkit::arb_dag_edges(3),
+        edges in apollo11_dag::strategies::arb_dag_edges(3),
         on_failure in prop_oneof![Just(OnFailure::Pause), Just(OnFailure::Rollback)],
     ) {
         // Steps s0..s2 form a random workflow; the history also names s3, which it lacks.
@@ -209,7 +210,7 @@ fn durations_errors_and_payloads_are_kept() {
     assert_eq!(state.last_event_id, EventId(5));
 }
 
-/// `n000`.. from the testkit's graphs as the history's step names `s0`..
+/// `n000`.. from the dag's strategies as the history's step names `s0`..
 fn rename(node: &str) -> String {
     format!("s{}", node.trim_start_matches('n').parse::<u32>().unwrap())
 }

@@ -18,8 +18,9 @@ pub use super::claims::{
 pub trait LeasedStore: Store + LeaseStore {}
 impl<T: Store + LeaseStore> LeasedStore for T {}
 
-/// Generates one `#[tokio::test]` per lease case; `$make` must evaluate to an
-/// `Arc<impl LeasedStore>` that is fresh and empty each time it is evaluated.
+/// Generates one `#[test]` per lease case, each on a runtime of its own
+/// ([`block_on`](super::block_on)), so the calling crate needs no tokio; `$make` must evaluate
+/// to an `Arc<impl LeasedStore>` that is fresh and empty each time it is evaluated.
 #[macro_export]
 macro_rules! lease_conformance_tests {
     ($make:expr) => {
@@ -35,9 +36,11 @@ macro_rules! lease_conformance_tests {
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $case() {
-            $crate::conformance::leases::$case($make).await;
+        #[test]
+        fn $case() {
+            $crate::conformance::block_on(async {
+                $crate::conformance::leases::$case($make).await;
+            });
         }
     )*};
 }

@@ -1,8 +1,9 @@
-//! Random workflow graphs: acyclic ones, and ones with a planted cycle.
+//! Proptest strategies for workflow graphs (the `proptest` feature): acyclic ones, and
+//! ones with a planted cycle.
 
 use proptest::prelude::*;
 
-/// `(step, dependencies)` pairs, as `apollo11_dag::Dag::build` takes them.
+/// `(step, dependencies)` pairs, as [`Dag::build`](crate::Dag::build) takes them.
 pub type Edges = Vec<(String, Vec<String>)>;
 
 /// A random DAG of 1..=`max_nodes` steps. Step `i` may only depend on steps `< i` of a

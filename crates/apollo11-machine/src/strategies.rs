@@ -1,32 +1,9 @@
-//! Event histories at random; the builder by hand is `apollo11_machine::History`.
+//! Proptest strategies for histories (the `proptest` feature), built with [`History`].
 
-use apollo11_core::{Event, EventKind, OverrideTarget, Payload};
-pub use apollo11_machine::History;
+use crate::History;
+use apollo11_core::strategies::arb_event_kind;
+use apollo11_core::{Event, EventKind, Payload};
 use proptest::prelude::*;
-
-/// Any event kind, including ones a correct scheduler would never write at a given point.
-pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
-    let target = prop_oneof![
-        Just(OverrideTarget::Succeeded),
-        Just(OverrideTarget::Skipped),
-        Just(OverrideTarget::Pending),
-        Just(OverrideTarget::Failed),
-    ];
-    prop_oneof![
-        4 => Just(EventKind::Started),
-        3 => Just(EventKind::Succeeded),
-        3 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::Failed { error, retryable }),
-        2 => Just(EventKind::Compensating),
-        2 => Just(EventKind::Compensated),
-        2 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::CompensationFailed { error, retryable }),
-        1 => (target, "[a-z]{1,4}").prop_map(|(to, by)| EventKind::ManualOverride { to, by, reason: "why".into() }),
-        1 => "[a-z]{1,4}".prop_map(|workflow| EventKind::RunCreated { workflow }),
-        1 => "[a-z]{1,4}".prop_map(|by| EventKind::RunPaused { by, reason: "why".into() }),
-        1 => "[a-z]{1,4}".prop_map(|by| EventKind::RunResumed { by, reason: "why".into() }),
-        1 => "[a-z]{1,4}".prop_map(|by| EventKind::RollbackRequested { by, reason: "why".into() }),
-        2 => "[a-z]{1,4}".prop_map(|host| EventKind::Placed { host, handle: "pgid 7".into() }),
-    ]
-}
 
 /// A run's history over `steps` steps: mostly plausible (attempts near the step's current
 /// count, run-level `RunCreated` first, operator actions on the run), sometimes wrong in

@@ -1,0 +1,29 @@
+//! Proptest strategies for this crate's types (the `proptest` feature), for the property
+//! tests of the crates above.
+
+use crate::{EventKind, OverrideTarget};
+use proptest::prelude::*;
+
+/// Any event kind, including ones a correct scheduler would never write at a given point.
+pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
+    let target = prop_oneof![
+        Just(OverrideTarget::Succeeded),
+        Just(OverrideTarget::Skipped),
+        Just(OverrideTarget::Pending),
+        Just(OverrideTarget::Failed),
+    ];
+    prop_oneof![
+        4 => Just(EventKind::Started),
+        3 => Just(EventKind::Succeeded),
+        3 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::Failed { error, retryable }),
+        2 => Just(EventKind::Compensating),
+        2 => Just(EventKind::Compensated),
+        2 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::CompensationFailed { error, retryable }),
+        1 => (target, "[a-z]{1,4}").prop_map(|(to, by)| EventKind::ManualOverride { to, by, reason: "why".into() }),
+        1 => "[a-z]{1,4}".prop_map(|workflow| EventKind::RunCreated { workflow }),
+        1 => "[a-z]{1,4}".prop_map(|by| EventKind::RunPaused { by, reason: "why".into() }),
+        1 => "[a-z]{1,4}".prop_map(|by| EventKind::RunResumed { by, reason: "why".into() }),
+        1 => "[a-z]{1,4}".prop_map(|by| EventKind::RollbackRequested { by, reason: "why".into() }),
+        2 => "[a-z]{1,4}".prop_map(|host| EventKind::Placed { host, handle: "pgid 7".into() }),
+    ]
+}
