@@ -4,6 +4,7 @@
 //! SIGKILL of the instance driving most runs half-way: every run finishes, each orphan is
 //! taken over within ttl + 2 s (p50/p99/max printed). Then a SIGSTOP of another instance past
 //! its ttl, and a SIGCONT once its runs were taken over: none of its later appends lands.
+//! Then `pg_terminate_backend` of all their connections while runs are under way.
 //! After each, I1-I6 of docs/reliability.md are checked for every run.
 
 use crate::failover_cluster::{ms_now, Cluster, Row, STEPS};
@@ -20,6 +21,7 @@ const TTL: Duration = Duration::from_secs(2);
 const TAKEOVER_SLACK: Duration = Duration::from_secs(2);
 const KILL_RUNS: usize = 300;
 const STOP_RUNS: usize = 100;
+const CUT_RUNS: usize = 100;
 
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     if let Some(a) = args.first() {
@@ -46,7 +48,25 @@ fn scenarios(cluster: &mut Cluster) -> Result<()> {
         cluster.spawn()?;
     }
     kill_half_way(cluster)?;
-    stop_past_the_ttl(cluster)
+    stop_past_the_ttl(cluster)?;
+    cut_connections(cluster)
+}
+
+/// Scenario 3: `pg_terminate_backend` of every connection of the instances, twice, while
+/// runs are under way: they reconnect and every run finishes, nothing lost or run twice.
+fn cut_connections(cluster: &mut Cluster) -> Result<()> {
+    let runs = cluster.start_runs("c", CUT_RUNS)?;
+    cluster.wait_for_steps(CUT_RUNS * STEPS / 4)?;
+    let mut terminated = cluster.terminate_connections()?;
+    std::thread::sleep(Duration::from_millis(500));
+    terminated += cluster.terminate_connections()?;
+    println!("pg_terminate_backend of {terminated} connections of the instances, twice");
+    ensure!(
+        terminated > 0,
+        "no connection of the instances was found to terminate"
+    );
+    cluster.wait_finished(&runs)?;
+    check_invariants(cluster, &runs)
 }
 
 /// Scenario 1: SIGKILL the busiest instance half-way through 300 runs.

@@ -310,21 +310,47 @@ impl Cluster {
         }
     }
 
-    /// Drops the test's schema (psql).
+    /// Drops the test's schema.
     pub fn drop_schema(&self) -> Result<()> {
-        let status = Command::new("psql")
-            .env("PGOPTIONS", "-c client_min_messages=warning")
-            .args([&self.url, "-q", "-v", "ON_ERROR_STOP=1", "-c"])
-            .arg(format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
-            .stdout(Stdio::null())
-            .status()
-            .context("running psql to drop the test schema")?;
-        ensure!(
-            status.success(),
-            "psql could not drop schema {}",
+        self.psql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
+            .map(drop)
+    }
+
+    /// Terminates every connection of the instances (named after the schema in
+    /// `pg_stat_activity`); returns how many.
+    pub fn terminate_connections(&self) -> Result<u64> {
+        let sql = format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '{}'",
             self.schema
         );
-        Ok(())
+        let out = self.psql(&sql)?;
+        out.trim()
+            .parse()
+            .with_context(|| format!("psql answered `{out}` to a count"))
+    }
+
+    /// Runs one statement with psql; returns what it printed (unaligned, tuples only).
+    fn psql(&self, sql: &str) -> Result<String> {
+        let out = Command::new("psql")
+            .env("PGOPTIONS", "-c client_min_messages=warning")
+            .args([
+                &self.url,
+                "-q",
+                "-t",
+                "-A",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                sql,
+            ])
+            .output()
+            .context("running psql")?;
+        ensure!(
+            out.status.success(),
+            "psql `{sql}`: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8(out.stdout)?)
     }
 }
 
