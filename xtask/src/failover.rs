@@ -115,27 +115,30 @@ fn stop_past_the_ttl(cluster: &mut Cluster) -> Result<()> {
     let stopped_ms = ms_now();
     cluster.signal(&victim, "STOP")?;
     std::thread::sleep(TTL + TAKEOVER_SLACK);
-    let resumed = cluster.signal(&victim, "CONT");
-    resumed?;
+    let continued_ms = ms_now();
+    cluster.signal(&victim, "CONT")?;
     cluster.wait_finished(&runs)?;
-    let (mut taken, mut stale) = (0, 0);
+    let (mut taken, mut stale, mut late) = (0, 0, Vec::new());
     for run in &stolen {
         let events = cluster.events(run)?;
-        let Some(takeover) = events
-            .iter()
-            .position(|e| at_ms(e) >= stopped_ms && instance(e) != victim)
-        else {
+        // A run with no event after the stop had ended before it.
+        let Some(next) = events.iter().position(|e| at_ms(e) > stopped_ms) else {
             continue;
         };
+        if instance(&events[next]) == victim || at_ms(&events[next]) > continued_ms {
+            late.push(run.as_str());
+            continue;
+        }
         taken += 1;
-        stale += events[takeover..]
+        stale += events[next..]
             .iter()
             .filter(|e| instance(e) == victim)
             .count();
     }
     let rejections = cluster.metric(&victim, "apollo11_stale_epoch_rejections_total")?;
+    let lost = cluster.log_lines(&victim, "lease lost; the run's driver stops")?;
     println!(
-        "SIGSTOP of {victim} for {} ms ({} of its runs running): {taken} taken over, {stale} of its appends accepted after a takeover, {rejections} stale-epoch rejections counted",
+        "SIGSTOP of {victim} for {} ms ({} of its runs running): {taken} taken over, {stale} of its appends accepted after a takeover; it logged {lost} leases lost (renewals refused or run out) and counted {rejections} stale-epoch append rejections",
         (TTL + TAKEOVER_SLACK).as_millis(),
         stolen.len()
     );

@@ -28,6 +28,8 @@ struct Instance {
     addr: String,
     /// Its name in leases and events: `engine-PID`.
     id: String,
+    /// Its stderr (its log).
+    log: PathBuf,
 }
 
 /// The instances and where they keep their files.
@@ -92,6 +94,7 @@ impl Cluster {
     pub fn spawn(&mut self) -> Result<()> {
         let n = self.instances.len();
         let out = self.dir.join(format!("serve{n}.out"));
+        let log = self.dir.join(format!("serve{n}.err"));
         let ttl = format!("{}ms", self.ttl.as_millis());
         let child = self
             .command(&format!("data{n}"))
@@ -116,6 +119,7 @@ impl Cluster {
             child,
             addr: String::new(),
             id,
+            log,
         });
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -279,6 +283,12 @@ impl Cluster {
             .filter(|l| l.starts_with(name))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>() as u64)
+    }
+
+    /// How many lines of an instance's log contain `needle`.
+    pub fn log_lines(&self, id: &str, needle: &str) -> Result<usize> {
+        let log = std::fs::read_to_string(&self.instance(id)?.log)?;
+        Ok(log.lines().filter(|l| l.contains(needle)).count())
     }
 
     /// The steps ledger.

@@ -36,6 +36,11 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
 }
 
+/// How long the database lets a connection of the store sit idle inside a transaction
+/// before it ends the session: the writer never waits between the statements of its
+/// transactions, so only a frozen process reaches it, and its locks are freed.
+const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The schema a store uses unless told otherwise.
 pub const DEFAULT_SCHEMA: &str = "apollo11";
 
@@ -80,6 +85,15 @@ impl PgStore {
                 reason: format!("{e}"),
             })?;
         config.application_name(&options.application_name);
+        // A client frozen inside a transaction (SIGSTOP, a VM paused, swapping) would hold
+        // the row of `event_ids` and every append of every instance would wait for it: the
+        // server ends such a session instead, and its transaction writes nothing.
+        let options_text = format!(
+            "{} -c idle_in_transaction_session_timeout={}",
+            config.get_options().unwrap_or_default(),
+            IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
+        );
+        config.options(options_text.trim_start());
         let pool = pool(config.clone(), &options)?;
         let mut client = pool
             .get()
