@@ -282,3 +282,31 @@ impl BlobStore for PgStore {
         Ok(bytes)
     }
 }
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_left_idle_in_a_transaction_is_ended_and_its_locks_freed() {
+        let Some(url) = crate::test_url() else { return };
+        let store = PgStore::open_scratch(&url).await.unwrap();
+        let mut client = store.pool.get().await.unwrap();
+        // What a frozen writer leaves: the row every append needs, locked, and no commit.
+        let tx = client.transaction().await.unwrap();
+        let lock = format!("UPDATE \"{}\".event_ids SET last = last", store.schema());
+        tx.execute(&lock, &[]).await.unwrap();
+        tokio::time::sleep(IDLE_IN_TRANSACTION_TIMEOUT + Duration::from_millis(500)).await;
+        let e = tx.commit().await.unwrap_err();
+        assert!(e.is_closed() || e.to_string().contains("idle"), "{e}");
+        // The lock is gone: another session takes the row at once.
+        let (other, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        other
+            .batch_execute(&format!("SET lock_timeout = '1s'; {lock}"))
+            .await
+            .unwrap();
+    }
+}
