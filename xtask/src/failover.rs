@@ -71,12 +71,12 @@ fn cut_connections(cluster: &mut Cluster) -> Result<()> {
 
 /// Scenario 1: SIGKILL the busiest instance half-way through 300 runs.
 fn kill_half_way(cluster: &mut Cluster) -> Result<()> {
-    let runs = cluster.start_runs("k", KILL_RUNS)?;
-    let rows = cluster.wait_for_steps(KILL_RUNS * STEPS / 2)?;
-    let victim = busiest(&rows)?;
-    let orphans = driven_by(&rows, &victim);
-    let killed_ms = ms_now();
-    cluster.signal(&victim, "KILL")?;
+    let Strike {
+        runs,
+        victim,
+        orphans,
+        at_ms: killed_ms,
+    } = strike(cluster, "k", KILL_RUNS, 2, "KILL")?;
     cluster.forget(&victim);
     cluster.wait_finished(&runs)?;
     let mut latencies = Vec::new();
@@ -108,12 +108,12 @@ fn kill_half_way(cluster: &mut Cluster) -> Result<()> {
 /// Scenario 2: SIGSTOP the busiest instance past its ttl, SIGCONT it once its runs were
 /// taken over: none of its appends after a takeover is accepted.
 fn stop_past_the_ttl(cluster: &mut Cluster) -> Result<()> {
-    let runs = cluster.start_runs("s", STOP_RUNS)?;
-    let rows = cluster.wait_for_steps(STOP_RUNS * STEPS / 4)?;
-    let victim = busiest(&rows)?;
-    let stolen = driven_by(&rows, &victim);
-    let stopped_ms = ms_now();
-    cluster.signal(&victim, "STOP")?;
+    let Strike {
+        runs,
+        victim,
+        orphans: stolen,
+        at_ms: stopped_ms,
+    } = strike(cluster, "s", STOP_RUNS, 4, "STOP")?;
     std::thread::sleep(TTL + TAKEOVER_SLACK);
     let continued_ms = ms_now();
     cluster.signal(&victim, "CONT")?;
@@ -151,6 +151,38 @@ fn stop_past_the_ttl(cluster: &mut Cluster) -> Result<()> {
         "{stale} appends of {victim} were accepted after another instance took its runs over"
     );
     check_invariants(cluster, &runs)
+}
+
+/// What a strike did: the runs started, the instance signalled, its runs then running, and
+/// when (ms since the epoch).
+struct Strike {
+    runs: Vec<String>,
+    victim: String,
+    orphans: Vec<String>,
+    at_ms: u64,
+}
+
+/// Starts `count` runs named `prefix…`, waits for 1/`part` of their steps, and sends
+/// `signal` to the instance driving most of them.
+fn strike(
+    cluster: &mut Cluster,
+    prefix: &str,
+    count: usize,
+    part: usize,
+    signal: &str,
+) -> Result<Strike> {
+    let runs = cluster.start_runs(prefix, count)?;
+    let rows = cluster.wait_for_steps(count * STEPS / part)?;
+    let victim = busiest(&rows)?;
+    let orphans = driven_by(&rows, &victim);
+    let at_ms = ms_now();
+    cluster.signal(&victim, signal)?;
+    Ok(Strike {
+        runs,
+        victim,
+        orphans,
+        at_ms,
+    })
 }
 
 /// The instance holding the most leases of running runs.
