@@ -4,7 +4,11 @@ mod alerts;
 mod bench;
 mod crash;
 mod docs;
+mod failover;
+mod failover_cluster;
 mod fuzz;
+mod http;
+mod ledger;
 mod mutants;
 mod package;
 mod readme;
@@ -14,17 +18,21 @@ mod ui;
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|bench|mutants|ui|fuzz>
+const USAGE: &str =
+    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|failover|bench|mutants|ui|fuzz>
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
-           crash test, every fuzz target for 10 s (nightly and cargo-fuzz required)
+           crash test, failover test, every fuzz target for 10 s (nightly and cargo-fuzz required)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
   package  cargo package of the library crates; their packaged tests in a
            workspace of their own; tests/external/ built on one library crate each
   crash    [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
+  failover three `apollo11 serve` on one PostgreSQL schema (APOLLO11_TEST_PG_URL): SIGKILL
+           one half-way through 300 runs, SIGSTOP one past its lease ttl; takeover times,
+           stale appends, I1-I6
   bench    [--quick] [append|open_loop|replay|recovery|scheduler|pg_append|server]...: release
            benchmarks, JSON in target/bench/
   mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
@@ -48,6 +56,7 @@ fn main() -> Result<()> {
         Some("mutants") => mutants::run(&tidy::workspace_root()?, &args[1..]),
         Some("ui") => ui::run(&tidy::workspace_root()?, &args[1..]),
         Some("fuzz") => fuzz::run(&tidy::workspace_root()?, &args[1..]),
+        Some("failover") => failover::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }
@@ -85,6 +94,7 @@ fn ci() -> Result<()> {
     package::check(&root)?;
     readme::check_first_command(&root)?;
     crash::run(&root, crash::Args::parse(&[])?)?;
+    failover::run(&root, &[])?;
     fuzz::fuzz(&root, &fuzz::TARGETS, CI_FUZZ_SECS)
 }
 

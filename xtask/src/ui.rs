@@ -6,8 +6,7 @@
 //! temporary dir whatever happened. Screenshots land in `target/ui-screenshots/`.
 
 use anyhow::{bail, ensure, Context, Result};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -162,14 +161,6 @@ fn wait_healthy(addr: &str) -> Result<()> {
     }
 }
 
-fn healthz(addr: &str) -> std::io::Result<bool> {
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    write!(
-        stream,
-        "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    Ok(answer.starts_with("HTTP/1.1 200"))
+fn healthz(addr: &str) -> Result<bool> {
+    Ok(crate::http::request(addr, "GET", "/healthz", None)?.0 == 200)
 }

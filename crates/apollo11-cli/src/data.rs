@@ -122,8 +122,11 @@ fn shared_options(url: &str, schema: &str) -> Result<PgOptions, Exit> {
             "--store: a postgres:// or postgresql:// url is expected (without --store, the data dir's file log is used)",
         ));
     }
+    // Connections are named after the schema in `pg_stat_activity`: one database can hold
+    // several deployments, and an operator can tell (or cut) one's connections.
     Ok(PgOptions {
         schema: schema.to_owned(),
+        application_name: schema.to_owned(),
         ..PgOptions::new(url)
     })
 }

@@ -143,6 +143,10 @@ enum Command {
         /// A folder of workflow files (`*/workflow.toml` or `*.toml`) runs can be started from.
         #[arg(long)]
         workflows: Option<PathBuf>,
+        /// With --store: how long this instance's leases last unrenewed (`10s`, `2s`,
+        /// `500ms`); another instance takes its runs over after it.
+        #[arg(long, default_value = "10s", value_parser = serve::parse_lease_ttl)]
+        lease_ttl: std::time::Duration,
     },
 }
 
@@ -277,8 +281,18 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Repair { yes } => dir
             .file_log_only("repair")
             .and_then(|()| scrub::repair(&dir, yes)),
-        Command::Serve { listen, workflows } => {
-            serve::serve(&dir, listen, workflows, cli.token_file.clone()).await
+        Command::Serve {
+            listen,
+            workflows,
+            lease_ttl,
+        } => {
+            let options = serve::ServeOptions {
+                listen,
+                workflows,
+                token_file: cli.token_file.clone(),
+                lease_ttl,
+            };
+            serve::serve(&dir, options).await
         }
     };
     result.unwrap_or_else(|exit| exit)

@@ -8,13 +8,24 @@ use apollo11_log::Options;
 use apollo11_server::{read_token, ServeError, Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-pub async fn serve(
-    dir: &DataDir,
-    listen: SocketAddr,
-    workflows: Option<PathBuf>,
-    token_file: Option<PathBuf>,
-) -> Result<Exit, Exit> {
+/// What `serve` was asked, beside the data dir.
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    pub workflows: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+    /// The ttl of this instance's leases (with `--store`).
+    pub lease_ttl: Duration,
+}
+
+pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
+    let ServeOptions {
+        listen,
+        workflows,
+        token_file,
+        lease_ttl,
+    } = options;
     let mut interrupts = Interrupts::install()?;
     let token = token_file
         .map(|f| read_token(&f))
@@ -41,7 +52,7 @@ pub async fn serve(
     config.workflows = workflows;
     config.token = token;
     config.store = dir.open_shared().await?;
-    config.lease_ttl = crate::data::LEASE_TTL;
+    config.lease_ttl = lease_ttl;
     config.metrics = Some(
         apollo11_server::metrics::install()
             .map_err(|e| Exit::fail(1, format!("cannot record metrics: {e}")))?,
@@ -73,4 +84,21 @@ fn serve_exit(e: ServeError) -> Exit {
         ServeError::Config(_) => Exit::fail(2, e.to_string()),
         other => Exit::fail(1, other.to_string()),
     }
+}
+
+/// `--lease-ttl`: a humantime duration in the range the engine accepts.
+pub fn parse_lease_ttl(text: &str) -> Result<Duration, String> {
+    let ttl = humantime::parse_duration(text).map_err(|e| format!("`{text}`: {e}"))?;
+    let (min, max) = (
+        apollo11_runtime::LEASE_TTL_MIN,
+        apollo11_store::LEASE_TTL_MAX,
+    );
+    if !(min..=max).contains(&ttl) {
+        return Err(format!(
+            "`{text}`: from {} to {} is allowed",
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        ));
+    }
+    Ok(ttl)
 }

@@ -36,6 +36,11 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
 }
 
+/// How long the database lets a connection of the store sit idle inside a transaction
+/// before it ends the session: the writer never waits between the statements of its
+/// transactions, so only a frozen process reaches it, and its locks are freed.
+const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The schema a store uses unless told otherwise.
 pub const DEFAULT_SCHEMA: &str = "apollo11";
 
@@ -86,6 +91,15 @@ impl PgStore {
                 reason: format!("{e}"),
             })?;
         config.application_name(&options.application_name);
+        // A client frozen inside a transaction (SIGSTOP, a VM paused, swapping) would hold
+        // the row of `event_ids` and every append of every instance would wait for it: the
+        // server ends such a session instead, and its transaction writes nothing.
+        let options_text = format!(
+            "{} -c idle_in_transaction_session_timeout={}",
+            config.get_options().unwrap_or_default(),
+            IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
+        );
+        config.options(options_text.trim_start());
         let pool = pool(config.clone(), &options)?;
         let mut client = pool
             .get()
@@ -272,5 +286,33 @@ impl BlobStore for PgStore {
             .get(0);
         check_blob(blob, &bytes, "table blobs")?;
         Ok(bytes)
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_left_idle_in_a_transaction_is_ended_and_its_locks_freed() {
+        let Some(url) = crate::test_url() else { return };
+        let store = PgStore::open_scratch(&url).await.unwrap();
+        let mut client = store.pool.get().await.unwrap();
+        // What a frozen writer leaves: the row every append needs, locked, and no commit.
+        let tx = client.transaction().await.unwrap();
+        let lock = format!("UPDATE \"{}\".event_ids SET last = last", store.schema());
+        tx.execute(&lock, &[]).await.unwrap();
+        tokio::time::sleep(IDLE_IN_TRANSACTION_TIMEOUT + Duration::from_millis(500)).await;
+        let e = tx.commit().await.unwrap_err();
+        assert!(e.is_closed() || e.to_string().contains("idle"), "{e}");
+        // The lock is gone: another session takes the row at once.
+        let (other, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        other
+            .batch_execute(&format!("SET lock_timeout = '1s'; {lock}"))
+            .await
+            .unwrap();
     }
 }

@@ -157,3 +157,17 @@ fn serve_refuses_a_non_loopback_address_without_a_token_and_a_short_token() {
     assert_eq!(short.code, 2, "{}", short.stderr);
     assert!(short.stderr.contains("at least 16"), "{}", short.stderr);
 }
+
+#[test]
+fn serve_refuses_a_lease_ttl_that_is_not_a_duration_or_out_of_range() {
+    let cli = Cli::new();
+    for (ttl, says) in [
+        ("soon", "--lease-ttl"),
+        ("100ms", "300ms"),
+        ("1year", "allowed"),
+    ] {
+        let out = cli.run(&["serve", "--listen", "127.0.0.1:0", "--lease-ttl", ttl]);
+        assert_eq!(out.code, 2, "{ttl}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{ttl}: {}", out.stderr);
+    }
+}
