@@ -69,7 +69,7 @@ fn run_ids(root: &Path) -> Result<BTreeSet<String>> {
 fn apollo11(root: &Path, args: &[&str]) -> Result<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["run", "--release", "--quiet", "-p", "apollo11-cli", "--"])
+        .args(["run", "--quiet", "-p", "apollo11-cli", "--"])
         .args(args)
         .current_dir(root)
         .env_remove("APOLLO11_DATA_DIR")
