@@ -8,6 +8,9 @@ mod failover;
 mod failover_cluster;
 mod fuzz;
 mod http;
+// The crash child's steps ledger and its I3 check, shared with the kill tests: one file,
+// inside the runtime's package (the child is packaged with it), read here by path.
+#[path = "../../crates/apollo11-runtime/examples/crash_child/ledger.rs"]
 mod ledger;
 mod mutants;
 mod package;

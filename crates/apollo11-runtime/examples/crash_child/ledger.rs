@@ -1,5 +1,6 @@
 //! The steps ledger of the kill tests (`cargo xtask crash`, `cargo xtask failover`) and its
-//! I3 check, shared: the crash child includes this file (`#[path]`), so it uses std only.
+//! I3 check, shared: the crash child's module, which xtask includes by `#[path]`, so it uses
+//! std only.
 //! Each step execution appends one line `run step attempt pid` before it does anything else.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -29,7 +29,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[path = "../../../xtask/src/ledger.rs"]
 mod ledger;
 
 const RUNS: usize = 8;
