@@ -28,14 +28,6 @@ fn lease_from_row(run_id: &RunId, row: &Row) -> Lease {
 
 type Params<'a, const N: usize> = [&'a (dyn tokio_postgres::types::ToSql + Sync); N];
 
-fn lease_lost(lease: &Lease) -> StoreError {
-    StoreError::LeaseLost {
-        run_id: lease.run_id.clone(),
-        owner: lease.owner.clone(),
-        epoch: lease.epoch,
-    }
-}
-
 #[async_trait]
 impl LeaseStore for PgStore {
     async fn acquire(
@@ -62,7 +54,7 @@ impl LeaseStore for PgStore {
         let rows = query(&self.pool, &doing, &self.sql.renew, &params).await?;
         rows.first()
             .map(|row| lease_from_row(&lease.run_id, row))
-            .ok_or_else(|| lease_lost(lease))
+            .ok_or_else(|| lease.lost())
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -131,6 +123,6 @@ impl PgStore {
         let epoch = lease.epoch as i64;
         let params: Params<3> = [&lease.run_id.as_str(), &lease.owner, &epoch];
         let rows = query(&self.pool, &doing, statement, &params).await?;
-        rows.first().map(|_| ()).ok_or_else(|| lease_lost(lease))
+        rows.first().map(|_| ()).ok_or_else(|| lease.lost())
     }
 }

@@ -36,6 +36,16 @@ impl Lease {
             epoch: self.epoch,
         }
     }
+
+    /// The error every backend answers a renew or release of this lease with once its owner
+    /// no longer holds it: [`StoreError::LeaseLost`].
+    pub fn lost(&self) -> StoreError {
+        StoreError::LeaseLost {
+            run_id: self.run_id.clone(),
+            owner: self.owner.clone(),
+            epoch: self.epoch,
+        }
+    }
 }
 
 /// What a fenced append carries: the run and the epoch its writer holds the lease at.

@@ -29,14 +29,6 @@ impl LeaseRow {
     }
 }
 
-fn lease_lost(lease: &Lease) -> StoreError {
-    StoreError::LeaseLost {
-        run_id: lease.run_id.clone(),
-        owner: lease.owner.clone(),
-        epoch: lease.epoch,
-    }
-}
-
 #[async_trait]
 impl LeaseStore for MemStore {
     async fn acquire(
@@ -70,7 +62,7 @@ impl LeaseStore for MemStore {
         let row = inner.leases.get_mut(&lease.run_id);
         let row = row
             .filter(|row| row.holds(lease, false))
-            .ok_or_else(|| lease_lost(lease))?;
+            .ok_or_else(|| lease.lost())?;
         row.holder = Some((lease.owner.clone(), now.saturating_add(ttl_ms(ttl))));
         Ok(row.lease(&lease.run_id).expect("a renewed lease is held"))
     }
@@ -142,7 +134,7 @@ impl MemStore {
         let row = inner.leases.get_mut(&lease.run_id);
         let row = row
             .filter(|row| row.holds(lease, true))
-            .ok_or_else(|| lease_lost(lease))?;
+            .ok_or_else(|| lease.lost())?;
         row.holder = None;
         row.parked = park;
         Ok(())
