@@ -36,8 +36,8 @@ const USAGE: &str =
   failover three `apollo11 serve` on one PostgreSQL schema (APOLLO11_TEST_PG_URL): SIGKILL
            one half-way through 300 runs, SIGSTOP one past its lease ttl; takeover times,
            stale appends, I1-I6
-  bench    [--quick] [append|open_loop|replay|recovery|scheduler|pg_append|server]...: release
-           benchmarks, JSON in target/bench/
+  bench    [--quick] [append|open_loop|replay|recovery|scheduler|pg_append|pg_scheduler|
+           server]...: release benchmarks, JSON in target/bench/
   mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
            and the log's recovery files, each with its crate's tests; prints each score
            (caught / (caught + missed)) and the surviving mutants; output in target/mutants/

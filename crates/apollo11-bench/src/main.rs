@@ -3,14 +3,15 @@
 //! `<out>/<scenario>.json` with the host, the git revision and the figures.
 //!
 //! `apollo11-bench [--quick] [--metrics] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios:
-//! append, open_loop, replay, recovery, scheduler, pg_append, server (all by default;
-//! pg_append needs a database, see its module). Run through `cargo xtask bench`. `--metrics` installs the
+//! append, open_loop, replay, recovery, scheduler, pg_append, pg_scheduler, server (all by
+//! default; the pg_ ones need a database, see `pg_append`). Run through `cargo xtask bench`. `--metrics` installs the
 //! Prometheus recorder first, as `apollo11 serve` does, to measure what the instrumentation
 //! costs against a run without it.
 
 mod append;
 mod open_loop;
 mod pg_append;
+mod pg_scheduler;
 mod recovery;
 mod replay;
 mod report;
@@ -70,6 +71,7 @@ async fn main() -> Result<()> {
         "recovery",
         "scheduler",
         "pg_append",
+        "pg_scheduler",
         "server",
     ];
     let chosen: Vec<&str> = if named.is_empty() {
@@ -86,6 +88,7 @@ async fn main() -> Result<()> {
             "recovery" => recovery::run(&setup).await?,
             "scheduler" => scheduler::run(&setup).await?,
             "pg_append" => pg_append::run(&setup).await?,
+            "pg_scheduler" => pg_scheduler::run(&setup).await?,
             "server" => server::run(&setup).await?,
             other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
         };

@@ -23,6 +23,16 @@ const URL_VARS: [&str; 2] = ["APOLLO11_BENCH_PG_URL", "APOLLO11_TEST_PG_URL"];
 /// Connections the baseline may use at once (the store's writer uses one per batch).
 const BASELINE_CONNECTIONS: usize = 32;
 
+/// The benchmark database's url, from the first of [`URL_VARS`] set.
+pub fn database_url() -> Option<String> {
+    URL_VARS.iter().find_map(|v| std::env::var(v).ok())
+}
+
+/// The note of a scenario skipped for want of a database.
+pub fn no_database() -> String {
+    format!("skipped: no database ({} unset)", URL_VARS.join(", "))
+}
+
 pub async fn run(setup: &Setup) -> Result<Report> {
     let seconds = if setup.quick { 1 } else { 5 };
     let mut report = Report::new(
@@ -39,11 +49,8 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             "ratio_to_file_log",
         ],
     );
-    let Some(url) = URL_VARS.iter().find_map(|v| std::env::var(v).ok()) else {
-        report.note(format!(
-            "skipped: no database ({} unset)",
-            URL_VARS.join(", ")
-        ));
+    let Some(url) = database_url() else {
+        report.note(no_database());
         return Ok(report);
     };
     report.header();

@@ -1,6 +1,7 @@
 //! The engine end to end on the durable file log with no-op steps: 1,000 runs × 10 steps,
 //! one 10,000-step chain, one run of 1,000 parallel steps; the chain against its physical
-//! limit (one `fdatasync` per step) measured in the same run.
+//! limit (one `fdatasync` per step) measured in the same run, each workload against the
+//! duroxide peer. The workloads and the timing are shared with `pg_scheduler`.
 
 use crate::report::{raw_fsync, Report};
 use crate::Setup;
@@ -8,7 +9,7 @@ use anyhow::Result;
 use apollo11_log::{FileLog, Options};
 use apollo11_runtime::{
     Engine, EngineConfig, Idempotency, Output, RunId, RunStatus, Step, StepBuilder, StepContext,
-    StepError, Workflow,
+    StepError, Store, Workflow,
 };
 use async_trait::async_trait;
 use serde_json::json;
@@ -45,36 +46,69 @@ pub fn workflow(name: &str, steps: usize, chain: bool, concurrency: u32) -> Resu
     Ok(b.build()?)
 }
 
-/// Steps per second for `runs` runs of `wf` started together.
-async fn steps_per_s(dir: &Path, wf: Workflow, runs: usize) -> Result<f64> {
+/// Steps per second for `runs` runs of `wf` started together on the durable file log.
+async fn steps_per_s(dir: &Path, wf: &Workflow, runs: usize) -> Result<f64> {
     let _ = std::fs::remove_dir_all(dir);
     let engine = Engine::open(
         Arc::new(FileLog::open(dir, Options::default())?),
         EngineConfig::default(),
     )
     .await?;
-    let steps = wf.spec().steps.len() * runs;
-    let wf = engine.register(wf);
-    let started = Instant::now();
-    let mut handles = Vec::new();
-    for r in 0..runs {
-        handles.push(engine.start(&wf, RunId(format!("run-{r:05}"))).await?);
-    }
-    for h in handles {
-        anyhow::ensure!(
-            h.outcome().await? == RunStatus::Succeeded,
-            "a benchmark run did not succeed"
-        );
-    }
-    let rate = steps as f64 / started.elapsed().as_secs_f64();
-    engine.close().await;
+    let engine = Arc::new(engine);
+    let rate = timed(std::slice::from_ref(&engine), wf, runs).await?;
+    close(vec![engine]).await;
     std::fs::remove_dir_all(dir)?;
     Ok(rate)
 }
 
+/// Steps per second for `runs` runs of `wf` spread over `engines` (run `r` on engine
+/// `r % engines.len()`): each engine starts its share one after another, the engines side by
+/// side, and the clock stops when every run has succeeded.
+pub async fn timed<S: Store>(
+    engines: &[Arc<Engine<S>>],
+    wf: &Workflow,
+    runs: usize,
+) -> Result<f64> {
+    let steps = wf.spec().steps.len() * runs;
+    let started = Instant::now();
+    let starters: Vec<_> = engines
+        .iter()
+        .enumerate()
+        .map(|(i, engine)| {
+            let (engine, wf) = (engine.clone(), engine.register(wf.clone()));
+            let share: Vec<usize> = (i..runs).step_by(engines.len()).collect();
+            tokio::spawn(async move {
+                let mut handles = Vec::with_capacity(share.len());
+                for r in share {
+                    handles.push(engine.start(&wf, RunId(format!("run-{r:05}"))).await?);
+                }
+                anyhow::Ok(handles)
+            })
+        })
+        .collect();
+    for starter in starters {
+        for h in starter.await?? {
+            anyhow::ensure!(
+                h.outcome().await? == RunStatus::Succeeded,
+                "a benchmark run did not succeed"
+            );
+        }
+    }
+    Ok(steps as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Closes `engines`, each once nothing else holds it.
+pub async fn close<S: Store>(engines: Vec<Arc<Engine<S>>>) {
+    for engine in engines {
+        if let Ok(engine) = Arc::try_unwrap(engine) {
+            engine.close().await;
+        }
+    }
+}
+
 /// The same workload on the duroxide peer (a separate program built by `cargo xtask bench`,
 /// named by `APOLLO11_PEER_DUROXIDE`): (steps, steps/s), or why it was not measured.
-fn peer(dir: &Path, workload: &[String]) -> Result<(u64, f64), String> {
+pub fn peer(dir: &Path, workload: &[String]) -> Result<(u64, f64), String> {
     let program = std::env::var("APOLLO11_PEER_DUROXIDE")
         .map_err(|_| "peer not built (run through `cargo xtask bench`)".to_owned())?;
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
@@ -105,43 +139,69 @@ fn peer(dir: &Path, workload: &[String]) -> Result<(u64, f64), String> {
     }
 }
 
-/// One workload: ours, then the peer's (on a smaller size where it would take minutes).
-struct Workload {
-    label: String,
-    steps: usize,
-    ours: f64,
-    limit: Option<f64>,
-    peer_args: Vec<String>,
+/// The peer's figures for a workload (steps, steps/s), or `None` after noting why not.
+pub fn peer_figures(report: &mut Report, dir: &Path, shape: &Shape) -> Option<(u64, f64)> {
+    peer(&dir.join("peer"), &shape.peer_args)
+        .map_err(|why| report.note(format!("{}: {why}", shape.label)))
+        .ok()
 }
 
-impl Workload {
-    fn report(self, report: &mut Report, dir: &Path) {
-        let (peer_steps, peer_rate) = match peer(&dir.join("peer"), &self.peer_args) {
-            Ok((steps, rate)) => (json!(steps), json!(rate)),
-            Err(why) => {
-                report.note(format!("{}: {why}", self.label));
-                (json!(null), json!(null))
-            }
-        };
-        let ratio = |base: Option<f64>| base.map_or(json!(null), |b| json!(self.ours / b));
-        report.row(vec![
-            json!(self.label),
-            json!(self.steps),
-            json!(self.ours),
-            json!(self.limit),
-            ratio(self.limit),
-            peer_steps,
-            peer_rate.clone(),
-            ratio(peer_rate.as_f64()),
-        ]);
+/// A workload: runs of one workflow, and its version on the peer.
+pub struct Shape {
+    pub label: String,
+    pub workflow: Workflow,
+    pub runs: usize,
+    pub peer_args: Vec<String>,
+}
+
+impl Shape {
+    pub fn steps(&self) -> usize {
+        self.workflow.spec().steps.len() * self.runs
     }
 }
 
+/// The workloads, sized `[runs of a 10-step chain, chain length, fan-out width]`, ours and
+/// the peer's.
+pub fn shapes(ours: [usize; 3], peer: [usize; 3]) -> Result<Vec<Shape>> {
+    let ([runs, chain, wide], [peer_runs, peer_chain, peer_wide]) = (ours, peer);
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect();
+    Ok(vec![
+        Shape {
+            label: format!("{runs} runs x 10 steps"),
+            workflow: workflow("ten", 10, true, 8)?,
+            runs,
+            peer_args: args(&["many", &peer_runs.to_string(), "10"]),
+        },
+        Shape {
+            label: format!("one {chain}-step chain"),
+            workflow: workflow("chain", chain, true, 8)?,
+            runs: 1,
+            peer_args: args(&["chain", &peer_chain.to_string()]),
+        },
+        Shape {
+            label: format!("one run of {wide} parallel steps"),
+            workflow: workflow("wide", wide, false, u32::try_from(wide)?)?,
+            runs: 1,
+            peer_args: args(&["wide", &peer_wide.to_string()]),
+        },
+    ])
+}
+
+/// What the peer ran, for the report's notes.
+pub fn peer_note(peer: [usize; 3]) -> String {
+    let [runs, chain, wide] = peer;
+    format!(
+        "Peer: duroxide 0.1.32, SQLite provider on a file, 1 ms minimum poll interval, no-op \
+         activities; {runs} instances x 10, a {chain}-step chain and a {wide}-wide fan-out (the \
+         same sizes as ours would take the peer minutes; steps/s is the compared figure)."
+    )
+}
+
 pub async fn run(setup: &Setup) -> Result<Report> {
-    let (runs, chain, peer_runs, peer_chain, peer_wide) = if setup.quick {
-        (200, 2_000, 50, 200, 300)
+    let (ours, peer) = if setup.quick {
+        ([200, 2_000, 1_000], [50, 200, 300])
     } else {
-        (1_000, 10_000, 200, 500, 1_000)
+        ([1_000, 10_000, 1_000], [200, 500, 1_000])
     };
     let mut report = Report::new(
         "scheduler",
@@ -157,47 +217,30 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         ],
     );
     report.header();
-    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect();
-    Workload {
-        label: format!("{runs} runs x 10 steps"),
-        steps: runs * 10,
-        ours: steps_per_s(&setup.dir.join("many"), workflow("ten", 10, true, 8)?, runs).await?,
-        limit: None,
-        peer_args: args(&["many", &peer_runs.to_string(), "10"]),
-    }
-    .report(&mut report, &setup.dir);
+    // The chain's limit: it must make each step's outcome durable before the next starts.
     let limit = raw_fsync(&setup.dir, 1, 300, 2.0)?.0;
-    Workload {
-        label: format!("one {chain}-step chain"),
-        steps: chain,
-        ours: steps_per_s(
-            &setup.dir.join("chain"),
-            workflow("chain", chain, true, 8)?,
-            1,
-        )
-        .await?,
-        limit: Some(limit),
-        peer_args: args(&["chain", &peer_chain.to_string()]),
+    for (shape, limit) in shapes(ours, peer)?
+        .into_iter()
+        .zip([None, Some(limit), None])
+    {
+        let dir = setup.dir.join("engine");
+        let rate = steps_per_s(&dir, &shape.workflow, shape.runs).await?;
+        let peer = peer_figures(&mut report, &setup.dir, &shape);
+        let ratio = |base: Option<f64>| base.map_or(json!(null), |b| json!(rate / b));
+        report.row(vec![
+            json!(shape.label),
+            json!(shape.steps()),
+            json!(rate),
+            json!(limit),
+            ratio(limit),
+            json!(peer.map(|p| p.0)),
+            json!(peer.map(|p| p.1)),
+            ratio(peer.map(|p| p.1)),
+        ]);
     }
-    .report(&mut report, &setup.dir);
-    Workload {
-        label: "one run of 1000 parallel steps".into(),
-        steps: 1_000,
-        ours: steps_per_s(
-            &setup.dir.join("wide"),
-            workflow("wide", 1_000, false, 1_000)?,
-            1,
-        )
-        .await?,
-        limit: None,
-        peer_args: args(&["wide", &peer_wide.to_string()]),
-    }
-    .report(&mut report, &setup.dir);
     report.note(format!(
-        "limit: one fdatasync per step, measured in this run. Peer: duroxide 0.1.32, SQLite \
-         provider on a file, 1 ms minimum poll interval, no-op activities; {peer_runs} \
-         instances x 10, a {peer_chain}-step chain and a {peer_wide}-wide fan-out (the same \
-         sizes as ours would take the peer minutes; steps/s is the compared figure)."
+        "limit: one fdatasync per step, measured in this run. {}",
+        peer_note(peer)
     ));
     Ok(report)
 }
