@@ -6,6 +6,7 @@ mod crash;
 mod docs;
 mod failover;
 mod failover_cluster;
+mod failover_restart;
 mod fuzz;
 mod http;
 // The crash child's steps ledger and its I3 check, shared with the kill tests: one file,
@@ -14,6 +15,7 @@ mod http;
 mod ledger;
 mod mutants;
 mod package;
+mod pg_private;
 mod psql;
 mod readme;
 mod tidy;
@@ -36,9 +38,11 @@ const USAGE: &str =
   crash    [--kills N] [--seed S] [--dir DIR] [--store postgres://…]: SIGKILL the engine at
            random instants (on the file log, or on a fresh schema of that database under
            leases), check I1-I6
-  failover three `apollo11 serve` on one PostgreSQL schema (APOLLO11_TEST_PG_URL): SIGKILL
-           one half-way through 300 runs, SIGSTOP one past its lease ttl; takeover times,
-           stale appends, I1-I6
+  failover [--restarts]: three `apollo11 serve` on one PostgreSQL schema
+           (APOLLO11_TEST_PG_URL): SIGKILL one half-way through 300 runs, SIGSTOP one past its
+           lease ttl, connections cut; then on a private server (initdb, a free port) the
+           database restarted twice (fast, immediate) during 100 runs (--restarts: only
+           that); takeover times, stale appends, I1-I6
   bench    [--quick] [append|open_loop|replay|recovery|scheduler|pg_append|server]...: release
            benchmarks, JSON in target/bench/
   mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
