@@ -322,8 +322,7 @@ impl Cluster {
 
     /// Drops the test's schema.
     pub fn drop_schema(&self) -> Result<()> {
-        self.psql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
-            .map(drop)
+        crate::psql::drop_schema(&self.url, &self.schema)
     }
 
     /// Terminates every connection of the instances (named after the schema in
@@ -333,34 +332,10 @@ impl Cluster {
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '{}'",
             self.schema
         );
-        let out = self.psql(&sql)?;
+        let out = crate::psql::psql(&self.url, &sql)?;
         out.trim()
             .parse()
             .with_context(|| format!("psql answered `{out}` to a count"))
-    }
-
-    /// Runs one statement with psql; returns what it printed (unaligned, tuples only).
-    fn psql(&self, sql: &str) -> Result<String> {
-        let out = Command::new("psql")
-            .env("PGOPTIONS", "-c client_min_messages=warning")
-            .args([
-                &self.url,
-                "-q",
-                "-t",
-                "-A",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-c",
-                sql,
-            ])
-            .output()
-            .context("running psql")?;
-        ensure!(
-            out.status.success(),
-            "psql `{sql}`: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8(out.stdout)?)
     }
 }
 

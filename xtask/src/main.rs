@@ -6,6 +6,7 @@ mod crash;
 mod docs;
 mod failover;
 mod failover_cluster;
+mod failover_restart;
 mod fuzz;
 mod http;
 // The crash child's steps ledger and its I3 check, shared with the kill tests: one file,
@@ -14,6 +15,8 @@ mod http;
 mod ledger;
 mod mutants;
 mod package;
+mod pg_private;
+mod psql;
 mod readme;
 mod tidy;
 mod ui;
@@ -26,16 +29,20 @@ const USAGE: &str =
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
-           crash test, failover test, every fuzz target for 10 s (nightly and cargo-fuzz required)
+           crash test (file log; PostgreSQL, 100 kills), failover test, every fuzz target for 10 s (nightly and cargo-fuzz required)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
   package  cargo package of the library crates; their packaged tests in a
            workspace of their own; tests/external/ built on one library crate each
-  crash    [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
-  failover three `apollo11 serve` on one PostgreSQL schema (APOLLO11_TEST_PG_URL): SIGKILL
-           one half-way through 300 runs, SIGSTOP one past its lease ttl; takeover times,
-           stale appends, I1-I6
+  crash    [--kills N] [--seed S] [--dir DIR] [--store postgres://…]: SIGKILL the engine at
+           random instants (on the file log, or on a fresh schema of that database under
+           leases), check I1-I6
+  failover [--restarts]: three `apollo11 serve` on one PostgreSQL schema
+           (APOLLO11_TEST_PG_URL): SIGKILL one half-way through 300 runs, SIGSTOP one past its
+           lease ttl, connections cut; then on a private server (initdb, a free port) the
+           database restarted twice (fast, immediate) during 100 runs (--restarts: only
+           that); takeover times, stale appends, I1-I6
   bench    [--quick] [append|open_loop|replay|recovery|scheduler|pg_append|pg_scheduler|
            server]...: release benchmarks, JSON in target/bench/
   mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
@@ -97,6 +104,11 @@ fn ci() -> Result<()> {
     package::check(&root)?;
     readme::check_first_command(&root)?;
     crash::run(&root, crash::Args::parse(&[])?)?;
+    // The same on PostgreSQL under leases: 100 kills, about 45 s.
+    let url = std::env::var("APOLLO11_TEST_PG_URL")
+        .context("the crash test on PostgreSQL needs APOLLO11_TEST_PG_URL")?;
+    let pg = ["--store", &url, "--kills", "100"].map(String::from);
+    crash::run(&root, crash::Args::parse(&pg)?)?;
     failover::run(&root, &[])?;
     fuzz::fuzz(&root, &fuzz::TARGETS, CI_FUZZ_SECS)
 }

@@ -196,10 +196,12 @@ fn layering_problems(metadata: &Value) -> Vec<String> {
 }
 
 /// Test and example dependencies beyond the normal layering: the runtime never names a
-/// backend in its library, but its examples and crash harness run on the file log; the
+/// backend in its library, but its examples and crash harness run on the file log (and the
+/// crash harness on PostgreSQL too); the
 /// Prometheus crate's test scrapes a real run of the runtime on the file log.
 const DEV_EXTRA: &[(&str, &str)] = &[
     ("apollo11-runtime", "apollo11-log"),
+    ("apollo11-runtime", "apollo11-postgres"),
     ("apollo11-prometheus", "apollo11-log"),
     ("apollo11-prometheus", "apollo11-runtime"),
 ];

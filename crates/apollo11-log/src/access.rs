@@ -257,6 +257,7 @@ impl Files {
             bytes: bytes.len() as u64,
         };
         let path = self.dir.join("blobs").join(&blob.sha256);
+        let _writing = self.blob_writes.lock().unwrap_or_else(|p| p.into_inner());
         let size = self.fs.open(&path, Mode::Read).and_then(|f| f.size());
         if !matches!(size, Ok(size) if size == blob.bytes) {
             let written = write_atomically(self.fs.as_ref(), &path, bytes);

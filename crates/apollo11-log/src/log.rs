@@ -59,6 +59,9 @@ pub(crate) struct Files {
     pub dir: PathBuf,
     pub options: Options,
     pub shared: Arc<Shared>,
+    /// Held while a blob is checked for and written: two puts of one blob at once would
+    /// share its temp file.
+    pub blob_writes: Mutex<()>,
 }
 
 impl FileLog {
@@ -156,6 +159,7 @@ impl FileLog {
                 dir,
                 options,
                 shared,
+                blob_writes: Mutex::default(),
             }),
             sender: Some(sender),
             writer: Some(handle),
@@ -190,6 +194,7 @@ impl FileLog {
                 dir,
                 options: Options::default(),
                 shared,
+                blob_writes: Mutex::default(),
             }),
             sender: None,
             writer: None,

@@ -5,7 +5,7 @@ use crate::common::{
 };
 use apollo11_core::{EventId, RunId, Seq};
 use apollo11_log::{verify, FileLog, Options};
-use apollo11_store::{EventStore, Snapshot, SnapshotStore, StoreError};
+use apollo11_store::{BlobStore, EventStore, Snapshot, SnapshotStore, StoreError};
 
 #[tokio::test]
 async fn events_survive_a_reopen_and_ids_and_seqs_continue() {
@@ -382,6 +382,30 @@ async fn a_blob_stored_again_is_found_by_name_and_size_and_checked_when_read() {
     std::fs::remove_file(&path).unwrap();
     log.put_blob(bytes.clone()).await.unwrap();
     assert_eq!(log.get_blob(&blob).await.unwrap(), bytes);
+}
+
+/// Found by the crash test once the child started its runs concurrently: every run pins the
+/// same large definition, and two puts of one blob at once shared its temp file, so one
+/// rename failed and poisoned the log. Puts of one blob at once all succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_puts_of_one_blob_all_succeed_and_the_log_stays_writable() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::sync::Arc::new(FileLog::open(dir.path(), buffered()).unwrap());
+    let bytes = vec![7u8; 200_000];
+    for _ in 0..20 {
+        let puts: Vec<_> = (0..8)
+            .map(|_| {
+                let (log, bytes) = (log.clone(), bytes.clone());
+                tokio::spawn(async move { log.put_blob(bytes).await })
+            })
+            .collect();
+        for put in puts {
+            put.await.unwrap().unwrap();
+        }
+        let blob = log.put_blob(bytes.clone()).await.unwrap();
+        std::fs::remove_file(dir.path().join("blobs").join(&blob.sha256)).unwrap();
+    }
+    append(&log, "a", vec![created()]).await;
 }
 
 /// What a server's readiness asks: a writing open accepts appends, a read-only one does not.

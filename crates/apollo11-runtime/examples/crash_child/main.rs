@@ -1,5 +1,6 @@
-//! The child of `cargo xtask crash`. `run` drives 8 runs of a 50-step workflow on the file log
-//! until they finish (or the parent SIGKILLs it); `check` verifies, after the last restart,
+//! The child of `cargo xtask crash`. `run` drives 8 runs of a 50-step workflow on the file log,
+//! or on a PostgreSQL schema under leases, until they finish (or the parent SIGKILLs it);
+//! `check` verifies, after the last restart,
 //! the invariants I1–I6 of docs/reliability.md from the two ledgers this program keeps
 //! outside the log:
 //!
@@ -8,106 +9,54 @@
 //! - `acks.ledger`: one fsynced line `run seq kind` per event whose append was acknowledged.
 //!
 //! ```text
-//! crash_child run   DIR GENERATION
-//! crash_child check DIR GENERATIONS KILLS
+//! crash_child run   DIR GENERATION [URL SCHEMA OWNER]
+//! crash_child check DIR GENERATIONS KILLS [URL SCHEMA]
 //! ```
+//!
+//! With `URL SCHEMA` the events are in that PostgreSQL schema and `run` drives under leases
+//! of `OWNER` lasting [`TTL`]: a run a killed child held is driven again at once by a child
+//! of the same owner (the same epoch), and after the ttl by another (the next epoch).
 
-use apollo11_core::{Event, EventId, Seq};
+use acked::{ledger_line, open_ledger, Acked};
+use apollo11_core::{Event, EventId};
 use apollo11_log::{verify, FileLog, Options};
 use apollo11_machine::StepStatus;
+use apollo11_postgres::{PgOptions, PgStore};
 use apollo11_runtime::{
-    Engine, EngineConfig, EngineError, Idempotency, Output, RetryPolicy, RunId, RunStatus, Step,
-    StepBuilder, StepContext, StepError, Timeout, Workflow,
+    Engine, EngineConfig, EngineError, Idempotency, Leasing, Output, RetryPolicy, RunId, RunStatus,
+    Step, StepBuilder, StepContext, StepError, Store, Timeout, Workflow,
 };
-use apollo11_store::{
-    BlobStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore, StoreError,
-};
+use apollo11_store::{EventStore, StoreError};
 use async_trait::async_trait;
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod acked;
 mod ledger;
 
 const RUNS: usize = 8;
 const STEPS: usize = 50;
 const WIDTH: usize = 5;
+/// The lease ttl on PostgreSQL: short, so a child of another owner takes a killed one's runs
+/// over quickly.
+const TTL: Duration = Duration::from_millis(500);
 
-/// Appends a line to a ledger file and fsyncs it.
-fn ledger_line(file: &Mutex<std::fs::File>, line: &str) {
-    let mut f = file.lock().unwrap();
-    f.write_all(line.as_bytes())
-        .and_then(|()| f.sync_data())
-        .expect("ledger write");
+/// A PostgreSQL schema to keep the events in.
+struct Pg {
+    url: String,
+    schema: String,
 }
 
-fn open_ledger(path: &Path) -> Mutex<std::fs::File> {
-    Mutex::new(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .expect("ledger open"),
-    )
-}
-
-/// The file log, recording every acknowledged append in the ack ledger.
-struct Acked {
-    log: FileLog,
-    acks: Mutex<std::fs::File>,
-}
-
-#[async_trait]
-impl EventStore for Acked {
-    async fn append(
-        &self,
-        run_id: &RunId,
-        expected_seq: Seq,
-        events: Vec<NewEvent>,
-    ) -> Result<Vec<EventId>, StoreError> {
-        let kinds: Vec<&'static str> = events.iter().map(|e| e.kind.name()).collect();
-        let ids = self.log.append(run_id, expected_seq, events).await?;
-        let lines: String = kinds
-            .iter()
-            .enumerate()
-            .map(|(i, k)| format!("{run_id} {} {k}\n", expected_seq.0 + i as u32))
-            .collect();
-        ledger_line(&self.acks, &lines);
-        Ok(ids)
-    }
-    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
-        self.log.read_run(run_id, from_seq).await
-    }
-    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
-        self.log.read_from(from, max_events).await
-    }
-    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        self.log.list_runs().await
-    }
-    async fn last_event_id(&self) -> Result<EventId, StoreError> {
-        self.log.last_event_id().await
-    }
-}
-
-#[async_trait]
-impl SnapshotStore for Acked {
-    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
-        self.log.save_snapshot(snapshot).await
-    }
-    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
-        self.log.load_snapshot().await
-    }
-}
-
-#[async_trait]
-impl BlobStore for Acked {
-    async fn put_blob(&self, bytes: Vec<u8>) -> Result<apollo11_core::BlobRef, StoreError> {
-        self.log.put_blob(bytes).await
-    }
-    async fn get_blob(&self, blob: &apollo11_core::BlobRef) -> Result<Vec<u8>, StoreError> {
-        self.log.get_blob(blob).await
+impl Pg {
+    async fn open(&self) -> Result<PgStore, StoreError> {
+        PgStore::open(PgOptions {
+            schema: self.schema.clone(),
+            application_name: self.schema.clone(),
+            ..PgOptions::new(&self.url)
+        })
+        .await
     }
 }
 
@@ -179,59 +128,127 @@ fn run_ids(generation: usize) -> Vec<RunId> {
         .collect()
 }
 
-async fn run(dir: &Path, generation: usize) -> Result<(), EngineError> {
-    let log = FileLog::open(
-        dir.join("log"),
-        Options {
-            segment_bytes_max: 1 << 20,
-            ..Options::default()
-        },
-    )?;
-    let store = Arc::new(Acked {
-        log,
-        acks: open_ledger(&dir.join("acks.ledger")),
-    });
-    let engine = Engine::open(
-        store,
-        EngineConfig {
-            snapshot_every_events: 500,
-            ..EngineConfig::default()
-        },
-    )
-    .await?;
-    let wf = engine.register(workflow(Arc::new(open_ledger(&dir.join("steps.ledger")))));
-    let mut handles = Vec::new();
-    for id in run_ids(generation) {
-        let handle = match engine.start(&wf, id.clone()).await {
-            Err(EngineError::RunExists { .. }) => engine.resume(id).await?,
-            other => other?,
-        };
-        handles.push(handle);
+fn open_log(dir: &Path) -> Result<FileLog, StoreError> {
+    let options = Options {
+        segment_bytes_max: 1 << 20,
+        ..Options::default()
+    };
+    FileLog::open(dir.join("log"), options)
+}
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        snapshot_every_events: 500,
+        ..EngineConfig::default()
     }
-    for h in handles {
-        let status = h.outcome().await?;
-        assert_eq!(status, RunStatus::Succeeded);
+}
+
+/// Drives this generation's runs to their end, on the file log, or on `pg` under leases of
+/// `owner`.
+async fn run(dir: &Path, generation: usize, pg: Option<(Pg, String)>) -> Result<(), EngineError> {
+    let steps = Arc::new(open_ledger(&dir.join("steps.ledger")));
+    let acks = open_ledger(&dir.join("acks.ledger"));
+    let Some((pg, owner)) = pg else {
+        let store = Arc::new(Acked {
+            store: open_log(dir)?,
+            acks,
+        });
+        let engine = Engine::open(store, config()).await?;
+        return finish_all(Arc::new(engine), generation, steps).await;
+    };
+    let store = Arc::new(Acked {
+        store: pg.open().await?,
+        acks,
+    });
+    let leasing = Leasing::new(store.clone(), TTL)?;
+    let config = EngineConfig {
+        instance: owner,
+        ..config()
+    };
+    let engine = Engine::open_leased(store, config, leasing).await?;
+    finish_all(Arc::new(engine), generation, steps).await
+}
+
+async fn finish_all<S: Store>(
+    engine: Arc<Engine<S>>,
+    generation: usize,
+    steps: Arc<Mutex<std::fs::File>>,
+) -> Result<(), EngineError> {
+    let wf = engine.register(workflow(steps));
+    let tasks: Vec<_> = run_ids(generation)
+        .into_iter()
+        .map(|id| tokio::spawn(finish(engine.clone(), wf.clone(), id)))
+        .collect();
+    for task in tasks {
+        task.await.expect("a run's task panicked")?;
     }
     Ok(())
 }
 
-/// Checks I1-I6 over every generation; prints a summary; panics on a violation.
-async fn check(dir: &Path, generations: usize, kills: u64) {
-    let report = verify(dir.join("log")).expect("verify runs");
-    assert!(
-        report.damage.is_none(),
-        "I5/I2: damage in the log: {:?}",
-        report.damage
-    );
-    let log = FileLog::open(
-        dir.join("log"),
-        Options {
-            segment_bytes_max: 1 << 20,
-            ..Options::default()
-        },
+/// Starts the run, or resumes it, until it succeeds.
+async fn finish<S: Store>(
+    engine: Arc<Engine<S>>,
+    wf: Arc<Workflow>,
+    id: RunId,
+) -> Result<(), EngineError> {
+    loop {
+        let handle = match engine.start(&wf, id.clone()).await {
+            Err(EngineError::RunExists { .. }) => engine.resume(id.clone()).await,
+            other => other,
+        };
+        let outcome = match handle {
+            Ok(handle) => handle.outcome().await,
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(status) => {
+                assert_eq!(status, RunStatus::Succeeded, "{id}");
+                return Ok(());
+            }
+            Err(e) if held_elsewhere(&e) => tokio::time::sleep(TTL / 5).await,
+            Err(e) => return Err(e),
+        }
+    }
+}
+/// A run a killed child of another owner still holds (its lease not run out yet; or created
+/// under it with nothing written, which `start` calls existing and `resume` unknown), or one
+/// whose lease this child lost: it is driven again a moment later.
+fn held_elsewhere(e: &EngineError) -> bool {
+    matches!(
+        e,
+        EngineError::Leased { .. }
+            | EngineError::UnknownRun { .. }
+            | EngineError::Store(StoreError::LeaseLost { .. } | StoreError::Fenced { .. })
     )
-    .expect("I5: the log opens");
-    let events = log.read_from(EventId(1), u32::MAX).await.unwrap();
+}
+
+/// Every event of `store`, in id order.
+async fn all_events(store: &impl EventStore) -> Vec<Event> {
+    let mut events: Vec<Event> = Vec::new();
+    loop {
+        let from = EventId(events.last().map_or(0, |e| e.event_id.0) + 1);
+        let page = store.read_from(from, 10_000).await.expect("read_from");
+        if page.is_empty() {
+            return events;
+        }
+        events.extend(page);
+    }
+}
+
+/// Checks I1-I6 over every generation; prints a summary; panics on a violation.
+async fn check(dir: &Path, generations: usize, kills: u64, pg: Option<Pg>) {
+    let events = match pg {
+        None => {
+            let report = verify(dir.join("log")).expect("verify runs");
+            assert!(
+                report.damage.is_none(),
+                "I5/I2: damage in the log: {:?}",
+                report.damage
+            );
+            all_events(&open_log(dir).expect("I5: the log opens")).await
+        }
+        Some(pg) => all_events(&pg.open().await.expect("I5: the store opens")).await,
+    };
     assert!(
         events
             .windows(2)
@@ -291,21 +308,28 @@ async fn check(dir: &Path, generations: usize, kills: u64) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: crash_child run DIR GENERATION | crash_child check DIR GENERATIONS KILLS";
+    let usage = "usage: crash_child run DIR GENERATION [URL SCHEMA OWNER] | crash_child check DIR GENERATIONS KILLS [URL SCHEMA]";
     let dir = PathBuf::from(args.get(2).expect(usage));
     let number = |i: usize| {
         args.get(i)
             .and_then(|a| a.parse::<u64>().ok())
             .expect(usage)
     };
+    let pg = |i: usize| {
+        args.get(i).map(|url| Pg {
+            url: url.clone(),
+            schema: args.get(i + 1).expect(usage).clone(),
+        })
+    };
     match args.get(1).map(String::as_str) {
         Some("run") => {
-            if let Err(e) = run(&dir, number(3) as usize).await {
+            let pg = pg(4).map(|pg| (pg, args.get(6).expect(usage).clone()));
+            if let Err(e) = run(&dir, number(3) as usize, pg).await {
                 eprintln!("crash child failed: {e}");
                 std::process::exit(2);
             }
         }
-        Some("check") => check(&dir, number(3) as usize, number(4)).await,
+        Some("check") => check(&dir, number(3) as usize, number(4), pg(5)).await,
         _ => panic!("{usage}"),
     }
 }
