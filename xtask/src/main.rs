@@ -15,6 +15,7 @@ mod ledger;
 mod mutants;
 mod package;
 mod readme;
+mod sim;
 mod tidy;
 mod ui;
 
@@ -22,17 +23,21 @@ use anyhow::{bail, Context, Result};
 use std::process::Command;
 
 const USAGE: &str =
-    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|failover|bench|mutants|ui|fuzz>
+    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|sim|failover|bench|mutants|ui|fuzz>
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
-           crash test, failover test, every fuzz target for 10 s (nightly and cargo-fuzz required)
+           crash test, 500 simulation seeds on each store, failover test, every fuzz target for
+           10 s (nightly and cargo-fuzz required)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
   package  cargo package of the library crates; their packaged tests in a
            workspace of their own; tests/external/ built on one library crate each
   crash    [--kills N] [--seed S] [--dir DIR]: SIGKILL the engine at random instants, check I1-I6
+  sim      [--release] [--seeds N] [--seed S] [--store file|memory]: the production engine
+           under simulated time, disk, steps, operators and faults (power loss, sync errors,
+           kills), seeds S..S+N; a failure prints the seed and the shortest history found
   failover three `apollo11 serve` on one PostgreSQL schema (APOLLO11_TEST_PG_URL): SIGKILL
            one half-way through 300 runs, SIGSTOP one past its lease ttl; takeover times,
            stale appends, I1-I6
@@ -60,6 +65,7 @@ fn main() -> Result<()> {
         Some("ui") => ui::run(&tidy::workspace_root()?, &args[1..]),
         Some("fuzz") => fuzz::run(&tidy::workspace_root()?, &args[1..]),
         Some("failover") => failover::run(&tidy::workspace_root()?, &args[1..]),
+        Some("sim") => sim::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }
@@ -97,6 +103,10 @@ fn ci() -> Result<()> {
     package::check(&root)?;
     readme::check_first_command(&root)?;
     crash::run(&root, crash::Args::parse(&[])?)?;
+    for store in ["file", "memory"] {
+        let args = ["--seeds", sim::CI_SEEDS, "--store", store].map(String::from);
+        sim::run(&root, &args)?;
+    }
     failover::run(&root, &[])?;
     fuzz::fuzz(&root, &fuzz::TARGETS, CI_FUZZ_SECS)
 }

@@ -587,10 +587,12 @@ impl<S: Store> Driver<S> {
                 None => std::future::pending().await,
             }
         };
-        // Biased: finished work first, then places, operators and the wake-up. Each branch
-        // is polled at every turn and work that finishes is finite, so none starves.
+        // Biased, so that the same readiness gives the same choice: places first (a try
+        // waits on each, and each try asks once), then finished work, then operators and
+        // the wake-up. Every branch is polled at every turn.
         tokio::select! {
             biased;
+            Some(request) = self.place_requests.recv() => self.place(request).await?,
             Some(first) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
                 let mut finished = vec![first];
                 while let Some(more) = self.tasks.try_join_next_with_id() {
@@ -598,7 +600,6 @@ impl<S: Store> Driver<S> {
                 }
                 self.record(finished).await?;
             }
-            Some(request) = self.place_requests.recv() => self.place(request).await?,
             () = self.notify.notified() => self.stale = true,
             () = sleep => {}
         }

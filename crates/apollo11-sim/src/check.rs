@@ -228,7 +228,8 @@ impl<'s> Fold<'s> {
         for (i, e) in events.iter().enumerate() {
             self.before(&state, e)?;
             state.apply(e);
-            let sampled = (i as u64 + self.scenario.seed) % 8 == 0 || i + 1 == events.len();
+            let sampled =
+                (i as u64 + self.scenario.seed).is_multiple_of(8) || i + 1 == events.len();
             if sampled {
                 same_state(&state, e, inspector).await?;
             }
@@ -254,10 +255,16 @@ impl<'s> Fold<'s> {
         let status = state.step(step.as_str()).status;
         let at = || format!("{}/{step} (event #{})", state.run_id.as_str(), e.event_id.0);
         match e.kind {
-            EventKind::Started if plan.class == Idempotency::Compensate && e.attempt > 1 => {
-                if !matches!(status, StepStatus::Compensated | StepStatus::Pending) {
-                    return Err(format!("{}: a `compensate` step rerun (attempt {}) from {status:?}, before its compensation", at(), e.attempt));
-                }
+            EventKind::Started
+                if plan.class == Idempotency::Compensate
+                    && e.attempt > 1
+                    && !matches!(status, StepStatus::Compensated | StepStatus::Pending) =>
+            {
+                return Err(format!(
+                    "{}: a `compensate` step rerun (attempt {}) from {status:?}, before its compensation",
+                    at(),
+                    e.attempt
+                ));
             }
             EventKind::Compensating if state.rollback.is_some() => {
                 if let Some(d) = self.downstream[i]

@@ -32,7 +32,8 @@ const BY: &str = "sim";
 pub struct Outcome {
     /// Events in the final log.
     pub events: u64,
-    /// Crashes that struck (a sync fault armed past the generation's last sync does not).
+    /// Crashes that struck: power losses and sync errors whose sync came (one armed past
+    /// the generation's last sync does not), and kills.
     pub crashes: u32,
     /// The final log, one line an event.
     pub history: Vec<String>,
@@ -63,14 +64,13 @@ impl From<String> for Failure {
 /// The first violation found.
 pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outcome, Failure> {
     let ledger = Ledger::default();
-    let world = World {
+    let mut world = World {
         scenario,
         workflow: workflow(scenario, &ledger)?,
         acks: Acks::default(),
         start: Instant::now(),
         actions: scenario.actions.iter().cloned().collect(),
     };
-    let mut world = world;
     let mut crashes = 0;
     for (g, crash) in scenario.crashes.iter().enumerate() {
         let store = Arc::new(Acked::new(
