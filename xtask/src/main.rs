@@ -18,6 +18,7 @@ mod package;
 mod pg_private;
 mod psql;
 mod readme;
+mod sim;
 mod tidy;
 mod ui;
 
@@ -25,11 +26,12 @@ use anyhow::{bail, Context, Result};
 use std::process::Command;
 
 const USAGE: &str =
-    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|failover|bench|mutants|ui|fuzz>
+    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|sim|failover|bench|mutants|ui|fuzz>
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
-           crash test (file log; PostgreSQL, 100 kills), failover test, every fuzz target for 10 s (nightly and cargo-fuzz required)
+           crash test (file log; PostgreSQL, 100 kills), 500 simulation seeds on each store,
+           failover test, every fuzz target for 10 s (nightly and cargo-fuzz required)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
@@ -38,6 +40,9 @@ const USAGE: &str =
   crash    [--kills N] [--seed S] [--dir DIR] [--store postgres://…]: SIGKILL the engine at
            random instants (on the file log, or on a fresh schema of that database under
            leases), check I1-I6
+  sim      [--release] [--seeds N] [--seed S] [--store file|memory]: the production engine
+           under simulated time, disk, steps, operators and faults (power loss, sync errors,
+           kills), seeds S..S+N; a failure prints the seed and the shortest history found
   failover [--restarts]: three `apollo11 serve` on one PostgreSQL schema
            (APOLLO11_TEST_PG_URL): SIGKILL one half-way through 300 runs, SIGSTOP one past its
            lease ttl, connections cut; then on a private server (initdb, a free port) the
@@ -67,6 +72,7 @@ fn main() -> Result<()> {
         Some("ui") => ui::run(&tidy::workspace_root()?, &args[1..]),
         Some("fuzz") => fuzz::run(&tidy::workspace_root()?, &args[1..]),
         Some("failover") => failover::run(&tidy::workspace_root()?, &args[1..]),
+        Some("sim") => sim::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }
@@ -109,6 +115,10 @@ fn ci() -> Result<()> {
         .context("the crash test on PostgreSQL needs APOLLO11_TEST_PG_URL")?;
     let pg = ["--store", &url, "--kills", "100"].map(String::from);
     crash::run(&root, crash::Args::parse(&pg)?)?;
+    for store in ["file", "memory"] {
+        let args = ["--seeds", sim::CI_SEEDS, "--store", store].map(String::from);
+        sim::run(&root, &args)?;
+    }
     failover::run(&root, &[])?;
     fuzz::fuzz(&root, &fuzz::TARGETS, CI_FUZZ_SECS)
 }

@@ -69,6 +69,16 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("apollo11-bench", &["*"]),
+    (
+        "apollo11-sim",
+        &[
+            "apollo11-core",
+            "apollo11-machine",
+            "apollo11-store",
+            "apollo11-log",
+            "apollo11-runtime",
+        ],
+    ),
     ("xtask", &[]),
 ];
 

@@ -1,11 +1,12 @@
 //! The store traits on [`FileLog`]. Every read of a file, and every write and sync of a
-//! snapshot or a blob, runs on tokio's blocking pool, so an async caller never holds a
+//! snapshot or a blob, runs on tokio's blocking pool (on the calling task in deterministic
+//! mode, [`crate::Options::deterministic`]), so an async caller never holds a
 //! worker thread on disk IO or an fsync; appends go to the writer thread. A borrowed scan
 //! reads its chunks on the blocking pool and decodes them where it was called, in place.
 
 use crate::files::write_atomically;
 use crate::fs::Mode;
-use crate::log::{FileLog, Files};
+use crate::log::{FileLog, Files, Writing};
 use crate::scan::{ReadAhead, CHUNK_EVENTS};
 use crate::snapshot;
 use crate::writer::AppendRequest;
@@ -19,12 +20,16 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 impl FileLog {
-    /// Runs `work` on the blocking pool with the log's files. A panic in it is the caller's.
+    /// Runs `work` on the blocking pool with the log's files (here, in deterministic mode). A
+    /// panic in it is the caller's.
     async fn blocking<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Files) -> Result<T, StoreError> + Send + 'static,
     {
+        if self.files.options.deterministic {
+            return work(&self.files);
+        }
         let files = self.files.clone();
         joined(tokio::task::spawn_blocking(move || work(&files)).await)
     }
@@ -75,7 +80,7 @@ impl EventStore for FileLog {
         events: Vec<NewEvent>,
     ) -> Result<Vec<EventId>, StoreError> {
         validate(run_id, &events)?;
-        let sender = self.writable()?;
+        let writing = self.writable()?;
         let (reply, answer) = oneshot::channel();
         let request = AppendRequest {
             run_id: run_id.clone(),
@@ -87,7 +92,13 @@ impl EventStore for FileLog {
             cause: (self.files.shared.poison.get().cloned())
                 .unwrap_or_else(|| "the writer stopped".into()),
         };
-        sender.send(request).await.map_err(|_| stopped())?;
+        match writing {
+            Writing::Thread(sender) => sender.send(request).await.map_err(|_| stopped())?,
+            Writing::Inline(inline) => inline
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .commit(request),
+        }
         answer.await.map_err(|_| stopped())?
     }
 
@@ -117,6 +128,9 @@ impl EventStore for FileLog {
         visit: &mut Visitor<'_>,
     ) -> Result<Option<EventId>, StoreError> {
         self.files.shared.check_poison()?;
+        if self.files.options.deterministic {
+            return self.files.index().scan_from(from, max, visit);
+        }
         let first = from.0.max(1);
         let end = (self.files.index().last_event_id)
             .min(first.saturating_add(u64::from(max)).saturating_sub(1));

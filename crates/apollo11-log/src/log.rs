@@ -1,5 +1,5 @@
 //! `FileLog`: opening a data directory (with recovery: torn tails cut, damage refused),
-//! the writer thread's life, and what the store traits (`access.rs`) work on.
+//! the writer's life (its thread, or inline in deterministic mode), and what the store traits (`access.rs`) work on.
 
 use crate::files::{keep_torn, sync_dir_of};
 use crate::fs::{Fs, FsLock, Mode, RealFs};
@@ -44,13 +44,36 @@ pub struct TornTail {
 /// The file backend: one data directory, one writer process.
 pub struct FileLog {
     pub(crate) files: Arc<Files>,
-    pub(crate) sender: Option<mpsc::Sender<AppendRequest>>,
+    /// How appends reach the writer; `None` when read-only.
+    pub(crate) writing: Option<Writing>,
     writer: Option<JoinHandle<()>>,
     recovery: Recovery,
     /// Buffers for `scan_from` to read ahead into, kept between calls (fresh ones cost
     /// their page faults every time).
     scan_buffers: Mutex<Vec<Vec<u8>>>,
     _lock: Option<Box<dyn FsLock>>,
+}
+
+/// How appends reach the writer.
+pub(crate) enum Writing {
+    /// Queued for the writer thread, which groups them.
+    Thread(mpsc::Sender<AppendRequest>),
+    /// Committed on the appender's task, one at a time ([`Options::deterministic`]).
+    Inline(Mutex<Inline>),
+}
+
+/// The writer of the deterministic mode, with its buffer.
+pub(crate) struct Inline {
+    writer: Writer,
+    buf: Vec<u8>,
+}
+
+impl Inline {
+    /// Commits `request` now, answering it (also on a failure, which poisons the store).
+    pub fn commit(&mut self, request: AppendRequest) {
+        // The error was sent to the appender (and later ones see the poison).
+        let _ = self.writer.commit(request, &mut || None, &mut self.buf);
+    }
 }
 
 /// What work on the log's files needs, shared with the blocking threads doing it.
@@ -139,7 +162,6 @@ impl FileLog {
         let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options, lock.as_ref())?;
         snapshot::remove_past(fs.as_ref(), &dir.join("snapshots"), index.last_event_id)?;
         let shared = Arc::new(Shared::new(index));
-        let (sender, receiver) = mpsc::channel(limits::QUEUE_DEPTH_MAX as usize);
         let writer = Writer {
             fs: fs.clone(),
             segments_dir: dir.join("segments"),
@@ -148,10 +170,20 @@ impl FileLog {
             tail,
             group_at: 0,
         };
-        let handle = std::thread::Builder::new()
-            .name("apollo11-log-writer".into())
-            .spawn(move || writer.run(receiver))
-            .map_err(|e| StoreError::io("starting the log writer thread", e))?;
+        let (writing, handle) = if options.deterministic {
+            let inline = Inline {
+                writer,
+                buf: Vec::new(),
+            };
+            (Writing::Inline(Mutex::new(inline)), None)
+        } else {
+            let (sender, receiver) = mpsc::channel(limits::QUEUE_DEPTH_MAX as usize);
+            let handle = std::thread::Builder::new()
+                .name("apollo11-log-writer".into())
+                .spawn(move || writer.run(receiver))
+                .map_err(|e| StoreError::io("starting the log writer thread", e))?;
+            (Writing::Thread(sender), Some(handle))
+        };
         crate::metrics::opened(started.elapsed().as_secs_f64());
         Ok(FileLog {
             files: Arc::new(Files {
@@ -161,8 +193,8 @@ impl FileLog {
                 shared,
                 blob_writes: Mutex::default(),
             }),
-            sender: Some(sender),
-            writer: Some(handle),
+            writing: Some(writing),
+            writer: handle,
             recovery,
             scan_buffers: Mutex::default(),
             _lock: Some(lock),
@@ -196,7 +228,7 @@ impl FileLog {
                 shared,
                 blob_writes: Mutex::default(),
             }),
-            sender: None,
+            writing: None,
             writer: None,
             recovery,
             scan_buffers: Mutex::default(),
@@ -210,7 +242,7 @@ impl FileLog {
     }
 
     /// Hands every event in the log to one of `visitors`, each called on a thread of its
-    /// own, borrowed: all the events of a run go to the same visitor, in id order. For folding
+    /// own (in turn on this one in [`Options::deterministic`] mode), borrowed: all the events of a run go to the same visitor, in id order. For folding
     /// every run on every core (one visitor per core); appends wait until it returns.
     ///
     /// # Errors
@@ -222,7 +254,12 @@ impl FileLog {
         V: FnMut(&EventRef<'_>) + Send,
     {
         self.files.shared.check_poison()?;
-        self.files.index().scan_runs(visitors)
+        let index = self.files.index();
+        if self.files.options.deterministic {
+            index.scan_runs_in_turn(visitors)
+        } else {
+            index.scan_runs(visitors)
+        }
     }
 
     /// The buffers kept for a scan to read ahead into (none at first).
@@ -247,9 +284,9 @@ impl FileLog {
         self.writable().map(|_| ())
     }
 
-    pub(crate) fn writable(&self) -> Result<&mpsc::Sender<AppendRequest>, StoreError> {
+    pub(crate) fn writable(&self) -> Result<&Writing, StoreError> {
         self.files.shared.check_poison()?;
-        self.sender.as_ref().ok_or(StoreError::ReadOnly)
+        self.writing.as_ref().ok_or(StoreError::ReadOnly)
     }
 }
 
@@ -274,7 +311,14 @@ impl Files {
 impl Drop for FileLog {
     fn drop(&mut self) {
         // Closing the channel lets the writer finish what is queued and exit.
-        self.sender.take();
+        match self.writing.take() {
+            Some(Writing::Inline(inline)) => {
+                let inline = inline.into_inner().unwrap_or_else(|p| p.into_inner());
+                inline.writer.index_on_close();
+            }
+            Some(Writing::Thread(sender)) => drop(sender),
+            None => {}
+        }
         if let Some(handle) = self.writer.take() {
             let _ = handle.join();
         }

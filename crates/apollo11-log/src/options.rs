@@ -24,6 +24,12 @@ pub struct Options {
     pub preallocate: bool,
     /// Snapshots kept on disk (older ones are removed after a new one is saved).
     pub snapshots_kept: usize,
+    /// Deterministic mode, for simulation: appends are committed on the calling task (no
+    /// writer thread), file work runs there too (no blocking pool) and `scan_runs` visits
+    /// one part after another (no threads), so that on a current-thread runtime with a
+    /// simulated file system a seed replays exactly. Off by default: an append then blocks
+    /// its caller's thread through the sync, and appends are not grouped.
+    pub deterministic: bool,
 }
 
 impl Default for Options {
@@ -33,6 +39,7 @@ impl Default for Options {
             segment_bytes_max: limits::SEGMENT_BYTES_MAX,
             preallocate: true,
             snapshots_kept: 3,
+            deterministic: false,
         }
     }
 }

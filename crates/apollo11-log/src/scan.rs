@@ -201,19 +201,39 @@ impl Index {
         V: FnMut(&EventRef<'_>) + Send,
     {
         let of = visitors.len() as u32;
-        let range = (1, self.last_event_id);
         std::thread::scope(|scope| {
             let threads: Vec<_> = (0..of)
                 .zip(visitors)
                 .map(|(index, visit)| {
                     let part = Part { index, of };
-                    scope.spawn(move || self.chunks(range, part, &mut |c| c.scan(part, visit)))
+                    scope.spawn(move || self.scan_part(part, visit))
                 })
                 .collect();
             threads
                 .into_iter()
                 .try_for_each(|t| t.join().expect("a scan thread panicked"))
         })
+    }
+
+    /// What [`Index::scan_runs`] does, on the calling thread, one visitor after another
+    /// (each still gets its own runs' events, in id order): the deterministic mode's.
+    pub fn scan_runs_in_turn<V>(&self, visitors: &mut [V]) -> Result<(), StoreError>
+    where
+        V: FnMut(&EventRef<'_>),
+    {
+        let of = visitors.len() as u32;
+        (0..of)
+            .zip(visitors)
+            .try_for_each(|(index, visit)| self.scan_part(Part { index, of }, visit))
+    }
+
+    fn scan_part(
+        &self,
+        part: Part,
+        visit: &mut dyn FnMut(&EventRef<'_>),
+    ) -> Result<(), StoreError> {
+        let range = (1, self.last_event_id);
+        self.chunks(range, part, &mut |c| c.scan(part, visit))
     }
 
     /// Reads the events of `part` among `first..=last` chunk by chunk (one segment, at most

@@ -1,4 +1,5 @@
-//! The single writer thread: group commit. It takes every append queued, checks each one's
+//! The single writer, on a thread of its own (or, in deterministic mode, called on each
+//! appender's task, one append a group): group commit. It takes every append queued, checks each one's
 //! expected seq, encodes them into one buffer closed by a commit record, writes it, syncs
 //! once, and only then publishes the events to readers (the index, and the change feed's
 //! subscribers) and acknowledges the appenders. A write or sync error poisons the store:
@@ -104,37 +105,61 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Runs until every sender is dropped, or until a failure poisons the store. A panic
-    /// (a bug) poisons it like an IO error: the appenders of the group are answered with
-    /// it, and so is everyone after. Their replies are held outside what may panic, so that
-    /// none is dropped unanswered by the unwinding.
+    /// Runs until every sender is dropped, or until a failure poisons the store.
     pub fn run(mut self, mut requests: mpsc::Receiver<AppendRequest>) {
         let mut buf = Vec::with_capacity(1 << 20);
         let mut next = requests.blocking_recv();
         while let Some(first) = next.take() {
-            let mut accepted = Vec::new();
-            let committed = guarded(|| {
-                self.gather(first, &mut requests, &mut buf, &mut accepted);
-                if accepted.is_empty() {
-                    return Ok(());
+            if let Err(error) = self.commit(first, &mut || requests.try_recv().ok(), &mut buf) {
+                requests.close();
+                while let Some(r) = requests.blocking_recv() {
+                    let _ = r.reply.send(Err(error.clone()));
                 }
-                self.write_group(&accepted, &mut buf)?;
-                self.make_visible(&mut accepted);
-                Ok(())
-            });
-            if let Err(cause) = committed {
-                self.poison(cause, accepted, requests);
                 return;
             }
-            acknowledge(accepted);
             next = requests.blocking_recv();
         }
         self.index_on_close();
     }
 
+    /// Commits `first` with what `more` yields (up to the group byte limit) as one group and
+    /// answers its appenders; on a failure poisons the store, answers them with the error
+    /// and returns it. A panic (a bug) poisons it like an IO error. Their replies are held
+    /// outside what may panic, so that none is dropped unanswered by the unwinding.
+    pub fn commit(
+        &mut self,
+        first: AppendRequest,
+        more: &mut dyn FnMut() -> Option<AppendRequest>,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let mut accepted = Vec::new();
+        let committed = guarded(|| {
+            self.gather(first, more, buf, &mut accepted);
+            if accepted.is_empty() {
+                return Ok(());
+            }
+            self.write_group(&accepted, buf)?;
+            self.make_visible(&mut accepted);
+            Ok(())
+        });
+        match committed {
+            Ok(()) => {
+                acknowledge(accepted);
+                Ok(())
+            }
+            Err(cause) => {
+                let error = self.shared.stop(cause);
+                for a in accepted {
+                    let _ = a.reply.send(Err(error.clone()));
+                }
+                Err(error)
+            }
+        }
+    }
+
     /// At a clean close: syncs the last segment and saves its index file, so the next open
     /// reads no segment at all.
-    fn index_on_close(&self) {
+    pub fn index_on_close(&self) {
         // A poisoned store syncs nothing more: its files are for recovery to judge.
         if self.shared.check_poison().is_err() || self.tail.file.sync_data().is_err() {
             return;
@@ -161,7 +186,7 @@ impl Writer {
     fn gather(
         &self,
         first: AppendRequest,
-        requests: &mut mpsc::Receiver<AppendRequest>,
+        more: &mut dyn FnMut() -> Option<AppendRequest>,
         buf: &mut Vec<u8>,
         accepted: &mut Vec<Accepted>,
     ) {
@@ -208,7 +233,7 @@ impl Writer {
                 });
             }
             if buf.len() < limits::GROUP_COMMIT_BYTES_MAX as usize {
-                request = requests.try_recv().ok();
+                request = more();
             }
         }
     }
@@ -324,23 +349,6 @@ impl Writer {
             .segments
             .push(SegmentIndex::new(base, self.tail.name.clone(), file));
         Ok(())
-    }
-
-    /// Records the failure, answers every pending append with it, and stops.
-    fn poison(
-        &self,
-        cause: String,
-        accepted: Vec<Accepted>,
-        mut requests: mpsc::Receiver<AppendRequest>,
-    ) {
-        let error = self.shared.stop(cause);
-        for a in accepted {
-            let _ = a.reply.send(Err(error.clone()));
-        }
-        requests.close();
-        while let Some(r) = requests.blocking_recv() {
-            let _ = r.reply.send(Err(error.clone()));
-        }
     }
 }
 

@@ -17,8 +17,13 @@ impl Clock {
         let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
+        Clock::starting_at(wall.as_millis() as u64)
+    }
+
+    /// A clock reading `ms` now (a simulation's, so that a seed replays exactly).
+    pub fn starting_at(ms: u64) -> Clock {
         Clock {
-            wall_at_start_ms: wall.as_millis() as u64,
+            wall_at_start_ms: ms,
             start: Instant::now(),
         }
     }

@@ -147,7 +147,10 @@ impl<S: Store> Driver<S> {
         let span = tracing::info_span!("run", run_id = %self.run_id(), workflow = %self.workflow.spec().name);
         async move {
             let mut lost = self.held.as_ref().map(Held::signal);
+            // Biased, as every choice of the driver: the same readiness gives the same
+            // choice (tokio's random pick would make a simulation's seed replay differently).
             let outcome = tokio::select! {
+                biased;
                 outcome = self.drive_to_end() => outcome,
                 lost = wait_lost(lost.as_mut()) => Err(lost.into()),
             };
@@ -584,7 +587,12 @@ impl<S: Store> Driver<S> {
                 None => std::future::pending().await,
             }
         };
+        // Biased, so that the same readiness gives the same choice: places first (a try
+        // waits on each, and each try asks once), then finished work, then operators and
+        // the wake-up. Every branch is polled at every turn.
         tokio::select! {
+            biased;
+            Some(request) = self.place_requests.recv() => self.place(request).await?,
             Some(first) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
                 let mut finished = vec![first];
                 while let Some(more) = self.tasks.try_join_next_with_id() {
@@ -592,9 +600,8 @@ impl<S: Store> Driver<S> {
                 }
                 self.record(finished).await?;
             }
-            () = sleep => {}
             () = self.notify.notified() => self.stale = true,
-            Some(request) = self.place_requests.recv() => self.place(request).await?,
+            () = sleep => {}
         }
         Ok(())
     }

@@ -32,6 +32,9 @@ pub struct EngineConfig {
     pub inline_payload_bytes_max: u32,
     /// A snapshot of every run's state is saved after this many appended events.
     pub snapshot_every_events: u64,
+    /// What the engine's clock reads at open, in ms since the epoch; `None` (the default)
+    /// reads the system's. A simulation sets it, so that a seed gives the same events.
+    pub clock_start_ms: Option<u64>,
 }
 
 impl Default for EngineConfig {
@@ -40,6 +43,7 @@ impl Default for EngineConfig {
             instance: format!("engine-{}", std::process::id()),
             inline_payload_bytes_max: apollo11_core::limits::PAYLOAD_INLINE_BYTES_MAX,
             snapshot_every_events: apollo11_core::limits::SNAPSHOT_EVERY_EVENTS,
+            clock_start_ms: None,
         }
     }
 }
@@ -246,10 +250,13 @@ impl<S: Store> Engine<S> {
     ) -> Result<Engine<S>, EngineError> {
         let started = std::time::Instant::now();
         let view = View::from_snapshot(store.load_snapshot().await?);
+        let clock = config
+            .clock_start_ms
+            .map_or_else(Clock::system, Clock::starting_at);
         let shared = Arc::new(Shared {
             store,
             config,
-            clock: Clock::system(),
+            clock,
             leasing,
             workflows: Mutex::new(BTreeMap::new()),
             active: Mutex::new(BTreeMap::new()),
@@ -651,7 +658,9 @@ async fn snapshotter<S: Store>(
     closing: Arc<Notify>,
 ) {
     loop {
+        // Biased: the same readiness gives the same choice (a simulation replays exactly).
         let last = tokio::select! {
+            biased;
             () = due.notified() => false,
             () = closing.notified() => true,
         };

@@ -5,6 +5,7 @@ mod bitflip;
 mod blocking;
 mod common;
 mod compat;
+mod deterministic;
 mod faults;
 mod feed;
 mod files;

@@ -1,0 +1,104 @@
+//! `apollo11-sim --seeds N [--seed S] [--store file|memory]`: plays seeds S..S+N (S alone:
+//! replays S) and prints the figures; on a failure, the seed, the smallest failing size
+//! found and its history, with exit code 1. `cargo xtask sim` runs it.
+
+use apollo11_sim::{shrink, simulate, Failure, Medium, Memory, Outcome, Scenario, SimDisk};
+use std::process::ExitCode;
+use std::time::Instant;
+
+struct Args {
+    first: u64,
+    seeds: u64,
+    store: String,
+}
+
+fn args() -> Result<Args, String> {
+    let mut parsed = Args {
+        first: 0,
+        seeds: 1,
+        store: "file".into(),
+    };
+    let mut seeds = None;
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        let number = |v: String| v.parse::<u64>().map_err(|e| format!("{flag} `{v}`: {e}"));
+        match flag.as_str() {
+            "--seeds" => seeds = Some(number(value()?)?),
+            "--seed" => parsed.first = number(value()?)?,
+            "--store" => parsed.store = value()?,
+            other => {
+                return Err(format!(
+                    "unknown argument `{other}` (--seeds N, --seed S, --store file|memory)"
+                ))
+            }
+        }
+    }
+    parsed.seeds = seeds.unwrap_or(1);
+    if !matches!(parsed.store.as_str(), "file" | "memory") {
+        return Err(format!("--store `{}`: file or memory", parsed.store));
+    }
+    Ok(parsed)
+}
+
+fn play(store: &str, scenario: &Scenario) -> Result<Outcome, Failure> {
+    fn on<M: Medium>(mut medium: M, scenario: &Scenario) -> Result<Outcome, Failure> {
+        simulate(scenario, &mut medium)
+    }
+    match store {
+        "memory" => on(Memory::new(scenario.seed), scenario),
+        _ => on(SimDisk::default(), scenario),
+    }
+}
+
+fn report(store: &str, seed: u64, scenario: &Scenario, failure: Failure) {
+    println!("seed {seed} FAILED on {store}: {}", failure.message);
+    let (size, smallest) = shrink(scenario, failure, |s| play(store, s).err());
+    println!(
+        "shortest history found: seed {seed} at {size} (of {}): {}",
+        scenario.size(),
+        smallest.message
+    );
+    for line in &smallest.history {
+        println!("  {line}");
+    }
+    println!("replay: cargo xtask sim --seed {seed} --store {store}");
+}
+
+fn main() -> ExitCode {
+    let args = match args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("apollo11-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let started = Instant::now();
+    let (mut events, mut crashes, mut failed) = (0u64, 0u64, 0u64);
+    for seed in args.first..args.first + args.seeds {
+        let scenario = Scenario::generate(seed);
+        match play(&args.store, &scenario) {
+            Ok(outcome) => {
+                events += outcome.events;
+                crashes += u64::from(outcome.crashes);
+            }
+            Err(failure) => {
+                failed += 1;
+                report(&args.store, seed, &scenario, failure);
+                break;
+            }
+        }
+    }
+    println!(
+        "sim: {} seeds from {} on {}: {events} events, {crashes} crashes, {failed} failures, {:.1} s",
+        args.seeds,
+        args.first,
+        args.store,
+        started.elapsed().as_secs_f64()
+    );
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,268 @@
+//! A seed's scenario: a workflow of simulated steps (what each attempt and compensation
+//! does), the runs started, the operator's actions and the crashes, drawn from the seed.
+//! A scenario is shrunk by keeping a prefix of its steps, actions and crashes
+//! ([`Scenario::truncated`]): the same seed, a smaller history.
+
+use crate::rng::Rng;
+use apollo11_core::{Idempotency, OnFailure, OverrideTarget};
+
+/// How much of a seed's scenario is kept: at most this many steps, actions and crashes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Size {
+    /// Steps of the workflow (at least 1).
+    pub steps: usize,
+    /// Operator actions.
+    pub actions: usize,
+    /// Crashes (each followed by a reopen and a resume).
+    pub crashes: usize,
+}
+
+impl Size {
+    /// Everything the seed drew.
+    pub const FULL: Size = Size {
+        steps: usize::MAX,
+        actions: usize::MAX,
+        crashes: usize::MAX,
+    };
+}
+
+impl std::fmt::Display for Size {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} steps, {} actions, {} crashes",
+            self.steps, self.actions, self.crashes
+        )
+    }
+}
+
+/// What one attempt of a step does (simulated milliseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Succeeds after this long.
+    Succeed(u64),
+    /// Fails, retryably, after this long.
+    Retryable(u64),
+    /// Fails for good after this long.
+    Fatal(u64),
+    /// Never ends by itself (its timeout ends it).
+    Hang,
+    /// Would succeed, but after this long, past its timeout.
+    Slow(u64),
+}
+
+/// One step of the scenario's workflow.
+#[derive(Clone, Debug)]
+pub struct StepPlan {
+    /// `s0`, `s1`, …
+    pub name: String,
+    /// Earlier steps it depends on (indices).
+    pub depends_on: Vec<usize>,
+    /// Its idempotency class.
+    pub class: Idempotency,
+    /// Attempts allowed, the first included.
+    pub max_attempts: u32,
+    /// Each attempt's timeout.
+    pub timeout_ms: u64,
+    /// What attempt `n` does is `attempts[n - 1]`; attempts past the end succeed at once.
+    pub attempts: Vec<Behaviour>,
+    /// With a compensation: how many of its first tries fail (retryably).
+    pub compensation_failures: Option<u32>,
+}
+
+/// An operator's action on a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `pause`.
+    Pause,
+    /// `resume` (of a pause).
+    Unpause,
+    /// `rollback`.
+    Rollback,
+    /// `override` of a step.
+    Override {
+        /// Index of the step.
+        step: usize,
+        /// Its new state.
+        to: OverrideTarget,
+    },
+}
+
+/// An action at a simulated time.
+#[derive(Clone, Debug)]
+pub struct Timed {
+    /// Simulated ms since the simulation began.
+    pub at_ms: u64,
+    /// Which run (index).
+    pub run: usize,
+    /// What.
+    pub action: Action,
+}
+
+/// How a generation of the engine ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Crash {
+    /// The machine loses power during the sync numbered `at_sync` of the generation
+    /// (`Fault::PowerLossAtSync`); the next one opens what the disk kept.
+    PowerLoss {
+        /// Which sync.
+        at_sync: u32,
+        /// Decides what the pending writes become.
+        seed: u64,
+    },
+    /// The sync numbered `at_sync` fails (the store stops); the process restarts on the same
+    /// disk.
+    SyncError {
+        /// Which sync.
+        at_sync: u32,
+    },
+    /// The process is killed `after_ms` into the generation.
+    Kill {
+        /// Simulated ms after the generation opened.
+        after_ms: u64,
+    },
+}
+
+/// A seed's whole scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// The seed it was drawn from.
+    pub seed: u64,
+    /// What is done when a step fails for good.
+    pub on_failure: OnFailure,
+    /// The workflow's steps, each depending on earlier ones only.
+    pub steps: Vec<StepPlan>,
+    /// Runs started at once.
+    pub runs: usize,
+    /// The operator's actions, by time.
+    pub actions: Vec<Timed>,
+    /// One per generation but the last.
+    pub crashes: Vec<Crash>,
+}
+
+impl Scenario {
+    /// The scenario of `seed`.
+    pub fn generate(seed: u64) -> Scenario {
+        let mut rng = Rng::new(seed);
+        let on_failure = if rng.chance(50) {
+            OnFailure::Rollback
+        } else {
+            OnFailure::Pause
+        };
+        let steps: Vec<StepPlan> = (0..rng.between(1, 8) as usize)
+            .map(|i| step(&mut rng, i))
+            .collect();
+        let runs = rng.between(1, 3) as usize;
+        let mut actions: Vec<Timed> = (0..rng.below(6))
+            .map(|_| Timed {
+                at_ms: rng.below(3_000),
+                run: rng.below(runs as u64) as usize,
+                action: action(&mut rng, steps.len()),
+            })
+            .collect();
+        actions.sort_by_key(|a| a.at_ms);
+        let crashes = (0..rng.below(4)).map(|_| crash(&mut rng)).collect();
+        Scenario {
+            seed,
+            on_failure,
+            steps,
+            runs,
+            actions,
+            crashes,
+        }
+    }
+
+    /// The size of this scenario.
+    pub fn size(&self) -> Size {
+        Size {
+            steps: self.steps.len(),
+            actions: self.actions.len(),
+            crashes: self.crashes.len(),
+        }
+    }
+
+    /// The first steps, actions and crashes, within `size` (actions on a step cut off go).
+    pub fn truncated(&self, size: Size) -> Scenario {
+        let steps: Vec<StepPlan> = self.steps.iter().take(size.steps.max(1)).cloned().collect();
+        let kept =
+            |a: &&Timed| !matches!(a.action, Action::Override { step, .. } if step >= steps.len());
+        let actions = self
+            .actions
+            .iter()
+            .filter(kept)
+            .take(size.actions)
+            .cloned()
+            .collect();
+        Scenario {
+            seed: self.seed,
+            on_failure: self.on_failure,
+            runs: self.runs,
+            actions,
+            crashes: self.crashes.iter().take(size.crashes).copied().collect(),
+            steps,
+        }
+    }
+}
+
+fn step(rng: &mut Rng, i: usize) -> StepPlan {
+    let depends_on = (0..i).filter(|_| rng.chance(30)).collect();
+    let class = match rng.below(4) {
+        0 => Idempotency::Natural,
+        1 => Idempotency::Keyed,
+        2 => Idempotency::Checkpoint,
+        _ => Idempotency::Compensate,
+    };
+    let max_attempts = rng.between(1, 4) as u32;
+    let timeout_ms = rng.between(100, 300);
+    let attempts = (0..max_attempts)
+        .map(|_| match rng.below(100) {
+            0..60 => Behaviour::Succeed(rng.between(1, 50)),
+            60..80 => Behaviour::Retryable(rng.between(1, 50)),
+            80..85 => Behaviour::Fatal(rng.between(1, 50)),
+            85..92 => Behaviour::Hang,
+            _ => Behaviour::Slow(timeout_ms + rng.between(1, 100)),
+        })
+        .collect();
+    let compensated = class == Idempotency::Compensate || rng.chance(50);
+    StepPlan {
+        name: format!("s{i}"),
+        depends_on,
+        class,
+        max_attempts,
+        timeout_ms,
+        attempts,
+        compensation_failures: compensated.then(|| rng.below(3) as u32),
+    }
+}
+
+fn action(rng: &mut Rng, steps: usize) -> Action {
+    match rng.below(4) {
+        0 => Action::Pause,
+        1 => Action::Unpause,
+        2 => Action::Rollback,
+        _ => Action::Override {
+            step: rng.below(steps as u64) as usize,
+            to: match rng.below(4) {
+                0 => OverrideTarget::Succeeded,
+                1 => OverrideTarget::Skipped,
+                2 => OverrideTarget::Pending,
+                _ => OverrideTarget::Failed,
+            },
+        },
+    }
+}
+
+fn crash(rng: &mut Rng) -> Crash {
+    match rng.below(10) {
+        0..4 => Crash::PowerLoss {
+            at_sync: rng.below(60) as u32,
+            seed: rng.next(),
+        },
+        4..6 => Crash::SyncError {
+            at_sync: rng.below(60) as u32,
+        },
+        _ => Crash::Kill {
+            after_ms: rng.below(1_500),
+        },
+    }
+}

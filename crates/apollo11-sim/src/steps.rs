@@ -1,0 +1,123 @@
+//! The scenario's workflow as real steps of the runtime: each records its execution in the
+//! ledger before anything else (what the log does not own), then does what its plan says
+//! after simulated time.
+
+use crate::scenario::{Behaviour, Scenario, StepPlan};
+use apollo11_core::{Backoff, RetryPolicy, Timeout};
+use apollo11_runtime::{Output, Step, StepBuilder, StepContext, StepError, Workflow};
+use async_trait::async_trait;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One execution of a step's code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Execution {
+    /// The run.
+    pub run: String,
+    /// The step.
+    pub step: String,
+    /// The attempt (for a compensation: the attempt it undoes).
+    pub attempt: u32,
+    /// A try of the compensation rather than the step.
+    pub compensation: bool,
+}
+
+/// Every execution of every generation, in order.
+#[derive(Clone, Default)]
+pub struct Ledger(Arc<Mutex<Vec<Execution>>>);
+
+impl Ledger {
+    fn record(&self, ctx: &StepContext, compensation: bool) -> usize {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let execution = Execution {
+            run: ctx.run_id.as_str().to_owned(),
+            step: ctx.step.as_str().to_owned(),
+            attempt: ctx.attempt,
+            compensation,
+        };
+        let earlier = all.iter().filter(|e| **e == execution).count();
+        all.push(execution);
+        earlier
+    }
+
+    /// The executions so far.
+    pub fn executions(&self) -> Vec<Execution> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+struct SimStep {
+    plan: StepPlan,
+    ledger: Ledger,
+}
+
+#[async_trait]
+impl Step for SimStep {
+    async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+        self.ledger.record(ctx, false);
+        let behaviour = (self.plan.attempts.get(ctx.attempt as usize - 1).copied())
+            .unwrap_or(Behaviour::Succeed(0));
+        let after = |ms| tokio::time::sleep(Duration::from_millis(ms));
+        match behaviour {
+            Behaviour::Succeed(ms) | Behaviour::Slow(ms) => {
+                after(ms).await;
+                Ok(Output::text(format!("{}#{}", ctx.step, ctx.attempt)))
+            }
+            Behaviour::Retryable(ms) => {
+                after(ms).await;
+                Err(StepError::retryable("simulated retryable failure"))
+            }
+            Behaviour::Fatal(ms) => {
+                after(ms).await;
+                Err(StepError::fatal("simulated fatal failure"))
+            }
+            Behaviour::Hang => std::future::pending().await,
+        }
+    }
+
+    async fn compensate(&self, ctx: &StepContext) -> Result<(), StepError> {
+        let earlier = self.ledger.record(ctx, true) as u32;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        match self.plan.compensation_failures {
+            Some(failures) if earlier >= failures => Ok(()),
+            _ => Err(StepError::retryable("simulated compensation failure")),
+        }
+    }
+
+    fn has_compensation(&self) -> bool {
+        self.plan.compensation_failures.is_some()
+    }
+}
+
+/// The scenario's workflow, its steps recording into `ledger`.
+///
+/// # Errors
+///
+/// The workflow's refusal, as text (a generator bug).
+pub fn workflow(scenario: &Scenario, ledger: &Ledger) -> Result<Workflow, String> {
+    let mut builder = Workflow::builder("sim").on_failure(scenario.on_failure);
+    for plan in &scenario.steps {
+        let depends_on: Vec<&str> = (plan.depends_on.iter())
+            .map(|&d| scenario.steps[d].name.as_str())
+            .collect();
+        let retry = RetryPolicy {
+            max_attempts: plan.max_attempts,
+            backoff: Backoff::Fixed,
+            initial_ms: 20,
+            max_ms: 1_000,
+            jitter_pct: 20,
+        };
+        let code = SimStep {
+            plan: plan.clone(),
+            ledger: ledger.clone(),
+        };
+        builder = builder.step(
+            StepBuilder::new(&plan.name, code)
+                .depends_on(&depends_on)
+                .idempotency(plan.class)
+                .retry(retry)
+                .timeout(Timeout::Fixed(plan.timeout_ms)),
+        );
+    }
+    builder.build().map_err(|e| e.to_string())
+}

@@ -1,0 +1,459 @@
+//! A scenario played on the production engine: generations of `Engine` on the medium, each
+//! ended by its crash (power loss, sync error, kill) and followed by a reopen and a resume
+//! of every run; the operator's actions at their simulated times (a run left without a
+//! driver is driven again after one); a last generation without faults, where the operator
+//! settles what waits for a person, until every run has ended. All of it on one
+//! current-thread runtime whose clock only moves when every task waits.
+
+use crate::check::{check, Played};
+use crate::scenario::{Action, Crash, Scenario, Timed};
+use crate::steps::{workflow, Ledger};
+use crate::store::{Acked, Acks, Medium};
+use apollo11_core::{Event, EventId, OverrideTarget, RunId};
+use apollo11_machine::{RunStatus, StepStatus};
+use apollo11_runtime::{
+    Engine, EngineConfig, EngineError, EventStore, Inspector, RunHandle, Workflow,
+};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::{Duration, Instant};
+
+/// Simulated time after which runs still going count as stuck (I4).
+pub const HORIZON_MS: u64 = 3_600_000;
+/// What the engine's clock reads when the simulation begins.
+const CLOCK_START_MS: u64 = 1_800_000_000_000;
+/// Rounds of the operator settling paused runs in the last generation.
+const SETTLE_ROUNDS: usize = 16;
+const BY: &str = "sim";
+
+/// What a played scenario amounted to.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// Events in the final log.
+    pub events: u64,
+    /// Crashes that struck: power losses and sync errors whose sync came (one armed past
+    /// the generation's last sync does not), and kills.
+    pub crashes: u32,
+    /// The final log, one line an event.
+    pub history: Vec<String>,
+}
+
+/// Why a scenario failed: the violated invariant, and the history up to it.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    /// What was violated (or what went wrong), named.
+    pub message: String,
+    /// The log as it was when the failure was found, one line an event (may be empty).
+    pub history: Vec<String>,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure {
+            message,
+            history: Vec::new(),
+        }
+    }
+}
+
+/// Plays `scenario` on `medium` and checks every invariant.
+///
+/// # Errors
+///
+/// The first violation found.
+pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outcome, Failure> {
+    let ledger = Ledger::default();
+    let mut world = World {
+        scenario,
+        workflow: workflow(scenario, &ledger)?,
+        acks: Acks::default(),
+        start: Instant::now(),
+        actions: scenario.actions.iter().cloned().collect(),
+    };
+    let mut crashes = 0;
+    for (g, crash) in scenario.crashes.iter().enumerate() {
+        let store = Arc::new(Acked::new(
+            medium.open().map_err(|e| i5(g, e))?,
+            world.acks.clone(),
+        ));
+        let kill_ms = match (medium.arm(*crash), *crash) {
+            (true, Crash::Kill { after_ms }) => Some(after_ms),
+            (true, _) => None,
+            (false, Crash::PowerLoss { at_sync, .. } | Crash::SyncError { at_sync }) => {
+                Some(u64::from(at_sync) * 20)
+            }
+            (false, Crash::Kill { after_ms }) => Some(after_ms),
+        };
+        let kill_at = kill_ms.map(|ms| world.now_ms() + ms);
+        let struck = match world.generation(g, &store, kill_at).await {
+            Ok(struck) => struck,
+            Err(message) => return Err(with_history(store.as_ref(), message).await),
+        };
+        crashes += u32::from(struck || kill_at.is_some());
+        medium.recover(*crash);
+    }
+    let g = scenario.crashes.len();
+    let store = Arc::new(Acked::new(
+        medium.open().map_err(|e| i5(g, e))?,
+        world.acks.clone(),
+    ));
+    let inspector = Inspector::new(store.clone());
+    let last = async {
+        let engine = world.engine(g, store.clone()).await?;
+        let mut driven = Driven::default();
+        world.resume_all(&engine, &store, &mut driven).await?;
+        world.drive(&engine, &mut driven, None, true).await?;
+        world
+            .settle(&engine, &store, &inspector, &mut driven)
+            .await?;
+        let events = all_events(store.as_ref()).await?;
+        let played = Played {
+            scenario,
+            events: &events,
+            acks: world.acks.all(),
+            executions: ledger.executions(),
+        };
+        check(&played, &inspector).await?;
+        medium.verify()?;
+        Ok::<_, String>(events)
+    };
+    match last.await {
+        Ok(events) => Ok(Outcome {
+            events: events.len() as u64,
+            crashes,
+            history: events.iter().map(line).collect(),
+        }),
+        Err(message) => Err(with_history(store.as_ref(), message).await),
+    }
+}
+
+/// `message` with the history `store` holds now.
+async fn with_history(store: &impl EventStore, message: String) -> Failure {
+    let events = all_events(store).await.unwrap_or_default();
+    Failure {
+        message,
+        history: events.iter().map(line).collect(),
+    }
+}
+
+fn i5(generation: usize, e: apollo11_runtime::StoreError) -> String {
+    format!("I5: the store does not open after generation {generation}'s crash: {e}")
+}
+
+/// One line of history: `#id run/seq step kind attempt at`.
+pub fn line(e: &Event) -> String {
+    let step = e.step.as_ref().map_or("-", |s| s.as_str());
+    format!(
+        "#{} {}/{} {step} {} a{} +{}ms",
+        e.event_id.0,
+        e.run_id.as_str(),
+        e.seq.0,
+        e.kind.name(),
+        e.attempt,
+        e.at_ms.saturating_sub(CLOCK_START_MS)
+    )
+}
+
+/// Every event of `store`, in id order.
+async fn all_events(store: &impl EventStore) -> Result<Vec<Event>, String> {
+    let mut events: Vec<Event> = Vec::new();
+    loop {
+        let from = EventId(events.last().map_or(1, |e| e.event_id.0 + 1));
+        let more = (store.read_from(from, 1_000).await)
+            .map_err(|e| format!("reading the final log: {e}"))?;
+        if more.is_empty() {
+            return Ok(events);
+        }
+        events.extend(more);
+    }
+}
+
+struct World<'s> {
+    scenario: &'s Scenario,
+    workflow: Workflow,
+    acks: Acks,
+    start: Instant,
+    actions: VecDeque<Timed>,
+}
+
+/// The runs an engine drives, and how to stop them.
+#[derive(Default)]
+struct Driven {
+    waiting: JoinSet<(RunId, Result<RunStatus, EngineError>)>,
+    aborts: Vec<AbortHandle>,
+    driving: BTreeSet<RunId>,
+}
+
+impl Driven {
+    fn add(&mut self, handle: RunHandle) {
+        let run = handle.run_id().clone();
+        self.aborts.push(handle.abort_handle());
+        self.driving.insert(run.clone());
+        self.waiting
+            .spawn(async move { (run, handle.outcome().await) });
+    }
+
+    /// Stops every driver at once, as a crash of the process would.
+    async fn kill(&mut self) {
+        self.aborts.drain(..).for_each(|a| a.abort());
+        while self.waiting.join_next().await.is_some() {}
+        self.driving.clear();
+    }
+}
+
+type Store<M> = Acked<M>;
+
+impl World<'_> {
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn run_id(&self, i: usize) -> RunId {
+        RunId::from(format!("run-{i}").as_str())
+    }
+
+    async fn engine<S>(&self, g: usize, store: Arc<Store<S>>) -> Result<Engine<Store<S>>, String>
+    where
+        Store<S>: apollo11_runtime::Store,
+    {
+        let config = EngineConfig {
+            instance: format!("sim-{g}"),
+            snapshot_every_events: 25,
+            clock_start_ms: Some(CLOCK_START_MS + self.now_ms()),
+            ..EngineConfig::default()
+        };
+        Engine::open(store, config)
+            .await
+            .map_err(|e| format!("generation {g}: the engine does not open: {e}"))
+    }
+
+    /// A generation that ends in a crash: returns whether a fault of the medium struck.
+    async fn generation<S>(
+        &mut self,
+        g: usize,
+        store: &Arc<Store<S>>,
+        kill_at: Option<u64>,
+    ) -> Result<bool, String>
+    where
+        Store<S>: apollo11_runtime::Store,
+    {
+        let engine = self.engine(g, store.clone()).await?;
+        let mut driven = Driven::default();
+        if g == 0 {
+            let workflow = engine.register(self.workflow.clone());
+            for i in 0..self.scenario.runs {
+                match engine.start(&workflow, self.run_id(i)).await {
+                    Ok(handle) => driven.add(handle),
+                    Err(EngineError::Store(_)) => {}
+                    Err(e) => return Err(format!("starting run-{i}: {e}")),
+                }
+            }
+        } else {
+            self.resume_all(&engine, store, &mut driven).await?;
+        }
+        self.drive(&engine, &mut driven, kill_at, false).await?;
+        let struck = store.last_event_id().await.is_err();
+        driven.kill().await;
+        drop(engine);
+        // Aborted tasks are dropped when the scheduler next runs: the store (and the data
+        // dir's lock) is free once they are.
+        for _ in 0..10_000 {
+            if Arc::strong_count(store) == 1 {
+                return Ok(struck);
+            }
+            tokio::task::yield_now().await;
+        }
+        Err(format!(
+            "generation {g}: the store is still held after its engine was dropped"
+        ))
+    }
+
+    async fn resume_all<S>(
+        &self,
+        engine: &Engine<Store<S>>,
+        store: &Store<S>,
+        driven: &mut Driven,
+    ) -> Result<(), String>
+    where
+        Store<S>: apollo11_runtime::Store,
+    {
+        engine.register(self.workflow.clone());
+        let runs = (store.list_runs().await).map_err(|e| format!("listing runs: {e}"))?;
+        for summary in runs {
+            match engine.resume(summary.run_id.clone()).await {
+                Ok(handle) => driven.add(handle),
+                Err(EngineError::Store(_)) => {}
+                Err(e) => return Err(format!("resuming {}: {e}", summary.run_id.as_str())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Drives until every run's driver ended and no action is left (or the store stopped),
+    /// or until `kill_at`. In the last generation (`last`) a driver's error is a failure.
+    async fn drive<S>(
+        &mut self,
+        engine: &Engine<Store<S>>,
+        driven: &mut Driven,
+        kill_at: Option<u64>,
+        last: bool,
+    ) -> Result<(), String>
+    where
+        Store<S>: apollo11_runtime::Store,
+    {
+        loop {
+            let idle = driven.waiting.is_empty();
+            if idle && (self.actions.is_empty() || engine_stopped(engine).await) {
+                return Ok(());
+            }
+            let next = self.actions.front().map(|a| a.at_ms);
+            let wake = [next, kill_at, Some(HORIZON_MS)]
+                .into_iter()
+                .flatten()
+                .min();
+            let wake = self.start + Duration::from_millis(wake.unwrap_or(HORIZON_MS));
+            tokio::select! {
+                biased;
+                Some(joined) = driven.waiting.join_next(), if !idle => {
+                    let (run, outcome) = joined.map_err(|e| format!("a run's waiter: {e}"))?;
+                    driven.driving.remove(&run);
+                    if let (true, Err(e)) = (last, outcome) {
+                        return Err(format!("{}: its driver stopped: {e}", run.as_str()));
+                    }
+                }
+                () = tokio::time::sleep_until(wake) => {
+                    let now = self.now_ms();
+                    if now >= HORIZON_MS {
+                        return Err(format!("I4: runs still going after {HORIZON_MS} simulated ms"));
+                    }
+                    if kill_at.is_some_and(|k| now >= k) {
+                        return Ok(());
+                    }
+                    if let Some(timed) = self.actions.pop_front() {
+                        let run = self.run_id(timed.run);
+                        let done = self.act(engine, &run, &timed.action).await?;
+                        if done && !driven.driving.contains(&run) {
+                            drive_again(engine, run, driven).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// An operator's action; whether it was recorded. Refusals (not allowed now, unknown
+    /// run, store stopped) are an operator's everyday answers.
+    async fn act<S>(
+        &self,
+        engine: &Engine<Store<S>>,
+        run: &RunId,
+        action: &Action,
+    ) -> Result<bool, String>
+    where
+        Store<S>: apollo11_runtime::Store,
+    {
+        let why = "simulated operator";
+        let result = match action {
+            Action::Pause => engine.pause(run, BY, why).await,
+            Action::Unpause => engine.unpause(run, BY, why).await,
+            Action::Rollback => engine.request_rollback(run, BY, why).await,
+            Action::Override { step, to } => {
+                let step = &self.scenario.steps[*step].name;
+                engine.override_step(run, step, *to, BY, why).await
+            }
+        };
+        match result {
+            Ok(_) => Ok(true),
+            Err(
+                EngineError::NotAllowed { .. }
+                | EngineError::UnknownRun { .. }
+                | EngineError::Store(_),
+            ) => Ok(false),
+            Err(e) => Err(format!("{action:?} on {}: {e}", run.as_str())),
+        }
+    }
+
+    /// The last generation's operator: lifts pauses, skips a step whose compensation is out
+    /// of tries, rolls back runs paused by a failure, and drives each again, until every run has ended
+    /// (I4) or the rounds run out.
+    async fn settle<S>(
+        &mut self,
+        engine: &Engine<Store<S>>,
+        store: &Store<S>,
+        inspector: &Inspector<Store<S>>,
+        driven: &mut Driven,
+    ) -> Result<(), String>
+    where
+        Store<S>: apollo11_runtime::Store,
+    {
+        for _ in 0..SETTLE_ROUNDS {
+            let mut acted = false;
+            for summary in (store.list_runs().await).map_err(|e| format!("listing runs: {e}"))? {
+                let run = summary.run_id;
+                let view = inspector
+                    .status(&run, None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                match view.state {
+                    RunStatus::Paused => {}
+                    RunStatus::Succeeded | RunStatus::RolledBack => continue,
+                    other => {
+                        return Err(format!("{}: {} with no driver", run.as_str(), other.name()))
+                    }
+                }
+                let state = engine.state(&run).await.map_err(|e| e.to_string())?;
+                acted = true;
+                let mut actions: Vec<Action> = (state.steps.iter())
+                    .filter(|(_, s)| s.status == StepStatus::CompensationFailed)
+                    .map(|(step, _)| Action::Override {
+                        step: self.step_index(step.as_str()),
+                        to: OverrideTarget::Skipped,
+                    })
+                    .collect();
+                if state.paused.is_some() {
+                    actions.push(Action::Unpause);
+                } else if actions.is_empty() && state.rollback.is_none() {
+                    actions.push(Action::Rollback);
+                }
+                for action in &actions {
+                    self.act(engine, &run, action).await?;
+                }
+                drive_again(engine, run, driven).await;
+            }
+            if !acted {
+                return Ok(());
+            }
+            self.drive(engine, driven, None, true).await?;
+        }
+        Err(format!(
+            "I4: runs still paused after {SETTLE_ROUNDS} rounds of the operator"
+        ))
+    }
+
+    fn step_index(&self, name: &str) -> usize {
+        (self.scenario.steps.iter().position(|s| s.name == name))
+            .expect("a run's steps are the scenario's")
+    }
+}
+
+async fn drive_again<S>(engine: &Engine<Store<S>>, run: RunId, driven: &mut Driven)
+where
+    Store<S>: apollo11_runtime::Store,
+{
+    // A refusal leaves the run as it is; the checks judge the result.
+    if let Ok(handle) = engine.resume(run).await {
+        driven.add(handle);
+    }
+}
+
+async fn engine_stopped<S>(engine: &Engine<Store<S>>) -> bool
+where
+    Store<S>: apollo11_runtime::Store,
+{
+    // Any run will do: a stopped store refuses every read.
+    engine
+        .state(&RunId::from("run-0"))
+        .await
+        .is_err_and(|e| matches!(e, EngineError::Store(_)))
+}

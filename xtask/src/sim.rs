@@ -1,0 +1,32 @@
+//! `cargo xtask sim [--release] [--seeds N] [--seed S] [--store file|memory]`: the
+//! deterministic simulation (`crates/apollo11-sim`) over seeds S..S+N; a failing seed is
+//! printed with the shortest history found and how to replay it, and fails the command.
+
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+use std::process::Command;
+
+/// Seeds of each store `cargo xtask ci` plays.
+pub const CI_SEEDS: &str = "500";
+
+/// Builds the simulator (release with `--release`) and runs it with the other arguments.
+pub fn run(root: &Path, args: &[String]) -> Result<()> {
+    let release = args.iter().any(|a| a == "--release");
+    let passed = args.iter().filter(|a| *a != "--release");
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command
+        .current_dir(root)
+        .args(["run", "--quiet", "--locked", "-p", "apollo11-sim"]);
+    if release {
+        command.arg("--release");
+    }
+    let status = command
+        .arg("--")
+        .args(passed)
+        .status()
+        .context("running cargo run -p apollo11-sim")?;
+    if !status.success() {
+        bail!("the simulation failed ({status}): the seed, its shortest history and how to replay it are above");
+    }
+    Ok(())
+}
