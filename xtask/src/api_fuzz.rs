@@ -37,7 +37,7 @@ struct Args {
 impl Args {
     fn parse(args: &[String]) -> Result<Args> {
         let mut parsed = Args {
-            examples: 10,
+            examples: 5,
             seed: None,
         };
         let mut args = args.iter();
