@@ -4,7 +4,7 @@
 //! browser test's `flaky` workflow, starts a few runs and waits until they pause (its first
 //! try fails on purpose), then runs `st run openapi.json` with the token: every response must
 //! be no 5xx, its status one the document lists and its body match the document's schema.
-//! Its JUnit report lands in `target/api-fuzz/`.
+//! Its JUnit report (and st's cache) land in `target/api-fuzz/`.
 
 use crate::serve::{command, Scratch, Serve};
 use anyhow::{bail, ensure, Context, Result};
@@ -70,15 +70,19 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let apollo11 = target.join("debug/apollo11");
     let server = Serve::start(&apollo11, &scratch.0, &root.join(WORKFLOWS), TOKEN)?;
     start_runs(&server.addr)?;
+    let reports = target.join("api-fuzz");
+    std::fs::create_dir_all(&reports).with_context(|| format!("creating {}", reports.display()))?;
     let mut st = Command::new("st");
-    st.arg("run")
+    // Run from target/: st keeps a cache (.schemathesis/) in its working dir.
+    st.current_dir(&reports)
+        .arg("run")
         .arg(root.join(OPENAPI))
         .args(["--url", &format!("http://{}", server.addr)])
         .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
         .args(["--checks", CHECKS])
         .args(["--max-examples", &args.examples.to_string()])
         .args(["--no-color", "--report", "junit", "--report-dir"])
-        .arg(target.join("api-fuzz"));
+        .arg(&reports);
     if let Some(seed) = args.seed {
         st.args(["--seed", &seed.to_string()]);
     }
