@@ -1,7 +1,5 @@
 //! The HTTP API's request handling: bodies, paths, query strings and headers of arbitrary
-//! requests through the real router (see `apollo11_fuzz::http`).
+//! requests through the real router. See `apollo11_fuzz::http::check`.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| apollo11_fuzz::http::check(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| apollo11_fuzz::http::check(data));

@@ -6,6 +6,7 @@
 pub mod datadir;
 pub mod format;
 pub mod http;
+pub mod targets;
 
 use std::future::Future;
 use std::sync::OnceLock;

@@ -1,8 +1,10 @@
-//! `cargo xtask fuzz [--time SECS] [TARGET..]`: runs each libFuzzer target of `fuzz/` (its own
-//! workspace, built by cargo-fuzz on the nightly toolchain) for a bounded time from its
-//! committed seeds (`fuzz/seeds/TARGET`) and the corpus it grew before (`fuzz/corpus/TARGET`,
-//! not committed), then prints each target's executions and rate. A crash fails the command
-//! with the input libFuzzer saved (`fuzz/artifacts/TARGET/`); replay it with
+//! `cargo xtask fuzz [--secs SECS] [TARGET..]` (`--time` is the same): runs each libFuzzer
+//! target of `fuzz/` (its own workspace, built by cargo-fuzz on the nightly toolchain) for a
+//! bounded time from its committed seeds (`fuzz/seeds/TARGET`) and corpus
+//! (`fuzz/corpus/TARGET`), adding what it finds to `target/fuzz-corpus/TARGET` (kept between
+//! runs, never committed as is: see fuzz/README.md for minimising it into `fuzz/corpus/`),
+//! then prints each target's executions and rate. A crash fails the command with the input
+//! libFuzzer saved (`fuzz/artifacts/TARGET/`); replay it with
 //! `cargo +nightly fuzz run -s none --debug-assertions TARGET FILE` in `fuzz/`.
 //!
 //! No sanitizer: the workspace forbids unsafe code, so the targets look for panics, hangs and
@@ -22,7 +24,7 @@ pub const TARGETS: [&str; 6] = [
     "http_request",
 ];
 
-/// Seconds each target runs when `--time` is not given.
+/// Seconds each target runs when `--secs` is not given.
 const DEFAULT_SECS: u64 = 60;
 /// Longest one input may take before libFuzzer reports it as a hang.
 const INPUT_TIMEOUT_SECS: u64 = 30;
@@ -41,15 +43,17 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--time" => {
-                let value = args.next().context("--time takes a number of seconds")?;
+            "--secs" | "--time" => {
+                let value = args
+                    .next()
+                    .with_context(|| format!("{arg} takes a number of seconds"))?;
                 secs = value
                     .parse()
-                    .with_context(|| format!("--time takes a number of seconds, not `{value}`"))?;
+                    .with_context(|| format!("{arg} takes a number of seconds, not `{value}`"))?;
             }
             target if TARGETS.contains(&target) => targets.push(target),
             other => bail!(
-                "unknown argument `{other}`; usage: cargo xtask fuzz [--time SECS] [TARGET..], \
+                "unknown argument `{other}`; usage: cargo xtask fuzz [--secs SECS] [TARGET..], \
                  TARGET one of {}",
                 TARGETS.join(", ")
             ),
@@ -65,9 +69,10 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
 pub fn fuzz(root: &Path, targets: &[&str], secs: u64) -> Result<()> {
     require_tools()?;
     let dir = root.join("fuzz");
+    let grown = crate::tidy::target_dir(root)?.join("fuzz-corpus");
     let mut all = Vec::new();
     for target in targets {
-        all.push(run_target(&dir, target, secs)?);
+        all.push(run_target(&dir, &grown.join(target), target, secs)?);
     }
     println!("{:<14} {:>12} {:>10}", "target", "executions", "exec/s");
     for s in &all {
@@ -97,9 +102,10 @@ fn require_tools() -> Result<()> {
     Ok(())
 }
 
-fn run_target(dir: &Path, target: &str, secs: u64) -> Result<Stats> {
-    let corpus = format!("corpus/{target}");
-    std::fs::create_dir_all(dir.join(&corpus)).with_context(|| format!("creating {corpus}"))?;
+/// Runs `target` in the fuzz workspace `dir` for `secs` seconds, adding what it finds to
+/// `grown`.
+fn run_target(dir: &Path, grown: &Path, target: &str, secs: u64) -> Result<Stats> {
+    std::fs::create_dir_all(grown).with_context(|| format!("creating {}", grown.display()))?;
     eprintln!("$ cargo +nightly fuzz run {target} (for {secs} s)");
     let output = Command::new("cargo")
         .current_dir(dir)
@@ -112,7 +118,8 @@ fn run_target(dir: &Path, target: &str, secs: u64) -> Result<Stats> {
             "--debug-assertions",
             target,
         ])
-        .args([corpus, format!("seeds/{target}")])
+        .arg(grown)
+        .args([format!("corpus/{target}"), format!("seeds/{target}")])
         .arg("--")
         .arg(format!("-max_total_time={secs}"))
         .arg(format!("-timeout={INPUT_TIMEOUT_SECS}"))

@@ -8,12 +8,40 @@ use std::time::Duration;
 
 /// Sends `method path` with an optional JSON body to `addr`; returns the status and body.
 pub fn request(addr: &str, method: &str, path: &str, body: Option<&str>) -> Result<(u16, String)> {
+    send(addr, "", method, path, body)
+}
+
+/// [`request`] with `Authorization: Bearer token`.
+pub fn authorized(
+    addr: &str,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<(u16, String)> {
+    send(
+        addr,
+        &format!("Authorization: Bearer {token}\r\n"),
+        method,
+        path,
+        body,
+    )
+}
+
+/// Sends the request with `headers` (whole lines, each ending in CRLF) added.
+fn send(
+    addr: &str,
+    headers: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<(u16, String)> {
     let mut stream = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let body = body.unwrap_or("");
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )?;
     let mut answer = String::new();

@@ -1,6 +1,7 @@
 //! `cargo xtask <command>`: the project's automation, in Rust instead of Makefiles.
 
 mod alerts;
+mod api_fuzz;
 mod bench;
 mod crash;
 mod docs;
@@ -19,6 +20,7 @@ mod pg_private;
 mod psql;
 mod readme;
 mod sim;
+mod serve;
 mod tidy;
 mod ui;
 
@@ -26,11 +28,11 @@ use anyhow::{bail, Context, Result};
 use std::process::Command;
 
 const USAGE: &str =
-    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|sim|failover|bench|mutants|ui|fuzz>
+    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|sim|failover|bench|mutants|ui|api-fuzz|fuzz>
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
-           crash test (file log; PostgreSQL, 100 kills), 500 simulation seeds on each store,
+           schemathesis on the API, crash test (file log; PostgreSQL, 100 kills), 500 simulation seeds on each store,
            failover test, every fuzz target for 10 s (nightly and cargo-fuzz required)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
@@ -56,7 +58,10 @@ const USAGE: &str =
   ui       [--paint]: the web UI's browser test (node, npm, /usr/bin/chromium) against a real
            `apollo11 serve`; screenshots in target/ui-screenshots/; --paint: time to first
            paint of a 1,000-step run page, as JSON
-  fuzz     [--time SECS] [TARGET]...: each libFuzzer target of fuzz/ for SECS seconds (60),
+  api-fuzz [--examples N] [--seed S]: schemathesis (pinned; .ci/run installs it) against a
+           real `apollo11 serve` with a token and paused runs, from its OpenAPI document: no
+           5xx, documented statuses, bodies matching their schemas; JUnit in target/api-fuzz/
+  fuzz     [--secs SECS] [TARGET]...: each libFuzzer target of fuzz/ for SECS seconds (60),
            from its seeds; prints executions and exec/s; a crash fails with its input";
 
 fn main() -> Result<()> {
@@ -70,6 +75,7 @@ fn main() -> Result<()> {
         Some("bench") => bench::run(&tidy::workspace_root()?, &args[1..]),
         Some("mutants") => mutants::run(&tidy::workspace_root()?, &args[1..]),
         Some("ui") => ui::run(&tidy::workspace_root()?, &args[1..]),
+        Some("api-fuzz") => api_fuzz::run(&tidy::workspace_root()?, &args[1..]),
         Some("fuzz") => fuzz::run(&tidy::workspace_root()?, &args[1..]),
         Some("failover") => failover::run(&tidy::workspace_root()?, &args[1..]),
         Some("sim") => sim::run(&tidy::workspace_root()?, &args[1..]),
@@ -107,6 +113,7 @@ fn ci() -> Result<()> {
     let root = tidy::workspace_root()?;
     alerts::check(&root)?;
     ui::run(&root, &[])?;
+    api_fuzz::run(&root, &[])?;
     package::check(&root)?;
     readme::check_first_command(&root)?;
     crash::run(&root, crash::Args::parse(&[])?)?;

@@ -256,7 +256,10 @@ fn decode_body(mut c: Cursor<'_>, body_len: usize) -> Option<(Scanned, u64, [u8;
     let mut events = Vec::with_capacity(event_count.min(body_len / 12));
     for _ in 0..event_count {
         let (offset, seq, run) = (c.u32()?, c.u32()?, c.u32()?);
-        if run as usize >= runs.len() || u64::from(offset) >= end {
+        // Records follow one another: an offset at or before the one before it (only a
+        // forged CRC gets that far) would send reads backwards.
+        let after_previous = events.last().is_none_or(|p: &Indexed| offset > p.offset);
+        if run as usize >= runs.len() || u64::from(offset) >= end || !after_previous {
             return None;
         }
         events.push(Indexed { offset, seq, run });
@@ -293,6 +296,18 @@ mod tests {
             runs: vec!["a".into(), "bé".into()],
             end: 600,
             stop: None,
+        }
+    }
+
+    /// Found by the `index_file` fuzz target (fuzz/regressions/index_file/): with a valid
+    /// CRC, offsets out of order made a read subtract past zero.
+    #[test]
+    fn offsets_out_of_order_are_refused() {
+        for second in [24, 20] {
+            let mut scanned = sample();
+            scanned.events[1].offset = second;
+            let bytes = encode(&scanned, Kind::Sealed, 4096, &[9u8; FINGERPRINT]);
+            assert!(decode(&bytes).is_err(), "offsets 24 then {second}");
         }
     }
 
