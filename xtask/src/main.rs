@@ -8,6 +8,7 @@ mod failover;
 mod failover_cluster;
 mod fuzz;
 mod http;
+mod invariants;
 // The crash child's steps ledger and its I3 check, shared with the kill tests: one file,
 // inside the runtime's package (the child is packaged with it), read here by path.
 #[path = "../../crates/apollo11-runtime/examples/crash_child/ledger.rs"]
@@ -15,6 +16,12 @@ mod ledger;
 mod mutants;
 mod package;
 mod readme;
+mod serve;
+mod soak;
+mod soak_check;
+mod soak_load;
+mod soak_sample;
+mod soak_workflows;
 mod tidy;
 mod ui;
 
@@ -22,7 +29,7 @@ use anyhow::{bail, Context, Result};
 use std::process::Command;
 
 const USAGE: &str =
-    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|failover|bench|mutants|ui|fuzz>
+    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|failover|bench|mutants|ui|fuzz|soak>
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
@@ -45,7 +52,11 @@ const USAGE: &str =
            `apollo11 serve`; screenshots in target/ui-screenshots/; --paint: time to first
            paint of a 1,000-step run page, as JSON
   fuzz     [--time SECS] [TARGET]...: each libFuzzer target of fuzz/ for SECS seconds (60),
-           from its seeds; prints executions and exec/s; a crash fails with its input";
+           from its seeds; prints executions and exec/s; a crash fails with its input
+  soak     [--minutes N] [--rate R] [--release]: `apollo11 serve` under an open-loop load of
+           runs (R a second, 4 by default), operator actions and readers for N minutes (1);
+           RSS, fds, p99 latencies, runs, events and log size every 10 s (JSON in
+           target/soak/); then I1-I6 over every run and a flatness verdict on RSS and fds";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -60,6 +71,7 @@ fn main() -> Result<()> {
         Some("ui") => ui::run(&tidy::workspace_root()?, &args[1..]),
         Some("fuzz") => fuzz::run(&tidy::workspace_root()?, &args[1..]),
         Some("failover") => failover::run(&tidy::workspace_root()?, &args[1..]),
+        Some("soak") => soak::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }

@@ -1,0 +1,254 @@
+//! `cargo xtask soak [--minutes N] [--rate R] [--release]`: a real `apollo11 serve` on a fresh
+//! data dir under `target/soak/`, with the shell workflows of `soak_workflows.rs`, under the
+//! open-loop load of `soak_load.rs` for N minutes; a sample every 10 s (`soak_sample.rs`),
+//! printed as a table; then, once no run is running, the end check of `soak_check.rs` over
+//! every run, the flatness verdict on RSS and fds, and a clean stop of the server. The figures
+//! go to `target/soak/soak-UNIXTIME.json`; any violation exits non-zero (the data dir is then
+//! kept for a look).
+
+use crate::ledger;
+use crate::serve::Serve;
+use crate::soak_load::Load;
+use crate::soak_sample::{flatness, Flatness, Sample, Server};
+use crate::{soak_check, soak_workflows};
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+const USAGE: &str = "usage: cargo xtask soak [--minutes N] [--rate R] [--release]";
+/// How long the runs may take to end once the load stops (a long run lasts 30 s and more).
+const DRAIN: Duration = Duration::from_secs(180);
+/// The flatness slack for RSS (KiB) and for fds: growth within it is noise.
+const RSS_SLACK_KIB: f64 = 8.0 * 1024.0;
+const FD_SLACK: f64 = 8.0;
+
+pub struct Args {
+    pub minutes: f64,
+    /// Runs started a second.
+    pub rate: f64,
+    pub release: bool,
+}
+
+/// Seconds between samples.
+const EVERY_S: f64 = 10.0;
+
+impl Args {
+    pub fn parse(args: &[String]) -> Result<Args> {
+        let mut parsed = Args {
+            minutes: 1.0,
+            rate: 4.0,
+            release: false,
+        };
+        let mut rest = args.iter();
+        while let Some(flag) = rest.next() {
+            let mut number = |name: &str| -> Result<f64> {
+                let text = rest
+                    .next()
+                    .with_context(|| format!("{name} needs a value; {USAGE}"))?;
+                let value: f64 = text
+                    .parse()
+                    .with_context(|| format!("{name} `{text}` is not a number; {USAGE}"))?;
+                if value > 0.0 && value.is_finite() {
+                    Ok(value)
+                } else {
+                    bail!("{name} must be above 0, not {text}")
+                }
+            };
+            match flag.as_str() {
+                "--minutes" => parsed.minutes = number("--minutes")?,
+                "--rate" => parsed.rate = number("--rate")?,
+                "--release" => parsed.release = true,
+                other => bail!("unknown argument `{other}`; {USAGE}"),
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+pub fn run(root: &Path, args: &[String]) -> Result<()> {
+    let args = Args::parse(args)?;
+    let profile = if args.release { "release" } else { "debug" };
+    let mut build = vec!["build", "-p", "apollo11-cli", "--locked"];
+    if args.release {
+        build.push("--release");
+    }
+    crate::cargo(&build)?;
+    let out = crate::tidy::target_dir(root)?.join("soak");
+    let unix = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)?
+        .as_secs();
+    let dir = out.join(format!("run-{unix}"));
+    let ledger = dir.join("steps.ledger");
+    soak_workflows::write(&dir.join("workflows"), &ledger)?;
+    let bin = crate::tidy::target_dir(root)?
+        .join(profile)
+        .join("apollo11");
+    let log = dir.join("serve.log");
+    let mut server = Serve::start(
+        &bin,
+        &dir.join("data"),
+        &dir.join("workflows"),
+        None,
+        Some(&log),
+    )?;
+    println!(
+        "soak: {} min at {} runs/s on a {profile} apollo11 serve (pid {}), files (its log: serve.log) in {}",
+        args.minutes,
+        args.rate,
+        server.pid(),
+        dir.display()
+    );
+    let mut report = soak(&mut server, &args, &dir.join("data"), &ledger);
+    match server.stop() {
+        Some(status) if status.success() => {}
+        status => report.violations.push(format!(
+            "the server did not stop cleanly on SIGTERM: {status:?}"
+        )),
+    }
+    let file = out.join(format!("soak-{unix}.json"));
+    let json = report.to_json(&args, profile);
+    std::fs::write(&file, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("writing {}", file.display()))?;
+    println!("figures in {}", file.display());
+    if !report.violations.is_empty() {
+        bail!(
+            "the soak found {} violations (data kept in {}):\n{}",
+            report.violations.len(),
+            dir.display(),
+            report.violations.join("\n")
+        );
+    }
+    std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    println!("soak passed");
+    Ok(())
+}
+
+#[derive(Default)]
+struct Report {
+    samples: Vec<Sample>,
+    flatness: Vec<Flatness>,
+    ends: Vec<Value>,
+    runs: usize,
+    reruns: u64,
+    errors: Vec<String>,
+    violations: Vec<String>,
+}
+
+impl Report {
+    fn to_json(&self, args: &Args, profile: &str) -> Value {
+        json!({
+            "minutes": args.minutes, "rate": args.rate, "profile": profile,
+            "runs": self.runs, "reruns": self.reruns, "ends": self.ends,
+            "samples": self.samples.iter().map(Sample::to_json).collect::<Vec<_>>(),
+            "flatness": self.flatness.iter().map(Flatness::to_json).collect::<Vec<_>>(),
+            "errors": self.errors, "violations": self.violations,
+        })
+    }
+}
+
+/// The load, the samples, the end check; violations are collected, not returned early, so
+/// the figures are always written.
+fn soak(server: &mut Serve, args: &Args, data: &Path, ledger_file: &PathBuf) -> Report {
+    let mut report = Report::default();
+    let load = Load::new(&server.addr, args.rate);
+    let began = Instant::now();
+    let threads = load.spawn();
+    let end = began + Duration::from_secs_f64(args.minutes * 60.0);
+    println!("{}", Sample::HEADER);
+    let mut next = began;
+    while next < end {
+        next += Duration::from_secs_f64(EVERY_S);
+        std::thread::sleep(next.min(end).saturating_duration_since(Instant::now()));
+        if let Err(e) = sample(server, &load, began, data, &mut report) {
+            report.violations.push(format!("{e:#}"));
+            break;
+        }
+    }
+    load.stop(threads);
+    if let Err(e) = sample(server, &load, began, data, &mut report) {
+        report.violations.push(format!("{e:#}"));
+    }
+    report.errors = load.errors();
+    let errors: u64 = report.samples.iter().map(|s| s.errors).sum();
+    if errors > 0 {
+        report.violations.push(format!(
+            "{errors} calls failed, answered 5xx or answered what they should not have (the first: {:?})",
+            report.errors
+        ));
+    }
+    judge(&mut report);
+    if let Err(e) = end_check(server, &load, ledger_file, &mut report) {
+        report.violations.push(format!("{e:#}"));
+    }
+    report
+}
+
+fn sample(
+    server: &mut Serve,
+    load: &Load,
+    began: Instant,
+    data: &Path,
+    report: &mut Report,
+) -> Result<()> {
+    if let Some(status) = server.exited()? {
+        bail!("I5: the server exited ({status}) under the load");
+    }
+    let window = load.take_window();
+    let at = Server {
+        pid: server.pid(),
+        addr: &server.addr,
+        data,
+    };
+    let sample = Sample::take(began.elapsed().as_secs_f64(), window, &at)?;
+    println!("{}", sample.row());
+    report.samples.push(sample);
+    Ok(())
+}
+
+/// The flatness verdicts on RSS and fds.
+fn judge(report: &mut Report) {
+    let series = |f: fn(&Sample) -> u64| -> Vec<(f64, f64)> {
+        report.samples.iter().map(|s| (s.t, f(s) as f64)).collect()
+    };
+    report.flatness = vec![
+        flatness("RSS (KiB)", &series(|s| s.rss_kib), RSS_SLACK_KIB),
+        flatness("open fds", &series(|s| s.fds), FD_SLACK),
+    ];
+    for verdict in &report.flatness {
+        println!("{}", verdict.line());
+        if !verdict.flat {
+            report.violations.push(verdict.line());
+        }
+    }
+}
+
+fn end_check(server: &Serve, load: &Load, ledger_file: &Path, report: &mut Report) -> Result<()> {
+    let drained = Instant::now();
+    soak_check::drain(&server.addr, DRAIN)?;
+    println!(
+        "no run running {:.1} s after the load stopped",
+        drained.elapsed().as_secs_f64()
+    );
+    let runs = load.runs();
+    let text = std::fs::read_to_string(ledger_file)
+        .with_context(|| format!("reading {}", ledger_file.display()))?;
+    let executions = ledger::executions(&text).map_err(anyhow::Error::msg)?;
+    let outcome = soak_check::check(&server.addr, &runs, &executions)?;
+    let (status, body) = crate::http::request(&server.addr, "GET", "/readyz", None)?;
+    anyhow::ensure!(status == 200, "I5: /readyz after the soak: {status} {body}");
+    report.runs = runs.len();
+    report.reruns = outcome.reruns;
+    for ((workflow, state), n) in &outcome.ends {
+        println!("{workflow:>16} {state:<12} {n}");
+        report
+            .ends
+            .push(json!({"workflow": workflow, "state": state, "runs": n}));
+    }
+    println!(
+        "I1-I6 hold for {} runs ({} reruns of failed or interrupted attempts)",
+        runs.len(),
+        outcome.reruns
+    );
+    Ok(())
+}
