@@ -33,7 +33,8 @@ const USAGE: &str =
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
-           crash test, failover test, every fuzz target for 10 s (nightly and cargo-fuzz required)
+           crash test, failover test, a 30 s soak, every fuzz target for 10 s (nightly and
+           cargo-fuzz required)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
@@ -110,8 +111,13 @@ fn ci() -> Result<()> {
     readme::check_first_command(&root)?;
     crash::run(&root, crash::Args::parse(&[])?)?;
     failover::run(&root, &[])?;
+    soak::run(&root, &["--minutes".into(), CI_SOAK_MINUTES.into()])?;
     fuzz::fuzz(&root, &fuzz::TARGETS, CI_FUZZ_SECS)
 }
+
+/// The soak in `ci`: 30 s of load, about 50 s in all (too short for a flatness verdict; the
+/// harness, the invariants over every run and the absence of errors are what it checks).
+const CI_SOAK_MINUTES: &str = "0.5";
 
 /// Seconds each fuzz target runs in `ci`: six targets, a minute, after their build.
 const CI_FUZZ_SECS: u64 = 10;

@@ -13,7 +13,7 @@ use crate::soak_sample::{flatness, Flatness, Sample, Server};
 use crate::{soak_check, soak_workflows};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 const USAGE: &str = "usage: cargo xtask soak [--minutes N] [--rate R] [--release]";
@@ -23,6 +23,7 @@ const DRAIN: Duration = Duration::from_secs(180);
 const RSS_SLACK_KIB: f64 = 8.0 * 1024.0;
 const FD_SLACK: f64 = 8.0;
 
+#[derive(Debug)]
 pub struct Args {
     pub minutes: f64,
     /// Runs started a second.
@@ -149,7 +150,7 @@ impl Report {
 
 /// The load, the samples, the end check; violations are collected, not returned early, so
 /// the figures are always written.
-fn soak(server: &mut Serve, args: &Args, data: &Path, ledger_file: &PathBuf) -> Report {
+fn soak(server: &mut Serve, args: &Args, data: &Path, ledger_file: &Path) -> Report {
     let mut report = Report::default();
     let load = Load::new(&server.addr, args.rate);
     let began = Instant::now();
@@ -251,4 +252,29 @@ fn end_check(server: &Serve, load: &Load, ledger_file: &Path, report: &mut Repor
         outcome.reruns
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args> {
+        Args::parse(&args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn arguments_are_checked_and_named() {
+        let args = parse(&["--minutes", "60", "--rate", "2.5", "--release"]).unwrap();
+        assert_eq!((args.minutes, args.rate, args.release), (60.0, 2.5, true));
+        assert_eq!(parse(&[]).unwrap().rate, 4.0);
+        let zero = parse(&["--rate", "0"]).unwrap_err().to_string();
+        assert!(zero.contains("--rate must be above 0"), "{zero}");
+        let word = parse(&["--minutes", "ten"]).unwrap_err().to_string();
+        assert!(word.contains("--minutes `ten` is not a number"), "{word}");
+        assert!(parse(&["--minutes"]).is_err());
+        assert!(parse(&["--fast"])
+            .unwrap_err()
+            .to_string()
+            .contains("`--fast`"));
+    }
 }

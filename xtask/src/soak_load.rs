@@ -62,7 +62,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The workflow of the `i`-th start, and which long run it is if long.
 fn mix(i: u64, long_every: u64) -> (&'static str, Option<u64>) {
-    if i % long_every == 0 {
+    if i.is_multiple_of(long_every) {
         return (LONG, Some(i / long_every));
     }
     let workflow = match i % 20 {
@@ -387,4 +387,22 @@ fn seeded() -> Rng {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64);
     Rng(nanos | 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mix_has_a_long_run_every_period_and_every_kind_in_twenty() {
+        let long_every = 120;
+        let kinds: Vec<&str> = (1..=20).map(|i| mix(i, long_every).0).collect();
+        assert_eq!(kinds.iter().filter(|k| **k == SMALL).count(), 13);
+        for kind in [RETRY, FATAL, COMP_FAILS, STUCK] {
+            assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+        }
+        assert_eq!(mix(0, long_every), (LONG, Some(0)));
+        assert_eq!(mix(240, long_every), (LONG, Some(2)));
+        assert_eq!(mix(241, long_every).1, None);
+    }
 }

@@ -257,17 +257,18 @@ mod tests {
 
     #[test]
     fn a_leak_after_warm_up_is_not_flat() {
-        // 100 MiB, then 1 MiB a minute: +30 % over the second half.
-        let leak = flatness("RSS", &series(|t| 100.0 + t / 60.0), 8.0);
+        // 100 MiB, then 10 MiB a minute: +48 MiB (28 %) over the second half.
+        let leak = flatness("RSS", &series(|t| 100.0 + t / 6.0), 8.0);
         assert!(!leak.flat, "{}", leak.line());
-        assert!((leak.slope_per_hour - 60.0).abs() < 1e-6);
+        assert!((leak.slope_per_hour - 600.0).abs() < 1e-6);
+        assert!((leak.growth - 290.0 / 6.0).abs() < 1e-6);
     }
 
     #[test]
     fn a_warm_up_then_a_plateau_is_flat() {
         let warm = flatness("RSS", &series(|t| if t < 200.0 { t } else { 200.0 }), 8.0);
         assert!(warm.flat, "{}", warm.line());
-        assert_eq!(warm.samples, 31);
+        assert_eq!(warm.samples, 30);
     }
 
     #[test]
