@@ -20,6 +20,9 @@ pub struct Sample {
     pub calls: usize,
     pub errors: u64,
     pub rss_kib: u64,
+    /// `RssAnon` (the heap, stacks) and `RssFile` (the binary's pages as they are touched).
+    pub rss_anon_kib: u64,
+    pub rss_file_kib: u64,
     pub fds: u64,
     /// The log's files (segments, index files, snapshots, blobs), in bytes on disk.
     pub log_bytes: u64,
@@ -51,7 +54,9 @@ impl Sample {
             p99_ms: p99s,
             calls: all.len(),
             errors: window.errors,
-            rss_kib: rss_kib(server.pid)?,
+            rss_kib: status_kib(server.pid, "VmRSS")?,
+            rss_anon_kib: status_kib(server.pid, "RssAnon")?,
+            rss_file_kib: status_kib(server.pid, "RssFile")?,
             fds: fds(server.pid)?,
             log_bytes,
             step_log_bytes,
@@ -94,7 +99,8 @@ impl Sample {
         json!({
             "t_s": self.t, "runs_started": self.started, "runs_finished": self.finished,
             "events": self.events, "calls": self.calls, "errors": self.errors, "p99_ms": p99,
-            "rss_kib": self.rss_kib, "fds": self.fds, "log_bytes": self.log_bytes,
+            "rss_kib": self.rss_kib, "rss_anon_kib": self.rss_anon_kib,
+            "rss_file_kib": self.rss_file_kib, "fds": self.fds, "log_bytes": self.log_bytes,
             "step_log_bytes": self.step_log_bytes,
         })
     }
@@ -110,14 +116,15 @@ fn p99_ms(micros: &mut [u64]) -> f64 {
     micros[i] as f64 / 1000.0
 }
 
-fn rss_kib(pid: u32) -> Result<u64> {
+/// A `NAME:  N kB` line of `/proc/PID/status`, in KiB.
+fn status_kib(pid: u32, name: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .with_context(|| format!("/proc/{pid}/status has no VmRSS line"))
+        .with_context(|| format!("/proc/{pid}/status has no {name} line"))
 }
 
 fn fds(pid: u32) -> Result<u64> {
@@ -283,6 +290,15 @@ mod tests {
     fn too_few_samples_are_not_judged() {
         let short = flatness("fds", &[(0.0, 1.0), (10.0, 50.0), (20.0, 99.0)], 8.0);
         assert!(short.flat && short.line().contains("not judged"));
+    }
+
+    #[test]
+    fn the_server_status_is_read_in_kib() {
+        let me = std::process::id();
+        let rss = status_kib(me, "VmRSS").unwrap();
+        assert!(rss > 0 && rss >= status_kib(me, "RssAnon").unwrap());
+        let err = status_kib(me, "VmNothing").unwrap_err().to_string();
+        assert!(err.contains("no VmNothing line"), "{err}");
     }
 
     #[test]
