@@ -132,6 +132,7 @@ struct Report {
     ends: Vec<Value>,
     runs: usize,
     reruns: u64,
+    rss_kib_per_run: Option<f64>,
     errors: Vec<String>,
     violations: Vec<String>,
 }
@@ -141,6 +142,7 @@ impl Report {
         json!({
             "minutes": args.minutes, "rate": args.rate, "profile": profile,
             "runs": self.runs, "reruns": self.reruns, "ends": self.ends,
+            "rss_kib_per_run_after_warm_up": self.rss_kib_per_run,
             "samples": self.samples.iter().map(Sample::to_json).collect::<Vec<_>>(),
             "flatness": self.flatness.iter().map(Flatness::to_json).collect::<Vec<_>>(),
             "errors": self.errors, "violations": self.violations,
@@ -221,6 +223,20 @@ fn judge(report: &mut Report) {
         if !verdict.flat {
             report.violations.push(verdict.line());
         }
+    }
+    // What RSS grew by for each run started after warm-up: state kept per run shows as a
+    // steady figure here.
+    let end = report.samples.last().map_or(0.0, |s| s.t);
+    let runs: u64 = report
+        .samples
+        .iter()
+        .filter(|s| s.t >= end / 2.0)
+        .map(|s| s.started)
+        .sum();
+    if runs > 0 {
+        let per_run = report.flatness[0].growth / runs as f64;
+        println!("RSS: {per_run:.2} KiB more per run started after warm-up ({runs} runs)");
+        report.rss_kib_per_run = Some(per_run);
     }
 }
 
