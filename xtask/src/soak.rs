@@ -9,7 +9,7 @@
 use crate::ledger;
 use crate::serve::Serve;
 use crate::soak_load::Load;
-use crate::soak_sample::{flatness, Flatness, Sample, Server};
+use crate::soak_sample::{flatness, status_kib, Flatness, Sample, Server};
 use crate::{soak_check, soak_workflows};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -107,6 +107,20 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             "the server did not stop cleanly on SIGTERM: {status:?}"
         )),
     }
+    drop(server);
+    match fresh(&bin, &dir) {
+        Ok(kib) => {
+            if let Some(last) = report.samples.last() {
+                println!(
+                    "the soak's server at its end: RSS {:.1} MiB ({:.1} MiB anonymous)",
+                    last.rss_kib as f64 / 1024.0,
+                    last.rss_anon_kib as f64 / 1024.0
+                );
+            }
+            report.fresh_kib = Some(kib);
+        }
+        Err(e) => report.violations.push(format!("{e:#}")),
+    }
     let file = out.join(format!("soak-{unix}.json"));
     let json = report.to_json(&args, profile);
     std::fs::write(&file, serde_json::to_string_pretty(&json)?)
@@ -133,6 +147,8 @@ struct Report {
     runs: usize,
     reruns: u64,
     rss_kib_per_run: Option<f64>,
+    /// `VmRSS` and `RssAnon` of a fresh server on the soak's data dir, every run listed.
+    fresh_kib: Option<(u64, u64)>,
     errors: Vec<String>,
     violations: Vec<String>,
 }
@@ -143,6 +159,7 @@ impl Report {
             "minutes": args.minutes, "rate": args.rate, "profile": profile,
             "runs": self.runs, "reruns": self.reruns, "ends": self.ends,
             "rss_kib_per_run_after_warm_up": self.rss_kib_per_run,
+            "fresh_server": self.fresh_kib.map(|(rss, anon)| json!({"rss_kib": rss, "rss_anon_kib": anon})),
             "samples": self.samples.iter().map(Sample::to_json).collect::<Vec<_>>(),
             "flatness": self.flatness.iter().map(Flatness::to_json).collect::<Vec<_>>(),
             "errors": self.errors, "violations": self.violations,
@@ -238,6 +255,38 @@ fn judge(report: &mut Report) {
         println!("RSS: {per_run:.2} KiB more per run started after warm-up ({runs} runs)");
         report.rss_kib_per_run = Some(per_run);
     }
+}
+
+/// Tells state kept per run from a leak: a fresh server on the soak's data dir, once it has
+/// listed every run (which fills the inspector's rows), holds all the state the soak's server
+/// had to keep; what the soak's server held beyond that it lost track of. Returns the fresh
+/// server's `VmRSS` and `RssAnon` (KiB). No run is running, so it starts no step.
+fn fresh(bin: &Path, dir: &Path) -> Result<(u64, u64)> {
+    let ledger = || std::fs::read_to_string(dir.join("steps.ledger")).map(|t| t.lines().count());
+    let before = ledger()?;
+    let server = Serve::start(
+        bin,
+        &dir.join("data"),
+        &dir.join("workflows"),
+        None,
+        Some(&dir.join("serve-fresh.log")),
+    )?;
+    let runs = soak_check::listed(&server.addr)?.len();
+    let rss = status_kib(server.pid(), "VmRSS")?;
+    let anon = status_kib(server.pid(), "RssAnon")?;
+    println!(
+        "a fresh server on the same data dir, {runs} runs listed: RSS {:.1} MiB ({:.1} MiB anonymous)",
+        rss as f64 / 1024.0,
+        anon as f64 / 1024.0
+    );
+    drop(server);
+    let after = ledger()?;
+    anyhow::ensure!(
+        after == before,
+        "a fresh server on the soak's data dir, no run running, ran {} steps",
+        after - before
+    );
+    Ok((rss, anon))
 }
 
 fn end_check(server: &Serve, load: &Load, ledger_file: &Path, report: &mut Report) -> Result<()> {

@@ -26,7 +26,7 @@ fn get(addr: &str, path: &str) -> Result<Value> {
 }
 
 /// Every run id the server lists, page by page.
-fn listed(addr: &str) -> Result<BTreeSet<String>> {
+pub fn listed(addr: &str) -> Result<BTreeSet<String>> {
     let (mut ids, mut cursor) = (BTreeSet::new(), None::<String>);
     loop {
         let path = match &cursor {

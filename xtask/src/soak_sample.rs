@@ -117,7 +117,7 @@ fn p99_ms(micros: &mut [u64]) -> f64 {
 }
 
 /// A `NAME:  N kB` line of `/proc/PID/status`, in KiB.
-fn status_kib(pid: u32, name: &str) -> Result<u64> {
+pub fn status_kib(pid: u32, name: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
     status
