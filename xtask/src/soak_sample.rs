@@ -155,7 +155,8 @@ fn tree_bytes(path: &Path) -> Result<u64> {
         // The blocks on disk: the log preallocates its segment files.
         return Ok(meta.blocks() * 512);
     }
-    let mut total = 0;
+    // A folder's own blocks count: the steps' logs are many folders of small files.
+    let mut total = meta.blocks() * 512;
     for entry in std::fs::read_dir(path)? {
         // A file removed between the listing and its stat (a temp file) counts nothing.
         total += tree_bytes(&entry?.path()).unwrap_or(0);
