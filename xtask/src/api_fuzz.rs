@@ -68,7 +68,15 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let target = crate::tidy::target_dir(root)?;
     let scratch = Scratch::new("api-fuzz")?;
     let apollo11 = target.join("debug/apollo11");
-    let server = Serve::start(&apollo11, &scratch.0, &root.join(WORKFLOWS), TOKEN)?;
+    let token = scratch.0.join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).context("writing the token file")?;
+    let server = Serve::start(
+        &apollo11,
+        &scratch.0.join("data"),
+        &root.join(WORKFLOWS),
+        Some(&token),
+        None,
+    )?;
     start_runs(&server.addr)?;
     let reports = target.join("api-fuzz");
     std::fs::create_dir_all(&reports).with_context(|| format!("creating {}", reports.display()))?;

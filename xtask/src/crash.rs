@@ -56,10 +56,10 @@ impl Args {
     }
 }
 
-struct Rng(u64);
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;

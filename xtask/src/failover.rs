@@ -10,7 +10,7 @@
 //! run.
 
 use crate::failover_cluster::{ms_now, Cluster, Row, STEPS};
-use crate::ledger;
+use crate::{invariants, ledger};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -237,23 +237,7 @@ pub fn check_invariants(cluster: &mut Cluster, runs: &[String]) -> Result<()> {
     let executions = ledger::executions(&cluster.ledger()?).map_err(anyhow::Error::msg)?;
     let mut reruns = 0;
     for run in runs {
-        let events = cluster.events(run)?;
-        let seqs: Vec<u64> = events
-            .iter()
-            .map(|e| e["seq"].as_u64().unwrap_or(u64::MAX))
-            .collect();
-        let ids: Vec<u64> = events
-            .iter()
-            .map(|e| e["event_id"].as_u64().unwrap_or(0))
-            .collect();
-        ensure!(
-            seqs.windows(2).all(|w| w[1] == w[0] + 1),
-            "I2: {run} has a hole in its seqs: {seqs:?}"
-        );
-        ensure!(
-            ids.windows(2).all(|w| w[1] > w[0]),
-            "I6: the event ids of {run} do not increase: {ids:?}"
-        );
+        invariants::check_order(run, &cluster.events(run)?)?;
         let view = cluster.run_view(run)?;
         ensure!(
             view["state"] == "succeeded",
@@ -274,13 +258,8 @@ pub fn check_invariants(cluster: &mut Cluster, runs: &[String]) -> Result<()> {
                 "I4: {run}/{name} is {}",
                 step["state"]
             );
-            let attempt = step["attempt"].as_u64().unwrap_or_default() as u32;
-            let attempts = executions
-                .get(&(run.clone(), name.to_owned()))
-                .map_or(&[][..], Vec::as_slice);
-            reruns +=
-                ledger::check_step(run, name, attempt, attempts).map_err(anyhow::Error::msg)?;
         }
+        reruns += invariants::check_ledger(run, &view, &executions)?;
     }
     cluster.check_alive()?;
     println!(

@@ -10,6 +10,7 @@ mod failover_cluster;
 mod failover_restart;
 mod fuzz;
 mod http;
+mod invariants;
 // The crash child's steps ledger and its I3 check, shared with the kill tests: one file,
 // inside the runtime's package (the child is packaged with it), read here by path.
 #[path = "../../crates/apollo11-runtime/examples/crash_child/ledger.rs"]
@@ -19,8 +20,13 @@ mod package;
 mod pg_private;
 mod psql;
 mod readme;
-mod sim;
 mod serve;
+mod sim;
+mod soak;
+mod soak_check;
+mod soak_load;
+mod soak_sample;
+mod soak_workflows;
 mod tidy;
 mod ui;
 
@@ -28,12 +34,12 @@ use anyhow::{bail, Context, Result};
 use std::process::Command;
 
 const USAGE: &str =
-    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|sim|failover|bench|mutants|ui|api-fuzz|fuzz>
+    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|sim|failover|bench|mutants|ui|api-fuzz|fuzz|soak>
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
-           schemathesis on the API, crash test (file log; PostgreSQL, 100 kills), 500 simulation seeds on each store,
-           failover test, every fuzz target for 10 s (nightly and cargo-fuzz required)
+           schemathesis on the API, crash test (file log; PostgreSQL, 100 kills), 500 simulation
+           seeds on each store, failover test, a 30 s soak, every fuzz target for 10 s (nightly and cargo-fuzz required)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
@@ -62,7 +68,11 @@ const USAGE: &str =
            real `apollo11 serve` with a token and paused runs, from its OpenAPI document: no
            5xx, documented statuses, bodies matching their schemas; JUnit in target/api-fuzz/
   fuzz     [--secs SECS] [TARGET]...: each libFuzzer target of fuzz/ for SECS seconds (60),
-           from its seeds; prints executions and exec/s; a crash fails with its input";
+           from its seeds; prints executions and exec/s; a crash fails with its input
+  soak     [--minutes N] [--rate R] [--release]: `apollo11 serve` under an open-loop load of
+           runs (R a second, 4 by default), operator actions and readers for N minutes (1);
+           RSS, fds, p99 latencies, runs, events and log size every 10 s (JSON in
+           target/soak/); then I1-I6 over every run and a flatness verdict on RSS and fds";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -79,6 +89,7 @@ fn main() -> Result<()> {
         Some("fuzz") => fuzz::run(&tidy::workspace_root()?, &args[1..]),
         Some("failover") => failover::run(&tidy::workspace_root()?, &args[1..]),
         Some("sim") => sim::run(&tidy::workspace_root()?, &args[1..]),
+        Some("soak") => soak::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }
@@ -127,8 +138,13 @@ fn ci() -> Result<()> {
         sim::run(&root, &args)?;
     }
     failover::run(&root, &[])?;
+    soak::run(&root, &["--minutes".into(), CI_SOAK_MINUTES.into()])?;
     fuzz::fuzz(&root, &fuzz::TARGETS, CI_FUZZ_SECS)
 }
+
+/// The soak in `ci`: 30 s of load, about 50 s in all (too short for a flatness verdict; the
+/// harness, the invariants over every run and the absence of errors are what it checks).
+const CI_SOAK_MINUTES: &str = "0.5";
 
 /// Seconds each fuzz target runs in `ci`: six targets, a minute, after their build.
 const CI_FUZZ_SECS: u64 = 10;

@@ -1,33 +1,25 @@
-//! `apollo11 serve` for the xtasks that drive a real server (`ui`, `api-fuzz`): a temporary
-//! dir, the server started on a free loopback port with a token, waited for until `/healthz`
-//! answers, and stopped (SIGTERM, then SIGKILL) when dropped.
+//! One `apollo11 serve` process for the xtasks that drive a server (`ui`, `soak`): started on
+//! a port the system chose, ready once `/healthz` answers, stopped (SIGTERM, then SIGKILL)
+//! when dropped; and a temporary dir removed when dropped.
 
 use anyhow::{ensure, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long the server may take to answer `/healthz`.
 const READY: Duration = Duration::from_secs(30);
-
-/// Runs `command`, failing with `what` unless it succeeds.
-pub fn command(command: &mut Command, what: &str) -> Result<()> {
-    eprintln!("$ {what}");
-    let status = command
-        .status()
-        .with_context(|| format!("running {what}"))?;
-    ensure!(status.success(), "{what} failed: {status}");
-    Ok(())
-}
+/// How long a SIGTERM may take to stop it.
+const STOP: Duration = Duration::from_secs(10);
 
 /// A temporary dir, removed when dropped.
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
-    /// A fresh dir named for `what` and this process.
-    pub fn new(what: &str) -> Result<Scratch> {
-        let dir = std::env::temp_dir().join(format!("apollo11-{what}-{}", std::process::id()));
+    /// `$TMPDIR/apollo11-NAME-PID`, created.
+    pub fn new(name: &str) -> Result<Scratch> {
+        let dir = std::env::temp_dir().join(format!("apollo11-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(Scratch(dir))
     }
@@ -39,27 +31,39 @@ impl Drop for Scratch {
     }
 }
 
-/// `apollo11 serve` on a port the system chose, stopped (SIGTERM, then SIGKILL) when dropped.
+/// `apollo11 serve` on a port the system chose.
 pub struct Serve {
     child: Child,
-    /// Where it listens: `127.0.0.1:PORT`.
     pub addr: String,
     /// Kept open: the server's stdout, which it may still write to.
     _stdout: BufReader<ChildStdout>,
 }
 
 impl Serve {
-    /// Starts `apollo11` on `scratch/data` with the workflows of `workflows`, requiring `token`.
-    pub fn start(apollo11: &Path, scratch: &Path, workflows: &Path, token: &str) -> Result<Serve> {
-        let token_file = scratch.join("token");
-        std::fs::write(&token_file, format!("{token}\n")).context("writing the token file")?;
-        let mut child = Command::new(apollo11)
+    /// Starts `apollo11 --data-dir DATA serve --workflows WORKFLOWS [--token-file TOKEN]`,
+    /// its stderr (its log) to `log` or inherited, and waits until it answers `/healthz`.
+    pub fn start(
+        apollo11: &Path,
+        data: &Path,
+        workflows: &Path,
+        token: Option<&Path>,
+        log: Option<&Path>,
+    ) -> Result<Serve> {
+        let mut command = Command::new(apollo11);
+        command
             .arg("--data-dir")
-            .arg(scratch.join("data"))
+            .arg(data)
             .args(["serve", "--listen", "127.0.0.1:0", "--workflows"])
-            .arg(workflows)
-            .arg("--token-file")
-            .arg(&token_file)
+            .arg(workflows);
+        if let Some(token) = token {
+            command.arg("--token-file").arg(token);
+        }
+        if let Some(log) = log {
+            let file = std::fs::File::create(log)
+                .with_context(|| format!("creating {}", log.display()))?;
+            command.stderr(file);
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .spawn()
             .with_context(|| format!("starting {} serve", apollo11.display()))?;
@@ -74,22 +78,40 @@ impl Serve {
         eprintln!("apollo11 serve answers at http://{}/", server.addr);
         Ok(server)
     }
-}
 
-impl Drop for Serve {
-    fn drop(&mut self) {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `None` while the server runs; its exit status once it has exited.
+    pub fn exited(&mut self) -> Result<Option<ExitStatus>> {
+        Ok(self.child.try_wait()?)
+    }
+
+    /// SIGTERM, then SIGKILL after `STOP`; the exit status, `None` if it had to be killed.
+    pub fn stop(&mut self) -> Option<ExitStatus> {
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())
             .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + STOP;
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            self.stop();
+        }
     }
 }
 
@@ -124,4 +146,14 @@ fn wait_healthy(addr: &str) -> Result<()> {
 
 fn healthz(addr: &str) -> Result<bool> {
     Ok(crate::http::request(addr, "GET", "/healthz", None)?.0 == 200)
+}
+
+/// Runs `command`, failing with `what` unless it succeeds.
+pub fn command(command: &mut Command, what: &str) -> Result<()> {
+    eprintln!("$ {what}");
+    let status = command
+        .status()
+        .with_context(|| format!("running {what}"))?;
+    ensure!(status.success(), "{what} failed: {status}");
+    Ok(())
 }

@@ -6,7 +6,7 @@
 //! temporary dir whatever happened. Screenshots land in `target/ui-screenshots/`.
 
 use crate::serve::{command, Scratch, Serve};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::path::Path;
 use std::process::Command;
 
@@ -31,6 +31,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     )?;
     let target = crate::tidy::target_dir(root)?;
     let scratch = Scratch::new("ui")?;
+    let token = scratch.0.join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).context("writing the token file")?;
     let workflows = scratch.0.join("workflows");
     command(
         Command::new("node")
@@ -41,9 +43,10 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     )?;
     let server = Serve::start(
         &target.join("debug/apollo11"),
-        &scratch.0,
+        &scratch.0.join("data"),
         &workflows,
-        TOKEN,
+        Some(&token),
+        None,
     )?;
     command(
         Command::new("node")
@@ -55,3 +58,4 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         &format!("node {script}"),
     )
 }
+
