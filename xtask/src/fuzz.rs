@@ -15,11 +15,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// Every target, in the order they run.
-pub const TARGETS: [&str; 6] = [
+pub const TARGETS: [&str; 7] = [
     "event_record",
     "segment",
     "snapshot_file",
     "index_file",
+    "bundle",
     "workflow_toml",
     "http_request",
 ];

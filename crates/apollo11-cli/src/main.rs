@@ -3,6 +3,7 @@
 //! 2 usage or validation error, 3 damaged log, 4 data dir in use by another writer (a
 //! server holding it is reached over its API instead).
 
+mod bundle;
 mod data;
 mod inspect;
 mod operate;
@@ -122,11 +123,24 @@ enum Command {
     Plan { run_id: String },
     /// Check a workflow file; exit 0 or 2.
     Validate { workflow: PathBuf },
-    /// Check every record, segment, snapshot and blob; exit 0 clean, 3 damage.
+    /// Check every record, segment, snapshot and blob; exit 0 clean, 3 damage. With a FILE
+    /// (a run bundle of `export`), check that file instead.
     Verify {
+        /// A run bundle to check instead of the data dir.
+        file: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
+    /// Write one run (events, blobs, step files) to a self-contained, checksummed bundle file.
+    Export {
+        run_id: String,
+        /// The bundle file to write (replaced whole if it exists).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Add the run of a bundle file (`export`) to this data dir, under this log's event ids;
+    /// importing the same bundle again changes nothing.
+    Import { file: PathBuf },
     /// Cut the log at its first damage, losing every event after it (kept in .torn files),
     /// and remove damaged snapshots. Says what it would cut and changes nothing without --yes.
     Repair {
@@ -221,6 +235,7 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Status { run_id, .. }
         | Command::Events { run_id, .. }
         | Command::Plan { run_id }
+        | Command::Export { run_id, .. }
         | Command::Pause { run_id, .. }
         | Command::Rollback { run_id, .. } => run_id_arg("RUN_ID", run_id),
         Command::Override { run_id, step, .. } => {
@@ -231,6 +246,7 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Runs { .. }
         | Command::Validate { .. }
         | Command::Verify { .. }
+        | Command::Import { .. }
         | Command::Repair { .. }
         | Command::Serve { .. } => Ok(()),
     }
@@ -275,9 +291,15 @@ async fn dispatch(cli: Cli) -> Exit {
         }
         Command::Plan { run_id } => inspect::plan(&dir, &run_id).await,
         Command::Validate { workflow } => operate::validate(&workflow),
-        Command::Verify { json } => dir
+        Command::Verify {
+            file: Some(file),
+            json,
+        } => bundle::verify(&file, json),
+        Command::Verify { file: None, json } => dir
             .file_log_only("verify")
             .and_then(|()| scrub::verify(&dir, json)),
+        Command::Export { run_id, output } => bundle::export(&dir, &run_id, &output).await,
+        Command::Import { file } => bundle::import(&dir, &file).await,
         Command::Repair { yes } => dir
             .file_log_only("repair")
             .and_then(|()| scrub::repair(&dir, yes)),

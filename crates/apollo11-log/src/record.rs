@@ -63,8 +63,19 @@ pub enum Parsed<'a> {
     Invalid(String),
 }
 
-/// Parses the record at `at`.
+/// Parses the record at `at` of a segment: an event or a commit record.
 pub fn parse(bytes: &[u8], at: usize) -> Parsed<'_> {
+    match parse_frame(bytes, at) {
+        Parsed::Record { kind, .. } if kind != KIND_EVENT && kind != KIND_COMMIT => {
+            Parsed::Invalid(format!("unknown record kind {kind}"))
+        }
+        other => other,
+    }
+}
+
+/// Parses the framing of the record at `at`, whatever its kind (run bundles have kinds of
+/// their own).
+pub fn parse_frame(bytes: &[u8], at: usize) -> Parsed<'_> {
     let rest = &bytes[at.min(bytes.len())..];
     let zeros = |r: &[u8]| r.iter().all(|&b| b == 0);
     if rest.len() < HEADER_BYTES {
@@ -101,13 +112,10 @@ pub fn parse(bytes: &[u8], at: usize) -> Parsed<'_> {
     if crc(&rest[0..4], body) != stored_crc {
         return Parsed::Invalid("checksum mismatch".into());
     }
-    match body[0] {
-        KIND_EVENT | KIND_COMMIT => Parsed::Record {
-            kind: body[0],
-            body: &body[1..],
-            next: at + end,
-        },
-        other => Parsed::Invalid(format!("unknown record kind {other}")),
+    Parsed::Record {
+        kind: body[0],
+        body: &body[1..],
+        next: at + end,
     }
 }
 

@@ -26,9 +26,14 @@ pub struct StepFiles {
     pub payload: PathBuf,
 }
 
+/// The folder of a run's step folders.
+pub fn run_dir(data_dir: &Path, run: &str) -> PathBuf {
+    data_dir.join("logs").join(run)
+}
+
 /// The folder of a step's files.
 pub fn step_dir(data_dir: &Path, run: &str, step: &str) -> PathBuf {
-    data_dir.join("logs").join(run).join(step)
+    run_dir(data_dir, run).join(step)
 }
 
 /// Where an attempt's (or its compensation's) files go.

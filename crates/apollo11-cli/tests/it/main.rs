@@ -1,6 +1,7 @@
 //! Tests of the real `apollo11` binary.
 
 mod blobs;
+mod bundles;
 mod harness;
 mod hostile;
 mod inspect;

@@ -1,0 +1,202 @@
+//! `export`, `import` and `verify FILE.a11`: a run in one bundle file (the format is the
+//! log's, `apollo11_log::bundle`), with its steps' files from the data dir.
+
+use crate::data::{open_writer, store_exit, DataDir};
+use crate::{out, Exit};
+use apollo11_core::{check_name, NameKind, RunId, StepName};
+use apollo11_log::bundle::{self, Bundle, BundleFile, ImportError};
+use apollo11_shell::files::{create_private_dir, create_private_file, run_dir, step_dir};
+use apollo11_store::DynStore;
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub async fn export(dir: &DataDir, run_id: &str, output: &Path) -> Result<Exit, Exit> {
+    let store = dir.open_reader().await?;
+    let files = read_step_files(&dir.path, run_id)?;
+    let bundle = bundle::export(&store, &RunId::from(run_id), files)
+        .await
+        .map_err(store_exit)?
+        .ok_or_else(|| {
+            Exit::fail(
+                2,
+                format!("unknown run {run_id} in this data dir (see `apollo11 runs`)"),
+            )
+        })?;
+    let bytes = bundle::encode(&bundle).map_err(store_exit)?;
+    write_new(output, &bytes)
+        .map_err(|e| Exit::fail(1, format!("cannot write {}: {e}", output.display())))?;
+    out::line(format!(
+        "{run_id}: {} written ({})",
+        out::name(&output.display().to_string()),
+        counts(&bundle, bytes.len())
+    ))?;
+    Ok(Exit::code(0))
+}
+
+fn counts(bundle: &Bundle, bytes: usize) -> String {
+    format!(
+        "{} events, {} blobs, {} step files, {bytes} bytes",
+        bundle.events.len(),
+        bundle.blobs.len(),
+        bundle.files.len()
+    )
+}
+
+pub async fn import(dir: &DataDir, file: &Path) -> Result<Exit, Exit> {
+    let bundle = read_bundle(file)?;
+    let store = match dir.open_shared().await? {
+        Some(shared) => shared,
+        None => DynStore::new(Arc::new(open_writer(dir)?)),
+    };
+    bundle::check_import(&store, &bundle)
+        .await
+        .map_err(import_exit)?;
+    write_step_files(&dir.path, &bundle)?;
+    let imported = bundle::import(&store, &bundle).await.map_err(import_exit)?;
+    let ids = &imported.event_ids;
+    let appended = ids.len() as u32 - imported.present;
+    out::line(format!(
+        "{}: {appended} events imported ({} were already here), event ids {} to {}",
+        bundle.run_id.0,
+        imported.present,
+        ids[0].0,
+        ids[ids.len() - 1].0
+    ))?;
+    Ok(Exit::code(0))
+}
+
+fn import_exit(e: ImportError) -> Exit {
+    match e {
+        ImportError::Store(e) => store_exit(e),
+        differs @ ImportError::Differs { .. } => Exit::fail(2, differs.to_string()),
+    }
+}
+
+pub fn verify(file: &Path, json: bool) -> Result<Exit, Exit> {
+    let bytes = read_file(file)?;
+    let shown = out::name(&file.display().to_string());
+    match bundle::decode(&bytes) {
+        Ok(bundle) if json => out::line(json!({
+            "file": file, "clean": true, "run_id": bundle.run_id, "events": bundle.events.len(),
+            "blobs": bundle.blobs.len(), "files": bundle.files.len(), "bytes": bytes.len(),
+        }))?,
+        Ok(bundle) => out::line(format!(
+            "{shown}: a clean bundle of run {} ({})",
+            out::name(&bundle.run_id.0),
+            counts(&bundle, bytes.len())
+        ))?,
+        Err(e) => {
+            if json {
+                out::line(
+                    json!({"file": file, "clean": false, "offset": e.offset, "reason": e.reason}),
+                )?;
+            }
+            return Err(damaged_bundle(&shown, &e));
+        }
+    }
+    Ok(Exit::code(0))
+}
+
+fn damaged_bundle(shown: &str, e: &bundle::BundleError) -> Exit {
+    Exit::fail(3, format!("{shown}: a damaged run bundle, refused {e}"))
+}
+
+fn read_file(file: &Path) -> Result<Vec<u8>, Exit> {
+    std::fs::read(file).map_err(|e| Exit::fail(2, format!("cannot read {}: {e}", file.display())))
+}
+
+fn read_bundle(file: &Path) -> Result<Bundle, Exit> {
+    let bytes = read_file(file)?;
+    bundle::decode(&bytes).map_err(|e| damaged_bundle(&out::name(&file.display().to_string()), &e))
+}
+
+/// Every file in the run's step folders (none when no step has run).
+fn read_step_files(data_dir: &Path, run_id: &str) -> Result<Vec<BundleFile>, Exit> {
+    let mut files = Vec::new();
+    for step in sorted_entries(&run_dir(data_dir, run_id))? {
+        for file in sorted_entries(&step)? {
+            files.push(read_step_file(&step, &file)?);
+        }
+    }
+    Ok(files)
+}
+
+fn read_step_file(step: &Path, file: &Path) -> Result<BundleFile, Exit> {
+    let not_ours =
+        |what: &str| Exit::fail(1, format!("{}: {what}, not a step's file", file.display()));
+    let name = |path: &Path| path.file_name().and_then(|n| n.to_str()).map(str::to_owned);
+    let (Some(step_name), Some(file_name)) = (name(step), name(file)) else {
+        return Err(not_ours("a name that is not UTF-8"));
+    };
+    for part in [&step_name, &file_name] {
+        check_name(NameKind::Step, part).map_err(|e| not_ours(&e.to_string()))?;
+    }
+    if !std::fs::symlink_metadata(file).is_ok_and(|m| m.is_file()) {
+        return Err(not_ours("not a regular file"));
+    }
+    Ok(BundleFile {
+        step: StepName(step_name),
+        name: file_name,
+        bytes: read_file(file)?,
+    })
+}
+
+/// The entries of a folder in name order; none when it does not exist.
+fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, Exit> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Exit::fail(1, format!("cannot read {}: {e}", dir.display()))),
+    };
+    let mut paths = entries
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Exit::fail(1, format!("cannot read {}: {e}", dir.display())))?;
+    paths.sort();
+    Ok(paths)
+}
+
+/// Writes the bundle's step files where the shell keeps them; a file already there must hold
+/// the same bytes (a bundle imported again), else nothing more is written.
+fn write_step_files(data_dir: &Path, bundle: &Bundle) -> Result<(), Exit> {
+    for file in &bundle.files {
+        let dir = step_dir(data_dir, &bundle.run_id.0, &file.step.0);
+        let path = dir.join(&file.name);
+        let failed =
+            |e: std::io::Error| Exit::fail(1, format!("cannot write {}: {e}", path.display()));
+        match std::fs::read(&path) {
+            Ok(held) if held == file.bytes => continue,
+            Ok(_) => {
+                return Err(Exit::fail(
+                    2,
+                    format!(
+                        "{} exists with other bytes than the bundle's",
+                        path.display()
+                    ),
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(failed(e)),
+        }
+        create_private_dir(&dir).map_err(failed)?;
+        let mut out = create_private_file(&path).map_err(failed)?;
+        out.write_all(&file.bytes)
+            .and_then(|()| out.sync_all())
+            .map_err(failed)?;
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` whole or not at all (a temp file, synced, then renamed), 0600:
+/// a bundle holds what steps printed.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(".tmp");
+    let temp = PathBuf::from(temp);
+    let mut file = create_private_file(&temp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temp, path)
+}
