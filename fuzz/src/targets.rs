@@ -8,11 +8,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// Every target by name, in the order `cargo xtask fuzz` runs them.
-pub const ALL: [(&str, fn(&[u8])); 6] = [
+pub const ALL: [(&str, fn(&[u8])); 7] = [
     ("event_record", event_record),
     ("segment", segment),
     ("snapshot_file", snapshot_file),
     ("index_file", index_file),
+    ("bundle", bundle),
     ("workflow_toml", workflow_toml),
     ("http_request", crate::http::check),
 ];
@@ -115,6 +116,20 @@ pub fn index_file(data: &[u8]) {
     let name = names[usize::from(flags >> 1) % names.len()];
     let files = datadir::template_with(name, index);
     datadir::check(&datadir::with_files(&files), flags & 1 == 0);
+}
+
+/// The run bundle decoder: the input is a whole bundle file. Nothing may panic; a bundle it
+/// accepts is written again by `encode` into one it reads back as the same run.
+///
+/// # Panics
+///
+/// When an accepted bundle does not encode, or its encoding does not decode to it.
+pub fn bundle(data: &[u8]) {
+    use apollo11_log::bundle::{decode, encode};
+    if let Ok(bundle) = decode(data) {
+        let again = encode(&bundle).expect("a decoded bundle encodes");
+        assert_eq!(decode(&again).expect("its encoding decodes"), bundle);
+    }
 }
 
 /// The TOML workflow loader: any text either loads as a workflow that the runtime's builder

@@ -58,4 +58,3 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         &format!("node {script}"),
     )
 }
-

@@ -85,6 +85,7 @@ replay_tests!(
     segment,
     snapshot_file,
     index_file,
+    bundle,
     workflow_toml,
     http_request
 );
