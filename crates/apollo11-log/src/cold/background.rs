@@ -27,6 +27,10 @@ pub fn compress_sealed(
     keep: usize,
     stop: &dyn Fn() -> bool,
 ) -> Result<Vec<Compressed>, StoreError> {
+    // One pass at a time in the process: two compressing one segment would share its temp
+    // file.
+    static PASS: Mutex<()> = Mutex::new(());
+    let _pass = PASS.lock().unwrap_or_else(|p| p.into_inner());
     let candidates: Vec<(usize, String)> = {
         let index = shared.index.read().unwrap_or_else(|p| p.into_inner());
         // The last segment is the one the writer appends to.

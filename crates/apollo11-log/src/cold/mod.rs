@@ -106,7 +106,11 @@ pub fn compress_segment(fs: &dyn Fs, path: &Path) -> Result<Option<Compressed>, 
     );
     let io = |what: &str, e| StoreError::io(format!("{what} {}", path.display()), e);
     let bytes = match open_segment(fs, path, Mode::Read).map_err(|e| io("opening", e))? {
-        SegmentFile::Cold(_) => return Ok(None),
+        SegmentFile::Cold(_) => {
+            // What a crash after the rename can leave: the temp file's name too.
+            let _ = fs.remove(&path.with_extension("tmp"));
+            return Ok(None);
+        }
         SegmentFile::Plain(file) => file.read_all().map_err(|e| io("reading", e))?,
     };
     let refused = |offset: u64, reason: String| StoreError::Corrupted {
