@@ -5,7 +5,8 @@
 //! their shell steps, from a copy of their folder) or by the replay scenario's builder, then
 //! replayed twice in the same run: every segment plain, then every sealed one compressed
 //! (`FileLog::compress_cold`), each time opened read-only and every run folded on one
-//! thread per core, the files in the page cache both times.
+//! thread per core, the files in the page cache both times; the fastest of three replays
+//! each.
 
 use crate::replay::{buffered, build_with, fold_all};
 use crate::report::Report;
@@ -19,8 +20,14 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Instant;
 
-/// Segments of the examples' logs: small, so that their few MiB make many sealed segments.
-const EXAMPLE_SEGMENT_BYTES: u64 = 256 * 1024;
+/// The examples: name, runs (and with --quick), segment size. A five-stage run logs about
+/// 3.5 KB, an ops-runbook run about 37 KB, so their segments are small enough for a few
+/// dozen runs to seal several; each is then compressed alone, which understates what 1 MiB
+/// frames of a full segment give.
+const EXAMPLES: [(&str, u32, u32, u64); 2] = [
+    ("five-stage", 32, 8, 16 * 1024),
+    ("ops-runbook", 16, 3, 64 * 1024),
+];
 /// Segments of the replay log: 16 MiB, so that all but one of its segments are sealed.
 const REPLAY_SEGMENT_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -37,16 +44,16 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             "compress_mb_per_s",
             "replay_plain_events_per_s",
             "replay_cold_events_per_s",
-            "replay_cold_to_plain",
+            "replay_cold_to_plain_time",
         ],
     );
     report.header();
     let root = setup.dir.join("cold");
-    let runs = if setup.quick { [4, 4] } else { [16, 24] };
-    for (example, runs) in ["five-stage", "ops-runbook"].into_iter().zip(runs) {
+    for (example, runs, quick_runs, segment_bytes) in EXAMPLES {
         let dir = root.join(example);
-        run_example(&dir, example, runs).await?;
-        measure(&mut report, example, &dir.join("data"), EXAMPLE_SEGMENT_BYTES)?;
+        let runs = if setup.quick { quick_runs } else { runs };
+        run_example(&dir, example, runs, segment_bytes).await?;
+        measure(&mut report, example, &dir.join("data"), segment_bytes)?;
     }
     let per_run: u32 = if setup.quick { 200 } else { 1_000 };
     let dir = root.join("replay");
@@ -54,9 +61,8 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     build_with(&dir, 1_000, 1..=per_run, options).await?;
     measure(&mut report, "replay", &dir, REPLAY_SEGMENT_BYTES)?;
     report.note(format!(
-        "segments of {} KiB for the examples' logs, {} MiB for the replay log; each sealed \
-         segment compressed in blocks of 1 MiB (zstd level 3, frame checksums on)",
-        EXAMPLE_SEGMENT_BYTES / 1024,
+        "segments of 16 KiB (five-stage) and 64 KiB (ops-runbook), {} MiB for the replay log; \
+         each sealed segment compressed in frames of 1 MiB (zstd level 3, checksums on)",
         REPLAY_SEGMENT_BYTES >> 20
     ));
     std::fs::remove_dir_all(&root)?;
@@ -71,15 +77,15 @@ fn options(segment_bytes_max: u64) -> Options {
     }
 }
 
-/// `runs` runs of the example `name`, all started at once, on a copy of its folder in `dir`
+/// `runs` runs of the example `name` on segments of `segment_bytes`, all started at once, on a copy of its folder in `dir`
 /// (its steps write their work files next to their workflow), the log in `dir/data`.
-async fn run_example(dir: &Path, name: &str, runs: u32) -> Result<()> {
+async fn run_example(dir: &Path, name: &str, runs: u32, segment_bytes: u64) -> Result<()> {
     let _ = std::fs::remove_dir_all(dir);
     let folder = dir.join("workflow");
     copy_dir(&Path::new("examples").join(name), &folder)?;
     let spec = definition::load(&folder.join("workflow.toml")).map_err(anyhow::Error::msg)?;
     let data = std::path::absolute(dir.join("data"))?;
-    let log = FileLog::open(&data, options(EXAMPLE_SEGMENT_BYTES))?;
+    let log = FileLog::open(&data, options(segment_bytes))?;
     let engine = Engine::open(std::sync::Arc::new(log), EngineConfig::default()).await?;
     let workflow = engine.register(shell::workflow(&spec, &data)?);
     let mut handles = Vec::new();
@@ -112,13 +118,13 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
 
 /// Replays the log in `dir` plain, compresses its sealed segments, replays it again; one row.
 fn measure(report: &mut Report, name: &str, dir: &Path, segment_bytes: u64) -> Result<()> {
-    let (events, plain_s) = replay(dir)?;
+    let (events, plain_s) = best_replay(dir)?;
     let log = FileLog::open(dir, options(segment_bytes))?;
     let started = Instant::now();
     let compressed = log.compress_cold(0)?;
     let compress_s = started.elapsed().as_secs_f64();
     drop(log);
-    let (cold_events, cold_s) = replay(dir)?;
+    let (cold_events, cold_s) = best_replay(dir)?;
     ensure!(cold_events == events, "{name}: {cold_events} events replayed, {events} expected");
     ensure!(!compressed.is_empty(), "{name}: no sealed segment to compress");
     let plain: u64 = compressed.iter().map(|c| c.plain_bytes).sum();
@@ -133,9 +139,19 @@ fn measure(report: &mut Report, name: &str, dir: &Path, segment_bytes: u64) -> R
         json!(plain as f64 / compress_s / 1e6),
         json!(events as f64 / plain_s),
         json!(events as f64 / cold_s),
-        json!(plain_s / cold_s),
+        json!(cold_s / plain_s),
     ]);
     Ok(())
+}
+
+/// The fastest of three replays (the first pays for whatever the files' writing left).
+fn best_replay(dir: &Path) -> Result<(u64, f64)> {
+    let mut best = replay(dir)?;
+    for _ in 0..2 {
+        let (events, seconds) = replay(dir)?;
+        best = (events, best.1.min(seconds));
+    }
+    Ok(best)
 }
 
 /// Opens the log read-only and folds every run; returns the events and the seconds taken.
