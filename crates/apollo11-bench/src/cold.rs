@@ -77,7 +77,8 @@ fn options(segment_bytes_max: u64) -> Options {
     }
 }
 
-/// `runs` runs of the example `name` on segments of `segment_bytes`, all started at once, on a copy of its folder in `dir`
+/// `runs` runs of the example `name` on segments of `segment_bytes`, one after another (the
+/// runbook's runs share its hosts' state files), on a copy of its folder in `dir`
 /// (its steps write their work files next to their workflow), the log in `dir/data`.
 async fn run_example(dir: &Path, name: &str, runs: u32, segment_bytes: u64) -> Result<()> {
     let _ = std::fs::remove_dir_all(dir);
@@ -96,7 +97,10 @@ async fn run_example(dir: &Path, name: &str, runs: u32, segment_bytes: u64) -> R
     }
     for handle in handles {
         let status = handle.outcome().await?;
-        ensure!(status == RunStatus::Succeeded, "a {name} run ended {status:?}");
+        ensure!(
+            status == RunStatus::Succeeded,
+            "a {name} run ended {status:?}"
+        );
     }
     engine.close().await;
     Ok(())
@@ -125,8 +129,14 @@ fn measure(report: &mut Report, name: &str, dir: &Path, segment_bytes: u64) -> R
     let compress_s = started.elapsed().as_secs_f64();
     drop(log);
     let (cold_events, cold_s) = best_replay(dir)?;
-    ensure!(cold_events == events, "{name}: {cold_events} events replayed, {events} expected");
-    ensure!(!compressed.is_empty(), "{name}: no sealed segment to compress");
+    ensure!(
+        cold_events == events,
+        "{name}: {cold_events} events replayed, {events} expected"
+    );
+    ensure!(
+        !compressed.is_empty(),
+        "{name}: no sealed segment to compress"
+    );
     let plain: u64 = compressed.iter().map(|c| c.plain_bytes).sum();
     let stored: u64 = compressed.iter().map(|c| c.stored_bytes).sum();
     report.row(vec![

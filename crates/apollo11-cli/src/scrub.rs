@@ -230,9 +230,9 @@ pub fn repair(dir: &DataDir, yes: bool) -> Result<Exit, Exit> {
 pub fn compact(dir: &DataDir, keep: usize) -> Result<Exit, Exit> {
     let log = crate::data::open_writer(dir)?;
     let done = log.compress_cold(keep).map_err(store_exit)?;
-    let (plain, stored) = done.iter().fold((0, 0), |(p, s), c| {
-        (p + c.plain_bytes, s + c.stored_bytes)
-    });
+    let (plain, stored) = done
+        .iter()
+        .fold((0, 0), |(p, s), c| (p + c.plain_bytes, s + c.stored_bytes));
     out::line(format!(
         "compressed {} segments: {plain} bytes to {stored} on disk",
         done.len()

@@ -1,8 +1,8 @@
 //! `FileLog`: opening a data directory (with recovery: torn tails cut, damage refused),
 //! the writer's life (its thread, or inline in deterministic mode), and what the store traits (`access.rs`) work on.
 
-use crate::files::{keep_torn, sync_dir_of};
 use crate::cold::Compactor;
+use crate::files::{keep_torn, sync_dir_of};
 use crate::fs::{Fs, FsLock, Mode, RealFs};
 use crate::index::Index;
 use crate::recover::{load, Inspected, Verdict};
@@ -412,7 +412,11 @@ fn recover(
         }
         // A compressed last segment (the ones after it cut by `repair`) is sealed: appends
         // go to a new segment after it.
-        if let Some(scanned) = last.scanned.as_ref().filter(|_| last.stored_bytes.is_none()) {
+        if let Some(scanned) = last
+            .scanned
+            .as_ref()
+            .filter(|_| last.stored_bytes.is_none())
+        {
             // What this open found must be durable before anything vouches for it: a
             // snapshot saved in fsync durability, or an index file saying a later segment
             // exists. After a process crash in buffered mode it may be in the page cache only.

@@ -35,10 +35,12 @@ pub fn compress_sealed(
         let index = shared.index.read().unwrap_or_else(|p| p.into_inner());
         // The last segment is the one the writer appends to.
         let sealed = index.segments.len().saturating_sub(1);
-        (index.segments[..sealed.saturating_sub(keep)].iter().enumerate())
-            .filter(|(_, segment)| !segment.cold)
-            .map(|(position, segment)| (position, segment.name.clone()))
-            .collect()
+        (index.segments[..sealed.saturating_sub(keep)]
+            .iter()
+            .enumerate())
+        .filter(|(_, segment)| !segment.cold)
+        .map(|(position, segment)| (position, segment.name.clone()))
+        .collect()
     };
     let mut compressed = Vec::new();
     for (position, name) in candidates {
@@ -169,6 +171,8 @@ impl crate::FileLog {
     pub fn compress_cold(&self, keep: usize) -> Result<Vec<Compressed>, StoreError> {
         self.writable()?;
         let files = &self.files;
-        compress_sealed(files.fs.as_ref(), &files.dir, &files.shared, keep, &|| false)
+        compress_sealed(files.fs.as_ref(), &files.dir, &files.shared, keep, &|| {
+            false
+        })
     }
 }

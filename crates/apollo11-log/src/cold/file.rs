@@ -118,7 +118,9 @@ impl ColdFile {
     }
 
     fn blocks(&self) -> io::Result<&[Block]> {
-        self.blocks.as_deref().map_err(|reason| damaged(reason.clone()))
+        self.blocks
+            .as_deref()
+            .map_err(|reason| damaged(reason.clone()))
     }
 
     /// Block `i`, from the cache or decompressed into it.
@@ -172,7 +174,10 @@ impl FsFile for ColdFile {
         if offset.saturating_add(buf.len() as u64) > size {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                format!("reading {} bytes at {offset} of a {size}-byte segment", buf.len()),
+                format!(
+                    "reading {} bytes at {offset} of a {size}-byte segment",
+                    buf.len()
+                ),
             ));
         }
         let mut done = 0;
@@ -292,9 +297,12 @@ fn read_table(raw: &dyn FsFile, stored: u64) -> Result<Vec<Block>, String> {
     {
         let (stored, plain) = (u32_at(entry, 0), u32_at(entry, 4));
         let last = i + 1 == count as usize;
-        let plain_ok = plain as usize == BLOCK_BYTES || (last && (1..=BLOCK_BYTES).contains(&(plain as usize)));
+        let plain_ok = plain as usize == BLOCK_BYTES
+            || (last && (1..=BLOCK_BYTES).contains(&(plain as usize)));
         if !plain_ok || stored == 0 {
-            return Err(format!("its block table's entry {i} is wrong ({stored} bytes holding {plain})"));
+            return Err(format!(
+                "its block table's entry {i} is wrong ({stored} bytes holding {plain})"
+            ));
         }
         blocks.push(Block { at, stored, plain });
         at += u64::from(stored);
@@ -307,10 +315,13 @@ fn read_table(raw: &dyn FsFile, stored: u64) -> Result<Vec<Block>, String> {
     Ok(blocks)
 }
 
-/// Decompressed blocks by (file, block), with when each was last used.
+/// A cached block: (the file's id, the block's number).
+type Key = (u64, usize);
+
+/// Decompressed blocks, with when each was last used.
 #[derive(Default)]
 struct Cache {
-    blocks: HashMap<(u64, usize), (Arc<[u8]>, u64)>,
+    blocks: HashMap<Key, (Arc<[u8]>, u64)>,
     tick: u64,
 }
 
@@ -327,7 +338,7 @@ impl CacheGuard {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn get(&self, key: (u64, usize)) -> Option<Arc<[u8]>> {
+    fn get(&self, key: Key) -> Option<Arc<[u8]>> {
         let mut cache = self.lock();
         cache.tick += 1;
         let tick = cache.tick;
@@ -336,7 +347,7 @@ impl CacheGuard {
         Some(bytes.clone())
     }
 
-    fn put(&self, key: (u64, usize), bytes: Arc<[u8]>) {
+    fn put(&self, key: Key, bytes: Arc<[u8]>) {
         let mut cache = self.lock();
         if cache.blocks.len() >= CACHE_BLOCKS {
             let oldest = cache.blocks.iter().min_by_key(|(_, (_, used))| *used);
@@ -449,7 +460,8 @@ mod tests {
         let file = cold(&segment);
         let mut byte = [0u8; 1];
         for block in [0, 1, 2, 0] {
-            file.read_exact_at(&mut byte, (block * BLOCK_BYTES) as u64).unwrap();
+            file.read_exact_at(&mut byte, (block * BLOCK_BYTES) as u64)
+                .unwrap();
         }
         let held = |id| cache().lock().blocks.keys().filter(|k| k.0 == id).count();
         assert_eq!(held(file.id), 3);

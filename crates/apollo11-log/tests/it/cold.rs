@@ -49,16 +49,30 @@ async fn compressed_segments_read_back_byte_for_byte_through_every_open() {
     let done = log.compress_cold(1).unwrap();
     let count = segments(fs.as_ref()).len();
     assert!(count >= 5, "{count} segments");
-    assert_eq!(done.len(), count - 2, "all but the last and the newest sealed one");
-    assert!(done.iter().all(|c| c.stored_bytes * 2 < c.plain_bytes), "{done:?}");
+    assert_eq!(
+        done.len(),
+        count - 2,
+        "all but the last and the newest sealed one"
+    );
+    assert!(
+        done.iter().all(|c| c.stored_bytes * 2 < c.plain_bytes),
+        "{done:?}"
+    );
     assert_eq!(all_ids(&log).await, before, "the open log reads them");
     assert!(log.compress_cold(1).unwrap().is_empty(), "compressed once");
     append(&log, "r", vec![sized("s", 300)]).await;
     drop(log);
     let report = verify_with(fs.clone(), "/data").unwrap();
     assert!(report.is_clean(), "{report:?}");
-    let stored: Vec<bool> = report.segments.iter().map(|s| s.stored_bytes.is_some()).collect();
-    let on_disk: Vec<bool> = segments(fs.as_ref()).iter().map(|(_, cold)| *cold).collect();
+    let stored: Vec<bool> = report
+        .segments
+        .iter()
+        .map(|s| s.stored_bytes.is_some())
+        .collect();
+    let on_disk: Vec<bool> = segments(fs.as_ref())
+        .iter()
+        .map(|(_, cold)| *cold)
+        .collect();
     assert_eq!(stored, on_disk);
     // Every open: index files, scans (no index files), read-only, writing.
     for index_files in [true, false] {
@@ -86,7 +100,10 @@ async fn a_power_loss_at_any_sync_of_a_compression_leaves_one_readable_copy() {
         // A copy of the log as it is durably (it was closed cleanly: all of it).
         let fs = Arc::new(base.power_loss(0));
         let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
-        fs.set_fault(Some(Fault::PowerLossAtSync { at, seed: at.into() }));
+        fs.set_fault(Some(Fault::PowerLossAtSync {
+            at,
+            seed: at.into(),
+        }));
         let outcome = log.compress_cold(0);
         // Before the clean close, whose sync would be the next one.
         let crashed = fs.crashed();
@@ -104,7 +121,10 @@ async fn a_power_loss_at_any_sync_of_a_compression_leaves_one_readable_copy() {
         assert_eq!(all_ids(&reopened).await, before, "power loss at sync {at}");
         // What was compressed stays so; the rest is compressed by the next pass.
         reopened.compress_cold(0).unwrap();
-        assert_eq!(cold_count(after.as_ref()), segments(after.as_ref()).len() - 1);
+        assert_eq!(
+            cold_count(after.as_ref()),
+            segments(after.as_ref()).len() - 1
+        );
     }
     assert!(crashes >= 8, "{crashes} syncs: two per segment compressed");
 }
@@ -118,7 +138,11 @@ async fn damage_in_a_compressed_segment_is_named_and_repair_cuts_it_there() {
         let names = segments(fs.as_ref());
         let second = Path::new("/data/segments").join(&names[1].0);
         let mut bytes = read(fs.as_ref(), &second);
-        let at = if from_end { bytes.len() - 30 } else { bytes.len() / 3 };
+        let at = if from_end {
+            bytes.len() - 30
+        } else {
+            bytes.len() / 3
+        };
         bytes[at] ^= 0x40;
         write(fs.as_ref(), &second, &bytes);
         let report = verify_with(fs.clone(), "/data").unwrap();
@@ -126,10 +150,20 @@ async fn damage_in_a_compressed_segment_is_named_and_repair_cuts_it_there() {
         assert_eq!(damage.file, format!("segments/{}", names[1].0), "{case}");
         assert_eq!(damage.offset, 0, "{case}: nothing of it decompresses");
         let reason = &damage.reason;
-        assert!(reason.starts_with("compressed segment damaged"), "{case}: {reason}");
-        let expected = if from_end { "block table" } else { "compressed block 0 (segment bytes 0.." };
+        assert!(
+            reason.starts_with("compressed segment damaged"),
+            "{case}: {reason}"
+        );
+        let expected = if from_end {
+            "block table"
+        } else {
+            "compressed block 0 (segment bytes 0.."
+        };
         assert!(reason.contains(expected), "{case}: {reason}");
-        assert_eq!(report.events, kept_events, "{case}: the first segment is intact");
+        assert_eq!(
+            report.events, kept_events,
+            "{case}: the first segment is intact"
+        );
         let refused = FileLog::open_with(fs.clone(), "/data", small()).map(|_| ());
         assert!(
             matches!(&refused, Err(StoreError::Corrupted { file, .. }) if *file == damage.file),
@@ -138,7 +172,11 @@ async fn damage_in_a_compressed_segment_is_named_and_repair_cuts_it_there() {
         let repaired = apollo11_log::repair_with(fs.clone(), "/data").unwrap();
         assert_eq!(repaired.events_kept, kept_events, "{case}");
         let kept = Path::new(&repaired.kept_in[0]);
-        assert_eq!(read(fs.as_ref(), kept), bytes, "{case}: kept whole, compressed");
+        assert_eq!(
+            read(fs.as_ref(), kept),
+            bytes,
+            "{case}: kept whole, compressed"
+        );
         let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
         assert_eq!(all_ids(&log).await.len() as u64, kept_events, "{case}");
         append(&log, "r", vec![sized("s", 300)]).await;
@@ -172,7 +210,11 @@ async fn a_compressed_last_segment_is_followed_by_a_new_one() {
     drop(log);
     let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
     assert_eq!(all_ids(&log).await.len(), before + 1);
-    assert_eq!(segments(fs.as_ref()).len(), names.len(), "a new last segment");
+    assert_eq!(
+        segments(fs.as_ref()).len(),
+        names.len(),
+        "a new last segment"
+    );
 }
 
 #[tokio::test]
@@ -195,7 +237,9 @@ async fn the_writer_seals_and_a_thread_of_its_own_compresses() {
             .filter(|p| p.extension().is_some_and(|x| x == "seg"))
             .collect();
         names.sort();
-        let cold = names.iter().map(|p| std::fs::read(p).unwrap().starts_with(&ZSTD_MAGIC));
+        let cold = names
+            .iter()
+            .map(|p| std::fs::read(p).unwrap().starts_with(&ZSTD_MAGIC));
         cold.collect::<Vec<bool>>()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -206,10 +250,17 @@ async fn the_writer_seals_and_a_thread_of_its_own_compresses() {
             assert!(cold[..sealed_past_one].iter().all(|&c| c), "{cold:?}");
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "not compressed: {cold:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not compressed: {cold:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert_eq!(all_ids(&log).await, expected, "reads go to the compressed files");
+    assert_eq!(
+        all_ids(&log).await,
+        expected,
+        "reads go to the compressed files"
+    );
     drop(log);
     let reopened = FileLog::open(dir.path(), options).unwrap();
     assert_eq!(all_ids(&reopened).await, expected);
