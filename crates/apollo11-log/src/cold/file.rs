@@ -400,6 +400,9 @@ impl FsFile for Bytes {
 mod tests {
     use super::*;
 
+    /// The cache is the process's: its tests take turns.
+    static CACHE_TESTS: Mutex<()> = Mutex::new(());
+
     fn cold(segment: &[u8]) -> ColdFile {
         ColdFile::new(Box::new(Bytes(encode(segment).unwrap())))
     }
@@ -455,6 +458,7 @@ mod tests {
 
     #[test]
     fn the_cache_keeps_the_blocks_used_last() {
+        let _turn = CACHE_TESTS.lock().unwrap_or_else(|p| p.into_inner());
         let before = cache().lock().blocks.len();
         let segment = vec![5u8; BLOCK_BYTES * 3];
         let file = cold(&segment);
@@ -469,5 +473,19 @@ mod tests {
         let id = file.id;
         drop(file);
         assert_eq!(held(id), 0, "a dropped file's blocks are forgotten");
+    }
+
+    #[test]
+    fn the_cache_never_holds_more_than_its_bound() {
+        let _turn = CACHE_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+        let file = cold(&vec![0u8; BLOCK_BYTES * (CACHE_BLOCKS + 1)]);
+        let mut byte = [0u8; 1];
+        for block in 0..=CACHE_BLOCKS {
+            file.read_exact_at(&mut byte, (block * BLOCK_BYTES) as u64)
+                .unwrap();
+            assert!(cache().lock().blocks.len() <= CACHE_BLOCKS);
+        }
+        let first = cache().lock().blocks.contains_key(&(file.id, 0));
+        assert!(!first, "the least recently used block was evicted");
     }
 }
