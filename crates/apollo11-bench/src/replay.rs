@@ -108,7 +108,17 @@ pub fn segment_bytes(dir: &Path) -> Result<u64> {
 /// `runs` runs, each given the events `seqs` of its history, appended in batches of 100
 /// (buffered: building the log is not what is measured).
 pub async fn build(dir: &Path, runs: u64, seqs: std::ops::RangeInclusive<u32>) -> Result<()> {
-    let log = buffered_log(dir)?;
+    build_with(dir, runs, seqs, buffered()).await
+}
+
+/// [`build`] on a log opened with `options`.
+pub async fn build_with(
+    dir: &Path,
+    runs: u64,
+    seqs: std::ops::RangeInclusive<u32>,
+    options: Options,
+) -> Result<()> {
+    let log = FileLog::open(dir, options)?;
     let (first, last) = (*seqs.start(), *seqs.end());
     for batch_start in (first..=last).step_by(100) {
         let batch_end = (batch_start + 99).min(last);
@@ -121,13 +131,17 @@ pub async fn build(dir: &Path, runs: u64, seqs: std::ops::RangeInclusive<u32>) -
     Ok(())
 }
 
-/// The log in `dir`, opened without fsync: for building logs to measure.
-pub fn buffered_log(dir: &Path) -> Result<FileLog> {
-    let options = Options {
+/// Options to build logs to measure: no fsync (building them is not what is measured).
+pub fn buffered() -> Options {
+    Options {
         durability: Durability::Buffered,
         ..Options::default()
-    };
-    Ok(FileLog::open(dir, options)?)
+    }
+}
+
+/// The log in `dir`, opened without fsync: for building logs to measure.
+pub fn buffered_log(dir: &Path) -> Result<FileLog> {
+    Ok(FileLog::open(dir, buffered())?)
 }
 
 /// Reads the whole log from the start in pages, handing each event to `each`, borrowed;
@@ -146,7 +160,7 @@ async fn read_all(log: &FileLog, mut each: impl FnMut(&EventRef<'_>) + Send) -> 
 
 /// Folds every run, on one thread per core: each thread folds its share of the runs into a
 /// map of its own.
-fn fold_all(log: &FileLog) -> Result<Vec<HashMap<String, RunState>>> {
+pub fn fold_all(log: &FileLog) -> Result<Vec<HashMap<String, RunState>>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut parts: Vec<HashMap<String, RunState>> = (0..threads).map(|_| HashMap::new()).collect();
     let mut visitors: Vec<_> = parts

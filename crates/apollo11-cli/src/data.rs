@@ -56,6 +56,8 @@ pub struct DataDir {
     /// Always absolute: steps run in their workflow's folder and get paths inside it.
     pub path: std::path::PathBuf,
     pub segment_bytes: u64,
+    /// `--compress-after`.
+    pub compress_after: Option<usize>,
     /// `--store` and `--store-schema`: a PostgreSQL database shared by instances.
     pub shared: Option<PgOptions>,
 }
@@ -69,7 +71,7 @@ impl DataDir {
     /// `--store` checked: a `postgres://` or `postgresql://` url.
     pub fn new(
         path: &Path,
-        segment_bytes: u64,
+        (segment_bytes, compress_after): (u64, Option<usize>),
         store: Option<&str>,
         schema: &str,
     ) -> Result<DataDir, Exit> {
@@ -79,8 +81,26 @@ impl DataDir {
         Ok(DataDir {
             path,
             segment_bytes,
+            compress_after,
             shared,
         })
+    }
+
+    /// The options the data dir's log is opened with for writing (`run`, `serve`, …).
+    ///
+    /// # Errors
+    ///
+    /// Exit code 2 naming `--segment-bytes` when it is out of range.
+    pub fn log_options(&self) -> Result<Options, Exit> {
+        let options = Options {
+            segment_bytes_max: self.segment_bytes,
+            compress_after: self.compress_after,
+            ..Options::default()
+        };
+        options
+            .validate()
+            .map_err(|e| Exit::fail(2, format!("--segment-bytes: {e}")))?;
+        Ok(options)
     }
 
     /// Opens the shared store of `--store`, if given.
@@ -169,13 +189,7 @@ pub fn check_layout(dir: &Path) -> Result<(), Exit> {
 
 /// Opens the data dir for writing (takes the lock).
 pub fn open_writer(dir: &DataDir) -> Result<FileLog, Exit> {
-    let options = Options {
-        segment_bytes_max: dir.segment_bytes,
-        ..Options::default()
-    };
-    if let Err(e) = options.validate() {
-        return Err(Exit::fail(2, format!("--segment-bytes: {e}")));
-    }
+    let options = dir.log_options()?;
     check_layout(&dir.path)?;
     apollo11_shell::files::create_private_dir(&dir.path).map_err(|e| {
         Exit::fail(

@@ -39,6 +39,11 @@ struct Cli {
     /// Roll the event log to a new segment file at this size (bytes).
     #[arg(long, global = true, env = "APOLLO11_SEGMENT_BYTES", default_value_t = apollo11_core::limits::SEGMENT_BYTES_MAX)]
     segment_bytes: u64,
+    /// Compress each sealed segment of the event log (zstd, in the background, never holding
+    /// up an append) once this many newer sealed segments exist. Off by default: a build
+    /// older than compressed segments cannot open a log holding one.
+    #[arg(long, global = true, env = "APOLLO11_COMPRESS_AFTER")]
+    compress_after: Option<usize>,
     /// The token of a server (`serve --token-file`): `serve` requires it of every API call;
     /// `run`, `resume`, `override`, `pause` and `rollback` send it to the server holding the
     /// data dir.
@@ -148,6 +153,13 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Compress (zstd) every sealed segment of the log older than the newest KEEP sealed ones,
+    /// now; reads see the same events. `--compress-after` does it in the background.
+    Compact {
+        /// Sealed segments left plain, newest first.
+        #[arg(long, default_value_t = 0)]
+        keep: usize,
+    },
     /// Serve the HTTP API and web UI on the data dir, driving runs of the workflows in
     /// --workflows; resumes interrupted runs at start. Ctrl-C stops.
     Serve {
@@ -248,6 +260,7 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Verify { .. }
         | Command::Import { .. }
         | Command::Repair { .. }
+        | Command::Compact { .. }
         | Command::Serve { .. } => Ok(()),
     }
 }
@@ -258,7 +271,7 @@ async fn dispatch(cli: Cli) -> Exit {
     }
     let dir = match data::DataDir::new(
         &cli.data_dir,
-        cli.segment_bytes,
+        (cli.segment_bytes, cli.compress_after),
         cli.store.as_deref(),
         &cli.store_schema,
     ) {
@@ -303,6 +316,9 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Repair { yes } => dir
             .file_log_only("repair")
             .and_then(|()| scrub::repair(&dir, yes)),
+        Command::Compact { keep } => dir
+            .file_log_only("compact")
+            .and_then(|()| scrub::compact(&dir, keep)),
         Command::Serve {
             listen,
             workflows,

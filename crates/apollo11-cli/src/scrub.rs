@@ -41,7 +41,7 @@ fn verify_json(report: &VerifyReport) -> Value {
     let segments: Vec<Value> = report
         .segments
         .iter()
-        .map(|s| json!({"file": s.file, "base_event_id": s.base_event_id, "events": s.events, "bytes": s.bytes}))
+        .map(|s| json!({"file": s.file, "base_event_id": s.base_event_id, "events": s.events, "bytes": s.bytes, "stored_bytes": s.stored_bytes}))
         .collect();
     let snapshots: Vec<Value> = report
         .snapshots
@@ -89,8 +89,11 @@ fn used_by(b: &BlobReport) -> String {
 fn verify_lines(report: &VerifyReport) -> Vec<String> {
     let mut lines = Vec::new();
     for s in &report.segments {
+        let stored = s.stored_bytes.map_or(String::new(), |stored| {
+            format!(", compressed (zstd) to {stored} bytes on disk")
+        });
         lines.push(format!(
-            "segment  {:<40} events {:>8} from #{:<8} {} bytes",
+            "segment  {:<40} events {:>8} from #{:<8} {} bytes{stored}",
             s.file, s.events, s.base_event_id, s.bytes
         ));
     }
@@ -221,6 +224,20 @@ pub fn repair(dir: &DataDir, yes: bool) -> Result<Exit, Exit> {
         out::line(out::shown(&line, out::DETAIL_CHARS_MAX))?;
     }
     blobs_left(dir)
+}
+
+/// `compact`: compresses the sealed segments past the newest `keep`, one line each.
+pub fn compact(dir: &DataDir, keep: usize) -> Result<Exit, Exit> {
+    let log = crate::data::open_writer(dir)?;
+    let done = log.compress_cold(keep).map_err(store_exit)?;
+    let (plain, stored) = done
+        .iter()
+        .fold((0, 0), |(p, s), c| (p + c.plain_bytes, s + c.stored_bytes));
+    out::line(format!(
+        "compressed {} segments: {plain} bytes to {stored} on disk",
+        done.len()
+    ))?;
+    Ok(Exit::code(0))
 }
 
 /// Damaged or missing blobs are no part of the log: no cut brings them back. Says so (exit

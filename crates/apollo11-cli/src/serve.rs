@@ -4,7 +4,6 @@
 
 use crate::data::{check_layout, store_exit, DataDir};
 use crate::{out, run::Interrupts, Exit};
-use apollo11_log::Options;
 use apollo11_server::{read_token, ServeError, Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,10 +44,7 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
         )
     })?;
     let mut config = ServerConfig::new(dir.path.clone(), listen);
-    config.options = Options {
-        segment_bytes_max: dir.segment_bytes,
-        ..Options::default()
-    };
+    config.options = dir.log_options()?;
     config.workflows = workflows;
     config.token = token;
     config.store = dir.open_shared().await?;

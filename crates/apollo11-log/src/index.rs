@@ -21,6 +21,8 @@ pub struct SegmentIndex {
     pub offsets: Vec<u32>,
     /// `slots[i]` is the run slot of event `base + i`.
     pub slots: Vec<u32>,
+    /// Whether `file` is a compressed segment (read through its decompressed bytes).
+    pub cold: bool,
 }
 
 impl SegmentIndex {
@@ -32,6 +34,7 @@ impl SegmentIndex {
             file,
             offsets: Vec::new(),
             slots: Vec::new(),
+            cold: false,
         }
     }
 }
@@ -145,9 +148,7 @@ impl Index {
         segment
             .file
             .read_exact_at(&mut header, offset)
-            .map_err(|e| {
-                StoreError::io(format!("reading {} at offset {offset}", segment.name), e)
-            })?;
+            .map_err(|e| crate::scan::read_error(segment, offset, e))?;
         Ok(u32::from_le_bytes(
             header[4..8].try_into().expect("4 bytes"),
         ))

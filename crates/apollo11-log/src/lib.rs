@@ -4,6 +4,7 @@
 mod access;
 pub mod bundle;
 mod codec;
+mod cold;
 mod files;
 mod fs;
 mod holder;
@@ -38,6 +39,7 @@ pub use apollo11_store::{
     BlobStore, Change, EventStore, NewEvent, RunFeed, RunSummary, Snapshot, SnapshotStore,
     StoreError, Subscription, Visitor,
 };
+pub use cold::Compressed;
 pub use fs::{Fs, FsFile, FsLock, Mode, RealFs};
 pub use holder::LockHolder;
 pub use log::{FileLog, Recovery, TornTail};

@@ -1,6 +1,7 @@
 //! `FileLog`: opening a data directory (with recovery: torn tails cut, damage refused),
 //! the writer's life (its thread, or inline in deterministic mode), and what the store traits (`access.rs`) work on.
 
+use crate::cold::Compactor;
 use crate::files::{keep_torn, sync_dir_of};
 use crate::fs::{Fs, FsLock, Mode, RealFs};
 use crate::index::Index;
@@ -51,6 +52,8 @@ pub struct FileLog {
     /// Buffers for `scan_from` to read ahead into, kept between calls (fresh ones cost
     /// their page faults every time).
     scan_buffers: Mutex<Vec<Vec<u8>>>,
+    /// Compresses sealed segments ([`Options::compress_after`]); stopped when dropped.
+    _compactor: Option<Compactor>,
     _lock: Option<Box<dyn FsLock>>,
 }
 
@@ -162,6 +165,15 @@ impl FileLog {
         let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options, lock.as_ref())?;
         snapshot::remove_past(fs.as_ref(), &dir.join("snapshots"), index.last_event_id)?;
         let shared = Arc::new(Shared::new(index));
+        let compactor = match options.compress_after {
+            Some(keep) if !options.deterministic => Some(Compactor::start(
+                fs.clone(),
+                dir.clone(),
+                shared.clone(),
+                keep,
+            )?),
+            _ => None,
+        };
         let writer = Writer {
             fs: fs.clone(),
             segments_dir: dir.join("segments"),
@@ -169,6 +181,7 @@ impl FileLog {
             shared: shared.clone(),
             tail,
             group_at: 0,
+            sealed: compactor.as_ref().map(Compactor::signal),
         };
         let (writing, handle) = if options.deterministic {
             let inline = Inline {
@@ -197,6 +210,7 @@ impl FileLog {
             writer: handle,
             recovery,
             scan_buffers: Mutex::default(),
+            _compactor: compactor,
             _lock: Some(lock),
         })
     }
@@ -232,6 +246,7 @@ impl FileLog {
             writer: None,
             recovery,
             scan_buffers: Mutex::default(),
+            _compactor: None,
             _lock: None,
         })
     }
@@ -395,7 +410,13 @@ fn recover(
         {
             recovery.torn = Some(cut_torn_tail(fs, dir, last, *offset, *bytes, reason)?);
         }
-        if let Some(scanned) = &last.scanned {
+        // A compressed last segment (the ones after it cut by `repair`) is sealed: appends
+        // go to a new segment after it.
+        if let Some(scanned) = last
+            .scanned
+            .as_ref()
+            .filter(|_| last.stored_bytes.is_none())
+        {
             // What this open found must be durable before anything vouches for it: a
             // snapshot saved in fsync durability, or an index file saying a later segment
             // exists. After a process crash in buffered mode it may be in the page cache only.

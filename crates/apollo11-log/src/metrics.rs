@@ -14,6 +14,11 @@ pub const FSYNC_SECONDS: &str = "apollo11_fsync_seconds";
 pub const RECOVERY_SECONDS: &str = "apollo11_recovery_seconds";
 /// Gauge: 1 while a writing open accepts appends, 0 once a failure has poisoned it.
 pub const LOG_WRITABLE: &str = "apollo11_log_writable";
+/// Counter: sealed segments compressed (`Options::compress_after`).
+pub const SEGMENTS_COMPRESSED_TOTAL: &str = "apollo11_log_segments_compressed_total";
+/// Counter: passes of the background compression that stopped at a segment they could not
+/// compress (it stays plain and readable; the next seal tries again).
+pub const COMPRESSION_FAILURES_TOTAL: &str = "apollo11_log_compression_failures_total";
 
 /// The `phase` label of [`RECOVERY_SECONDS`] set by the log.
 pub const PHASE_LOG: &str = "log";
@@ -51,6 +56,14 @@ pub fn describe() {
         metrics::Unit::Seconds,
         "Seconds the last open took to recover, by phase."
     );
+    metrics::describe_counter!(
+        SEGMENTS_COMPRESSED_TOTAL,
+        "Sealed segments of the log compressed."
+    );
+    metrics::describe_counter!(
+        COMPRESSION_FAILURES_TOTAL,
+        "Background compression passes stopped by a segment they could not compress."
+    );
     metrics::describe_gauge!(
         LOG_WRITABLE,
         "1 while the log accepts appends, 0 once a failed write or sync stopped it."
@@ -75,4 +88,14 @@ pub(crate) fn opened(recovery_seconds: f64) {
 /// Records that the log refuses writes from now on.
 pub(crate) fn poisoned() {
     metrics::gauge!(LOG_WRITABLE).set(0.0);
+}
+
+/// Records a sealed segment compressed.
+pub(crate) fn segment_compressed() {
+    metrics::counter!(SEGMENTS_COMPRESSED_TOTAL).increment(1);
+}
+
+/// Records a background compression pass stopped by a segment it could not compress.
+pub(crate) fn compression_failed() {
+    metrics::counter!(COMPRESSION_FAILURES_TOTAL).increment(1);
 }

@@ -30,6 +30,13 @@ pub struct Options {
     /// simulated file system a seed replays exactly. Off by default: an append then blocks
     /// its caller's thread through the sync, and appends are not grouped.
     pub deterministic: bool,
+    /// `Some(k)`: a writing open compresses each sealed segment (zstd, `cold/`) on a thread
+    /// of its own once `k` newer sealed segments exist, and the segments already past that
+    /// at the open; the writer never waits for it. `None` (the default): segments stay plain,
+    /// so that a build older than compressed segments can still open the log. Ignored in
+    /// [`Options::deterministic`] mode, which runs no thread: [`crate::FileLog::compress_cold`]
+    /// compresses on the calling thread in any mode.
+    pub compress_after: Option<usize>,
 }
 
 impl Default for Options {
@@ -40,6 +47,7 @@ impl Default for Options {
             preallocate: true,
             snapshots_kept: 3,
             deterministic: false,
+            compress_after: None,
         }
     }
 }

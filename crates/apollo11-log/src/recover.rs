@@ -66,6 +66,8 @@ pub struct Inspected {
     pub index_kind: Option<idx::Kind>,
     /// An index file that is ignored, and why.
     pub index_problem: Option<Damage>,
+    /// The file's size on disk when it is a compressed segment (`cold/`).
+    pub stored_bytes: Option<u64>,
 }
 
 impl Inspected {
@@ -107,10 +109,9 @@ pub fn inspect(
     let path = dir.join(&rel);
     let base = parse_file_name(name).expect("listed names parse");
     let (recorded, mut index_problem) = read_index_file(fs, &path, base);
-    let file: Arc<dyn FsFile> = fs
-        .open(&path, mode)
-        .map_err(|e| StoreError::io(format!("opening {}", path.display()), e))?
-        .into();
+    let opened = crate::cold::open_segment(fs, &path, mode)
+        .map_err(|e| StoreError::io(format!("opening {}", path.display()), e))?;
+    let (file, stored_bytes) = (opened.file(), opened.stored_bytes());
     let index_kind = recorded.as_ref().map(|r| r.kind);
     let mismatch = recorded
         .as_ref()
@@ -125,22 +126,34 @@ pub fn inspect(
                 from_index: true,
                 index_kind,
                 index_problem,
+                stored_bytes,
             });
         }
     }
-    let bytes = file
-        .read_all()
+    let (bytes, broken) = opened
+        .read_intact()
         .map_err(|e| StoreError::io(format!("reading {}", path.display()), e))?;
-    let (scanned, verdict) = classify(&bytes, &rel, base, last);
+    // A compressed segment was sealed, whole and synced, before it was compressed: no crash
+    // tears it, so it is never a torn tail.
+    let (scanned, verdict) = classify(&bytes, &rel, base, last && stored_bytes.is_none());
     let end = scanned.as_ref().map_or(0, |s| s.end);
-    let verdict = match (verdict, &recorded) {
-        (Verdict::Damaged(damage), _) => Verdict::Damaged(damage),
-        (_, Some(recorded)) if recorded.scanned.end > end => Verdict::Damaged(Damage {
+    let verdict = match (verdict, &recorded, broken) {
+        // Damaged from where its intact batches end (where `repair` would cut it).
+        (_, _, Some(broken)) => Verdict::Damaged(Damage {
+            file: rel.clone(),
+            offset: end,
+            reason: format!(
+                "compressed segment damaged, readable up to byte {}: {}",
+                broken.offset, broken.reason
+            ),
+        }),
+        (Verdict::Damaged(damage), _, None) => Verdict::Damaged(damage),
+        (_, Some(recorded), None) if recorded.scanned.end > end => Verdict::Damaged(Damage {
             file: rel.clone(),
             offset: end,
             reason: lost_per_index(recorded, scanned.as_ref()),
         }),
-        (verdict, _) => {
+        (verdict, _, None) => {
             if let Some(reason) = mismatch {
                 index_problem = Some(index_damage(&path, format!("ignored: {reason}")));
             }
@@ -155,6 +168,7 @@ pub fn inspect(
         from_index: false,
         index_kind,
         index_problem,
+        stored_bytes,
     })
 }
 
@@ -289,6 +303,7 @@ pub fn add_to_index(index: &mut Index, inspected: &Inspected) -> Result<(), Stor
     }
     let mut segment =
         SegmentIndex::new(scanned.base, inspected.name.clone(), inspected.file.clone());
+    segment.cold = inspected.stored_bytes.is_some();
     segment.offsets.reserve(scanned.events.len());
     segment.slots.reserve(scanned.events.len());
     index.segments.push(segment);

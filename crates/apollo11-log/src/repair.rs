@@ -7,7 +7,8 @@
 //! [`plan_repair`] says what a repair would do and changes nothing; [`repair`] carries out
 //! exactly that plan, so a front end can show it and ask before anything is cut.
 
-use crate::files::keep_torn;
+use crate::cold::open_segment;
+use crate::files::{keep_torn, write_atomically};
 use crate::fs::{Fs, Mode, RealFs};
 use crate::recover::{list_segments_dir, Damage};
 use crate::segment::parse_file_name;
@@ -170,7 +171,8 @@ fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, St
             file: segment.file.clone(),
             at,
             bytes: rest.len() as u64,
-            kept: rest.iter().any(|&b| b != 0),
+            // A compressed segment is kept whole.
+            kept: segment.stored_bytes.is_some() || rest.iter().any(|&b| b != 0),
         });
     }
     let mut drops = derived_drops(fs, dir, &cuts, report.events)?;
@@ -187,11 +189,11 @@ fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, St
     })
 }
 
-/// The bytes of the file at `path` from `at` on.
+/// The bytes of the segment at `path` from `at` on (of a compressed one, those that
+/// decompress).
 fn rest_of(fs: &dyn Fs, path: &Path, at: u64) -> Result<Vec<u8>, StoreError> {
-    let bytes = fs
-        .open(path, Mode::Read)
-        .and_then(|f| f.read_all())
+    let (bytes, _) = open_segment(fs, path, Mode::Read)
+        .and_then(|segment| segment.read_intact())
         .map_err(|e| StoreError::io(format!("reading {}", path.display()), e))?;
     Ok(bytes[(at as usize).min(bytes.len())..].to_vec())
 }
@@ -236,7 +238,12 @@ fn cut(fs: &dyn Fs, dir: &Path, cuts: &[SegmentCut]) -> Result<Vec<String>, Stor
     for c in cuts {
         let path = dir.join(&c.file);
         let io = |e| StoreError::io(format!("repairing {}", path.display()), e);
-        let file = fs.open(&path, Mode::Write).map_err(io)?;
+        let segment = open_segment(fs, &path, Mode::Write).map_err(io)?;
+        if segment.stored_bytes().is_some() {
+            kept_in.push(cut_cold(fs, &path, c.at)?);
+            continue;
+        }
+        let file = segment.file();
         let rest = rest_of(fs, &path, c.at)?;
         if rest.iter().any(|&b| b != 0) {
             kept_in.push(keep_torn(fs, &path, c.at, &rest)?);
@@ -252,6 +259,23 @@ fn cut(fs: &dyn Fs, dir: &Path, cuts: &[SegmentCut]) -> Result<Vec<String>, Stor
     let segments = dir.join("segments");
     fs.sync_dir(&segments)
         .map_err(|e| StoreError::io(format!("syncing {}", segments.display()), e))?;
+    Ok(kept_in)
+}
+
+/// Cuts the compressed segment at `path` at `at`: the file is kept whole, compressed, in a
+/// `.torn` file (offset 0), and replaced by the plain bytes of the segment before `at`
+/// (removed when that is 0). Returns the `.torn` file.
+fn cut_cold(fs: &dyn Fs, path: &Path, at: u64) -> Result<String, StoreError> {
+    let io = |e| StoreError::io(format!("repairing {}", path.display()), e);
+    let compressed = fs.open(path, Mode::Read).and_then(|f| f.read_all());
+    let kept_in = keep_torn(fs, path, 0, &compressed.map_err(io)?)?;
+    if at == 0 {
+        fs.remove(path).map_err(io)?;
+    } else {
+        let kept = open_segment(fs, path, Mode::Read).and_then(|s| s.read_intact());
+        let (bytes, _) = kept.map_err(io)?;
+        write_atomically(fs, path, &bytes[..(at as usize).min(bytes.len())])?;
+    }
     Ok(kept_in)
 }
 

@@ -363,6 +363,10 @@ fn corrupted(segment: &SegmentIndex, offset: u64, reason: String) -> StoreError 
     }
 }
 
-fn read_error(segment: &SegmentIndex, offset: u64, e: std::io::Error) -> StoreError {
+pub(crate) fn read_error(segment: &SegmentIndex, offset: u64, e: std::io::Error) -> StoreError {
+    // A compressed block that does not decompress (cold/) is damage, not an IO failure.
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        return corrupted(segment, offset, e.to_string());
+    }
     StoreError::io(format!("reading {} at offset {offset}", segment.name), e)
 }

@@ -102,6 +102,8 @@ pub struct Writer {
     pub tail: Tail,
     /// Offset of the last group written.
     pub group_at: u64,
+    /// Told each time a segment is sealed, when sealed segments are compressed.
+    pub sealed: Option<Arc<crate::cold::Signal>>,
 }
 
 impl Writer {
@@ -348,6 +350,9 @@ impl Writer {
         index
             .segments
             .push(SegmentIndex::new(base, self.tail.name.clone(), file));
+        if let Some(sealed) = &self.sealed {
+            sealed.sealed();
+        }
         Ok(())
     }
 }

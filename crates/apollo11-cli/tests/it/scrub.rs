@@ -179,3 +179,44 @@ fn a_damaged_snapshot_is_reported_as_such_and_repair_removes_it_only_with_yes() 
         again.stdout
     );
 }
+
+#[test]
+fn compact_compresses_sealed_segments_that_verify_reports_and_runs_still_read() {
+    let cli = Cli::new();
+    let toml = "[workflow]\nname = \"c\"\n[[steps]]\nname = \"s\"\nrun = \"true\"\nidempotency = \"natural\"\n";
+    let wf = cli.workflow("wf.toml", toml);
+    for run in ["b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9"] {
+        let args = [
+            "--segment-bytes",
+            "4096",
+            "run",
+            wf.to_str().unwrap(),
+            "--run-id",
+            run,
+        ];
+        let out = cli.run(&args);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    let before = cli.events_json("b1");
+    let out = cli.run(&["compact"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("compressed "), "{}", out.stdout);
+    assert!(!out.stdout.starts_with("compressed 0 "), "{}", out.stdout);
+    let (code, report) = verify_json(&cli);
+    assert_eq!(code, 0, "{report}");
+    let segments = report["segments"].as_array().unwrap();
+    let compressed = segments
+        .iter()
+        .filter(|s| s["stored_bytes"].is_u64())
+        .count();
+    assert_eq!(compressed, segments.len() - 1, "all but the last: {report}");
+    let text = cli.run(&["verify"]).stdout;
+    assert!(text.contains("compressed (zstd) to "), "{text}");
+    assert_eq!(cli.events_json("b1"), before);
+    let again = cli.run(&["compact"]);
+    assert!(
+        again.stdout.starts_with("compressed 0 segments"),
+        "{}",
+        again.stdout
+    );
+}

@@ -27,6 +27,8 @@ pub struct SegmentReport {
     pub events: u64,
     /// End of the committed data.
     pub bytes: u64,
+    /// The file's size on disk when it is compressed (its records are checked decompressed).
+    pub stored_bytes: Option<u64>,
 }
 
 /// One snapshot as verify saw it.
@@ -124,6 +126,7 @@ fn verify_segments(
             base_event_id: scanned.map_or(0, |s| s.base),
             events: scanned.map_or(0, |s| s.events.len() as u64),
             bytes: scanned.map_or(0, |s| s.end),
+            stored_bytes: inspected.stored_bytes,
         });
         report
             .ignored_index_files

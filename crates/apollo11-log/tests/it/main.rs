@@ -3,6 +3,7 @@
 mod basics;
 mod bitflip;
 mod blocking;
+mod cold;
 mod common;
 mod compat;
 mod deterministic;
