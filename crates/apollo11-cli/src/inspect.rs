@@ -100,7 +100,7 @@ async fn driver(leases: &dyn LeaseStore, run_id: &RunId) -> Result<String, Exit>
 }
 
 /// One line of `runs`.
-fn run_line(row: &RunRow, driver: Option<String>, json: bool) -> String {
+pub(crate) fn run_line(row: &RunRow, driver: Option<String>, json: bool) -> String {
     if json {
         let mut value = serde_json::json!(row);
         if let Some(driver) = driver {

@@ -5,6 +5,7 @@
 
 mod bundle;
 mod data;
+mod gc;
 mod inspect;
 mod operate;
 mod out;
@@ -148,6 +149,19 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Say which finished runs the retention policy lets go (flags over `[retention]` in
+    /// the data dir's apollo11.toml); only --dry-run is built: archival is not yet.
+    Gc {
+        /// Keep runs that ended less than N days ago.
+        #[arg(long, value_name = "N")]
+        keep_days: Option<u32>,
+        /// Keep the newest N runs of each workflow.
+        #[arg(long, value_name = "N")]
+        keep_last: Option<u32>,
+        /// List the runs that would be archived, changing nothing.
+        #[arg(long, required = true)]
+        dry_run: bool,
+    },
     /// Serve the HTTP API and web UI on the data dir, driving runs of the workflows in
     /// --workflows; resumes interrupted runs at start. Ctrl-C stops.
     Serve {
@@ -248,6 +262,7 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Verify { .. }
         | Command::Import { .. }
         | Command::Repair { .. }
+        | Command::Gc { .. }
         | Command::Serve { .. } => Ok(()),
     }
 }
@@ -303,6 +318,11 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Repair { yes } => dir
             .file_log_only("repair")
             .and_then(|()| scrub::repair(&dir, yes)),
+        Command::Gc {
+            keep_days,
+            keep_last,
+            dry_run: _,
+        } => gc::dry_run(&dir, keep_days, keep_last).await,
         Command::Serve {
             listen,
             workflows,
