@@ -1,0 +1,61 @@
+//! Archive files written from a live log (`FileLog::write_archive`): the runs read back as
+//! the live log has them, `verify` checks every archive file and names a damaged one, and only
+//! the writer may write one.
+
+use crate::common::{append, created, sized};
+use apollo11_core::{RunId, Seq};
+use apollo11_log::{archive, verify, EventStore, FileLog, RealFs, StoreError};
+
+#[tokio::test]
+async fn archived_runs_read_back_as_live_and_verify_names_a_damaged_archive_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = FileLog::open(dir.path(), crate::common::small()).unwrap();
+    for run in ["r1", "r2", "r3"] {
+        append(&log, run, vec![created()]).await;
+    }
+    for _ in 0..40 {
+        for run in ["r1", "r2", "r3"] {
+            append(&log, run, vec![sized("s", 200)]).await;
+        }
+    }
+    let runs = [RunId::from("r3"), RunId::from("r1")];
+    let written = log.write_archive(&runs).unwrap();
+    assert_eq!((written.runs, written.events), (2, 82));
+    for run in &runs {
+        let live = log.read_run(run, Seq(1)).await.unwrap();
+        let archived = archive::read_run(&RealFs, dir.path(), run, Seq(1)).unwrap();
+        assert_eq!(archived, Some(live));
+    }
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.archives.len(), 1);
+    assert_eq!(report.archives[0].file, written.file);
+
+    let path = dir.path().join(&written.file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let report = verify(dir.path()).unwrap();
+    assert!(!report.is_clean());
+    assert_eq!(report.archive_problems.len(), 1, "{report:?}");
+    assert_eq!(report.archive_problems[0].file, written.file);
+    assert!(report.damage.is_none(), "the live log itself is intact");
+}
+
+#[tokio::test]
+async fn only_the_writer_writes_an_archive_and_an_unknown_run_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = FileLog::open(dir.path(), crate::common::small()).unwrap();
+    append(&log, "r1", vec![created()]).await;
+    let unknown = log.write_archive(&[RunId::from("r1"), RunId::from("nope")]);
+    assert!(
+        matches!(unknown, Err(StoreError::NotFound { .. })),
+        "{unknown:?}"
+    );
+    drop(log);
+    let reader = FileLog::open_read_only(dir.path()).unwrap();
+    let refused = reader.write_archive(&[RunId::from("r1")]);
+    assert!(matches!(refused, Err(StoreError::ReadOnly)), "{refused:?}");
+    assert!(archive::files(&RealFs, dir.path()).unwrap().is_empty());
+}
