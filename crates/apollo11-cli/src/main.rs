@@ -88,10 +88,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Every run with its state.
+    /// Every run with its state (with --all, the archived runs too).
     Runs {
         #[arg(long)]
         json: bool,
+        /// Also the runs `gc` archived, each marked `archived` (`"archived": true`).
+        #[arg(long)]
+        all: bool,
     },
     /// Put a step in a state by hand; recorded with who and why.
     Override {
@@ -290,7 +293,7 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Resume { run_id, json } => run::resume(&dir, &run_id, json, token).await,
         Command::Status { run_id, at, json } => inspect::status(&dir, &run_id, at, json).await,
         Command::Events { run_id, json } => inspect::events(&dir, &run_id, json).await,
-        Command::Runs { json } => inspect::runs(&dir, json).await,
+        Command::Runs { json, all } => inspect::runs(&dir, json, all).await,
         Command::Override {
             run_id,
             step,

@@ -59,3 +59,51 @@ async fn only_the_writer_writes_an_archive_and_an_unknown_run_writes_nothing() {
     assert!(matches!(refused, Err(StoreError::ReadOnly)), "{refused:?}");
     assert!(archive::files(&RealFs, dir.path()).unwrap().is_empty());
 }
+
+/// A run only the archive holds (as after `gc` moved it out of the live log; here the archive
+/// file is copied into another data dir): the store's reads of it answer from the archive,
+/// and the runs the live log holds are still read from it.
+#[tokio::test]
+async fn a_run_only_the_archive_holds_is_read_from_it() {
+    let (source, target) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = FileLog::open(source.path(), crate::common::small()).unwrap();
+    append(
+        &log,
+        "gone",
+        vec![created(), sized("s", 10), sized("t", 10)],
+    )
+    .await;
+    let gone = RunId::from("gone");
+    let events = log.read_run(&gone, Seq(1)).await.unwrap();
+    let written = log.write_archive(std::slice::from_ref(&gone)).unwrap();
+    drop(log);
+    let log = FileLog::open(target.path(), crate::common::small()).unwrap();
+    append(&log, "here", vec![created()]).await;
+    std::fs::create_dir(target.path().join("archive")).unwrap();
+    std::fs::copy(
+        source.path().join(&written.file),
+        target.path().join(&written.file),
+    )
+    .unwrap();
+    assert_eq!(log.read_run(&gone, Seq(1)).await.unwrap(), events);
+    assert_eq!(log.read_run(&gone, Seq(3)).await.unwrap(), events[2..]);
+    let second = log.read_event(&gone, Seq(2)).await.unwrap();
+    assert_eq!(second.as_ref(), Some(&events[1]));
+    assert_eq!(log.read_event(&gone, Seq(4)).await.unwrap(), None);
+    let here = log.read_run(&RunId::from("here"), Seq(1)).await.unwrap();
+    assert_eq!(here.len(), 1);
+    let archived = log.archived_runs().await.unwrap();
+    assert_eq!(archived.len(), 1);
+    assert_eq!(
+        (
+            archived[0].run_id.as_str(),
+            archived[0].last_seq,
+            archived[0].last_event_id
+        ),
+        ("gone", Seq(3), events[2].event_id)
+    );
+    let live: Vec<String> = (log.list_runs().await.unwrap().into_iter())
+        .map(|s| s.run_id.to_string())
+        .collect();
+    assert_eq!(live, ["here"], "the live list is the live log's");
+}
