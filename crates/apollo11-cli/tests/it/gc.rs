@@ -139,6 +139,19 @@ fn an_archived_run_is_listed_by_runs_all_and_read_by_events_and_status() {
     assert_eq!(target.run(&["events", "old", "--json"]).stdout, events);
     let answered: Vec<String> = ids.iter().map(|&id| at(&target, id)).collect();
     assert_eq!(answered, statuses);
+    // Its step files stay in the data dir `gc` runs in: copied with the archive here, the
+    // bundle `export` writes of it is the source's, byte for byte.
+    copy_dir(
+        &source.data.path().join("logs/old"),
+        &target.data.path().join("logs/old"),
+    );
+    let bundle = |cli: &Cli| {
+        let file = cli.work.path().join("old.a11");
+        let ran = cli.run(&["export", "old", "-o", file.to_str().unwrap()]);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        std::fs::read(file).unwrap()
+    };
+    assert_eq!(bundle(&target), bundle(&source));
     let verified = target.run(&["verify"]);
     assert_eq!(verified.code, 0, "{}", verified.stdout);
     assert!(
@@ -146,4 +159,17 @@ fn an_archived_run_is_listed_by_runs_all_and_read_by_events_and_status() {
         "{}",
         verified.stdout
     );
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }
