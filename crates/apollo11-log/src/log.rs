@@ -162,6 +162,8 @@ impl FileLog {
         let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options, lock.as_ref())?;
         snapshot::remove_past(fs.as_ref(), &dir.join("snapshots"), index.last_event_id)?;
         let shared = Arc::new(Shared::new(index));
+        *shared.archived.write().unwrap_or_else(|p| p.into_inner()) =
+            crate::archive::id_hashes(fs.as_ref(), &dir)?;
         let writer = Writer {
             fs: fs.clone(),
             segments_dir: dir.join("segments"),

@@ -16,6 +16,7 @@ use crate::log::FileLog;
 use crate::record::{append_commit, append_record, KIND_EVENT};
 use apollo11_core::{Event, RunId, Seq};
 use apollo11_store::StoreError;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// The first bytes of an archive file.
@@ -47,6 +48,21 @@ pub struct Written {
     pub events: u64,
     /// The file's size.
     pub bytes: u64,
+}
+
+/// The 64-bit hash (FNV-1a) of a run id the writer keeps for each archived run.
+pub(crate) fn id_hash(run_id: &str) -> u64 {
+    run_id.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The hashes of every archived run's id in `dir`, for the writer.
+pub(crate) fn id_hashes(fs: &dyn Fs, dir: &Path) -> Result<HashSet<u64>, StoreError> {
+    Ok(runs(fs, dir)?
+        .iter()
+        .map(|s| id_hash(s.run_id.as_str()))
+        .collect())
 }
 
 /// File name of the archive of `generation`.
@@ -94,7 +110,10 @@ impl FileLog {
         self.writable()?;
         let files = &self.files;
         let read = |run: &RunId| files.index().read_run(run, Seq(1));
-        write(files.fs.as_ref(), &files.dir, runs, &read)
+        let written = write(files.fs.as_ref(), &files.dir, runs, &read)?;
+        let mut archived = (files.shared.archived.write()).unwrap_or_else(|p| p.into_inner());
+        archived.extend(runs.iter().map(|r| id_hash(r.as_str())));
+        Ok(written)
     }
 }
 

@@ -107,3 +107,37 @@ async fn a_run_only_the_archive_holds_is_read_from_it() {
         .collect();
     assert_eq!(live, ["here"], "the live list is the live log's");
 }
+
+/// An archived run takes no more events and its id no new run: the writer, which keeps the
+/// archived ids' hashes from its open on, refuses both; other runs append as before.
+#[tokio::test]
+async fn an_archived_run_takes_no_more_events_and_its_id_no_new_run() {
+    let (source, target) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = FileLog::open(source.path(), crate::common::small()).unwrap();
+    append(&log, "gone", vec![created(), sized("s", 10)]).await;
+    let gone = RunId::from("gone");
+    let written = log.write_archive(std::slice::from_ref(&gone)).unwrap();
+    drop(log);
+    std::fs::create_dir(target.path().join("archive")).unwrap();
+    std::fs::copy(
+        source.path().join(&written.file),
+        target.path().join(&written.file),
+    )
+    .unwrap();
+    let log = FileLog::open(target.path(), crate::common::small()).unwrap();
+    let created_again = log.append(&gone, Seq(1), vec![created()]).await;
+    assert!(
+        matches!(
+            created_again,
+            Err(StoreError::Conflict { actual: Seq(2), .. })
+        ),
+        "{created_again:?}"
+    );
+    let continued = log.append(&gone, Seq(3), vec![sized("t", 1)]).await;
+    assert!(
+        matches!(&continued, Err(StoreError::Invalid { reason, .. }) if reason.contains("archived")),
+        "{continued:?}"
+    );
+    append(&log, "fresh", vec![created()]).await;
+    assert_eq!(log.read_run(&gone, Seq(1)).await.unwrap().len(), 2);
+}
