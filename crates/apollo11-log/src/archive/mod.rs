@@ -99,7 +99,8 @@ impl FileLog {
     /// Writes the runs `runs` (each once, in run id order, with all their events) to a new
     /// archive file after the newest, whole or not at all, and returns what it wrote. The
     /// runs stay in the live log: moving them out of it is `gc`'s swap, not built yet. Each
-    /// run is read under the index's lock alone, so appends go on meanwhile.
+    /// run is read under the index's lock alone, so appends go on meanwhile, and the file
+    /// holds each run as it was when read (`gc` archives finished runs only).
     ///
     /// # Errors
     ///
