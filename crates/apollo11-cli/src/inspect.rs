@@ -7,7 +7,8 @@ use crate::{out, render, Exit};
 use apollo11_core::EventId;
 use apollo11_runtime::inspect::{Pause, RunFilter, RunRow};
 use apollo11_runtime::{Inspector, RunId};
-use apollo11_store::{DynStore, LeaseStore};
+use apollo11_store::{DynStore, LeaseStore, RunSummary};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 async fn inspector(dir: &DataDir) -> Result<Inspector<DynStore>, Exit> {
@@ -55,12 +56,27 @@ pub async fn events(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exi
 /// Every run the log can answer for, newest first; one that cannot be read is named on
 /// stderr and the others are still listed, then the command exits with the worst code it met.
 /// With `--store`, each run's driver too: the instance holding its lease (`-` for none).
-pub async fn runs(dir: &DataDir, json: bool) -> Result<Exit, Exit> {
-    let store = Arc::new(dir.open_reader().await?);
-    let list = Inspector::new(store.clone())
+/// With `all`, then the runs only the data dir's archive files hold, each marked `archived`.
+pub async fn runs(dir: &DataDir, json: bool, all: bool) -> Result<Exit, Exit> {
+    let (store, archived) = if all && dir.shared.is_none() {
+        let log = Arc::new(crate::data::open_reader(&dir.path)?);
+        let archived = log.archived_runs().await.map_err(store_exit)?;
+        (Arc::new(DynStore::new(log)), archived)
+    } else {
+        (Arc::new(dir.open_reader().await?), Vec::new())
+    };
+    let inspector = Inspector::new(store.clone());
+    let list = inspector
         .runs(&RunFilter::all())
         .await
         .map_err(engine_exit)?;
+    let live: HashSet<&RunId> = (list.runs.iter().map(|r| &r.run_id))
+        .chain(list.unreadable.iter().map(|u| &u.run_id))
+        .collect();
+    let archived: Vec<RunSummary> = (archived.into_iter())
+        .filter(|s| !live.contains(&s.run_id))
+        .collect();
+    let archived = inspector.runs_of(archived, &RunFilter::all()).await;
     let leases = store.leases();
     if !json {
         // A time of `LAST EVENT` is 20 characters wide.
@@ -74,8 +90,8 @@ pub async fn runs(dir: &DataDir, json: bool) -> Result<Exit, Exit> {
         ))?;
     }
     let mut code = 0;
-    for bad in list.unreadable {
-        let exit = engine_exit(bad.error);
+    for bad in list.unreadable.iter().chain(&archived.unreadable) {
+        let exit = engine_exit(bad.error.clone());
         let why = exit.message.as_deref().unwrap_or("unreadable");
         crate::warn(&format!(
             "run `{}` cannot be read: {why}",
@@ -90,7 +106,20 @@ pub async fn runs(dir: &DataDir, json: bool) -> Result<Exit, Exit> {
         };
         out::line(run_line(row, driver, json))?;
     }
+    for row in &archived.runs {
+        out::line(archived_line(row, json))?;
+    }
     Ok(Exit::code(code))
+}
+
+/// One line of `runs --all` for an archived run: `run_line`'s, marked.
+fn archived_line(row: &RunRow, json: bool) -> String {
+    if json {
+        let mut value = serde_json::json!(row);
+        value["archived"] = true.into();
+        return value.to_string();
+    }
+    format!("{}  archived", run_line(row, None, false))
 }
 
 /// The instance holding a run's lease, or `-`.
@@ -100,7 +129,7 @@ async fn driver(leases: &dyn LeaseStore, run_id: &RunId) -> Result<String, Exit>
 }
 
 /// One line of `runs`.
-fn run_line(row: &RunRow, driver: Option<String>, json: bool) -> String {
+pub(crate) fn run_line(row: &RunRow, driver: Option<String>, json: bool) -> String {
     if json {
         let mut value = serde_json::json!(row);
         if let Some(driver) = driver {

@@ -5,6 +5,7 @@
 
 mod bundle;
 mod data;
+mod gc;
 mod inspect;
 mod operate;
 mod out;
@@ -92,10 +93,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Every run with its state.
+    /// Every run with its state (with --all, the archived runs too).
     Runs {
         #[arg(long)]
         json: bool,
+        /// Also the runs `gc` archived, each marked `archived` (`"archived": true`).
+        #[arg(long)]
+        all: bool,
     },
     /// Put a step in a state by hand; recorded with who and why.
     Override {
@@ -159,6 +163,19 @@ enum Command {
         /// Sealed segments left plain, newest first.
         #[arg(long, default_value_t = 0)]
         keep: usize,
+    },
+    /// Say which finished runs the retention policy lets go (flags over `[retention]` in
+    /// the data dir's apollo11.toml); only --dry-run is built: archival is not yet.
+    Gc {
+        /// Keep runs that ended less than N days ago.
+        #[arg(long, value_name = "N")]
+        keep_days: Option<u32>,
+        /// Keep the newest N runs of each workflow.
+        #[arg(long, value_name = "N")]
+        keep_last: Option<u32>,
+        /// List the runs that would be archived, changing nothing.
+        #[arg(long, required = true)]
+        dry_run: bool,
     },
     /// Serve the HTTP API and web UI on the data dir, driving runs of the workflows in
     /// --workflows; resumes interrupted runs at start. Ctrl-C stops.
@@ -261,6 +278,7 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Import { .. }
         | Command::Repair { .. }
         | Command::Compact { .. }
+        | Command::Gc { .. }
         | Command::Serve { .. } => Ok(()),
     }
 }
@@ -288,7 +306,7 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Resume { run_id, json } => run::resume(&dir, &run_id, json, token).await,
         Command::Status { run_id, at, json } => inspect::status(&dir, &run_id, at, json).await,
         Command::Events { run_id, json } => inspect::events(&dir, &run_id, json).await,
-        Command::Runs { json } => inspect::runs(&dir, json).await,
+        Command::Runs { json, all } => inspect::runs(&dir, json, all).await,
         Command::Override {
             run_id,
             step,
@@ -319,6 +337,11 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Compact { keep } => dir
             .file_log_only("compact")
             .and_then(|()| scrub::compact(&dir, keep)),
+        Command::Gc {
+            keep_days,
+            keep_last,
+            dry_run: _,
+        } => gc::dry_run(&dir, keep_days, keep_last).await,
         Command::Serve {
             listen,
             workflows,

@@ -59,6 +59,8 @@ fn verify_json(report: &VerifyReport) -> Value {
         "ignored_index_files": report.ignored_index_files.iter().map(damage_json).collect::<Vec<_>>(),
         "blobs": report.blobs,
         "blob_problems": report.blob_problems.iter().map(blob_json).collect::<Vec<_>>(),
+        "archives": report.archives.iter().map(|a| json!({"file": a.file, "runs": a.runs, "events": a.events})).collect::<Vec<_>>(),
+        "archive_problems": report.archive_problems.iter().map(damage_json).collect::<Vec<_>>(),
     })
 }
 
@@ -119,6 +121,18 @@ fn verify_lines(report: &VerifyReport) -> Vec<String> {
             used_by(b)
         ));
     }
+    for a in &report.archives {
+        lines.push(format!(
+            "archive  {:<40} runs {:>8} events {:>8}",
+            a.file, a.runs, a.events
+        ));
+    }
+    for d in &report.archive_problems {
+        lines.push(format!(
+            "ARCHIVE  {} at offset {}: {}",
+            d.file, d.offset, d.reason
+        ));
+    }
     if let Some(t) = &report.torn_tail {
         lines.push(format!(
             "torn tail in {} at offset {}: {} (cut at the next writing open, kept in a .torn file)",
@@ -153,6 +167,9 @@ fn verdict(report: &VerifyReport) -> String {
     }
     if !report.blob_problems.is_empty() {
         damaged.push(count(report.blob_problems.len(), "blob"));
+    }
+    if !report.archive_problems.is_empty() {
+        damaged.push(count(report.archive_problems.len(), "archive file"));
     }
     if damaged.is_empty() {
         return format!(

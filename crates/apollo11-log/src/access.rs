@@ -102,15 +102,33 @@ impl EventStore for FileLog {
         answer.await.map_err(|_| stopped())?
     }
 
+    /// From the live log when it holds the run, else from the archive files.
     async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
         let run_id = run_id.clone();
-        self.read(move |index| index.read_run(&run_id, from_seq))
-            .await
+        self.files.shared.check_poison()?;
+        self.blocking(
+            move |files| match files.live(&run_id, |i| i.read_run(&run_id, from_seq)) {
+                Some(live) => live,
+                None => files.archived(&run_id, from_seq),
+            },
+        )
+        .await
     }
 
+    /// From the live log when it holds the run, else from the archive files.
     async fn read_event(&self, run_id: &RunId, seq: Seq) -> Result<Option<Event>, StoreError> {
         let run_id = run_id.clone();
-        self.read(move |index| index.read_event(&run_id, seq)).await
+        self.files.shared.check_poison()?;
+        self.blocking(
+            move |files| match files.live(&run_id, |i| i.read_event(&run_id, seq)) {
+                Some(live) => live,
+                None => Ok(files
+                    .archived(&run_id, seq)?
+                    .into_iter()
+                    .find(|e| e.seq == seq)),
+            },
+        )
+        .await
     }
 
     async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
@@ -196,7 +214,34 @@ impl SnapshotStore for FileLog {
     }
 }
 
+impl FileLog {
+    /// Every run of the archive files, with its last seq and event id, by run id (runs the
+    /// live log also holds included: see `archive`).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupted`] naming an archive file and offset; [`StoreError::Io`];
+    /// [`StoreError::Poisoned`].
+    pub async fn archived_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.files.shared.check_poison()?;
+        self.blocking(|files| crate::archive::runs(files.fs.as_ref(), &files.dir))
+            .await
+    }
+}
+
 impl Files {
+    /// `read` of the index when the live log holds `run_id`; `None` when it does not.
+    fn live<T>(&self, run_id: &RunId, read: impl FnOnce(&crate::index::Index) -> T) -> Option<T> {
+        let index = self.index();
+        (index.last_seq(run_id.as_str()) > 0).then(|| read(&index))
+    }
+
+    /// The run's events from `from_seq` on in the archive files (none when they lack it).
+    fn archived(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
+        let found = crate::archive::read_run(self.fs.as_ref(), &self.dir, run_id, from_seq)?;
+        Ok(found.unwrap_or_default())
+    }
+
     /// Writes `snapshot` atomically (temp, sync, rename, sync the directory) and removes
     /// the oldest beyond the number kept.
     fn write_snapshot(&self, snapshot: &Snapshot) -> Result<(), StoreError> {

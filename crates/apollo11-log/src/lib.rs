@@ -2,6 +2,7 @@
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 mod access;
+pub mod archive;
 pub mod bundle;
 mod codec;
 mod cold;

@@ -174,6 +174,8 @@ impl FileLog {
             )?),
             _ => None,
         };
+        *shared.archived.write().unwrap_or_else(|p| p.into_inner()) =
+            crate::archive::id_hashes(fs.as_ref(), &dir)?;
         let writer = Writer {
             fs: fs.clone(),
             segments_dir: dir.join("segments"),

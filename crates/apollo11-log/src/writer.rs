@@ -16,7 +16,7 @@ use crate::{Durability, Options};
 use apollo11_core::{limits, Event, EventId, RunId, Seq};
 use apollo11_store::feed::Published;
 use apollo11_store::{NewEvent, StoreError};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, RwLock};
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -30,6 +30,9 @@ pub struct Shared {
     /// The change feed: durable events, sent while the index's write lock is held, so a
     /// subscription registered under its read lock knows which events it will be sent.
     pub feed: broadcast::Sender<Published>,
+    /// Hashes of the archived runs' ids ([`crate::archive::id_hash`]): an append to a run the
+    /// live log lacks whose id hashes to one of them is checked against the archive files.
+    pub archived: RwLock<HashSet<u64>>,
 }
 
 impl Shared {
@@ -39,6 +42,7 @@ impl Shared {
             index: RwLock::new(index),
             poison: OnceLock::new(),
             feed: broadcast::channel(limits::CHANGE_FEED_EVENTS_MAX as usize).0,
+            archived: RwLock::default(),
         }
     }
 
@@ -202,13 +206,8 @@ impl Writer {
                 .get(&r.run_id)
                 .copied()
                 .unwrap_or_else(|| index.last_seq(r.run_id.as_str()));
-            if r.expected_seq.0 != last + 1 {
-                let conflict = StoreError::Conflict {
-                    run_id: r.run_id,
-                    expected: r.expected_seq,
-                    actual: Seq(last),
-                };
-                let _ = r.reply.send(Err(conflict));
+            if let Some(refused) = self.refusal(&r, last) {
+                let _ = r.reply.send(Err(refused));
             } else {
                 let count = r.events.len() as u32;
                 let mut events = Vec::with_capacity(r.events.len());
@@ -237,6 +236,47 @@ impl Writer {
             if buf.len() < limits::GROUP_COMMIT_BYTES_MAX as usize {
                 request = more();
             }
+        }
+    }
+
+    /// Why the append `r` to a run whose last live seq is `last` is refused, if it is: its
+    /// seq does not follow, or the run is archived (an archived run takes no more events, and
+    /// its id no new run).
+    fn refusal(&self, r: &AppendRequest, last: u32) -> Option<StoreError> {
+        let conflict = |actual: u32| StoreError::Conflict {
+            run_id: r.run_id.clone(),
+            expected: r.expected_seq,
+            actual: Seq(actual),
+        };
+        if last > 0 {
+            return (r.expected_seq.0 != last + 1).then(|| conflict(last));
+        }
+        let hash = crate::archive::id_hash(r.run_id.as_str());
+        let hashed = (self
+            .shared
+            .archived
+            .read()
+            .unwrap_or_else(|p| p.into_inner()))
+        .contains(&hash);
+        let dir = self
+            .segments_dir
+            .parent()
+            .expect("segments live in the data dir");
+        let archived = if hashed {
+            match crate::archive::read_run(self.fs.as_ref(), dir, &r.run_id, Seq(1)) {
+                Ok(events) => events.map(|e| e.len() as u32),
+                Err(error) => return Some(error),
+            }
+        } else {
+            None
+        };
+        match archived {
+            None => (r.expected_seq.0 != 1).then(|| conflict(0)),
+            Some(archived) if r.expected_seq.0 != archived + 1 => Some(conflict(archived)),
+            Some(_) => Some(StoreError::Invalid {
+                what: format!("run `{}`", r.run_id),
+                reason: "it is archived: an archived run takes no more events".into(),
+            }),
         }
     }
 

@@ -2,6 +2,7 @@
 
 mod blobs;
 mod bundles;
+mod gc;
 mod harness;
 mod hostile;
 mod inspect;

@@ -5,7 +5,7 @@ use crate::harness::Cli;
 
 /// `a` (whose compensation fails until the file `fixed` exists) then `b`, which fails for
 /// good: the run rolls back `a`, at most twice.
-const UNDO_FAILS: &str = "[workflow]\nname = \"undo\"\non_failure = \"rollback\"\n[defaults]\nretry = { max_attempts = 2, initial = \"10ms\" }\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"keyed\"\ncompensate = \"echo try >> undo-tries; [ -e fixed ] || { echo bucket locked >&2; exit 3; }\"\n[[steps]]\nname = \"b\"\nrun = \"exit 5\"\nidempotency = \"natural\"\nnon_retryable_exit_codes = [5]\ndepends_on = [\"a\"]\n";
+pub const UNDO_FAILS: &str = "[workflow]\nname = \"undo\"\non_failure = \"rollback\"\n[defaults]\nretry = { max_attempts = 2, initial = \"10ms\" }\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"keyed\"\ncompensate = \"echo try >> undo-tries; [ -e fixed ] || { echo bucket locked >&2; exit 3; }\"\n[[steps]]\nname = \"b\"\nrun = \"exit 5\"\nidempotency = \"natural\"\nnon_retryable_exit_codes = [5]\ndepends_on = [\"a\"]\n";
 
 #[test]
 fn a_compensation_out_of_tries_is_in_events_status_and_plan() {

@@ -1,5 +1,6 @@
-//! `verify`: check every record, segment, snapshot and blob without changing anything, and
-//! report what is there, the first damage in the log, and every damaged snapshot and blob.
+//! `verify`: check every record, segment, snapshot, blob and archive file without changing
+//! anything, and report what is there, the first damage in the log, and every damaged
+//! snapshot, blob and archive file.
 //! It reads index files only as evidence (of missing data) and to report the ones an open
 //! would ignore, never instead of a segment.
 
@@ -64,6 +65,10 @@ pub struct VerifyReport {
     pub blobs: u64,
     /// Damaged or missing blobs, with the events that refer to them.
     pub blob_problems: Vec<BlobReport>,
+    /// Archive files that passed their check (every byte of them), oldest first.
+    pub archives: Vec<crate::archive::Checked>,
+    /// Archive files that fail it: the file, and the offset and reason of its first damage.
+    pub archive_problems: Vec<Damage>,
 }
 
 impl VerifyReport {
@@ -72,6 +77,7 @@ impl VerifyReport {
         self.damage.is_none()
             && self.snapshots.iter().all(|s| s.problem.is_none())
             && self.blob_problems.is_empty()
+            && self.archive_problems.is_empty()
     }
 }
 
@@ -103,6 +109,21 @@ pub fn verify_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<VerifyRepor
         .collect();
     report.snapshots = snapshots::verify(fs, dir, &index)?;
     (report.blobs, report.blob_problems) = blobs::verify(fs, dir, &index)?;
+    for path in crate::archive::files(fs, dir)? {
+        match crate::archive::check(fs, &path) {
+            Ok(checked) => report.archives.push(checked),
+            Err(StoreError::Corrupted {
+                file,
+                offset,
+                reason,
+            }) => report.archive_problems.push(Damage {
+                file,
+                offset,
+                reason,
+            }),
+            Err(other) => return Err(other),
+        }
+    }
     Ok(report)
 }
 

@@ -1,5 +1,6 @@
 //! Integration tests of the file log.
 
+mod archive;
 mod basics;
 mod bitflip;
 mod blocking;

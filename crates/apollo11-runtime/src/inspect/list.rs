@@ -5,6 +5,7 @@ use super::{Inspector, RunView};
 use crate::{EngineError, Store};
 use apollo11_core::{EventId, RunId};
 use apollo11_machine::RunStatus;
+use apollo11_store::RunSummary;
 use serde::Serialize;
 
 /// Which runs [`Inspector::runs`] lists: all by default.
@@ -110,11 +111,19 @@ impl<S: Store> Inspector<S> {
     ///
     /// Store errors from listing the runs.
     pub async fn runs(&self, filter: &RunFilter) -> Result<RunList, EngineError> {
+        let summaries = self.store.list_runs().await?;
+        Ok(self.runs_of(summaries, filter).await)
+    }
+
+    /// The runs of `summaries` that `filter` admits, newest first, as [`Inspector::runs`]
+    /// lists the store's: for lists the store's own does not hold (a file log's archived
+    /// runs).
+    pub async fn runs_of(&self, summaries: Vec<RunSummary>, filter: &RunFilter) -> RunList {
         let mut list = RunList {
             runs: Vec::new(),
             unreadable: Vec::new(),
         };
-        for summary in self.store.list_runs().await? {
+        for summary in summaries {
             match self.row(&summary.run_id, summary.last_event_id).await {
                 Ok(row) if filter.admits(&row) => list.runs.push(row),
                 Ok(_) => {}
@@ -125,7 +134,7 @@ impl<S: Store> Inspector<S> {
             }
         }
         (list.runs).sort_by(|a, b| (b.created_at, &a.run_id).cmp(&(a.created_at, &b.run_id)));
-        Ok(list)
+        list
     }
 
     /// The row of a run whose last event is `last`: the kept one if it is that recent.

@@ -6,11 +6,13 @@
 mod event;
 mod list;
 mod plan;
+mod retention;
 mod run;
 
 pub use event::{EventDetail, EventPage, EventView, PayloadView};
 pub use list::{RunFilter, RunList, RunRow, Unreadable};
 pub use plan::{millis, Plan, PlanStep};
+pub use retention::{Kept, Retention, RetentionPlan};
 pub use run::{Pause, RunView, StepLog, StepView};
 
 use crate::{Clock, EngineError, Store};

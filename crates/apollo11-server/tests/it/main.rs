@@ -2,6 +2,7 @@
 //! limits, hostile paths, the event stream, actions, `/metrics`, and a server killed with `kill -9`.
 
 mod actions;
+mod archive;
 mod crash;
 mod harness;
 mod metrics;

@@ -1,0 +1,138 @@
+//! `gc`: the retention policy (flags over `[retention]` in the data dir's `apollo11.toml`)
+//! and what it lets go. The inspector decides (`Inspector::retention`); this renders.
+
+use crate::data::{engine_exit, DataDir};
+use crate::inspect::run_line;
+use crate::{out, Exit};
+use apollo11_runtime::inspect::{Kept, Retention};
+use apollo11_runtime::Inspector;
+use serde::Deserialize;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The data dir's configuration file.
+pub const CONFIG_FILE: &str = "apollo11.toml";
+
+/// `apollo11.toml`: every table optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default)]
+    retention: RetentionConfig,
+}
+
+/// `[retention]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetentionConfig {
+    keep_days: Option<u32>,
+    keep_last: Option<u32>,
+}
+
+/// The policy of `--keep-days` and `--keep-last`, each flag given over the config file's
+/// value.
+fn policy(
+    data_dir: &Path,
+    keep_days: Option<u32>,
+    keep_last: Option<u32>,
+) -> Result<Retention, Exit> {
+    let config = read_config(&data_dir.join(CONFIG_FILE))?.retention;
+    Retention::new(
+        keep_days.or(config.keep_days),
+        keep_last.or(config.keep_last),
+    )
+    .map_err(|e| Exit::fail(2, e))
+}
+
+/// The config file, or the defaults when there is none.
+fn read_config(path: &Path) -> Result<Config, Exit> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(e) => return Err(Exit::fail(2, format!("reading {}: {e}", path.display()))),
+    };
+    toml::from_str(&text).map_err(|e| Exit::fail(2, format!("{}: {e}", path.display())))
+}
+
+/// `gc --dry-run`: the runs the policy lets go, one line each as `runs` prints them, after
+/// a line saying how many stay and why. Takes no lock and changes nothing.
+pub async fn dry_run(
+    dir: &DataDir,
+    keep_days: Option<u32>,
+    keep_last: Option<u32>,
+) -> Result<Exit, Exit> {
+    if dir.shared.is_some() {
+        return Err(Exit::fail(
+            2,
+            "`gc` archives runs of the data dir's file log; with --store the database keeps \
+             the events, and it has no retention",
+        ));
+    }
+    let policy = policy(&dir.path, keep_days, keep_last)?;
+    let inspector = Inspector::new(Arc::new(dir.open_reader().await?));
+    let plan = inspector.retention(&policy).await.map_err(engine_exit)?;
+    let kept: Vec<String> = (plan.kept.iter())
+        .map(|(why, n)| format!("{n} {}", reason(*why)))
+        .collect();
+    out::line(format!(
+        "would archive {} runs; keeping {}",
+        plan.archive.len(),
+        if kept.is_empty() {
+            "none".to_owned()
+        } else {
+            kept.join(", ")
+        }
+    ))?;
+    for row in &plan.archive {
+        out::line(run_line(row, None, false))?;
+    }
+    Ok(Exit::code(0))
+}
+
+fn reason(why: Kept) -> &'static str {
+    match why {
+        Kept::NotFinished => "running, paused or failed",
+        Kept::Newest => "among the newest of their workflow",
+        Kept::Recent => "ended recently",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_in(text: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CONFIG_FILE), text).unwrap();
+        dir
+    }
+
+    #[test]
+    fn flags_win_over_the_config_file_rule_by_rule() {
+        let dir = config_in("[retention]\nkeep_days = 30\nkeep_last = 5\n");
+        let policy = policy(dir.path(), None, Some(2)).ok().unwrap();
+        assert_eq!((policy.keep_days, policy.keep_last), (Some(30), Some(2)));
+    }
+
+    #[test]
+    fn no_rule_anywhere_is_refused() {
+        let empty = tempfile::tempdir().unwrap();
+        let exit = policy(empty.path(), None, None).err().unwrap();
+        assert_eq!(exit.code, 2);
+        assert!(exit.message.unwrap().contains("no retention policy"));
+    }
+
+    #[test]
+    fn an_unknown_key_or_a_bad_value_is_refused_naming_the_file() {
+        for text in [
+            "[retention]\nkeep_dayz = 3\n",
+            "[retention]\nkeep_days = -1\n",
+        ] {
+            let dir = config_in(text);
+            let exit = policy(dir.path(), Some(1), None).err().unwrap();
+            assert_eq!(exit.code, 2, "{text}");
+            let message = exit.message.unwrap();
+            assert!(message.contains(CONFIG_FILE), "{message}");
+        }
+    }
+}

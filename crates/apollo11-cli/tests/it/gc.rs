@@ -1,0 +1,175 @@
+//! `gc --dry-run`: the runs the retention policy lets go, from flags over `[retention]` in
+//! the data dir's `apollo11.toml`; never a paused run; nothing changed.
+
+use crate::harness::Cli;
+
+const OK: &str = "[workflow]\nname = \"ok\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n";
+
+/// The run ids `gc --dry-run` lists, after its first line.
+fn listed(stdout: &str) -> Vec<String> {
+    (stdout.lines().skip(1))
+        .map(|l| l.split_whitespace().next().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_dry_run_lists_finished_runs_past_the_policy_and_changes_nothing() {
+    let cli = Cli::new();
+    let ok = cli.workflow("ok.toml", OK);
+    let stuck = cli.workflow("stuck.toml", crate::operator::UNDO_FAILS);
+    for run in ["ok-1", "ok-2", "ok-3"] {
+        let ran = cli.run(&["run", ok.to_str().unwrap(), "--run-id", run]);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    let ran = cli.run(&["run", stuck.to_str().unwrap(), "--run-id", "stuck-1"]);
+    assert_eq!(ran.code, 1, "paused: {}", ran.stderr);
+    assert_eq!(cli.status_json("stuck-1")["state"], "paused");
+    let before = cli.run(&["runs", "--json"]).stdout;
+
+    // Every run ended just now: keeping 0 days lets every finished run go, the paused one
+    // stays.
+    let ran = cli.run(&["gc", "--dry-run", "--keep-days", "0"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(
+        ran.stdout
+            .starts_with("would archive 3 runs; keeping 1 running, paused or failed"),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(listed(&ran.stdout), ["ok-3", "ok-2", "ok-1"]);
+
+    // The config file's rule, a flag over it: the newest of each workflow stays.
+    std::fs::write(
+        cli.data.path().join("apollo11.toml"),
+        "[retention]\nkeep_last = 2\n",
+    )
+    .unwrap();
+    let ran = cli.run(&["gc", "--dry-run"]);
+    assert_eq!(listed(&ran.stdout), ["ok-1"], "{}", ran.stderr);
+    let ran = cli.run(&["gc", "--dry-run", "--keep-last", "1"]);
+    assert_eq!(listed(&ran.stdout), ["ok-2", "ok-1"], "{}", ran.stderr);
+    // A week keeps everything that ended today.
+    let ran = cli.run(&["gc", "--dry-run", "--keep-last", "0", "--keep-days", "7"]);
+    assert_eq!(listed(&ran.stdout), Vec::<String>::new(), "{}", ran.stdout);
+
+    assert_eq!(
+        cli.run(&["runs", "--json"]).stdout,
+        before,
+        "nothing changed"
+    );
+}
+
+#[test]
+fn no_policy_a_bad_config_file_and_a_database_store_are_refused() {
+    let cli = Cli::new();
+    let ran = cli.run(&["gc", "--dry-run"]);
+    assert_eq!(ran.code, 2);
+    assert!(ran.stderr.contains("no retention policy"), "{}", ran.stderr);
+
+    let ran = cli.run(&["gc", "--keep-days", "1"]);
+    assert_eq!(ran.code, 2, "only the dry run is built: {}", ran.stderr);
+
+    std::fs::write(
+        cli.data.path().join("apollo11.toml"),
+        "[retention]\nkeep_days = \"soon\"\n",
+    )
+    .unwrap();
+    let ran = cli.run(&["gc", "--dry-run"]);
+    assert_eq!(ran.code, 2);
+    assert!(ran.stderr.contains("apollo11.toml"), "{}", ran.stderr);
+
+    let ran = cli.run(&[
+        "--store",
+        "postgres://nobody@127.0.0.1:1/none",
+        "gc",
+        "--dry-run",
+        "--keep-days",
+        "1",
+    ]);
+    assert_eq!(ran.code, 2);
+    assert!(ran.stderr.contains("with --store"), "{}", ran.stderr);
+}
+
+/// A run only the archive holds (as after `gc` moved it out of the live log; here its archive
+/// file, written from another data dir, is copied in): `runs --all` lists it marked, and
+/// `events` and `status --at` answer about it as the source did.
+#[test]
+fn an_archived_run_is_listed_by_runs_all_and_read_by_events_and_status() {
+    let (source, target) = (Cli::new(), Cli::new());
+    let ok = source.workflow("ok.toml", OK);
+    let ran = source.run(&["run", ok.to_str().unwrap(), "--run-id", "old"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let events = source.run(&["events", "old", "--json"]).stdout;
+    let ids: Vec<u64> = (source.events_json("old").iter())
+        .map(|e| e["event_id"].as_u64().unwrap())
+        .collect();
+    let at = |cli: &Cli, id: u64| {
+        let ran = cli.run(&["status", "old", "--at", &id.to_string(), "--json"]);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        ran.stdout
+    };
+    let statuses: Vec<String> = ids.iter().map(|&id| at(&source, id)).collect();
+    let log =
+        apollo11_log::FileLog::open(source.data.path(), apollo11_log::Options::default()).unwrap();
+    let written = log
+        .write_archive(&[apollo11_core::RunId::from("old")])
+        .unwrap();
+    drop(log);
+
+    let ok = target.workflow("ok.toml", OK);
+    let ran = target.run(&["run", ok.to_str().unwrap(), "--run-id", "new"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    std::fs::create_dir(target.data.path().join("archive")).unwrap();
+    std::fs::copy(
+        source.data.path().join(&written.file),
+        target.data.path().join(&written.file),
+    )
+    .unwrap();
+    let runs = target.run(&["runs"]).stdout;
+    assert_eq!(listed(&runs), ["new"], "{runs}");
+    let all = target.run(&["runs", "--all"]).stdout;
+    assert_eq!(listed(&all), ["new", "old"], "{all}");
+    assert!(all.lines().last().unwrap().ends_with("  archived"), "{all}");
+    let json = target.run(&["runs", "--all", "--json"]).stdout;
+    let archived: Vec<serde_json::Value> = (json.lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(archived[1]["run_id"], "old");
+    assert_eq!(archived[1]["archived"], true);
+    assert_eq!(target.run(&["events", "old", "--json"]).stdout, events);
+    let answered: Vec<String> = ids.iter().map(|&id| at(&target, id)).collect();
+    assert_eq!(answered, statuses);
+    // Its step files stay in the data dir `gc` runs in: copied with the archive here, the
+    // bundle `export` writes of it is the source's, byte for byte.
+    copy_dir(
+        &source.data.path().join("logs/old"),
+        &target.data.path().join("logs/old"),
+    );
+    let bundle = |cli: &Cli| {
+        let file = cli.work.path().join("old.a11");
+        let ran = cli.run(&["export", "old", "-o", file.to_str().unwrap()]);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        std::fs::read(file).unwrap()
+    };
+    assert_eq!(bundle(&target), bundle(&source));
+    let verified = target.run(&["verify"]);
+    assert_eq!(verified.code, 0, "{}", verified.stdout);
+    assert!(
+        verified.stdout.contains(&written.file),
+        "{}",
+        verified.stdout
+    );
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
