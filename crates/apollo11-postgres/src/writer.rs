@@ -49,6 +49,9 @@ pub fn spawn(pool: Pool, sql: Arc<Sql>) -> mpsc::Sender<Request> {
 
 async fn run(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::Receiver<Request>) {
     while let Some(first) = queue.recv().await {
+        // Callers just answered are queueing their next appends: let them, so that they
+        // join this batch (and its one WAL flush) rather than make the next one.
+        tokio::task::yield_now().await;
         let mut events = first.events.len();
         let mut batch = vec![first];
         while events < BATCH_EVENTS_MAX {
