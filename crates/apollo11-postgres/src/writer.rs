@@ -129,7 +129,9 @@ struct Open(Option<Object>);
 
 impl Open {
     fn client(&self) -> &Object {
-        self.0.as_ref().expect("a transaction is used only until it ends")
+        self.0
+            .as_ref()
+            .expect("a transaction is used only until it ends")
     }
 
     /// Ends the transaction with `statement` (`COMMIT` or `ROLLBACK`) and pools the connection.
