@@ -13,16 +13,17 @@ use tokio_postgres::Row;
 pub const EVENT_COLUMNS: &str =
     "event_id, run_id, seq, step, kind, attempt, at_ms, instance, payload, blob_sha256, blob_bytes";
 
-/// Inserts every event of [`EventColumns::params`] in one statement; `{s}` is the schema.
-pub const INSERT_EVENTS: &str = "INSERT INTO {s}.events (event_id, run_id, seq, step, kind, \
-    attempt, at_ms, instance, payload, blob_sha256, blob_bytes) \
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], \
-    $6::bigint[], $7::bigint[], $8::text[], $9::bytea[], $10::text[], $11::bigint[])";
+/// The rows of [`EventColumns::params`] (`$1` to `$10`) as a table `u` of the columns of
+/// [`EVENT_COLUMNS`] but the id, and each row's position `n` (from 1), from which the statement
+/// that inserts them computes its id.
+pub const UNNEST_EVENTS: &str = "unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+    $5::bigint[], $6::bigint[], $7::text[], $8::bytea[], $9::text[], $10::bigint[]) \
+    WITH ORDINALITY AS u(run_id, seq, step, kind, attempt, at_ms, instance, payload, \
+    blob_sha256, blob_bytes, n)";
 
-/// Events as one array per column, for [`INSERT_EVENTS`].
+/// Events as one array per column, for [`UNNEST_EVENTS`].
 #[derive(Debug, Default)]
 pub struct EventColumns {
-    ids: Vec<i64>,
     runs: Vec<String>,
     seqs: Vec<i64>,
     steps: Vec<Option<String>>,
@@ -36,9 +37,8 @@ pub struct EventColumns {
 }
 
 impl EventColumns {
-    /// Adds `event` with its id, run and seq.
-    pub fn push(&mut self, id: EventId, run_id: &RunId, seq: Seq, event: NewEvent) {
-        self.ids.push(id.0 as i64);
+    /// Adds `event` with its run and seq.
+    pub fn push(&mut self, run_id: &RunId, seq: Seq, event: NewEvent) {
         self.runs.push(run_id.as_str().to_owned());
         self.seqs.push(i64::from(seq.0));
         self.steps.push(event.step.map(|s| s.as_str().to_owned()));
@@ -56,27 +56,36 @@ impl EventColumns {
         self.blob_hashes.push(blob.map(|b| b.sha256));
     }
 
-    /// Each run's last seq and event id among the rows: `(runs, seqs, ids)`, for moving the
-    /// runs on.
-    pub fn run_ends(&self) -> (Vec<&str>, Vec<i64>, Vec<i64>) {
-        let mut ends: HashMap<&str, (i64, i64)> = HashMap::new();
-        for ((run, seq), id) in self.runs.iter().zip(&self.seqs).zip(&self.ids) {
-            ends.insert(run, (*seq, *id));
-        }
-        let mut runs = Vec::with_capacity(ends.len());
-        let (mut seqs, mut ids) = (Vec::new(), Vec::new());
-        for (run, (seq, id)) in ends {
-            runs.push(run);
-            seqs.push(seq);
-            ids.push(id);
-        }
-        (runs, seqs, ids)
+    /// How many rows there are.
+    pub fn len(&self) -> usize {
+        self.runs.len()
     }
 
-    /// The parameters of [`INSERT_EVENTS`].
-    pub fn params(&self) -> [&(dyn ToSql + Sync); 11] {
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Each run's last seq among the rows and the position (from 1) of its row: `(runs,
+    /// seqs, positions)`, for moving the runs on.
+    pub fn run_ends(&self) -> (Vec<&str>, Vec<i64>, Vec<i64>) {
+        let mut ends: HashMap<&str, (i64, i64)> = HashMap::new();
+        for (n, (run, seq)) in (1..).zip(self.runs.iter().zip(&self.seqs)) {
+            ends.insert(run, (*seq, n));
+        }
+        let mut runs = Vec::with_capacity(ends.len());
+        let (mut seqs, mut positions) = (Vec::new(), Vec::new());
+        for (run, (seq, n)) in ends {
+            runs.push(run);
+            seqs.push(seq);
+            positions.push(n);
+        }
+        (runs, seqs, positions)
+    }
+
+    /// The parameters of [`UNNEST_EVENTS`].
+    pub fn params(&self) -> [&(dyn ToSql + Sync); 10] {
         [
-            &self.ids,
             &self.runs,
             &self.seqs,
             &self.steps,

@@ -1,6 +1,6 @@
 //! Every statement the store runs, written once for its schema.
 
-use crate::rows::{EVENT_COLUMNS, INSERT_EVENTS};
+use crate::rows::{EVENT_COLUMNS, UNNEST_EVENTS};
 use crate::schema::quote;
 
 /// The statements, with the schema filled in.
@@ -10,19 +10,18 @@ pub struct Sql {
     /// order (so that two batches never wait on each other in a cycle): `(run_id, last_seq,
     /// epoch)`.
     pub lock_runs: String,
-    /// Takes `$1` event ids: returns the last. The row stays locked to the commit, so batches
+    /// Writes a batch's events in one statement: takes `$11` ids from `event_ids`, inserts
+    /// the rows of [`UNNEST_EVENTS`] (the `n`th gets the `n`th id), moves each run of `$12`
+    /// on to its last seq `$13` and the id of its last row `$14`, and tells the change feeds
+    /// of every instance on channel `$15` that events up to the batch's last id were
+    /// committed: returns the id before the batch's first. The row of `event_ids` is taken
+    /// here, the transaction's last statement, and stays locked to the commit, so batches
     /// commit in the order of their ids and a reader never sees a later id before an earlier.
-    pub next_ids: String,
-    /// See [`INSERT_EVENTS`].
-    pub insert_events: String,
-    /// Moves each run on to its new last seq and event id.
-    pub update_runs: String,
+    pub write_events: String,
     /// A run's events from a seq: by the `(run_id, seq)` index.
     pub read_run: String,
     /// Events from an id: by the primary key.
     pub read_from: String,
-    /// Tells the change feeds of every instance that events up to `$2` were committed.
-    pub notify: String,
     /// Runs that have events.
     pub list_runs: String,
     /// The last event id given.
@@ -81,14 +80,18 @@ impl Sql {
                  ON CONFLICT (run_id) DO UPDATE SET run_id = excluded.run_id \
                  RETURNING run_id, last_seq, epoch"
             ),
-            next_ids: format!("UPDATE {s}.event_ids SET last = last + $1 RETURNING last"),
-            insert_events: INSERT_EVENTS.replace("{s}", &s),
-            update_runs: format!(
-                "UPDATE {s}.runs AS r SET last_seq = u.seq, last_event_id = u.id \
-                 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(run_id, seq, id) \
-                 WHERE r.run_id = u.run_id"
+            write_events: format!(
+                "WITH ids AS (UPDATE {s}.event_ids SET last = last + $11 \
+                   RETURNING last - $11 AS before), \
+                 inserted AS (INSERT INTO {s}.events ({EVENT_COLUMNS}) \
+                   SELECT ids.before + u.n, u.run_id, u.seq, u.step, u.kind, u.attempt, \
+                     u.at_ms, u.instance, u.payload, u.blob_sha256, u.blob_bytes \
+                   FROM ids, {UNNEST_EVENTS}), \
+                 moved AS (UPDATE {s}.runs AS r SET last_seq = e.seq, last_event_id = ids.before + e.n \
+                   FROM ids, unnest($12::text[], $13::bigint[], $14::bigint[]) AS e(run_id, seq, n) \
+                   WHERE r.run_id = e.run_id) \
+                 SELECT before, pg_notify($15, (before + $11)::text) FROM ids"
             ),
-            notify: "SELECT pg_notify($1, $2)".into(),
             read_run: format!(
                 "SELECT {EVENT_COLUMNS} FROM {s}.events WHERE run_id = $1 AND seq >= $2 ORDER BY seq"
             ),

@@ -1,8 +1,8 @@
 //! The writer task: appends from any number of callers are queued, and each time the task is
 //! free it takes everything queued (up to [`BATCH_EVENTS_MAX`]) and writes it in one
-//! transaction: the runs locked, every append's fence and seq checked ([`plan`]), ids taken,
-//! one multi-row insert, the runs moved on, the change feed notified, one commit. Each caller
-//! then gets its own answer.
+//! transaction of two round trips: the runs locked (with `BEGIN`), every append's fence and
+//! seq checked ([`plan`]), then one statement (ids taken, one multi-row insert, the runs
+//! moved on, the change feed notified) with `COMMIT`. Each caller then gets its own answer.
 
 use crate::error::{pg, pool};
 use crate::plan::{plan, Ask, RunState};
@@ -10,7 +10,7 @@ use crate::rows::EventColumns;
 use crate::sql::Sql;
 use apollo11_core::{EventId, RunId, Seq};
 use apollo11_store::{NewEvent, StoreError};
-use deadpool_postgres::{Pool, Transaction};
+use deadpool_postgres::{Object, Pool};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -49,6 +49,9 @@ pub fn spawn(pool: Pool, sql: Arc<Sql>) -> mpsc::Sender<Request> {
 
 async fn run(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::Receiver<Request>) {
     while let Some(first) = queue.recv().await {
+        // Callers just answered are queueing their next appends: let them, so that they
+        // join this batch (and its one WAL flush) rather than make the next one.
+        tokio::task::yield_now().await;
         let mut events = first.events.len();
         let mut batch = vec![first];
         while events < BATCH_EVENTS_MAX {
@@ -91,12 +94,14 @@ struct Append {
 
 const DOING: &str = "appending events";
 
-/// Writes `appends` in one transaction; the answer of each, or the error that stopped the
-/// transaction (then nothing of it was written, or, if the commit's answer was lost, all).
+/// Writes `appends` in one transaction of two round trips (`BEGIN` pipelined with the lock
+/// of the runs; the write pipelined with `COMMIT`): the answer of each, or the error that
+/// stopped the transaction (then nothing of it was written, or, if the commit's answer was
+/// lost, all).
 async fn write(pool: &Pool, sql: &Sql, appends: Vec<Append>) -> Result<Vec<Answer>, StoreError> {
-    let mut client = pool.get().await.map_err(|e| self::pool(DOING, e))?;
-    let tx = client.transaction().await.map_err(|e| pg(DOING, e))?;
-    let mut runs = lock_runs(&tx, sql, &appends).await?;
+    let client = pool.get().await.map_err(|e| self::pool(DOING, e))?;
+    let mut tx = Open(Some(client));
+    let mut runs = lock_runs(tx.client(), sql, &appends).await?;
     let asks: Vec<Ask<'_>> = appends
         .iter()
         .map(|a| Ask {
@@ -107,49 +112,64 @@ async fn write(pool: &Pool, sql: &Sql, appends: Vec<Append>) -> Result<Vec<Answe
         })
         .collect();
     let verdicts = plan(&asks, &mut runs);
-    let accepted: usize = appends
-        .iter()
-        .zip(&verdicts)
-        .filter(|(_, v)| v.is_ok())
-        .map(|(a, _)| a.events.len())
-        .sum();
-    if accepted == 0 {
+    let (columns, counts) = rows(appends, verdicts);
+    if columns.is_empty() {
         // Nothing to write; the rows of new runs that lock_runs made go too.
-        tx.rollback().await.map_err(|e| pg(DOING, e))?;
-        return Ok(verdicts
-            .into_iter()
-            .map(|v| v.map(|()| Vec::new()))
-            .collect());
+        tx.end("ROLLBACK").await?;
+        return Ok(answers(counts, 0));
     }
-    let stmt = tx
-        .prepare_cached(&sql.next_ids)
-        .await
-        .map_err(|e| pg(DOING, e))?;
-    let last: i64 = tx
-        .query_one(&stmt, &[&(accepted as i64)])
-        .await
-        .map_err(|e| pg(DOING, e))?
-        .get(0);
-    let (columns, answers) = assign(appends, verdicts, last - accepted as i64 + 1);
-    insert(&tx, sql, &columns, last).await?;
-    tx.commit().await.map_err(|e| pg(DOING, e))?;
-    Ok(answers)
+    let before = insert(&mut tx, sql, &columns).await?;
+    Ok(answers(counts, before as u64))
 }
 
-/// Locks the runs of `appends` (creating the rows of new ones): each run's state.
+/// A pooled connection inside a transaction of the writer. Dropped before its end was
+/// answered (an error, the task aborted), the connection is closed, not pooled: the server
+/// rolls the transaction back.
+struct Open(Option<Object>);
+
+impl Open {
+    fn client(&self) -> &Object {
+        self.0
+            .as_ref()
+            .expect("a transaction is used only until it ends")
+    }
+
+    /// Ends the transaction with `statement` (`COMMIT` or `ROLLBACK`) and pools the connection.
+    async fn end(&mut self, statement: &str) -> Result<(), StoreError> {
+        self.client()
+            .batch_execute(statement)
+            .await
+            .map_err(|e| pg(DOING, e))?;
+        self.0 = None;
+        Ok(())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(Object::take(client));
+        }
+    }
+}
+
+/// Opens the transaction and locks the runs of `appends` (creating the rows of new ones),
+/// in one round trip: each run's state.
 async fn lock_runs(
-    tx: &Transaction<'_>,
+    client: &Object,
     sql: &Sql,
     appends: &[Append],
 ) -> Result<HashMap<RunId, RunState>, StoreError> {
     let mut names: Vec<&str> = appends.iter().map(|a| a.run_id.as_str()).collect();
     names.sort_unstable();
     names.dedup();
-    let stmt = tx
+    let stmt = client
         .prepare_cached(&sql.lock_runs)
         .await
         .map_err(|e| pg(DOING, e))?;
-    let rows = tx.query(&stmt, &[&names]).await.map_err(|e| pg(DOING, e))?;
+    let params: [&(dyn ToSql + Sync); 1] = [&names];
+    let ((), rows) = tokio::try_join!(client.batch_execute("BEGIN"), client.query(&stmt, &params))
+        .map_err(|e| pg(DOING, e))?;
     rows.iter()
         .map(|row| {
             let run_id = RunId::from(row.get::<_, &str>(0));
@@ -162,56 +182,88 @@ async fn lock_runs(
         .collect()
 }
 
-/// Gives the accepted appends their ids from `first_id` on: the rows to insert, and each
-/// append's answer.
-fn assign(
+/// The events of the accepted appends as rows, in order; for each append, how many of them
+/// it has, or why it was refused.
+fn rows(
     appends: Vec<Append>,
     verdicts: Vec<Result<(), StoreError>>,
-    first_id: i64,
-) -> (EventColumns, Vec<Answer>) {
+) -> (EventColumns, Vec<Result<usize, StoreError>>) {
     let mut columns = EventColumns::default();
-    let mut next = first_id as u64;
-    let answers = appends
+    let counts = appends
         .into_iter()
         .zip(verdicts)
         .map(|(append, verdict)| {
             verdict?;
-            let mut ids = Vec::with_capacity(append.events.len());
+            let count = append.events.len();
             for (i, event) in append.events.into_iter().enumerate() {
-                let seq = Seq(append.expected.0 + i as u32);
-                columns.push(EventId(next), &append.run_id, seq, event);
-                ids.push(EventId(next));
-                next += 1;
+                columns.push(&append.run_id, Seq(append.expected.0 + i as u32), event);
             }
-            Ok(ids)
+            Ok(count)
         })
         .collect();
-    (columns, answers)
+    (columns, counts)
 }
 
-/// Inserts the rows, moves their runs on and notifies the feed, pipelined in one round trip.
-async fn insert(
-    tx: &Transaction<'_>,
-    sql: &Sql,
-    columns: &EventColumns,
-    last: i64,
-) -> Result<(), StoreError> {
-    let (runs, seqs, ids) = columns.run_ends();
-    let prepare = |statement| tx.prepare_cached(statement);
-    let (insert, update, notify) = tokio::try_join!(
-        prepare(&sql.insert_events),
-        prepare(&sql.update_runs),
-        prepare(&sql.notify),
+/// Each append's answer, its events having the ids after `before` in order.
+fn answers(counts: Vec<Result<usize, StoreError>>, before: u64) -> Vec<Answer> {
+    let mut next = before + 1;
+    counts
+        .into_iter()
+        .map(|count| {
+            let first = next;
+            next += count? as u64;
+            Ok((first..next).map(EventId).collect())
+        })
+        .collect()
+}
+
+/// Writes the rows (ids taken, runs moved on, feed notified) and commits, pipelined in one
+/// round trip: the id before the first row's.
+async fn insert(tx: &mut Open, sql: &Sql, columns: &EventColumns) -> Result<i64, StoreError> {
+    let client = tx.client();
+    let stmt = client
+        .prepare_cached(&sql.write_events)
+        .await
+        .map_err(|e| pg(DOING, e))?;
+    let (runs, seqs, positions) = columns.run_ends();
+    let count = columns.len() as i64;
+    let rest: [&(dyn ToSql + Sync); 5] = [&count, &runs, &seqs, &positions, &sql.channel];
+    let params: Vec<&(dyn ToSql + Sync)> = columns.params().into_iter().chain(rest).collect();
+    let (row, ()) = tokio::try_join!(
+        client.query_one(&stmt, &params),
+        client.batch_execute("COMMIT")
     )
     .map_err(|e| pg(DOING, e))?;
-    let last = last.to_string();
-    let (insert_params, update_params) = (columns.params(), [&runs as _, &seqs as _, &ids as _]);
-    let notify_params: [&(dyn ToSql + Sync); 2] = [&sql.channel, &last];
-    tokio::try_join!(
-        tx.execute(&insert, &insert_params),
-        tx.execute(&update, &update_params),
-        tx.execute(&notify, &notify_params),
-    )
-    .map_err(|e| pg(DOING, e))?;
-    Ok(())
+    tx.0 = None;
+    Ok(row.get(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepted_appends_take_the_ids_after_the_batchs_start_in_order_refused_ones_none() {
+        let refused = StoreError::Conflict {
+            run_id: RunId::from("b"),
+            expected: Seq(3),
+            actual: Seq(1),
+        };
+        let got: Vec<String> = answers(vec![Ok(2), Err(refused), Ok(1), Ok(3)], 10)
+            .into_iter()
+            .map(|a| match a {
+                Ok(ids) => format!("{:?}", ids.iter().map(|i| i.0).collect::<Vec<_>>()),
+                Err(e) => e.to_string(),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "[11, 12]",
+                "conflict on run `b`: expected to append seq 3, but the run is at seq 1",
+                "[13]",
+                "[14, 15, 16]",
+            ]
+        );
+    }
 }
