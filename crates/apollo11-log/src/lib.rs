@@ -13,6 +13,8 @@ mod log;
 pub mod metrics;
 mod missing;
 mod options;
+mod pipeline;
+mod queue;
 mod record;
 mod recover;
 mod repair;
@@ -21,6 +23,7 @@ mod segment;
 #[cfg(feature = "testing")]
 mod sim;
 mod snapshot;
+mod syncer;
 mod verify;
 mod writer;
 
