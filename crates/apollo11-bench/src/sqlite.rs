@@ -86,7 +86,9 @@ fn writer(conn: &Connection, requests: &mpsc::Receiver<Request>, transactions: &
     while let Ok(first) = requests.recv() {
         batch.push(first);
         batch.extend(requests.try_iter());
-        let rows = batch.iter().map(|(run, seq, p, _)| (run.as_str(), *seq, p.as_slice()));
+        let rows = batch
+            .iter()
+            .map(|(run, seq, p, _)| (run.as_str(), *seq, p.as_slice()));
         commit(conn, rows).expect("the SQLite baseline commits");
         transactions.fetch_add(1, Ordering::Relaxed);
         for (_, _, _, ack) in batch.drain(..) {

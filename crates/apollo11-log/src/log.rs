@@ -59,7 +59,7 @@ pub(crate) enum Writing {
     /// Queued for the writer thread, which groups them.
     Thread(Arc<Queue>),
     /// Committed on the appender's task, one at a time ([`Options::deterministic`]).
-    Inline(Mutex<Inline>),
+    Inline(Box<Mutex<Inline>>),
 }
 
 /// The writer of the deterministic mode, with its buffer.
@@ -174,7 +174,7 @@ impl FileLog {
                 writer,
                 buf: Vec::new(),
             };
-            (Writing::Inline(Mutex::new(inline)), None)
+            (Writing::Inline(Box::new(Mutex::new(inline))), None)
         } else {
             let queue = Arc::new(Queue::new());
             let taking = queue.clone();
@@ -313,7 +313,7 @@ impl Drop for FileLog {
         // Closing the queue lets the writer finish what is queued and exit.
         match self.writing.take() {
             Some(Writing::Inline(inline)) => {
-                let inline = inline.into_inner().unwrap_or_else(|p| p.into_inner());
+                let inline = (*inline).into_inner().unwrap_or_else(|p| p.into_inner());
                 inline.writer.index_on_close();
             }
             Some(Writing::Thread(queue)) => queue.close(StoreError::Unavailable {

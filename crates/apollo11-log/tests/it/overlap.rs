@@ -86,7 +86,11 @@ impl Gate {
     /// Counts a segment write done, or a sync reached.
     fn count(&self, write: bool) {
         let mut state = self.state();
-        *(if write { &mut state.writes } else { &mut state.syncs }) += 1;
+        *(if write {
+            &mut state.writes
+        } else {
+            &mut state.syncs
+        }) += 1;
         drop(state);
         self.changed.notify_all();
     }
@@ -231,13 +235,20 @@ async fn runs_after_power_loss(sim: &SimFs, seed: u64, acked: &[&str]) -> (Vec<S
         .unwrap_or_else(|e| panic!("seed {seed}: recovery failed (I5): {e}"));
     let found = log.read_from(EventId(1), u32::MAX).await.unwrap();
     let ids: Vec<u64> = found.iter().map(|e| e.event_id.0).collect();
-    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "seed {seed} (I6)");
+    assert_eq!(
+        ids,
+        (1..=ids.len() as u64).collect::<Vec<_>>(),
+        "seed {seed} (I6)"
+    );
     let runs: Vec<String> = found.iter().map(|e| e.run_id.to_string()).collect();
     assert!(
         ["a", "b", "c"].starts_with(&runs.iter().map(String::as_str).collect::<Vec<_>>()),
         "seed {seed}: {runs:?} is not a prefix of what was written (I2)"
     );
-    assert!(runs.len() >= acked.len(), "seed {seed}: {runs:?} lost one of {acked:?} (I1)");
+    assert!(
+        runs.len() >= acked.len(),
+        "seed {seed}: {runs:?} lost one of {acked:?} (I1)"
+    );
     (runs, log.recovery().torn.is_some())
 }
 
@@ -270,7 +281,10 @@ async fn a_power_loss_while_batch_n_syncs_and_batch_n_plus_1_is_written_loses_no
     let (outcomes, torn) = power_loss_around_a_held_sync(Hold::Before).await;
     // Batch N and N+1 both unsynced: each of a, a+b, a+b+c survives for some seed (a+b+c
     // when both writes landed, a alone whenever N did not, whatever became of N+1).
-    assert!(outcomes[1] > 0 && outcomes[2] > 0 && outcomes[3] > 0, "{outcomes:?}");
+    assert!(
+        outcomes[1] > 0 && outcomes[2] > 0 && outcomes[3] > 0,
+        "{outcomes:?}"
+    );
     assert!(torn > 0, "no seed tore a batch");
 }
 
@@ -295,7 +309,10 @@ async fn a_sync_error_while_the_next_batch_is_written_fails_both_and_stops_the_s
         );
     }
     let later = log.append(&RunId::from("d"), Seq(1), vec![created()]).await;
-    assert!(matches!(later, Err(StoreError::Poisoned { .. })), "{later:?}");
+    assert!(
+        matches!(later, Err(StoreError::Poisoned { .. })),
+        "{later:?}"
+    );
     assert_eq!(gate.state().started, 1, "a failed sync was retried");
     drop(log);
     for seed in 0..50 {
