@@ -95,15 +95,22 @@ impl Pipeline {
     /// may, or else sleeps until woken. `false` once closed with nothing left.
     fn turn(&mut self) -> Result<bool, String> {
         self.complete_synced()?;
+        let may_write = self.unsynced.len() <= UNSYNCED_MAX;
+        if may_write && self.pending.is_empty() {
+            // Pushes from now on wake this thread: none is missed between the take below
+            // and the park.
+            self.queue.want();
+        }
         let closed = self.queue.take(&mut self.pending);
-        if !self.pending.is_empty() && self.unsynced.len() <= UNSYNCED_MAX {
+        if may_write && !self.pending.is_empty() {
             self.write_next()?;
             return Ok(true);
         }
         if closed && self.pending.is_empty() && self.unsynced.is_empty() {
             return Ok(false);
         }
-        // A wake-up sent since the checks above is not lost: it makes this return at once.
+        // Woken by a push (when it may write), a sync's end, or the queue's close; a wake-up
+        // sent since the checks above makes this return at once.
         std::thread::park();
         Ok(true)
     }

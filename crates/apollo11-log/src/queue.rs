@@ -1,12 +1,14 @@
 //! The hand-off from appenders to the writer thread. An appender pushes its request under a
-//! lock held for one `Vec::push` and wakes the writer with `Thread::unpark`, an atomic swap
-//! unless the writer sleeps; the writer takes everything queued at once, one lock per batch.
+//! lock held for one `Vec::push`, and wakes the writer only if it sleeps waiting for
+//! requests (not while it waits for a sync: that wakes it); the writer takes everything
+//! queued at once, one lock per batch.
 //! At most `limits::QUEUE_DEPTH_MAX` requests wait (queued, or taken but not yet in a
 //! batch): an appender waits, asynchronously, for room.
 
 use crate::writer::AppendRequest;
 use apollo11_core::limits;
 use apollo11_store::StoreError;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::thread::Thread;
 use tokio::sync::Semaphore;
@@ -19,6 +21,8 @@ pub struct Queue {
     room: Semaphore,
     /// The writer's thread, once it runs.
     writer: OnceLock<Thread>,
+    /// Set by the writer before it sleeps for want of requests: the next push wakes it.
+    wanted: AtomicBool,
 }
 
 struct State {
@@ -37,6 +41,7 @@ impl Queue {
             }),
             room: Semaphore::new(limits::QUEUE_DEPTH_MAX as usize),
             writer: OnceLock::new(),
+            wanted: AtomicBool::new(false),
         }
     }
 
@@ -59,8 +64,8 @@ impl Queue {
         }
         state.requests.push(request);
         drop(state);
-        if let Some(writer) = self.writer.get() {
-            writer.unpark();
+        if self.wanted.swap(false, Ordering::SeqCst) {
+            self.wake();
         }
         Ok(())
     }
@@ -75,6 +80,12 @@ impl Queue {
         if let Some(writer) = self.writer.get() {
             writer.unpark();
         }
+    }
+
+    /// Says the writer is about to sleep for want of requests, so that the next push wakes
+    /// it; call it before the last `take` that finds nothing.
+    pub fn want(&self) {
+        self.wanted.store(true, Ordering::SeqCst);
     }
 
     /// Moves every queued request to the end of `into`; whether the queue is closed.
