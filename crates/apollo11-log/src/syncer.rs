@@ -33,7 +33,7 @@ struct State {
     target: Option<Target>,
     /// Why a sync failed; set once, and the thread stops.
     failed: Option<String>,
-    /// Set by the writer when it stops: the thread ends once nothing is left to sync.
+    /// Set by the writer when it stops: the thread ends (after the sync under way).
     closing: bool,
 }
 
@@ -85,7 +85,7 @@ impl Syncs {
         }
     }
 
-    /// Lets the thread end once it has synced what is written (or at once after a failure).
+    /// Ends the thread once the sync under way, if any, returns.
     pub fn close(&self) {
         self.state().closing = true;
         self.work.notify_one();
@@ -114,19 +114,18 @@ impl Syncs {
     }
 
     /// Waits for batches to sync: how many batches a sync started now covers, and where.
-    /// `None` once closing with nothing left, or after a failure.
+    /// `None` once closing, or after a failure.
     fn next(&self) -> Option<(u64, Target)> {
         let mut state = self.state();
         loop {
-            if state.failed.is_some() {
+            // The writer closes once everything is synced, or after a failure: either way
+            // no sync is wanted any more.
+            if state.failed.is_some() || state.closing {
                 return None;
             }
             if state.written > state.synced {
                 let target = state.target.clone().expect("a batch was written somewhere");
                 return Some((state.written, target));
-            }
-            if state.closing {
-                return None;
             }
             state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
         }
