@@ -10,6 +10,7 @@
 //! CPU time and the sync time per event added together (`serial_bound`).
 
 use crate::report::{quantile_us, raw_fsync, Report};
+use crate::sqlite::{batch_loop, Layout};
 use crate::Setup;
 use anyhow::Result;
 use apollo11_core::{EventKind, Payload, RunId, Seq, StepName};
@@ -137,7 +138,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             sqlite_appends(&sqlite_path, appenders, seconds).await?;
         let per_tx_rows = per_tx.round().max(1.0) as usize;
         let loop_path = setup.dir.join(format!("sqlite-loop-{appenders}.db"));
-        let sqlite_loop = crate::sqlite::batch_loop(&loop_path, per_tx_rows, seconds as f64)?;
+        let sqlite_loop = batch_loop(&loop_path, Layout::RowidUnique, per_tx_rows, seconds as f64)?;
         report.row(vec![
             json!(appenders),
             json!(rate),
@@ -158,7 +159,25 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         ]);
         std::fs::remove_dir_all(&dir)?;
     }
+    report.note(layouts(setup)?);
     Ok(report)
+}
+
+/// SQLite's own batch loop on each table layout, at 100 and 1,000 rows per transaction.
+fn layouts(setup: &Setup) -> Result<String> {
+    let seconds = if setup.quick { 0.5 } else { 2.0 };
+    let mut figures = Vec::new();
+    for layout in Layout::ALL {
+        for per_tx in [100, 1_000] {
+            let path = setup.dir.join("sqlite-layout.db");
+            let rate = batch_loop(&path, layout, per_tx, seconds)?;
+            figures.push(format!("{layout:?} at {per_tx}/tx {rate:.0}"));
+        }
+    }
+    Ok(format!(
+        "SQLite's own batch loop (fsync on, {seconds} s each), rows/s: {}",
+        figures.join(", ")
+    ))
 }
 
 /// An appender under test: `append(run, seq)` returns once the event is durable.
