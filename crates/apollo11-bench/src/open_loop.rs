@@ -1,4 +1,4 @@
-//! Open loop: events arrive at a fixed rate (10k and 50k events/s) whatever the store does, as
+//! Open loop: events arrive at a fixed rate (10k, 50k and 100k events/s) whatever the store does, as
 //! requests arrive at a service; acknowledgement latency p50/p99/p999 against SQLite driven
 //! the same way in the same run.
 //!
@@ -16,7 +16,7 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-/// Concurrent streams (runs); at 50k events/s each sees an event every 20 ms.
+/// Concurrent streams (runs); at 100k events/s each sees an event every 10 ms.
 const STREAMS: usize = 1_000;
 
 /// Offers `rate` events/s for `seconds` to `append`; returns the achieved events/s and the
@@ -97,11 +97,11 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         ],
     );
     report.header();
-    for rate in [10_000, 50_000] {
+    for rate in [10_000, 50_000, 100_000] {
         let dir = setup.dir.join(format!("open-{rate}"));
         let (ours, latencies) =
             offer(rate, seconds, log_appender(&dir, Options::default())?.0).await?;
-        let sqlite = sqlite_appender(&setup.dir.join(format!("open-{rate}.db")))?;
+        let (sqlite, _) = sqlite_appender(&setup.dir.join(format!("open-{rate}.db")))?;
         let (theirs, sqlite_latencies) = offer(rate, seconds, sqlite).await?;
         let (_, syncs) = raw_fsync(&setup.dir, 1, 4_096, 2.0)?;
         let q = |l: &[Duration], q| json!(quantile_us(l, q));

@@ -1,7 +1,7 @@
 //! The store traits on [`FileLog`]. Every read of a file, and every write and sync of a
 //! snapshot or a blob, runs on tokio's blocking pool (on the calling task in deterministic
 //! mode, [`crate::Options::deterministic`]), so an async caller never holds a
-//! worker thread on disk IO or an fsync; appends go to the writer thread. A borrowed scan
+//! worker thread on disk IO or an fsync; appends are queued for the writer thread. A borrowed scan
 //! reads its chunks on the blocking pool and decodes them where it was called, in place.
 
 use crate::files::write_atomically;
@@ -93,7 +93,7 @@ impl EventStore for FileLog {
                 .unwrap_or_else(|| "the writer stopped".into()),
         };
         match writing {
-            Writing::Thread(sender) => sender.send(request).await.map_err(|_| stopped())?,
+            Writing::Thread(queue) => queue.push(request).await?,
             Writing::Inline(inline) => inline
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

@@ -15,6 +15,8 @@ mod log;
 pub mod metrics;
 mod missing;
 mod options;
+mod pipeline;
+mod queue;
 mod record;
 mod recover;
 mod repair;
@@ -23,6 +25,7 @@ mod segment;
 #[cfg(feature = "testing")]
 mod sim;
 mod snapshot;
+mod syncer;
 mod verify;
 mod writer;
 

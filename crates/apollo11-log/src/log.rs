@@ -5,16 +5,16 @@ use crate::cold::Compactor;
 use crate::files::{keep_torn, sync_dir_of};
 use crate::fs::{Fs, FsLock, Mode, RealFs};
 use crate::index::Index;
+use crate::queue::Queue;
 use crate::recover::{load, Inspected, Verdict};
 use crate::segment::{file_name, HEADER_BYTES};
 use crate::writer::{create_segment, preallocation, AppendRequest, Shared, Tail, Writer};
 use crate::{snapshot, LockHolder, Options};
-use apollo11_core::{limits, EventRef};
+use apollo11_core::EventRef;
 use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLockReadGuard};
 use std::thread::JoinHandle;
-use tokio::sync::mpsc;
 
 /// What a writing open found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -60,9 +60,9 @@ pub struct FileLog {
 /// How appends reach the writer.
 pub(crate) enum Writing {
     /// Queued for the writer thread, which groups them.
-    Thread(mpsc::Sender<AppendRequest>),
+    Thread(Arc<Queue>),
     /// Committed on the appender's task, one at a time ([`Options::deterministic`]).
-    Inline(Mutex<Inline>),
+    Inline(Box<Mutex<Inline>>),
 }
 
 /// The writer of the deterministic mode, with its buffer.
@@ -74,8 +74,8 @@ pub(crate) struct Inline {
 impl Inline {
     /// Commits `request` now, answering it (also on a failure, which poisons the store).
     pub fn commit(&mut self, request: AppendRequest) {
-        // The error was sent to the appender (and later ones see the poison).
-        let _ = self.writer.commit(request, &mut || None, &mut self.buf);
+        // A failure is sent to the appender (and later ones see the poison).
+        self.writer.commit(request, &mut self.buf);
     }
 }
 
@@ -176,28 +176,28 @@ impl FileLog {
         };
         *shared.archived.write().unwrap_or_else(|p| p.into_inner()) =
             crate::archive::id_hashes(fs.as_ref(), &dir)?;
-        let writer = Writer {
-            fs: fs.clone(),
-            segments_dir: dir.join("segments"),
-            options: options.clone(),
-            shared: shared.clone(),
+        let writer = Writer::new(
+            fs.clone(),
+            dir.join("segments"),
+            options.clone(),
+            shared.clone(),
             tail,
-            group_at: 0,
-            sealed: compactor.as_ref().map(Compactor::signal),
-        };
+            compactor.as_ref().map(Compactor::signal),
+        );
         let (writing, handle) = if options.deterministic {
             let inline = Inline {
                 writer,
                 buf: Vec::new(),
             };
-            (Writing::Inline(Mutex::new(inline)), None)
+            (Writing::Inline(Box::new(Mutex::new(inline))), None)
         } else {
-            let (sender, receiver) = mpsc::channel(limits::QUEUE_DEPTH_MAX as usize);
+            let queue = Arc::new(Queue::new());
+            let taking = queue.clone();
             let handle = std::thread::Builder::new()
                 .name("apollo11-log-writer".into())
-                .spawn(move || writer.run(receiver))
+                .spawn(move || crate::pipeline::run(writer, taking))
                 .map_err(|e| StoreError::io("starting the log writer thread", e))?;
-            (Writing::Thread(sender), Some(handle))
+            (Writing::Thread(queue), Some(handle))
         };
         crate::metrics::opened(started.elapsed().as_secs_f64());
         Ok(FileLog {
@@ -327,13 +327,15 @@ impl Files {
 
 impl Drop for FileLog {
     fn drop(&mut self) {
-        // Closing the channel lets the writer finish what is queued and exit.
+        // Closing the queue lets the writer finish what is queued and exit.
         match self.writing.take() {
             Some(Writing::Inline(inline)) => {
-                let inline = inline.into_inner().unwrap_or_else(|p| p.into_inner());
+                let inline = (*inline).into_inner().unwrap_or_else(|p| p.into_inner());
                 inline.writer.index_on_close();
             }
-            Some(Writing::Thread(sender)) => drop(sender),
+            Some(Writing::Thread(queue)) => queue.close(StoreError::Unavailable {
+                message: "the log is closed".into(),
+            }),
             None => {}
         }
         if let Some(handle) = self.writer.take() {

@@ -5,9 +5,10 @@
 
 /// Counter: events made durable (counted after the sync of the batch that holds them).
 pub const EVENTS_APPENDED_TOTAL: &str = "apollo11_events_appended_total";
-/// Histogram: events in each group commit (one write and one sync).
+/// Histogram: events in each group commit (one batch: one write, made durable by a sync).
 pub const APPEND_BATCH_EVENTS: &str = "apollo11_append_batch_events";
-/// Histogram: seconds each group commit's `fdatasync` took.
+/// Histogram: seconds each `fdatasync` of the log's writer took (one covers the batches
+/// written before it started, one batch in the usual case).
 pub const FSYNC_SECONDS: &str = "apollo11_fsync_seconds";
 /// Gauge, label `phase`: seconds the last open took to recover. The log reports
 /// `phase="log"` (lock, segments, torn tail); the runtime reports the engine's part.
@@ -70,13 +71,15 @@ pub fn describe() {
     );
 }
 
-/// Records one group commit made durable: its size and, when it was synced, the sync time.
-pub(crate) fn group_committed(events: usize, sync_seconds: Option<f64>) {
+/// Records a batch made durable: its events.
+pub(crate) fn batch_durable(events: usize) {
     metrics::counter!(EVENTS_APPENDED_TOTAL).increment(events as u64);
     metrics::histogram!(APPEND_BATCH_EVENTS).record(events as f64);
-    if let Some(seconds) = sync_seconds {
-        metrics::histogram!(FSYNC_SECONDS).record(seconds);
-    }
+}
+
+/// Records the time a sync of the log took.
+pub(crate) fn synced(seconds: f64) {
+    metrics::histogram!(FSYNC_SECONDS).record(seconds);
 }
 
 /// Records a writing open: how long recovery took, and that the log accepts appends.

@@ -5,7 +5,7 @@
 use crate::fs::{Fs, FsFile, Mode};
 use crate::idx;
 use crate::index::{Index, SegmentIndex};
-use crate::segment::{complete_batch_after, parse_file_name, scan, Scanned};
+use crate::segment::{batch_end, complete_batch_after, parse_file_name, scan, Scanned, Stop};
 use apollo11_store::StoreError;
 use std::path::Path;
 use std::sync::Arc;
@@ -37,8 +37,9 @@ impl Damage {
 pub enum Verdict {
     /// Only zeros after the last committed batch.
     Clean,
-    /// Uncommitted or damaged bytes after the last committed batch of the last segment, with
-    /// no complete batch after them: what a crash mid-write leaves. `offset` is where the
+    /// Uncommitted or damaged bytes after the last committed batch of the last segment,
+    /// followed by nothing or by one complete batch and zeros: what a crash leaves of the
+    /// last two batches, unsynced. `offset` is where the
     /// committed data ends; `bytes` is how much non-zero data follows.
     Torn {
         offset: u64,
@@ -219,7 +220,9 @@ fn lost_per_index(recorded: &idx::Recorded, scanned: Option<&Scanned>) -> String
 }
 
 /// What a scan of a whole segment finds, and what it means: damage, a torn tail (only in the
-/// last segment, and only with no complete batch after it), or a clean end.
+/// last segment, and only as a crash leaves one: see `after_the_stop`), or a clean end. A
+/// damaged header of the last segment followed by any complete batch is damage: the header
+/// is synced before any batch is written.
 fn classify(bytes: &[u8], rel: &str, base: u64, last: bool) -> (Option<Scanned>, Verdict) {
     let damaged = |offset: u64, reason: String| {
         Verdict::Damaged(Damage {
@@ -250,23 +253,42 @@ fn classify(bytes: &[u8], rel: &str, base: u64, last: bool) -> (Option<Scanned>,
     let verdict = match &scanned.stop {
         None => Verdict::Clean,
         Some(stop) if !last => damaged(stop.offset, stop.reason.clone()),
-        Some(stop) => match complete_batch_after(bytes, stop.offset) {
-            Some(at) => damaged(
-                stop.offset,
-                format!(
-                    "{}; a complete batch follows at offset {at}, so this is damage, not a \
-                     torn write",
-                    stop.reason
-                ),
-            ),
-            None => Verdict::Torn {
-                offset: scanned.end,
-                bytes: nonzero_len(bytes, scanned.end),
-                reason: stop.reason.clone(),
-            },
-        },
+        Some(stop) => after_the_stop(bytes, &scanned, stop, rel),
     };
     (Some(scanned), verdict)
+}
+
+/// What the bytes after a failure in the last segment's records mean. The writer writes a
+/// batch only while at most one other is unsynced, so a crash tears at most the last two:
+/// the failure may be followed by one complete batch (the last one written, unsynced too),
+/// then zeros. A complete batch with anything after it proves that the data at the failure
+/// had been synced: damage.
+fn after_the_stop(bytes: &[u8], scanned: &Scanned, stop: &Stop, rel: &str) -> Verdict {
+    let torn = |reason: String| Verdict::Torn {
+        offset: scanned.end,
+        bytes: nonzero_len(bytes, scanned.end),
+        reason,
+    };
+    let Some(at) = complete_batch_after(bytes, stop.offset) else {
+        return torn(stop.reason.clone());
+    };
+    let end = batch_end(bytes, at);
+    if nonzero_len(bytes, end) == 0 {
+        return torn(format!(
+            "{}; the complete batch at offset {at} after it is the last one written, unsynced \
+             as well (a crash tears the last two batches at most)",
+            stop.reason
+        ));
+    }
+    Verdict::Damaged(Damage {
+        file: rel.to_owned(),
+        offset: stop.offset,
+        reason: format!(
+            "{}; a complete batch follows at offset {at} and more data at offset {end}, so this \
+             is damage, not a torn write (a crash tears the last two batches at most)",
+            stop.reason
+        ),
+    })
 }
 
 /// Bytes from `from` to the last non-zero byte.

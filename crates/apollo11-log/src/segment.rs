@@ -226,6 +226,23 @@ fn batch_is_valid(bytes: &[u8], start: usize, commit_at: usize, count: u32) -> b
     at == commit_at && seen == count
 }
 
+/// Where the complete batch starting at `start` (as [`complete_batch_after`] found it) ends:
+/// the offset after its commit record.
+pub fn batch_end(bytes: &[u8], start: u64) -> u64 {
+    let mut at = start as usize;
+    loop {
+        match parse(bytes, at) {
+            Parsed::Record {
+                kind: KIND_COMMIT,
+                next,
+                ..
+            } => return next as u64,
+            Parsed::Record { next, .. } => at = next,
+            Parsed::End | Parsed::Invalid(_) => return at as u64,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

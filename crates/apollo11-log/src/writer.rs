@@ -1,8 +1,10 @@
-//! The single writer, on a thread of its own (or, in deterministic mode, called on each
-//! appender's task, one append a group): group commit. It takes every append queued, checks each one's
-//! expected seq, encodes them into one buffer closed by a commit record, writes it, syncs
-//! once, and only then publishes the events to readers (the index, and the change feed's
-//! subscribers) and acknowledges the appenders. A write or sync error poisons the store:
+//! The single writer and what it shares with readers: group commit. It takes the appends
+//! queued, checks each one's expected seq, encodes them into one buffer closed by a commit
+//! record and writes it as one batch; once a sync covers the batch it publishes the events to
+//! readers (the index, and the change feed's subscribers) and acknowledges the appenders.
+//! On its thread (`pipeline.rs`) the next batch is written while the sync thread
+//! (`syncer.rs`) syncs the previous one; in deterministic mode each append is one batch,
+//! written and synced on the appender's task. A write or sync error poisons the store:
 //! nothing more is written or acknowledged. The writer never waits for a subscriber.
 
 use crate::codec::encode_event;
@@ -16,10 +18,14 @@ use crate::{Durability, Options};
 use apollo11_core::{limits, Event, EventId, RunId, Seq};
 use apollo11_store::feed::Published;
 use apollo11_store::{NewEvent, StoreError};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, RwLock};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, oneshot};
+
+/// Runs whose last seq the writer keeps past their batch's visibility (saving a run id's
+/// allocation on most appends) before it drops those the index knows.
+const SEQS_KEPT_MAX: usize = 4_096;
 
 /// What readers and appenders share with the writer.
 pub struct Shared {
@@ -78,21 +84,31 @@ pub struct AppendRequest {
     pub reply: oneshot::Sender<Result<Vec<EventId>, StoreError>>,
 }
 
-/// An accepted append inside the group being committed.
-struct Accepted {
+/// An accepted append inside a batch.
+pub struct Accepted {
     run_id: RunId,
     reply: oneshot::Sender<Result<Vec<EventId>, StoreError>>,
-    /// Event ids with their record offsets relative to the group's buffer.
+    /// Event ids with their record offsets relative to the batch's start.
     events: Vec<(u64, u32)>,
     /// The events themselves, for the change feed (moved here once encoded, not copied).
     published: Vec<Event>,
+}
+
+/// A batch written, waiting for a sync that covers it.
+pub struct Batch {
+    /// Its number, counted from the writer's start (as the sync thread counts them).
+    pub number: u64,
+    /// Where it starts in the tail segment.
+    at: u64,
+    events: usize,
+    accepted: Vec<Accepted>,
 }
 
 /// The segment being appended to.
 pub struct Tail {
     pub name: String,
     pub file: Arc<dyn FsFile>,
-    /// Where the next group is written.
+    /// Where the next batch is written.
     pub write_at: u64,
     /// When preallocating, the file's size (zeros past `write_at`).
     pub allocated: u64,
@@ -104,62 +120,79 @@ pub struct Writer {
     pub options: Options,
     pub shared: Arc<Shared>,
     pub tail: Tail,
-    /// Offset of the last group written.
-    pub group_at: u64,
     /// Told each time a segment is sealed, when sealed segments are compressed.
     pub sealed: Option<Arc<crate::cold::Signal>>,
+    /// The id the next accepted event gets.
+    next_id: u64,
+    /// Batches written so far.
+    batches: u64,
+    /// The last seq of runs this writer appended to, and the number of the batch that
+    /// holds it: the index does not know the seqs of batches not yet visible. Entries of
+    /// visible batches are dropped once there are `SEQS_KEPT_MAX`.
+    seqs: HashMap<RunId, (u32, u64)>,
 }
 
 impl Writer {
-    /// Runs until every sender is dropped, or until a failure poisons the store.
-    pub fn run(mut self, mut requests: mpsc::Receiver<AppendRequest>) {
-        let mut buf = Vec::with_capacity(1 << 20);
-        let mut next = requests.blocking_recv();
-        while let Some(first) = next.take() {
-            if let Err(error) = self.commit(first, &mut || requests.try_recv().ok(), &mut buf) {
-                requests.close();
-                while let Some(r) = requests.blocking_recv() {
-                    let _ = r.reply.send(Err(error.clone()));
-                }
-                return;
-            }
-            next = requests.blocking_recv();
+    /// The writer of the log `shared` holds, appending to `tail`.
+    pub fn new(
+        fs: Arc<dyn Fs>,
+        segments_dir: PathBuf,
+        options: Options,
+        shared: Arc<Shared>,
+        tail: Tail,
+        sealed: Option<Arc<crate::cold::Signal>>,
+    ) -> Writer {
+        let next_id = shared
+            .index
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_event_id
+            + 1;
+        Writer {
+            fs,
+            segments_dir,
+            options,
+            shared,
+            tail,
+            sealed,
+            next_id,
+            batches: 0,
+            seqs: HashMap::new(),
         }
-        self.index_on_close();
     }
 
-    /// Commits `first` with what `more` yields (up to the group byte limit) as one group and
-    /// answers its appenders; on a failure poisons the store, answers them with the error
-    /// and returns it. A panic (a bug) poisons it like an IO error. Their replies are held
-    /// outside what may panic, so that none is dropped unanswered by the unwinding.
-    pub fn commit(
-        &mut self,
-        first: AppendRequest,
-        more: &mut dyn FnMut() -> Option<AppendRequest>,
-        buf: &mut Vec<u8>,
-    ) -> Result<(), StoreError> {
-        let mut accepted = Vec::new();
+    /// Commits `request` as one batch, written and synced here, and answers it; on a failure
+    /// poisons the store and answers it with the error. A panic (a bug) poisons it like an
+    /// IO error. The reply is held outside what may panic, so that it is never dropped
+    /// unanswered by the unwinding.
+    pub fn commit(&mut self, request: AppendRequest, buf: &mut Vec<u8>) {
+        let mut gathered = Vec::new();
+        let mut written = None;
         let committed = guarded(|| {
-            self.gather(first, more, buf, &mut accepted);
-            if accepted.is_empty() {
+            self.gather(&mut VecDeque::from([request]), buf, &mut gathered);
+            if gathered.is_empty() {
                 return Ok(());
             }
-            self.write_group(&accepted, buf)?;
-            self.make_visible(&mut accepted);
+            self.close_batch(&gathered, buf);
+            if self.needs_roll(buf.len()) {
+                self.roll(self.first_id(&gathered))?;
+            }
+            written = Some(self.write(buf)?);
+            if self.options.durability == Durability::Fsync {
+                let started = std::time::Instant::now();
+                let name = &self.tail.name;
+                (self.tail.file.sync_data()).map_err(|e| format!("syncing {name}: {e}"))?;
+                metrics::synced(started.elapsed().as_secs_f64());
+            }
             Ok(())
         });
-        match committed {
-            Ok(()) => {
-                acknowledge(accepted);
-                Ok(())
+        match (committed, written) {
+            (Ok(()), Some(at)) => {
+                let batch = self.batch(at, gathered);
+                self.complete(batch);
             }
-            Err(cause) => {
-                let error = self.shared.stop(cause);
-                for a in accepted {
-                    let _ = a.reply.send(Err(error.clone()));
-                }
-                Err(error)
-            }
+            (Ok(()), None) => {}
+            (Err(cause), _) => fail(gathered, &self.shared.stop(cause)),
         }
     }
 
@@ -187,56 +220,61 @@ impl Writer {
             .join(tail.name.trim_start_matches("segments/"))
     }
 
-    /// Encodes `first` and whatever else is queued, up to the group byte limit. Appends whose
-    /// seq does not follow the run's last seq are answered with a conflict at once.
-    fn gather(
-        &self,
-        first: AppendRequest,
-        more: &mut dyn FnMut() -> Option<AppendRequest>,
+    /// Encodes requests from the front of `pending` into `buf` (cleared first) until it
+    /// holds the group byte limit, moving those accepted to `accepted`. Appends whose seq
+    /// does not follow the run's last seq (in the index, or in a batch not yet visible) are
+    /// answered with a conflict at once. Returns how many requests it took.
+    pub fn gather(
+        &mut self,
+        pending: &mut VecDeque<AppendRequest>,
         buf: &mut Vec<u8>,
         accepted: &mut Vec<Accepted>,
-    ) {
+    ) -> usize {
         buf.clear();
+        let number = self.batches + 1;
         let index = self.shared.index.read().unwrap_or_else(|p| p.into_inner());
-        let mut next_id = index.last_event_id + 1;
-        let mut last_seqs: HashMap<RunId, u32> = HashMap::new();
-        let mut request = Some(first);
-        while let Some(r) = request.take() {
-            let last = last_seqs
-                .get(&r.run_id)
-                .copied()
-                .unwrap_or_else(|| index.last_seq(r.run_id.as_str()));
+        let mut taken = 0;
+        while buf.len() < limits::GROUP_COMMIT_BYTES_MAX as usize {
+            let Some(r) = pending.pop_front() else { break };
+            taken += 1;
+            let last = match self.seqs.get(&r.run_id) {
+                Some(&(seq, _)) => seq,
+                None => index.last_seq(r.run_id.as_str()),
+            };
             if let Some(refused) = self.refusal(&r, last) {
                 let _ = r.reply.send(Err(refused));
-            } else {
-                let count = r.events.len() as u32;
-                let mut events = Vec::with_capacity(r.events.len());
-                let mut published = Vec::with_capacity(r.events.len());
-                for (i, new) in r.events.into_iter().enumerate() {
-                    let event = new.into_event(
-                        EventId(next_id),
-                        r.run_id.clone(),
-                        Seq(r.expected_seq.0 + i as u32),
-                    );
-                    events.push((next_id, buf.len() as u32));
-                    append_record(buf, KIND_EVENT, |b| {
-                        encode_event(&event, b).expect("validated events always encode");
-                    });
-                    published.push(event);
-                    next_id += 1;
-                }
-                last_seqs.insert(r.run_id.clone(), last + count);
-                accepted.push(Accepted {
-                    run_id: r.run_id,
-                    reply: r.reply,
-                    events,
-                    published,
+                continue;
+            }
+            let count = r.events.len() as u32;
+            let mut events = Vec::with_capacity(r.events.len());
+            let mut published = Vec::with_capacity(r.events.len());
+            for (i, new) in r.events.into_iter().enumerate() {
+                let event = new.into_event(
+                    EventId(self.next_id),
+                    r.run_id.clone(),
+                    Seq(r.expected_seq.0 + i as u32),
+                );
+                events.push((self.next_id, buf.len() as u32));
+                append_record(buf, KIND_EVENT, |b| {
+                    encode_event(&event, b).expect("validated events always encode");
                 });
+                published.push(event);
+                self.next_id += 1;
             }
-            if buf.len() < limits::GROUP_COMMIT_BYTES_MAX as usize {
-                request = more();
+            match self.seqs.get_mut(&r.run_id) {
+                Some(entry) => *entry = (last + count, number),
+                None => {
+                    self.seqs.insert(r.run_id.clone(), (last + count, number));
+                }
             }
+            accepted.push(Accepted {
+                run_id: r.run_id,
+                reply: r.reply,
+                events,
+                published,
+            });
         }
+        taken
     }
 
     /// Why the append `r` to a run whose last live seq is `last` is refused, if it is: its
@@ -280,25 +318,34 @@ impl Writer {
         }
     }
 
-    /// Writes the group with its commit record and syncs it; on success the group's record
-    /// offsets are relative to `self.group_at`.
-    fn write_group(&mut self, accepted: &[Accepted], buf: &mut Vec<u8>) -> Result<(), String> {
-        let count: usize = accepted.iter().map(|a| a.events.len()).sum();
+    /// Closes the batch gathered in `buf` with its commit record.
+    pub fn close_batch(&self, accepted: &[Accepted], buf: &mut Vec<u8>) {
         let batch_bytes = buf.len() as u32;
-        append_commit(buf, count as u32, batch_bytes);
-        let first_id = accepted[0].events[0].0;
-        if self.tail.write_at > HEADER_BYTES as u64
-            && self.tail.write_at + buf.len() as u64 > self.options.segment_bytes_max
-        {
-            self.roll(first_id)?;
-        }
+        append_commit(buf, batch_events(accepted) as u32, batch_bytes);
+    }
+
+    /// Whether a batch of `bytes` must go to a new segment.
+    pub fn needs_roll(&self, bytes: usize) -> bool {
+        self.tail.write_at > HEADER_BYTES as u64
+            && self.tail.write_at + bytes as u64 > self.options.segment_bytes_max
+    }
+
+    /// The id of the first event of the batch just gathered.
+    pub fn first_id(&self, accepted: &[Accepted]) -> u64 {
+        self.next_id - batch_events(accepted) as u64
+    }
+
+    /// Writes the closed batch in `buf` at the end of the tail segment (growing its
+    /// preallocation first when it would pass it) and returns where it starts. A sync must
+    /// cover it before it is completed.
+    pub fn write(&mut self, buf: &[u8]) -> Result<u64, String> {
         let at = self.tail.write_at;
         let context = |what: &str, e: std::io::Error| {
             format!("{what} {} at offset {at}: {e}", self.tail.name)
         };
         let end = at + buf.len() as u64;
         if self.options.preallocate && end > self.tail.allocated {
-            // The size change is made durable by the data sync below.
+            // The size change is made durable by the data sync that covers the batch.
             let grown = preallocation(end, &self.options);
             self.tail
                 .file
@@ -310,35 +357,43 @@ impl Writer {
             .file
             .write_all_at(buf, at)
             .map_err(|e| context("writing", e))?;
-        let mut sync_seconds = None;
-        if self.options.durability == Durability::Fsync {
-            let started = std::time::Instant::now();
-            self.tail
-                .file
-                .sync_data()
-                .map_err(|e| context("syncing", e))?;
-            sync_seconds = Some(started.elapsed().as_secs_f64());
-        }
-        metrics::group_committed(count, sync_seconds);
-        self.group_at = at;
-        self.tail.write_at += buf.len() as u64;
-        Ok(())
+        self.tail.write_at = end;
+        Ok(at)
     }
 
-    /// Makes a durable group visible to readers and subscribers.
-    fn make_visible(&mut self, accepted: &mut [Accepted]) {
+    /// The batch of `accepted` just written at `at`, numbered.
+    pub fn batch(&mut self, at: u64, accepted: Vec<Accepted>) -> Batch {
+        self.batches += 1;
+        Batch {
+            number: self.batches,
+            at,
+            events: batch_events(&accepted),
+            accepted,
+        }
+    }
+
+    /// Makes a batch a sync covered visible to readers and subscribers, then answers its
+    /// appenders.
+    pub fn complete(&mut self, mut batch: Batch) {
+        self.make_visible(&mut batch);
+        if self.seqs.len() > SEQS_KEPT_MAX {
+            // The index holds the seqs of every batch up to this one.
+            self.seqs.retain(|_, &mut (_, n)| n > batch.number);
+        }
+        metrics::batch_durable(batch.events);
+        acknowledge(batch.accepted);
+    }
+
+    /// Makes a durable batch visible to readers and subscribers.
+    fn make_visible(&self, batch: &mut Batch) {
         let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
-        for a in accepted.iter() {
+        for a in &batch.accepted {
             for &(id, offset) in &a.events {
-                index.push(
-                    a.run_id.as_str(),
-                    id,
-                    (self.group_at + u64::from(offset)) as u32,
-                );
+                index.push(a.run_id.as_str(), id, (batch.at + u64::from(offset)) as u32);
             }
         }
         if self.shared.feed.receiver_count() > 0 {
-            for a in accepted.iter_mut() {
+            for a in &mut batch.accepted {
                 for event in a.published.drain(..) {
                     // A full channel drops its oldest event and tells its laggards: the
                     // writer never waits.
@@ -351,7 +406,7 @@ impl Writer {
     /// Starts a new segment whose first event is `base`: trim the old segment's unused
     /// preallocation and sync it, create the new one (header synced, directory synced), then
     /// save the old one's index file, which thereby proves the new one exists.
-    fn roll(&mut self, base: u64) -> Result<(), String> {
+    pub fn roll(&mut self, base: u64) -> Result<(), String> {
         // Gives the unused preallocation back (zeros would read as the end anyway) and makes
         // the sealed data durable in any mode before a later segment exists: a segment
         // followed by another is never cut as a torn tail. A failed sync is never ignored:
@@ -397,7 +452,27 @@ impl Writer {
     }
 }
 
-/// Answers the appenders of a group made visible.
+/// Events in a batch's appends.
+fn batch_events(accepted: &[Accepted]) -> usize {
+    accepted.iter().map(|a| a.events.len()).sum()
+}
+
+/// Answers the appenders of a batch that failed, or that was written before a failure was
+/// known, with `error`.
+pub fn fail(accepted: Vec<Accepted>, error: &StoreError) {
+    for a in accepted {
+        let _ = a.reply.send(Err(error.clone()));
+    }
+}
+
+impl Batch {
+    /// Answers its appenders with `error`.
+    pub fn fail(self, error: &StoreError) {
+        fail(self.accepted, error);
+    }
+}
+
+/// Answers the appenders of a batch made visible.
 fn acknowledge(accepted: Vec<Accepted>) {
     let mut unsent = Vec::with_capacity(accepted.len());
     for a in accepted {
@@ -411,7 +486,7 @@ fn acknowledge(accepted: Vec<Accepted>) {
 
 /// Runs `work`, turning a panic into a failure that stops the store, with the panic's
 /// message as its cause.
-fn guarded(work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+pub fn guarded<T>(work: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
         Ok(result) => result,
         Err(panic) => {

@@ -2,11 +2,12 @@
 //! that has its index file (a sealed one, or the last after a clean close), the open trusts
 //! the index and does not read the segment: a read of the flipped event fails, and `verify`
 //! reports the flip, with the file and offset; without an index file, the open is refused
-//! with them. Before a later
-//! complete batch in the last segment, the open is refused. In the last batch of the log
-//! after a crash the flip is indistinguishable from a torn write, so it is cut, kept in a
-//! `.torn` file and reported, never read as data; after a clean close, the index file of the
-//! last segment proves that batch was committed, and the flip is damage.
+//! with them. Before two later
+//! complete batches in the last segment, the open is refused. In the last two batches of the
+//! log after a crash (the writer writes a batch while the one before is being synced) the
+//! flip is indistinguishable from a torn write, so it is cut, kept in a `.torn` file and
+//! reported, never read as data; after a clean close, the index file of the last segment
+//! proves those batches were committed, and the flip is damage.
 
 use crate::common::{append, created, read, read_everything, remove_index_files, sized, write};
 use apollo11_core::EventId;
@@ -160,11 +161,11 @@ async fn a_flip_in_a_sealed_segment_without_its_index_file_refuses_to_open() {
 }
 
 #[tokio::test]
-async fn a_flip_followed_by_a_complete_batch_in_the_last_segment_refuses_to_open() {
+async fn a_flip_followed_by_two_complete_batches_in_the_last_segment_refuses_to_open() {
     let layout = layout().await;
     // What a crash leaves: no index file of the last segment (only a clean close saves one).
     remove_index_files(layout.fs.as_ref(), Path::new("/d"));
-    let (file, start, end) = layout.batches[3].clone();
+    let (file, start, end) = layout.batches[2].clone();
     each_flip(&layout, &file, start..end, |byte, r| {
         if let Err(StoreError::Corrupted { reason, .. }) = &r {
             assert!(reason.contains("complete batch follows"), "{reason}");
@@ -200,6 +201,22 @@ async fn a_flip_in_the_last_batch_is_cut_as_a_torn_tail_and_reported() {
     write(layout.fs.as_ref(), &path, &flipped);
     // What a crash leaves: no index file of the last segment (only a clean close saves one).
     remove_index_files(layout.fs.as_ref(), Path::new("/d"));
+    assert_every_flip_is_cut(&layout, 4);
+}
+
+#[tokio::test]
+async fn a_flip_in_the_second_to_last_batch_is_cut_with_the_last_as_a_torn_tail() {
+    let layout = layout().await;
+    remove_index_files(layout.fs.as_ref(), Path::new("/d"));
+    // The last batch may have been written while this one was being synced: a crash can
+    // leave it torn and the last one whole, so both are cut.
+    assert_every_flip_is_cut(&layout, 3);
+}
+
+/// Flips every bit of batch `batch` in turn: `verify` reports a torn tail from that batch
+/// on, and only the events of the batches before it (one each) as data.
+fn assert_every_flip_is_cut(layout: &Layout, batch: usize) {
+    let (file, start, end) = layout.batches[batch].clone();
     let path = Path::new("/d").join(&file);
     let original = read(layout.fs.as_ref(), &path);
     for byte in start..end {
@@ -215,7 +232,10 @@ async fn a_flip_in_the_last_batch_is_cut_as_a_torn_tail_and_reported() {
                 (torn.file.as_str(), torn.offset),
                 (file.as_str(), start as u64)
             );
-            assert_eq!(report.events, 4, "the flipped batch is never read as data");
+            assert_eq!(
+                report.events, batch as u64,
+                "the flipped batch is never read as data"
+            );
             write(layout.fs.as_ref(), &path, &original);
         }
     }

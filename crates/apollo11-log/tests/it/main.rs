@@ -15,6 +15,7 @@ mod guards;
 mod index_files;
 mod missing;
 mod model;
+mod overlap;
 mod power_loss;
 mod scan;
 mod second_writer;

@@ -1,0 +1,183 @@
+//! The writer thread: it gathers what is queued into a batch and writes it while the sync
+//! thread syncs the batch before, and completes (publishes and acknowledges) each batch once
+//! a sync that covers it has returned. It writes a batch only while at most one other is
+//! unsynced, so a crash can tear the last two batches at most (recovery relies on it, see
+//! docs/log-format.md). It rolls to a new segment only once every batch written is synced.
+//! Any failure, its own or a sync's, poisons the store and fails every append not yet
+//! acknowledged: those of the batch a failed sync covered, of the batch written after it,
+//! of the batch being gathered, and every one queued or pushed later.
+
+use crate::queue::Queue;
+use crate::syncer::{Syncs, Target};
+use crate::writer::{fail, guarded, Accepted, AppendRequest, Batch, Writer};
+use crate::Durability;
+use apollo11_store::StoreError;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Batches written and not yet synced, at most, when a new one is written.
+const UNSYNCED_MAX: usize = 1;
+
+/// The writer thread's state.
+struct Pipeline {
+    writer: Writer,
+    queue: Arc<Queue>,
+    /// The sync thread (none in buffered durability: a batch is complete once written).
+    syncs: Option<(Arc<Syncs>, JoinHandle<()>)>,
+    /// Requests taken from the queue, not yet in a batch.
+    pending: VecDeque<AppendRequest>,
+    /// The appends of the batch being gathered and written.
+    gathered: Vec<Accepted>,
+    /// Batches written, oldest first, waiting for a sync that covers them.
+    unsynced: VecDeque<Batch>,
+    buf: Vec<u8>,
+}
+
+/// Runs the writer until the queue is closed and everything queued is answered, or until a
+/// failure poisons the store; then stops the sync thread and, after a clean run, indexes
+/// the last segment.
+pub fn run(writer: Writer, queue: Arc<Queue>) {
+    queue.attach();
+    let syncs = match writer.options.durability {
+        Durability::Fsync => {
+            let waking = queue.clone();
+            match Syncs::start(move || waking.wake()) {
+                Ok(started) => Some(started),
+                Err(e) => {
+                    let error = writer
+                        .shared
+                        .stop(format!("starting the log's sync thread: {e}"));
+                    queue.close(error.clone());
+                    fail_requests(&queue, &mut VecDeque::new(), &error);
+                    return;
+                }
+            }
+        }
+        Durability::Buffered => None,
+    };
+    let mut pipeline = Pipeline {
+        writer,
+        queue,
+        syncs,
+        pending: VecDeque::new(),
+        gathered: Vec::new(),
+        unsynced: VecDeque::new(),
+        buf: Vec::with_capacity(1 << 20),
+    };
+    let outcome = loop {
+        match guarded(|| pipeline.turn()) {
+            Ok(true) => continue,
+            Ok(false) => break Ok(()),
+            Err(cause) => break Err(cause),
+        }
+    };
+    if let Err(cause) = outcome {
+        pipeline.fail_all(cause);
+    }
+    if let Some((syncs, handle)) = pipeline.syncs.take() {
+        syncs.close();
+        let _ = handle.join();
+    }
+    pipeline.writer.index_on_close();
+}
+
+/// Answers every request in `pending` and in the (closed) queue with `error`.
+fn fail_requests(queue: &Queue, pending: &mut VecDeque<AppendRequest>, error: &StoreError) {
+    queue.take(pending);
+    for r in pending.drain(..) {
+        let _ = r.reply.send(Err(error.clone()));
+    }
+}
+
+impl Pipeline {
+    /// One turn: completes the batches synced, writes a batch when requests wait and it
+    /// may, or else sleeps until woken. `false` once closed with nothing left.
+    fn turn(&mut self) -> Result<bool, String> {
+        self.complete_synced()?;
+        let may_write = self.unsynced.len() <= UNSYNCED_MAX;
+        if may_write && self.pending.is_empty() {
+            // Pushes from now on wake this thread: none is missed between the take below
+            // and the park.
+            self.queue.want();
+        }
+        let closed = self.queue.take(&mut self.pending);
+        if may_write && !self.pending.is_empty() {
+            self.write_next()?;
+            return Ok(true);
+        }
+        if closed && self.pending.is_empty() && self.unsynced.is_empty() {
+            return Ok(false);
+        }
+        // Woken by a push (when it may write), a sync's end, or the queue's close; a wake-up
+        // sent since the checks above makes this return at once.
+        std::thread::park();
+        Ok(true)
+    }
+
+    /// Gathers a batch from the requests pending and writes it; rolls first, once every
+    /// batch written is synced, when it does not fit in the tail segment.
+    fn write_next(&mut self) -> Result<(), String> {
+        let taken = (self.writer).gather(&mut self.pending, &mut self.buf, &mut self.gathered);
+        self.queue.release(taken);
+        if self.gathered.is_empty() {
+            return Ok(());
+        }
+        self.writer.close_batch(&self.gathered, &mut self.buf);
+        if self.writer.needs_roll(self.buf.len()) {
+            self.drain()?;
+            self.writer.roll(self.writer.first_id(&self.gathered))?;
+        }
+        let at = self.writer.write(&self.buf)?;
+        let batch = self.writer.batch(at, std::mem::take(&mut self.gathered));
+        match &self.syncs {
+            Some((syncs, _)) => {
+                syncs.written(&Target {
+                    name: self.writer.tail.name.clone(),
+                    file: self.writer.tail.file.clone(),
+                });
+                self.unsynced.push_back(batch);
+            }
+            None => self.writer.complete(batch),
+        }
+        Ok(())
+    }
+
+    /// Completes, oldest first, every batch a returned sync covered; fails if a sync failed.
+    fn complete_synced(&mut self) -> Result<(), String> {
+        let Some((syncs, _)) = &self.syncs else {
+            return Ok(());
+        };
+        let progress = syncs.progress();
+        while let Some(batch) = self.unsynced.pop_front() {
+            if batch.number > progress.synced {
+                self.unsynced.push_front(batch);
+                break;
+            }
+            self.writer.complete(batch);
+        }
+        progress.failed.map_or(Ok(()), Err)
+    }
+
+    /// Waits until every batch written is synced, and completes them.
+    fn drain(&mut self) -> Result<(), String> {
+        loop {
+            self.complete_synced()?;
+            if self.unsynced.is_empty() {
+                return Ok(());
+            }
+            std::thread::park();
+        }
+    }
+
+    /// Poisons the store with `cause` and answers every append not acknowledged with it.
+    fn fail_all(&mut self, cause: String) {
+        let error = self.writer.shared.stop(cause);
+        self.queue.close(error.clone());
+        fail(std::mem::take(&mut self.gathered), &error);
+        for batch in self.unsynced.drain(..) {
+            batch.fail(&error);
+        }
+        fail_requests(&self.queue, &mut self.pending, &error);
+    }
+}

@@ -1,0 +1,133 @@
+//! The sync thread of the pipelined writer: it syncs the segment while the writer thread
+//! writes the next batch. A sync covers every batch written before it started; the writer
+//! acknowledges a batch only once a sync that covers it has returned, and it writes a batch
+//! only while at most one other is unsynced, so a crash leaves at most two batches torn
+//! (the one being synced and the next). A failed sync is never retried: it stops this
+//! thread, and the writer fails every batch it has written since the last good sync.
+
+use crate::fs::FsFile;
+use crate::metrics;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// What the writer and the sync thread share.
+pub struct Syncs {
+    state: Mutex<State>,
+    work: Condvar,
+}
+
+/// The segment to sync, with its name for errors.
+#[derive(Clone)]
+pub struct Target {
+    pub name: String,
+    pub file: Arc<dyn FsFile>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Batches written, counted from the writer's start.
+    written: u64,
+    /// Batches covered by a sync that returned.
+    synced: u64,
+    /// The segment the written batches are in (the writer rolls only once all are synced).
+    target: Option<Target>,
+    /// Why a sync failed; set once, and the thread stops.
+    failed: Option<String>,
+    /// Set by the writer when it stops: the thread ends (after the sync under way).
+    closing: bool,
+}
+
+/// What the writer learns from the sync thread.
+pub struct Progress {
+    pub synced: u64,
+    pub failed: Option<String>,
+}
+
+impl Syncs {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts the sync thread; `wake` is called after each sync (and on a failure).
+    ///
+    /// # Errors
+    ///
+    /// The operating system's, when the thread cannot start.
+    pub fn start(
+        wake: impl Fn() + Send + 'static,
+    ) -> std::io::Result<(Arc<Syncs>, JoinHandle<()>)> {
+        let syncs = Arc::new(Syncs {
+            state: Mutex::default(),
+            work: Condvar::new(),
+        });
+        let running = syncs.clone();
+        let handle = std::thread::Builder::new()
+            .name("apollo11-log-sync".into())
+            .spawn(move || running.run(&wake))?;
+        Ok((syncs, handle))
+    }
+
+    /// Counts one more batch written to `target`, which the next sync will cover.
+    pub fn written(&self, target: &Target) {
+        let mut state = self.state();
+        state.written += 1;
+        state.target = Some(target.clone());
+        drop(state);
+        self.work.notify_one();
+    }
+
+    /// How far the syncs got.
+    pub fn progress(&self) -> Progress {
+        let state = self.state();
+        Progress {
+            synced: state.synced,
+            failed: state.failed.clone(),
+        }
+    }
+
+    /// Ends the thread once the sync under way, if any, returns.
+    pub fn close(&self) {
+        self.state().closing = true;
+        self.work.notify_one();
+    }
+
+    fn run(&self, wake: &dyn Fn()) {
+        while let Some((covers, target)) = self.next() {
+            let started = std::time::Instant::now();
+            let outcome = crate::writer::guarded(|| {
+                target
+                    .file
+                    .sync_data()
+                    .map_err(|e| format!("syncing {}: {e}", target.name))
+            });
+            let mut state = self.state();
+            match outcome {
+                Ok(()) => {
+                    metrics::synced(started.elapsed().as_secs_f64());
+                    state.synced = covers;
+                }
+                Err(cause) => state.failed = Some(cause),
+            }
+            drop(state);
+            wake();
+        }
+    }
+
+    /// Waits for batches to sync: how many batches a sync started now covers, and where.
+    /// `None` once closing, or after a failure.
+    fn next(&self) -> Option<(u64, Target)> {
+        let mut state = self.state();
+        loop {
+            // The writer closes once everything is synced, or after a failure: either way
+            // no sync is wanted any more.
+            if state.failed.is_some() || state.closing {
+                return None;
+            }
+            if state.written > state.synced {
+                let target = state.target.clone().expect("a batch was written somewhere");
+                return Some((state.written, target));
+            }
+            state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
