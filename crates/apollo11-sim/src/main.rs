@@ -95,6 +95,9 @@ fn report(store: &Store, seed: u64, scenario: &Scenario, failure: Failure) {
         println!("  {line}");
     }
     println!("replay: cargo xtask sim --seed {seed} --store {name}");
+    if let Store::Postgres(_) = store {
+        println!("  (on real time: the same scenario, steps and operator, not the same interleaving; shrinking kept a cut only if it failed again)");
+    }
 }
 
 fn main() -> ExitCode {

@@ -36,6 +36,11 @@ impl<S: ?Sized, L> Acked<S, L> {
     pub fn inner(&self) -> &Arc<S> {
         &self.store
     }
+
+    /// Where the acknowledged appends are recorded.
+    pub fn log(&self) -> &L {
+        &self.log
+    }
 }
 
 impl<S: ?Sized, L: AckLog> Acked<S, L> {
