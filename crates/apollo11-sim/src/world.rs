@@ -16,7 +16,7 @@ use apollo11_runtime::{
     Workflow,
 };
 use apollo11_store::Acked;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Duration, Instant};
@@ -101,7 +101,7 @@ pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outc
     let last = async {
         let engine = world.engine(g, store.clone(), leasing).await?;
         let mut driven = Driven::default();
-        world.resume_all(&engine, &store, &mut driven).await?;
+        world.resume_all(&engine, &store, &mut driven, true).await?;
         world.drive(&engine, &mut driven, None, true).await?;
         world
             .settle(&engine, &store, &inspector, &mut driven)
@@ -184,14 +184,12 @@ struct World<'s> {
 struct Driven {
     waiting: JoinSet<(RunId, Result<RunStatus, EngineError>)>,
     aborts: Vec<AbortHandle>,
-    driving: BTreeSet<RunId>,
 }
 
 impl Driven {
     fn add(&mut self, handle: RunHandle) {
         let run = handle.run_id().clone();
         self.aborts.push(handle.abort_handle());
-        self.driving.insert(run.clone());
         self.waiting
             .spawn(async move { (run, handle.outcome().await) });
     }
@@ -204,7 +202,6 @@ impl Driven {
     /// Waits until the aborted drivers are gone.
     async fn join(&mut self) {
         while self.waiting.join_next().await.is_some() {}
-        self.driving.clear();
     }
 }
 
@@ -300,7 +297,7 @@ impl World<'_> {
                 }
             }
         } else {
-            self.resume_all(&engine, store, &mut driven).await?;
+            self.resume_all(&engine, store, &mut driven, false).await?;
         }
         self.drive(&engine, &mut driven, kill_at, false).await?;
         driven.abort();
@@ -321,11 +318,14 @@ impl World<'_> {
         ))
     }
 
+    /// Resumes every run; a store error leaves a run undriven, but in the last generation
+    /// (`last`), where the store suffers no fault, it is a failure.
     async fn resume_all<S>(
         &self,
         engine: &Engine<Store<S>>,
         store: &Store<S>,
         driven: &mut Driven,
+        last: bool,
     ) -> Result<(), String>
     where
         Store<S>: apollo11_runtime::Store,
@@ -335,7 +335,7 @@ impl World<'_> {
         for summary in runs {
             match resume_when_free(engine, &summary.run_id).await {
                 Ok(handle) => driven.add(handle),
-                Err(EngineError::Store(_)) => {}
+                Err(EngineError::Store(_)) if !last => {}
                 Err(e) => return Err(format!("resuming {}: {e}", summary.run_id.as_str())),
             }
         }
@@ -373,11 +373,16 @@ impl World<'_> {
                 biased;
                 Some(joined) = driven.waiting.join_next(), if !idle => {
                     let (run, outcome) = joined.map_err(|e| format!("a run's waiter: {e}"))?;
-                    driven.driving.remove(&run);
                     match outcome {
                         // As an instance sharing the store would claim it again.
                         Err(EngineError::Store(StoreError::LeaseLost { .. })) => {
-                            drive_again(engine, run, driven).await;
+                            match resume_when_free(engine, &run).await {
+                                Ok(handle) => driven.add(handle),
+                                Err(e) if last => {
+                                    return Err(format!("{}: its lease lost, it is not driven again: {e}", run.as_str()));
+                                }
+                                Err(_) => {}
+                            }
                         }
                         Err(e) if last => {
                             return Err(format!("{}: its driver stopped: {e}", run.as_str()));
@@ -396,7 +401,8 @@ impl World<'_> {
                     if let Some(timed) = self.actions.pop_front() {
                         let run = self.run_id(timed.run);
                         let done = self.act(engine, &run, &timed.action).await?;
-                        if done && !driven.driving.contains(&run) {
+                        // As a server does: a run driven already refuses (`AlreadyRunning`).
+                        if done {
                             drive_again(engine, run, driven).await;
                         }
                     }
@@ -510,8 +516,9 @@ where
     }
 }
 
-/// Resumes `run`; under leases, once the lease a crashed owner held on it has run out
-/// (waiting at most three ttls: a lease left longer is an error).
+/// Resumes `run`; under leases, as an instance sharing the store would: once the lease a
+/// crashed owner held on it has run out, and again after an error a retry may cure (the
+/// database busy), for at most three ttls (a lease left longer is an error).
 async fn resume_when_free<S>(
     engine: &Engine<Store<S>>,
     run: &RunId,
@@ -524,6 +531,9 @@ where
     loop {
         match engine.resume(run.clone()).await {
             Err(EngineError::Leased { .. }) if Instant::now() < deadline => {
+                tokio::time::sleep(ttl / 5).await;
+            }
+            Err(EngineError::Store(e)) if e.is_retryable() && Instant::now() < deadline => {
                 tokio::time::sleep(ttl / 5).await;
             }
             other => return other,
