@@ -39,8 +39,8 @@ const USAGE: &str =
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
            schemathesis on the API, crash test (file log; PostgreSQL, 100 kills), 500 simulation
-           seeds on each store, failover test, a 30 s soak (the fuzz corpora are replayed by the tests;
-           libFuzzer itself runs by `cargo xtask fuzz`, not here)
+           seeds on the file log and on memory, 40 on PostgreSQL, failover test, a 30 s soak (the
+           fuzz corpora are replayed by the tests; libFuzzer runs by `cargo xtask fuzz`, not here)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
   readme   run the README's first command as written, check its run succeeded
@@ -49,9 +49,10 @@ const USAGE: &str =
   crash    [--kills N] [--seed S] [--dir DIR] [--store postgres://…]: SIGKILL the engine at
            random instants (on the file log, or on a fresh schema of that database under
            leases), check I1-I6
-  sim      [--release] [--seeds N] [--seed S] [--store file|memory]: the production engine
-           under simulated time, disk, steps, operators and faults (power loss, sync errors,
-           kills), seeds S..S+N; a failure prints the seed and the shortest history found
+  sim      [--release] [--seeds N] [--seed S] [--store file|memory|postgres]: the production
+           engine under simulated time, disk, steps, operators and faults (power loss, sync
+           errors, kills), seeds S..S+N; a failure prints the seed and the shortest history
+           found; postgres: on APOLLO11_TEST_PG_URL under leases, real time, kills only
   failover [--restarts]: three `apollo11 serve` on one PostgreSQL schema
            (APOLLO11_TEST_PG_URL): SIGKILL one half-way through 300 runs, SIGSTOP one past its
            lease ttl, connections cut; then on a private server (initdb, a free port) the
@@ -138,6 +139,9 @@ fn ci() -> Result<()> {
         let args = ["--seeds", sim::CI_SEEDS, "--store", store].map(String::from);
         sim::run(&root, &args)?;
     }
+    // The same harness on PostgreSQL under leases, on real time: about 40 s.
+    let args = ["--seeds", sim::CI_PG_SEEDS, "--store", "postgres"].map(String::from);
+    sim::run(&root, &args)?;
     failover::run(&root, &[])?;
     soak::run(&root, &["--minutes".into(), CI_SOAK_MINUTES.into()])
 }

@@ -1,13 +1,18 @@
-//! `cargo xtask sim [--release] [--seeds N] [--seed S] [--store file|memory]`: the
-//! deterministic simulation (`crates/apollo11-sim`) over seeds S..S+N; a failing seed is
-//! printed with the shortest history found and how to replay it, and fails the command.
+//! `cargo xtask sim [--release] [--seeds N] [--seed S] [--store file|memory|postgres]`: the
+//! deterministic simulation (`crates/apollo11-sim`) over seeds S..S+N (on PostgreSQL, that of
+//! `APOLLO11_TEST_PG_URL`, on real time); a failing seed is printed with the shortest
+//! history found and how to replay it, and fails the command.
 
 use anyhow::{bail, Context, Result};
 use std::path::Path;
 use std::process::Command;
 
-/// Seeds of each store `cargo xtask ci` plays.
+/// Seeds of the file log and of the memory store `cargo xtask ci` plays.
 pub const CI_SEEDS: &str = "500";
+
+/// Seeds `cargo xtask ci` plays on PostgreSQL: on real time, about 0.9 s each on the
+/// shared machine (docs/testing.md), so about 40 s.
+pub const CI_PG_SEEDS: &str = "40";
 
 /// Builds the simulator (release with `--release`) and runs it with the other arguments.
 pub fn run(root: &Path, args: &[String]) -> Result<()> {

@@ -76,6 +76,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-machine",
             "apollo11-store",
             "apollo11-log",
+            "apollo11-postgres",
             "apollo11-runtime",
         ],
     ),

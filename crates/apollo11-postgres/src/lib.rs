@@ -16,6 +16,6 @@ mod writer;
 
 pub use schema::VERSION as SCHEMA_VERSION;
 #[cfg(feature = "testing")]
-pub use scratch::{test_url, REQUIRE_VAR, TEST_URL_VAR};
+pub use scratch::{terminate_sessions, test_url, REQUIRE_VAR, TEST_URL_VAR};
 pub use store::{PgOptions, PgStore, DEFAULT_SCHEMA};
 pub use writer::BATCH_EVENTS_MAX;

@@ -1,7 +1,9 @@
 //! Scratch schemas (feature `testing`): a store in a schema of its own, with a random name,
 //! dropped with the store, so that tests and benchmarks run side by side on one database and
-//! leave nothing behind.
+//! leave nothing behind. Also what a crash of a store's process does ([`PgStore::halt`],
+//! [`terminate_sessions`]), for simulations that crash an engine without ending the process.
 
+use crate::error::pg;
 use crate::{PgOptions, PgStore};
 use apollo11_store::StoreError;
 use std::collections::hash_map::RandomState;
@@ -69,6 +71,43 @@ impl PgStore {
         });
         Ok(store)
     }
+}
+
+impl PgStore {
+    /// What the death of its process does to the store on the client's side: its pool is
+    /// closed at once, so nothing more reaches the database (every later read fails, and so
+    /// does an append still queued for the writer). A transaction in flight keeps its
+    /// connection until its next statement: [`terminate_sessions`] ends it.
+    pub fn halt(&self) {
+        self.pool.close();
+    }
+}
+
+/// Ends every session named `application_name` (a store's [`PgOptions::application_name`])
+/// from a connection of its own, as the database does when a client dies: a transaction in
+/// flight is rolled back unless its commit got there first. Returns how many were ended.
+///
+/// # Errors
+///
+/// [`StoreError::Unavailable`] when the database cannot be reached; [`StoreError::Backend`]
+/// when it refuses (a role without the right to end others' sessions).
+pub async fn terminate_sessions(url: &str, application_name: &str) -> Result<u64, StoreError> {
+    let doing = format!("ending the sessions named `{application_name}`");
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| pg(&doing, e))?;
+    let connection = tokio::spawn(connection);
+    let ended = client
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1 AND pid <> pg_backend_pid()",
+            &[&application_name],
+        )
+        .await
+        .map_err(|e| pg(&doing, e))?;
+    drop(client);
+    let _ = connection.await;
+    Ok(ended.iter().filter(|row| row.get::<_, bool>(0)).count() as u64)
 }
 
 impl Drop for Scratch {

@@ -157,11 +157,68 @@ impl<S: Store> Shared<S> {
             .auto_timeout_ms(workflow, step, fallback_ms)
     }
 
-    fn finished(&self, run_id: &RunId) {
+    /// The run's driver, woken by `notify`, is done; returns whether someone appended to the
+    /// run after the driver last looked (its wake-up unanswered). [`Engine::wake`] notifies
+    /// under the same lock, so an append is either seen here or finds no driver to wake.
+    fn finished(&self, run_id: &RunId, notify: &Notify) -> bool {
         self.active
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(run_id);
+        let mut notified = std::pin::pin!(notify.notified());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        std::future::Future::poll(notified.as_mut(), &mut cx).is_ready()
+    }
+
+    /// Makes `notify` the wake-up of the run's driver; false when it has one already.
+    fn activate(&self, run_id: &RunId, notify: &Arc<Notify>) -> bool {
+        let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
+        if active.contains_key(run_id) {
+            return false;
+        }
+        active.insert(run_id.clone(), notify.clone());
+        true
+    }
+}
+
+/// Drives a run to its end, and again when an operator's action was appended after its
+/// driver's last decision (the driver would otherwise end with the action unseen, and a
+/// resume asked for at that moment is refused as `AlreadyRunning`): as a resume would, under
+/// the run's lease, unless someone else drives it by then.
+async fn drive_to_rest<S: Store>(
+    shared: Arc<Shared<S>>,
+    workflow: Arc<Workflow>,
+    run_id: RunId,
+    mut notify: Arc<Notify>,
+    mut held: Option<Held>,
+) -> Result<RunStatus, EngineError> {
+    loop {
+        let driver = Driver::new(
+            shared.clone(),
+            workflow.clone(),
+            run_id.clone(),
+            notify.clone(),
+            held,
+        );
+        let outcome = match driver.await {
+            Ok(driver) => driver.drive().await,
+            Err(e) => Err(e),
+        };
+        if !shared.finished(&run_id, &notify) || outcome.is_err() {
+            return outcome;
+        }
+        notify = Arc::new(Notify::new());
+        if !shared.activate(&run_id, &notify) {
+            return outcome;
+        }
+        held = match shared.lease(&run_id).await {
+            Ok(None) => None,
+            Ok(Some(Ok(held))) => Some(held),
+            Ok(Some(Err(_))) | Err(_) => {
+                shared.finished(&run_id, &notify);
+                return outcome;
+            }
+        };
     }
 }
 
@@ -556,16 +613,11 @@ impl<S: Store> Engine<S> {
         }
     }
 
-    /// Tells the driver working on a run, if any, that someone else appended to it.
+    /// Tells the driver working on a run, if any, that someone else appended to it; under
+    /// the lock a finishing driver takes (`Shared::finished`), so that it cannot miss it.
     fn wake(&self, run_id: &RunId) {
-        let active = self
-            .shared
-            .active
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(run_id)
-            .cloned();
-        if let Some(notify) = active {
+        let active = self.shared.active.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(notify) = active.get(run_id) {
             notify.notify_one();
         }
     }
@@ -621,24 +673,12 @@ impl<S: Store> Engine<S> {
             None => self.shared.lease(&run_id).await?.transpose()?,
         };
         let notify = Arc::new(Notify::new());
-        {
-            let mut active = self.shared.active.lock().unwrap_or_else(|p| p.into_inner());
-            if active.contains_key(&run_id) {
-                return Err(EngineError::AlreadyRunning { run_id });
-            }
-            active.insert(run_id.clone(), notify.clone());
+        if !self.shared.activate(&run_id, &notify) {
+            return Err(EngineError::AlreadyRunning { run_id });
         }
         let shared = self.shared.clone();
         let id = run_id.clone();
-        let join = tokio::spawn(async move {
-            let driver = Driver::new(shared.clone(), workflow, id.clone(), notify, held);
-            let outcome = match driver.await {
-                Ok(driver) => driver.drive().await,
-                Err(e) => Err(e),
-            };
-            shared.finished(&id);
-            outcome
-        });
+        let join = tokio::spawn(drive_to_rest(shared, workflow, id, notify, held));
         Ok(RunHandle { run_id, join })
     }
 }

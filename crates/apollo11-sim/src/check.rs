@@ -10,7 +10,7 @@ mod ledger;
 
 use crate::scenario::Scenario;
 use crate::steps::Execution;
-use crate::store::{Ack, Acked};
+use crate::store::{Ack, Recorded};
 use apollo11_core::{Event, EventKind, Idempotency, RunId};
 use apollo11_machine::{RunState, RunStatus, StepStatus};
 use apollo11_runtime::{Inspector, Store};
@@ -33,9 +33,9 @@ pub struct Played<'a> {
 /// # Errors
 ///
 /// The violation, naming the invariant, run, step and attempt.
-pub async fn check<S>(played: &Played<'_>, inspector: &Inspector<Acked<S>>) -> Result<(), String>
+pub async fn check<S>(played: &Played<'_>, inspector: &Inspector<Recorded<S>>) -> Result<(), String>
 where
-    Acked<S>: Store,
+    Recorded<S>: Store,
 {
     ids_increase(played.events)?;
     let runs = by_run(played.events);
@@ -219,10 +219,10 @@ impl<'s> Fold<'s> {
         &self,
         run: &RunId,
         events: &[&Event],
-        inspector: &Inspector<Acked<S>>,
+        inspector: &Inspector<Recorded<S>>,
     ) -> Result<(), String>
     where
-        Acked<S>: Store,
+        Recorded<S>: Store,
     {
         let mut state = RunState::new(run.clone());
         for (i, e) in events.iter().enumerate() {
@@ -296,10 +296,10 @@ impl<'s> Fold<'s> {
 async fn same_state<S>(
     state: &RunState,
     e: &Event,
-    inspector: &Inspector<Acked<S>>,
+    inspector: &Inspector<Recorded<S>>,
 ) -> Result<(), String>
 where
-    Acked<S>: Store,
+    Recorded<S>: Store,
 {
     let view = (inspector.status(&e.run_id, Some(e.event_id)).await).map_err(|x| x.to_string())?;
     for step in &view.steps {

@@ -1,22 +1,55 @@
-//! `apollo11-sim --seeds N [--seed S] [--store file|memory]`: plays seeds S..S+N (S alone:
-//! replays S) and prints the figures; on a failure, the seed, the smallest failing size
-//! found and its history, with exit code 1. `cargo xtask sim` runs it.
+//! `apollo11-sim --seeds N [--seed S] [--store file|memory|postgres]`: plays seeds S..S+N
+//! (S alone: replays S) and prints the figures; on a failure, the seed, the smallest failing
+//! size found and its history, with exit code 1. `cargo xtask sim` runs it. `postgres` plays
+//! on the database of `APOLLO11_TEST_PG_URL`, a scratch schema a seed.
 
-use apollo11_sim::{shrink, simulate, Failure, Medium, Memory, Outcome, Scenario, SimDisk};
+use apollo11_postgres::TEST_URL_VAR;
+use apollo11_sim::{
+    shrink, simulate, Failure, Medium, Memory, Outcome, Postgres, Scenario, SimDisk,
+};
 use std::process::ExitCode;
 use std::time::Instant;
 
 struct Args {
     first: u64,
     seeds: u64,
-    store: String,
+    store: Store,
+}
+
+/// The medium asked for.
+enum Store {
+    File,
+    Memory,
+    /// The database at this url.
+    Postgres(String),
+}
+
+impl Store {
+    fn name(&self) -> &'static str {
+        match self {
+            Store::File => "file",
+            Store::Memory => "memory",
+            Store::Postgres(_) => "postgres",
+        }
+    }
+}
+
+fn store(name: &str) -> Result<Store, String> {
+    match name {
+        "file" => Ok(Store::File),
+        "memory" => Ok(Store::Memory),
+        "postgres" => std::env::var(TEST_URL_VAR).map(Store::Postgres).map_err(|_| {
+            format!("--store postgres: {TEST_URL_VAR} names no database (e.g. postgres://postgres@127.0.0.1:5432/test)")
+        }),
+        other => Err(format!("--store `{other}`: file, memory or postgres")),
+    }
 }
 
 fn args() -> Result<Args, String> {
     let mut parsed = Args {
         first: 0,
         seeds: 1,
-        store: "file".into(),
+        store: Store::File,
     };
     let mut seeds = None;
     let mut it = std::env::args().skip(1);
@@ -26,33 +59,32 @@ fn args() -> Result<Args, String> {
         match flag.as_str() {
             "--seeds" => seeds = Some(number(value()?)?),
             "--seed" => parsed.first = number(value()?)?,
-            "--store" => parsed.store = value()?,
+            "--store" => parsed.store = store(&value()?)?,
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (--seeds N, --seed S, --store file|memory)"
+                    "unknown argument `{other}` (--seeds N, --seed S, --store file|memory|postgres)"
                 ))
             }
         }
     }
     parsed.seeds = seeds.unwrap_or(1);
-    if !matches!(parsed.store.as_str(), "file" | "memory") {
-        return Err(format!("--store `{}`: file or memory", parsed.store));
-    }
     Ok(parsed)
 }
 
-fn play(store: &str, scenario: &Scenario) -> Result<Outcome, Failure> {
+fn play(store: &Store, scenario: &Scenario) -> Result<Outcome, Failure> {
     fn on<M: Medium>(mut medium: M, scenario: &Scenario) -> Result<Outcome, Failure> {
         simulate(scenario, &mut medium)
     }
     match store {
-        "memory" => on(Memory::new(scenario.seed), scenario),
-        _ => on(SimDisk::default(), scenario),
+        Store::File => on(SimDisk::default(), scenario),
+        Store::Memory => on(Memory::new(scenario.seed), scenario),
+        Store::Postgres(url) => on(Postgres::new(url), scenario),
     }
 }
 
-fn report(store: &str, seed: u64, scenario: &Scenario, failure: Failure) {
-    println!("seed {seed} FAILED on {store}: {}", failure.message);
+fn report(store: &Store, seed: u64, scenario: &Scenario, failure: Failure) {
+    let name = store.name();
+    println!("seed {seed} FAILED on {name}: {}", failure.message);
     let (size, smallest) = shrink(scenario, failure, |s| play(store, s).err());
     println!(
         "shortest history found: seed {seed} at {size} (of {}): {}",
@@ -62,7 +94,10 @@ fn report(store: &str, seed: u64, scenario: &Scenario, failure: Failure) {
     for line in &smallest.history {
         println!("  {line}");
     }
-    println!("replay: cargo xtask sim --seed {seed} --store {store}");
+    println!("replay: cargo xtask sim --seed {seed} --store {name}");
+    if let Store::Postgres(_) = store {
+        println!("  (on real time: the same scenario, steps and operator, not the same interleaving; shrinking kept a cut only if it failed again)");
+    }
 }
 
 fn main() -> ExitCode {
@@ -93,7 +128,7 @@ fn main() -> ExitCode {
         "sim: {} seeds from {} on {}: {events} events, {crashes} crashes, {failed} failures, {:.1} s",
         args.seeds,
         args.first,
-        args.store,
+        args.store.name(),
         started.elapsed().as_secs_f64()
     );
     if failed > 0 {

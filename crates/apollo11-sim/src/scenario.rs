@@ -123,6 +123,16 @@ pub enum Crash {
     },
 }
 
+/// Who drives the runs after a crash, on a store whose runs are leased.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Takeover {
+    /// The crashed engine's owner again: it takes each lease on at once, at its epoch.
+    SameOwner,
+    /// Another owner: it takes each run over once the crashed engine's lease has run out
+    /// (its ttl, on the database's clock), at the next epoch.
+    NewOwner,
+}
+
 /// A seed's whole scenario.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -138,6 +148,8 @@ pub struct Scenario {
     pub actions: Vec<Timed>,
     /// One per generation but the last.
     pub crashes: Vec<Crash>,
+    /// One per crash: who drives the next generation.
+    pub takeovers: Vec<Takeover>,
 }
 
 impl Scenario {
@@ -161,7 +173,17 @@ impl Scenario {
             })
             .collect();
         actions.sort_by_key(|a| a.at_ms);
-        let crashes = (0..rng.below(4)).map(|_| crash(&mut rng)).collect();
+        let crashes: Vec<Crash> = (0..rng.below(4)).map(|_| crash(&mut rng)).collect();
+        // Drawn last, so that what the seed drew before they existed stays as it was.
+        let takeovers = (crashes.iter())
+            .map(|_| {
+                if rng.chance(50) {
+                    Takeover::SameOwner
+                } else {
+                    Takeover::NewOwner
+                }
+            })
+            .collect();
         Scenario {
             seed,
             on_failure,
@@ -169,6 +191,7 @@ impl Scenario {
             runs,
             actions,
             crashes,
+            takeovers,
         }
     }
 
@@ -199,6 +222,7 @@ impl Scenario {
             runs: self.runs,
             actions,
             crashes: self.crashes.iter().take(size.crashes).copied().collect(),
+            takeovers: self.takeovers.iter().take(size.crashes).copied().collect(),
             steps,
         }
     }

@@ -1,14 +1,13 @@
-//! What the engine runs on: a store wrapper that keeps every acknowledged append (I1), and
+//! What the engine runs on: the store wrapped to keep every acknowledged append (I1), and
 //! the media a scenario's generations open it on, with the faults each can suffer.
 
 use crate::scenario::Crash;
-use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
+use apollo11_core::{RunId, Seq};
 use apollo11_log::{Fault, FileLog, Fs, Options, SimFs};
+use apollo11_runtime::Leasing;
 use apollo11_store::{
-    BlobStore, EventStore, IdGaps, MemStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
-    StoreError, Visitor,
+    AckLog, Acked, BlobStore, EventStore, IdGaps, MemStore, SnapshotStore, StoreError,
 };
-use async_trait::async_trait;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -34,98 +33,63 @@ impl Acks {
     }
 }
 
-/// A store that records each append it acknowledges.
-pub struct Acked<S> {
-    inner: Arc<S>,
-    acks: Acks,
-}
-
-impl<S> Acked<S> {
-    /// `inner`, recording into `acks`.
-    pub fn new(inner: Arc<S>, acks: Acks) -> Acked<S> {
-        Acked { inner, acks }
-    }
-}
-
-#[async_trait]
-impl<S: EventStore + 'static> EventStore for Acked<S> {
-    async fn append(
-        &self,
-        run_id: &RunId,
-        expected_seq: Seq,
-        events: Vec<NewEvent>,
-    ) -> Result<Vec<EventId>, StoreError> {
-        let kinds = events.iter().map(|e| e.kind.name()).collect();
-        let ids = self.inner.append(run_id, expected_seq, events).await?;
+impl AckLog for Acks {
+    fn acknowledged(&self, run_id: &RunId, first_seq: Seq, kinds: &[&'static str]) {
         let ack = Ack {
             run: run_id.clone(),
-            seq: expected_seq,
-            kinds,
+            seq: first_seq,
+            kinds: kinds.to_vec(),
         };
-        self.acks
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(ack);
-        Ok(ids)
-    }
-    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
-        self.inner.read_run(run_id, from_seq).await
-    }
-    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
-        self.inner.read_from(from, max_events).await
-    }
-    async fn scan_from(
-        &self,
-        from: EventId,
-        max_events: u32,
-        visit: &mut Visitor<'_>,
-    ) -> Result<Option<EventId>, StoreError> {
-        self.inner.scan_from(from, max_events, visit).await
-    }
-    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        self.inner.list_runs().await
-    }
-    async fn last_event_id(&self) -> Result<EventId, StoreError> {
-        self.inner.last_event_id().await
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(ack);
     }
 }
 
-#[async_trait]
-impl<S: SnapshotStore + 'static> SnapshotStore for Acked<S> {
-    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
-        self.inner.save_snapshot(snapshot).await
-    }
-    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
-        self.inner.load_snapshot().await
-    }
-}
-
-#[async_trait]
-impl<S: BlobStore + 'static> BlobStore for Acked<S> {
-    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
-        self.inner.put_blob(bytes).await
-    }
-    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
-        self.inner.get_blob(blob).await
-    }
-}
+/// A medium's store as the engine sees it: each acknowledged append recorded.
+pub type Recorded<S> = Acked<S, Acks>;
 
 /// Where a scenario's generations keep their events, and what a crash does to it.
+// The simulation runs on one current-thread runtime: its futures need not be `Send`.
+#[allow(async_fn_in_trait)]
 pub trait Medium {
     /// The store opened on it.
     type Store: EventStore + SnapshotStore + BlobStore + 'static;
+
+    /// Whether the engine runs on tokio's paused clock, so that a seed replays exactly; a
+    /// medium doing real IO runs on real time instead (a paused clock would jump while the
+    /// runtime waits on a socket, and every timeout would strike).
+    const SIMULATED_TIME: bool = true;
 
     /// Opens the store as a new process would.
     ///
     /// # Errors
     ///
     /// Why it does not open (I5 when crashes are all it suffered).
-    fn open(&mut self) -> Result<Arc<Self::Store>, StoreError>;
+    async fn open(&mut self) -> Result<Arc<Self::Store>, StoreError>;
+
+    /// The leases the engine drives under, when the store is shared (none by default).
+    ///
+    /// # Errors
+    ///
+    /// The leases' refusal of their ttl.
+    fn leasing(&self, store: &Arc<Recorded<Self::Store>>) -> Result<Option<Leasing>, StoreError> {
+        let _ = store;
+        Ok(None)
+    }
 
     /// Arms `crash` for the generation about to run; returns false when this medium cannot
     /// suffer it (the generation is then killed instead, at a time drawn from it).
     fn arm(&mut self, crash: Crash) -> bool;
+
+    /// What the death of the process does to `store` at the instant a generation ends, its
+    /// drivers aborted (nothing by default: a simulated disk's faults struck already).
+    ///
+    /// # Errors
+    ///
+    /// Why the crash could not be brought about.
+    async fn crash(&mut self, store: &Self::Store) -> Result<(), String> {
+        let _ = store;
+        Ok(())
+    }
 
     /// What the next process finds after `crash` (the store is closed).
     fn recover(&mut self, crash: Crash);
@@ -150,7 +114,7 @@ pub struct SimDisk {
 impl Medium for SimDisk {
     type Store = FileLog;
 
-    fn open(&mut self) -> Result<Arc<FileLog>, StoreError> {
+    async fn open(&mut self) -> Result<Arc<FileLog>, StoreError> {
         let options = Options {
             segment_bytes_max: 16 * 1024,
             deterministic: true,
@@ -226,7 +190,7 @@ impl Memory {
 impl Medium for Memory {
     type Store = MemStore;
 
-    fn open(&mut self) -> Result<Arc<MemStore>, StoreError> {
+    async fn open(&mut self) -> Result<Arc<MemStore>, StoreError> {
         Ok(self.store.clone())
     }
 

@@ -6,21 +6,25 @@
 //! current-thread runtime whose clock only moves when every task waits.
 
 use crate::check::{check, Played};
-use crate::scenario::{Action, Crash, Scenario, Timed};
+use crate::scenario::{Action, Crash, Scenario, Takeover, Timed};
 use crate::steps::{workflow, Ledger};
-use crate::store::{Acked, Acks, Medium};
+use crate::store::{Acks, Medium, Recorded};
 use apollo11_core::{Event, EventId, OverrideTarget, RunId};
 use apollo11_machine::{RunStatus, StepStatus};
 use apollo11_runtime::{
-    Engine, EngineConfig, EngineError, EventStore, Inspector, RunHandle, Workflow,
+    Engine, EngineConfig, EngineError, EventStore, Inspector, Leasing, RunHandle, StoreError,
+    Workflow,
 };
-use std::collections::{BTreeSet, VecDeque};
+use apollo11_store::Acked;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Duration, Instant};
 
 /// Simulated time after which runs still going count as stuck (I4).
 pub const HORIZON_MS: u64 = 3_600_000;
+/// The same on a medium that runs on real time.
+pub const REAL_HORIZON_MS: u64 = 120_000;
 /// What the engine's clock reads when the simulation begins.
 const CLOCK_START_MS: u64 = 1_800_000_000_000;
 /// Rounds of the operator settling paused runs in the last generation.
@@ -70,13 +74,11 @@ pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outc
         acks: Acks::default(),
         start: Instant::now(),
         actions: scenario.actions.iter().cloned().collect(),
+        simulated: M::SIMULATED_TIME,
     };
     let mut crashes = 0;
     for (g, crash) in scenario.crashes.iter().enumerate() {
-        let store = Arc::new(Acked::new(
-            medium.open().map_err(|e| i5(g, e))?,
-            world.acks.clone(),
-        ));
+        let (store, leasing) = world.open(medium, g).await?;
         let kill_ms = match (medium.arm(*crash), *crash) {
             (true, Crash::Kill { after_ms }) => Some(after_ms),
             (true, _) => None,
@@ -86,7 +88,7 @@ pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outc
             (false, Crash::Kill { after_ms }) => Some(after_ms),
         };
         let kill_at = kill_ms.map(|ms| world.now_ms() + ms);
-        let struck = match world.generation(g, &store, kill_at).await {
+        let struck = match world.generation(g, medium, &store, leasing, kill_at).await {
             Ok(struck) => struck,
             Err(message) => return Err(with_history(store.as_ref(), message).await),
         };
@@ -94,15 +96,12 @@ pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outc
         medium.recover(*crash);
     }
     let g = scenario.crashes.len();
-    let store = Arc::new(Acked::new(
-        medium.open().map_err(|e| i5(g, e))?,
-        world.acks.clone(),
-    ));
+    let (store, leasing) = world.open(medium, g).await?;
     let inspector = Inspector::new(store.clone());
     let last = async {
-        let engine = world.engine(g, store.clone()).await?;
+        let engine = world.engine(g, store.clone(), leasing).await?;
         let mut driven = Driven::default();
-        world.resume_all(&engine, &store, &mut driven).await?;
+        world.resume_all(&engine, &store, &mut driven, true).await?;
         world.drive(&engine, &mut driven, None, true).await?;
         world
             .settle(&engine, &store, &inspector, &mut driven)
@@ -175,6 +174,9 @@ struct World<'s> {
     acks: Acks,
     start: Instant,
     actions: VecDeque<Timed>,
+    /// On tokio's paused clock; else on real time, where the world skips ahead over what
+    /// nobody waits for (as the paused clock does).
+    simulated: bool,
 }
 
 /// The runs an engine drives, and how to stop them.
@@ -182,63 +184,108 @@ struct World<'s> {
 struct Driven {
     waiting: JoinSet<(RunId, Result<RunStatus, EngineError>)>,
     aborts: Vec<AbortHandle>,
-    driving: BTreeSet<RunId>,
 }
 
 impl Driven {
     fn add(&mut self, handle: RunHandle) {
         let run = handle.run_id().clone();
         self.aborts.push(handle.abort_handle());
-        self.driving.insert(run.clone());
         self.waiting
             .spawn(async move { (run, handle.outcome().await) });
     }
 
-    /// Stops every driver at once, as a crash of the process would.
-    async fn kill(&mut self) {
+    /// Stops every driver at once, as a crash of the process would: none runs again.
+    fn abort(&mut self) {
         self.aborts.drain(..).for_each(|a| a.abort());
+    }
+
+    /// Waits until the aborted drivers are gone.
+    async fn join(&mut self) {
         while self.waiting.join_next().await.is_some() {}
-        self.driving.clear();
     }
 }
 
-type Store<M> = Acked<M>;
+type Store<S> = Recorded<S>;
 
 impl World<'_> {
     fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
 
+    fn horizon_ms(&self) -> u64 {
+        if self.simulated {
+            HORIZON_MS
+        } else {
+            REAL_HORIZON_MS
+        }
+    }
+
+    /// On real time, with nothing running: moves the world's clock on to `ms` at once, as
+    /// a paused clock would.
+    fn skip_to(&mut self, ms: u64) {
+        let now = self.now_ms();
+        if !self.simulated && ms > now {
+            self.start -= Duration::from_millis(ms - now);
+        }
+    }
+
+    /// Generation `g`'s store, opened as a new process would, and its leases.
+    async fn open<M: Medium>(
+        &self,
+        medium: &mut M,
+        g: usize,
+    ) -> Result<(Arc<Store<M::Store>>, Option<Leasing>), String> {
+        let opened = medium.open().await.map_err(|e| i5(g, e))?;
+        let store = Arc::new(Acked::new(opened, self.acks.clone()));
+        let leasing = (medium.leasing(&store))
+            .map_err(|e| format!("generation {g}: the store's leases: {e}"))?;
+        Ok((store, leasing))
+    }
+
+    /// Who drives generation `g`: the owner of the generation before, unless the crash
+    /// between them hands the runs over to a new one.
+    fn owner(&self, g: usize) -> String {
+        let first = (1..=g)
+            .rev()
+            .find(|&j| self.scenario.takeovers[j - 1] == Takeover::NewOwner)
+            .unwrap_or(0);
+        format!("sim-{first}")
+    }
+
     fn run_id(&self, i: usize) -> RunId {
         RunId::from(format!("run-{i}").as_str())
     }
 
-    async fn engine<S>(&self, g: usize, store: Arc<Store<S>>) -> Result<Engine<Store<S>>, String>
+    async fn engine<S>(
+        &self,
+        g: usize,
+        store: Arc<Store<S>>,
+        leasing: Option<Leasing>,
+    ) -> Result<Engine<Store<S>>, String>
     where
         Store<S>: apollo11_runtime::Store,
     {
         let config = EngineConfig {
-            instance: format!("sim-{g}"),
+            instance: self.owner(g),
             snapshot_every_events: 25,
             clock_start_ms: Some(CLOCK_START_MS + self.now_ms()),
             ..EngineConfig::default()
         };
-        Engine::open(store, config)
+        Engine::open_with(store, config, leasing)
             .await
             .map_err(|e| format!("generation {g}: the engine does not open: {e}"))
     }
 
     /// A generation that ends in a crash: returns whether a fault of the medium struck.
-    async fn generation<S>(
+    async fn generation<M: Medium>(
         &mut self,
         g: usize,
-        store: &Arc<Store<S>>,
+        medium: &mut M,
+        store: &Arc<Store<M::Store>>,
+        leasing: Option<Leasing>,
         kill_at: Option<u64>,
-    ) -> Result<bool, String>
-    where
-        Store<S>: apollo11_runtime::Store,
-    {
-        let engine = self.engine(g, store.clone()).await?;
+    ) -> Result<bool, String> {
+        let engine = self.engine(g, store.clone(), leasing).await?;
         let mut driven = Driven::default();
         if g == 0 {
             let workflow = engine.register(self.workflow.clone());
@@ -250,11 +297,13 @@ impl World<'_> {
                 }
             }
         } else {
-            self.resume_all(&engine, store, &mut driven).await?;
+            self.resume_all(&engine, store, &mut driven, false).await?;
         }
         self.drive(&engine, &mut driven, kill_at, false).await?;
+        driven.abort();
+        (medium.crash(store.inner()).await).map_err(|e| format!("generation {g}'s crash: {e}"))?;
         let struck = store.last_event_id().await.is_err();
-        driven.kill().await;
+        driven.join().await;
         drop(engine);
         // Aborted tasks are dropped when the scheduler next runs: the store (and the data
         // dir's lock) is free once they are.
@@ -269,11 +318,14 @@ impl World<'_> {
         ))
     }
 
+    /// Resumes every run; a store error leaves a run undriven, but in the last generation
+    /// (`last`), where the store suffers no fault, it is a failure.
     async fn resume_all<S>(
         &self,
         engine: &Engine<Store<S>>,
         store: &Store<S>,
         driven: &mut Driven,
+        last: bool,
     ) -> Result<(), String>
     where
         Store<S>: apollo11_runtime::Store,
@@ -281,9 +333,9 @@ impl World<'_> {
         engine.register(self.workflow.clone());
         let runs = (store.list_runs().await).map_err(|e| format!("listing runs: {e}"))?;
         for summary in runs {
-            match engine.resume(summary.run_id.clone()).await {
+            match resume_when_free(engine, &summary.run_id).await {
                 Ok(handle) => driven.add(handle),
-                Err(EngineError::Store(_)) => {}
+                Err(EngineError::Store(_)) if !last => {}
                 Err(e) => return Err(format!("resuming {}: {e}", summary.run_id.as_str())),
             }
         }
@@ -307,25 +359,41 @@ impl World<'_> {
             if idle && (self.actions.is_empty() || engine_stopped(engine).await) {
                 return Ok(());
             }
+            let horizon = self.horizon_ms();
             let next = self.actions.front().map(|a| a.at_ms);
-            let wake = [next, kill_at, Some(HORIZON_MS)]
+            let wake = [next, kill_at]
                 .into_iter()
                 .flatten()
-                .min();
-            let wake = self.start + Duration::from_millis(wake.unwrap_or(HORIZON_MS));
+                .fold(horizon, u64::min);
+            if idle {
+                self.skip_to(wake);
+            }
+            let wake = self.start + Duration::from_millis(wake);
             tokio::select! {
                 biased;
                 Some(joined) = driven.waiting.join_next(), if !idle => {
                     let (run, outcome) = joined.map_err(|e| format!("a run's waiter: {e}"))?;
-                    driven.driving.remove(&run);
-                    if let (true, Err(e)) = (last, outcome) {
-                        return Err(format!("{}: its driver stopped: {e}", run.as_str()));
+                    match outcome {
+                        // As an instance sharing the store would claim it again.
+                        Err(EngineError::Store(StoreError::LeaseLost { .. })) => {
+                            match resume_when_free(engine, &run).await {
+                                Ok(handle) => driven.add(handle),
+                                Err(e) if last => {
+                                    return Err(format!("{}: its lease lost, it is not driven again: {e}", run.as_str()));
+                                }
+                                Err(_) => {}
+                            }
+                        }
+                        Err(e) if last => {
+                            return Err(format!("{}: its driver stopped: {e}", run.as_str()));
+                        }
+                        _ => {}
                     }
                 }
                 () = tokio::time::sleep_until(wake) => {
                     let now = self.now_ms();
-                    if now >= HORIZON_MS {
-                        return Err(format!("I4: runs still going after {HORIZON_MS} simulated ms"));
+                    if now >= horizon {
+                        return Err(format!("I4: runs still going after {horizon} ms"));
                     }
                     if kill_at.is_some_and(|k| now >= k) {
                         return Ok(());
@@ -333,7 +401,8 @@ impl World<'_> {
                     if let Some(timed) = self.actions.pop_front() {
                         let run = self.run_id(timed.run);
                         let done = self.act(engine, &run, &timed.action).await?;
-                        if done && !driven.driving.contains(&run) {
+                        // As a server does: a run driven already refuses (`AlreadyRunning`).
+                        if done {
                             drive_again(engine, run, driven).await;
                         }
                     }
@@ -444,6 +513,31 @@ where
     // A refusal leaves the run as it is; the checks judge the result.
     if let Ok(handle) = engine.resume(run).await {
         driven.add(handle);
+    }
+}
+
+/// Resumes `run`; under leases, as an instance sharing the store would: once the lease a
+/// crashed owner held on it has run out, and again after an error a retry may cure (the
+/// database busy), for at most three ttls (a lease left longer is an error).
+async fn resume_when_free<S>(
+    engine: &Engine<Store<S>>,
+    run: &RunId,
+) -> Result<RunHandle, EngineError>
+where
+    Store<S>: apollo11_runtime::Store,
+{
+    let ttl = engine.lease_ttl().unwrap_or_default();
+    let deadline = Instant::now() + 3 * ttl;
+    loop {
+        match engine.resume(run.clone()).await {
+            Err(EngineError::Leased { .. }) if Instant::now() < deadline => {
+                tokio::time::sleep(ttl / 5).await;
+            }
+            Err(EngineError::Store(e)) if e.is_retryable() && Instant::now() < deadline => {
+                tokio::time::sleep(ttl / 5).await;
+            }
+            other => return other,
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
+#[cfg(feature = "testing")]
+mod acked;
 mod blob;
 #[cfg(feature = "testing")]
 pub mod conformance;
@@ -12,6 +14,8 @@ mod mem;
 mod traits;
 mod validate;
 
+#[cfg(feature = "testing")]
+pub use acked::{AckLog, Acked};
 pub use blob::{check_blob, offload, resolve, sha256_hex};
 pub use dynamic::{DynStore, FullStore};
 pub use error::StoreError;

@@ -17,7 +17,7 @@
 //! of `OWNER` lasting [`TTL`]: a run a killed child held is driven again at once by a child
 //! of the same owner (the same epoch), and after the ttl by another (the next epoch).
 
-use acked::{ledger_line, open_ledger, Acked};
+use acked::{ledger_line, open_ledger, AckFile};
 use apollo11_core::{Event, EventId};
 use apollo11_log::{verify, FileLog, Options};
 use apollo11_machine::StepStatus;
@@ -26,7 +26,7 @@ use apollo11_runtime::{
     Engine, EngineConfig, EngineError, Idempotency, Leasing, Output, RetryPolicy, RunId, RunStatus,
     Step, StepBuilder, StepContext, StepError, Store, Timeout, Workflow,
 };
-use apollo11_store::{EventStore, StoreError};
+use apollo11_store::{Acked, EventStore, StoreError};
 use async_trait::async_trait;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -147,19 +147,13 @@ fn config() -> EngineConfig {
 /// `owner`.
 async fn run(dir: &Path, generation: usize, pg: Option<(Pg, String)>) -> Result<(), EngineError> {
     let steps = Arc::new(open_ledger(&dir.join("steps.ledger")));
-    let acks = open_ledger(&dir.join("acks.ledger"));
+    let acks = AckFile(open_ledger(&dir.join("acks.ledger")));
     let Some((pg, owner)) = pg else {
-        let store = Arc::new(Acked {
-            store: open_log(dir)?,
-            acks,
-        });
+        let store = Arc::new(Acked::new(Arc::new(open_log(dir)?), acks));
         let engine = Engine::open(store, config()).await?;
         return finish_all(Arc::new(engine), generation, steps).await;
     };
-    let store = Arc::new(Acked {
-        store: pg.open().await?,
-        acks,
-    });
+    let store = Arc::new(Acked::new(Arc::new(pg.open().await?), acks));
     let leasing = Leasing::new(store.clone(), TTL)?;
     let config = EngineConfig {
         instance: owner,

@@ -23,6 +23,9 @@ enum Fault {
     Fail(StoreError),
     /// Writes, then fails as if the answer were lost on the way back.
     LoseAnswer(StoreError),
+    /// Writes, says so to the `Notify`, and lets other tasks run before answering: an
+    /// answer slow on its way back.
+    AnswerLate(Arc<tokio::sync::Notify>),
 }
 
 #[derive(Default)]
@@ -64,6 +67,14 @@ impl EventStore for Flaky {
             Some(Fault::LoseAnswer(e)) => {
                 self.inner.append(run_id, expected_seq, events).await?;
                 Err(e)
+            }
+            Some(Fault::AnswerLate(written)) => {
+                let ids = self.inner.append(run_id, expected_seq, events).await;
+                written.notify_one();
+                for _ in 0..10 {
+                    tokio::task::yield_now().await;
+                }
+                ids
             }
         }
     }
@@ -234,4 +245,36 @@ async fn a_fenced_append_stops_the_run_at_once() {
         .map(|(s, ..)| s.clone())
         .collect();
     assert_eq!(ran, ["a"], "no step launched after it");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unpause_appended_as_the_driver_ends_paused_has_the_run_driven_on() {
+    let store = Arc::new(Flaky::default());
+    // Appends: 1 the run, 2 `a` started, 3 the pause, 4 `a` succeeded, answered late: in
+    // the meantime the operator's unpause is appended (5) and the driver woken, after its
+    // last look at the log. Were that wake-up lost, the run would end `paused` unpaused.
+    let written = Arc::new(tokio::sync::Notify::new());
+    let late = Fault::AnswerLate(written.clone());
+    store.append_faults.lock().unwrap().insert(4, late);
+    let ledger = Ledger::default();
+    let engine = Arc::new(
+        Engine::open(store.clone(), Default::default())
+            .await
+            .unwrap(),
+    );
+    let wf = engine.register(chain(&ledger));
+    let run = RunId::from("r");
+    let handle = engine.start(&wf, run.clone()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    engine.pause(&run, "op", "pause").await.unwrap();
+    let operator = tokio::spawn({
+        let (engine, run) = (engine.clone(), run.clone());
+        async move {
+            written.notified().await;
+            engine.unpause(&run, "op", "go on").await.unwrap();
+        }
+    });
+    assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
+    operator.await.unwrap();
+    assert_eq!(store.faults_left(), 0, "the late answer struck");
 }

@@ -139,3 +139,70 @@ mod dynamic {
             .is_some());
     }
 }
+
+/// `Acked` forwards every call (leases too) and records exactly the appends acknowledged.
+mod acked {
+    use apollo11_core::{EventKind, Payload, RunId, Seq};
+    use apollo11_store::conformance::event;
+    use apollo11_store::{AckLog, Acked, EventStore, Fence, LeaseStore, MemStore, StoreError};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    /// Each acknowledged append as `run first_seq kinds`.
+    #[derive(Default)]
+    pub struct Lines(Mutex<Vec<String>>);
+
+    impl AckLog for Lines {
+        fn acknowledged(&self, run_id: &RunId, first_seq: Seq, kinds: &[&'static str]) {
+            let line = format!("{run_id} {} {}", first_seq.0, kinds.join(","));
+            self.0.lock().unwrap().push(line);
+        }
+    }
+
+    fn acked() -> Arc<Acked<MemStore, Lines>> {
+        Arc::new(Acked::new(Arc::new(MemStore::new()), Lines::default()))
+    }
+
+    apollo11_store::conformance_tests!(acked());
+    apollo11_store::lease_conformance_tests!(acked());
+
+    #[tokio::test]
+    async fn acknowledged_appends_are_recorded_fenced_ones_too_and_refused_ones_not() {
+        let store = acked();
+        let run = RunId::from("r");
+        let created = event(
+            None,
+            EventKind::RunCreated {
+                workflow: "w".into(),
+            },
+            0,
+            Payload::default(),
+        );
+        let started = || event(Some("s"), EventKind::Started, 1, Payload::default());
+        store
+            .append(&run, Seq(1), vec![created.clone()])
+            .await
+            .unwrap();
+        let refused = store.append(&run, Seq(1), vec![created]).await;
+        assert!(
+            matches!(refused, Err(StoreError::Conflict { .. })),
+            "{refused:?}"
+        );
+        let lease = store.acquire(&run, "a", Duration::from_secs(5)).await;
+        let fence = lease.unwrap().expect("a free lease").fence();
+        let two = vec![started(), started()];
+        store.append_fenced(&fence, Seq(2), two).await.unwrap();
+        let stale = Fence {
+            epoch: fence.epoch + 1,
+            ..fence
+        };
+        let fenced = store.append_fenced(&stale, Seq(4), vec![started()]).await;
+        assert!(
+            matches!(fenced, Err(StoreError::Fenced { .. })),
+            "{fenced:?}"
+        );
+        assert_eq!(store.inner().last_event_id().await.unwrap().0, 3);
+        let lines = store.log().0.lock().unwrap().clone();
+        assert_eq!(lines, ["r 1 run_created", "r 2 started,started"]);
+    }
+}
