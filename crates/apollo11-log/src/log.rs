@@ -352,10 +352,42 @@ pub(crate) fn take_lock(
     holder: &LockHolder,
 ) -> Result<Box<dyn FsLock>, StoreError> {
     let path = dir.join("LOCK");
-    match fs.try_lock(&path, &holder.to_text()) {
+    let mut tries = 0;
+    loop {
+        match fs.try_lock(&path, &holder.to_text()) {
+            Ok(None) if tries < SAME_PROCESS_TRIES && held_by_this_process(fs, &path) => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            taken => return locked(fs, &path, taken),
+        }
+    }
+}
+
+/// How many times an open tries again, 10 ms apart, when the `LOCK` file names this very
+/// process: a child forked by another thread shares the lock's open file until it execs, so a
+/// lock this process has just released can look held for a moment. A lock another open of
+/// this process really holds is still refused, 200 ms later.
+const SAME_PROCESS_TRIES: u32 = 20;
+
+/// Whether the `LOCK` file at `path` names this process as its holder.
+fn held_by_this_process(fs: &dyn Fs, path: &Path) -> bool {
+    let text = fs.open(path, Mode::Read).and_then(|f| f.read_all());
+    text.is_ok_and(|t| {
+        LockHolder::parse(&String::from_utf8_lossy(&t)).pid == Some(std::process::id())
+    })
+}
+
+/// The lock taken, or the error naming its holder.
+fn locked(
+    fs: &dyn Fs,
+    path: &Path,
+    taken: std::io::Result<Option<Box<dyn FsLock>>>,
+) -> Result<Box<dyn FsLock>, StoreError> {
+    match taken {
         Ok(Some(lock)) => Ok(lock),
         Ok(None) => {
-            let holder = fs.open(&path, Mode::Read).and_then(|f| f.read_all()).ok();
+            let holder = fs.open(path, Mode::Read).and_then(|f| f.read_all()).ok();
             // One line (`pid N; listen ADDR`): it goes into an error message.
             let holder = holder
                 .map(|b| {
