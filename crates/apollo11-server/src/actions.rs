@@ -78,6 +78,11 @@ async fn act(
     Body(note): Body<Note>,
     action: RunAction,
 ) -> Answer {
+    drive::detached(act_on(state, names, note, action)).await
+}
+
+/// The action, then the drive that follows it, whether or not the request is still waiting.
+async fn act_on(state: Arc<AppState>, names: Vec<String>, note: Note, action: RunAction) -> Answer {
     note.checked()?;
     let run_id = RunId(names[0].clone());
     let engine = &state.engine;
@@ -146,11 +151,14 @@ pub async fn override_step(
         reason: body.reason.clone(),
     }
     .checked()?;
-    let run_id = RunId(names[0].clone());
-    let event_id = state
-        .engine
-        .override_step(&run_id, &names[1], to, &body.by, &body.reason)
-        .await?;
-    drive::drive(&state, &run_id).await?;
-    Ok((StatusCode::OK, Json(json!({"event_id": event_id}))))
+    drive::detached(async move {
+        let run_id = RunId(names[0].clone());
+        let event_id = state
+            .engine
+            .override_step(&run_id, &names[1], to, &body.by, &body.reason)
+            .await?;
+        drive::drive(&state, &run_id).await?;
+        Ok((StatusCode::OK, Json(json!({"event_id": event_id}))))
+    })
+    .await
 }

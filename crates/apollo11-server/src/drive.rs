@@ -12,6 +12,25 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Runs `work` (a start, or an action and the drive after it) on a task of its own and waits
+/// for it. A request's future is dropped when its connection goes (a client that gave up
+/// waiting): dropped between its append and the drive that follows, it would leave the run
+/// with nothing driving it until the server restarts. A task runs to its end whoever waits.
+///
+/// # Errors
+///
+/// What `work` returns; a panic in it as a 500.
+pub async fn detached<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T, ApiError>> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::spawn(work).await.map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the request's work failed: {e}"),
+        )
+    })?
+}
+
 /// Starts a run of workflow `name` (under `run_id`, or a new id), driven until it ends.
 pub async fn start(
     state: &AppState,

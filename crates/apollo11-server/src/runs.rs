@@ -130,7 +130,9 @@ pub async fn start(
     State(state): Shared,
     Body(body): Body<StartBody>,
 ) -> Result<Response, ApiError> {
-    let run_id = drive::start(&state, &body.workflow, body.run_id).await?;
+    let run_id =
+        drive::detached(async move { drive::start(&state, &body.workflow, body.run_id).await })
+            .await?;
     Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
 }
 

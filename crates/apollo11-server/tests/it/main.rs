@@ -1,9 +1,10 @@
 //! Tests of the server over real HTTP on a loopback port: routes and their errors, auth,
-//! limits, hostile paths, the event stream, actions, `/metrics`, and a server killed with `kill -9`.
+//! limits, hostile paths, the event stream, actions (started and acted on even when their request is dropped), `/metrics`, and a server killed with `kill -9`.
 
 mod actions;
 mod archive;
 mod crash;
+mod dropped;
 mod harness;
 mod metrics;
 mod routes;
