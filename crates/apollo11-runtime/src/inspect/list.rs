@@ -2,10 +2,13 @@
 //! only for runs whose last event changed since the inspector last listed them.
 
 use super::{Inspector, RunView};
+use crate::names::Names;
 use crate::{EngineError, Store};
 use apollo11_core::{EventId, RunId};
 use apollo11_machine::RunStatus;
+use apollo11_store::RunSummary;
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 
 /// Which runs [`Inspector::runs`] lists: all by default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -102,6 +105,77 @@ impl From<&RunView> for RunRow {
     }
 }
 
+/// The rows the inspector keeps between calls, compact: a long-lived server keeps one for
+/// every run in its store (about 90 bytes each, where a [`RunRow`] with its two strings
+/// takes about 200).
+#[derive(Default)]
+pub(super) struct Rows {
+    /// The workflows' names, which the rows refer to.
+    workflows: Names,
+    kept: HashMap<Box<str>, Kept>,
+}
+
+/// A [`RunRow`] without its run id (the key it is kept under) and with its workflow as an
+/// index into [`Rows::workflows`].
+struct Kept {
+    workflow: u32,
+    state: RunStatus,
+    events: u32,
+    steps: u32,
+    steps_done: u32,
+    created_at: u64,
+    updated_at: u64,
+    last_event_id: EventId,
+}
+
+impl Rows {
+    /// The kept row of `run_id`, if its last event is `last`.
+    fn row(&self, run_id: &RunId, last: EventId) -> Option<RunRow> {
+        let kept = self.kept.get(run_id.as_str())?;
+        (kept.last_event_id == last).then(|| RunRow {
+            run_id: run_id.clone(),
+            workflow: self.workflows.get(kept.workflow).unwrap_or_default().to_owned(),
+            state: kept.state,
+            created_at: kept.created_at,
+            updated_at: kept.updated_at,
+            events: kept.events,
+            steps: kept.steps as usize,
+            steps_done: kept.steps_done as usize,
+            last_event_id: kept.last_event_id,
+        })
+    }
+
+    fn keep(&mut self, row: &RunRow) {
+        let kept = Kept {
+            workflow: self.workflows.index(&row.workflow),
+            state: row.state,
+            events: row.events,
+            steps: u32::try_from(row.steps).unwrap_or(u32::MAX),
+            steps_done: u32::try_from(row.steps_done).unwrap_or(u32::MAX),
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            last_event_id: row.last_event_id,
+        };
+        match self.kept.get_mut(row.run_id.as_str()) {
+            Some(old) => *old = kept,
+            None => {
+                self.kept.insert(row.run_id.as_str().into(), kept);
+            }
+        }
+    }
+
+    /// Forgets the rows of runs the store no longer lists (removed from it), and gives the
+    /// table's room back when that was many.
+    fn forget_all_but(&mut self, listed: &[RunSummary]) {
+        if self.kept.len() <= listed.len() {
+            return;
+        }
+        let listed: HashSet<&str> = listed.iter().map(|s| s.run_id.as_str()).collect();
+        self.kept.retain(|run_id, _| listed.contains(&**run_id));
+        self.kept.shrink_to_fit();
+    }
+}
+
 impl<S: Store> Inspector<S> {
     /// Every run `filter` admits, newest first. A run that cannot be read (its definition,
     /// a blob it needs) is set apart in [`RunList::unreadable`] and the others are listed.
@@ -114,7 +188,9 @@ impl<S: Store> Inspector<S> {
             runs: Vec::new(),
             unreadable: Vec::new(),
         };
-        for summary in self.store.list_runs().await? {
+        let summaries = self.store.list_runs().await?;
+        self.kept_rows().forget_all_but(&summaries);
+        for summary in summaries {
             match self.row(&summary.run_id, summary.last_event_id).await {
                 Ok(row) if filter.admits(&row) => list.runs.push(row),
                 Ok(_) => {}
@@ -130,16 +206,15 @@ impl<S: Store> Inspector<S> {
 
     /// The row of a run whose last event is `last`: the kept one if it is that recent.
     async fn row(&self, run_id: &RunId, last: EventId) -> Result<RunRow, EngineError> {
-        let kept = self.kept_rows().get(run_id).cloned();
-        if let Some(row) = kept.filter(|row| row.last_event_id == last) {
+        if let Some(row) = self.kept_rows().row(run_id, last) {
             return Ok(row);
         }
         let row = RunRow::from(&self.status(run_id, None).await?);
-        self.kept_rows().insert(run_id.clone(), row.clone());
+        self.kept_rows().keep(&row);
         Ok(row)
     }
 
-    fn kept_rows(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<RunId, RunRow>> {
+    fn kept_rows(&self) -> std::sync::MutexGuard<'_, Rows> {
         self.rows.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -10,6 +10,7 @@ mod run;
 
 pub use event::{EventDetail, EventPage, EventView, PayloadView};
 pub use list::{RunFilter, RunList, RunRow, Unreadable};
+use list::Rows;
 pub use plan::{millis, Plan, PlanStep};
 pub use run::{Pause, RunView, StepLog, StepView};
 
@@ -17,7 +18,6 @@ use crate::{Clock, EngineError, Store};
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, WorkflowSpec};
 use apollo11_machine::{RunMachine, RunState};
 use apollo11_store::{resolve, BlobStore, EventStore, StoreError};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Read-only answers about the runs in a store. Cheap to share behind an `Arc`; it keeps
@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 pub struct Inspector<S> {
     store: Arc<S>,
     clock: Clock,
-    rows: Mutex<HashMap<RunId, RunRow>>,
+    rows: Mutex<Rows>,
 }
 
 /// A run read up to a point: its events, the machine folded from them, its definition.
@@ -47,7 +47,7 @@ impl<S: Store> Inspector<S> {
         Inspector {
             store,
             clock,
-            rows: Mutex::new(HashMap::new()),
+            rows: Mutex::new(Rows::default()),
         }
     }
 
