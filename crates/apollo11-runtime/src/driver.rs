@@ -425,7 +425,6 @@ impl<S: Store> Driver<S> {
         }
     }
 
-
     fn workflow_name(&self) -> &str {
         &self.workflow.spec().name
     }

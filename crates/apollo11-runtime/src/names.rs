@@ -32,7 +32,10 @@ mod tests {
     #[test]
     fn a_name_keeps_its_first_index() {
         let mut names = Names::default();
-        assert_eq!((names.index("a"), names.index("b"), names.index("a")), (0, 1, 0));
+        assert_eq!(
+            (names.index("a"), names.index("b"), names.index("a")),
+            (0, 1, 0)
+        );
         assert_eq!((names.get(1), names.get(2)), (Some("b"), None));
     }
 }

@@ -9,8 +9,8 @@ mod plan;
 mod run;
 
 pub use event::{EventDetail, EventPage, EventView, PayloadView};
-pub use list::{RunFilter, RunList, RunRow, Unreadable};
 use list::Rows;
+pub use list::{RunFilter, RunList, RunRow, Unreadable};
 pub use plan::{millis, Plan, PlanStep};
 pub use run::{Pause, RunView, StepLog, StepView};
 
