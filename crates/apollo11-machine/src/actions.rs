@@ -122,7 +122,7 @@ pub(crate) fn check_with(
     action: RunAction,
 ) -> Result<(), Refusal> {
     let status = status_with(state, dag, policy, f);
-    if matches!(status, RunStatus::Succeeded | RunStatus::RolledBack) {
+    if status.is_finished() {
         return Err(Refusal::Finished { status });
     }
     if state.anomaly.is_some() || f.anomalous() {

@@ -41,6 +41,12 @@ impl RunStatus {
     pub fn is_terminal(self) -> bool {
         self != RunStatus::Running
     }
+
+    /// True when nothing can change the run any more (succeeded or rolled back): no
+    /// operator action is allowed on it.
+    pub fn is_finished(self) -> bool {
+        matches!(self, RunStatus::Succeeded | RunStatus::RolledBack)
+    }
 }
 
 impl fmt::Display for RunStatus {

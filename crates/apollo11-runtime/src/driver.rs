@@ -72,6 +72,8 @@ pub(crate) struct Driver<S: Store> {
     /// Set when the run reached a terminal status; a driver dropped before that (an error,
     /// an abort) stops counting its run in the gauges.
     finished: bool,
+    /// Whether the gauges count the run (not when it was finished before the driver began).
+    counted: bool,
     /// The run's lease, under leases: every append is fenced by it, and its loss stops the
     /// driver at once.
     held: Option<Held>,
@@ -99,7 +101,6 @@ impl<S: Store> Driver<S> {
             }
         };
         let pending = metrics::pending_in(&state);
-        shared.runs.seen(&run_id, RunStatus::Running, pending);
         metrics::run_started(&workflow.spec().name);
         let spec = workflow.spec();
         let mut auto = BTreeMap::new();
@@ -117,6 +118,12 @@ impl<S: Store> Driver<S> {
             auto.get(name).copied().unwrap_or(fallback)
         })
         .map_err(WorkflowError::Invalid)?;
+        // A run finished before its driver started was counted when it finished (or before
+        // the engine opened): driving it again counts nothing.
+        let counted = !machine.status().is_finished();
+        if counted {
+            shared.runs.seen(&run_id, RunStatus::Running, pending);
+        }
         let (places, place_requests) = mpsc::unbounded_channel();
         Ok(Driver {
             shared,
@@ -132,6 +139,7 @@ impl<S: Store> Driver<S> {
             place_requests,
             pending,
             finished: false,
+            counted,
             held,
         })
     }
@@ -187,7 +195,9 @@ impl<S: Store> Driver<S> {
                     Ok(Some(status)) => {
                         tracing::info!(status = %status, "run finished");
                         self.finished = true;
-                        self.shared.runs.seen(self.run_id(), status, self.pending);
+                        if self.counted {
+                            self.shared.runs.seen(self.run_id(), status, self.pending);
+                        }
                         metrics::run_finished(&self.workflow.spec().name, status);
                         return Ok(status);
                     }
@@ -407,9 +417,11 @@ impl<S: Store> Driver<S> {
     fn count_pending(&mut self, pending: u32) {
         if pending != self.pending {
             self.pending = pending;
-            self.shared
-                .runs
-                .seen(self.run_id(), RunStatus::Running, pending);
+            if self.counted {
+                self.shared
+                    .runs
+                    .seen(self.run_id(), RunStatus::Running, pending);
+            }
         }
     }
 
@@ -765,7 +777,7 @@ impl<S: Store> Drop for Driver<S> {
     /// A run whose driver stopped without a status (an error, an abort) is no longer
     /// counted: nothing knows its status until something drives it again.
     fn drop(&mut self) {
-        if !self.finished {
+        if !self.finished && self.counted {
             self.shared.runs.forget(self.run_id());
         }
     }

@@ -322,7 +322,7 @@ impl<S: Store> Engine<S> {
             snapshot_due: Arc::new(Notify::new()),
             runs: RunGauges::default(),
         });
-        let runs = shared.caught_up_view().await?.runs.len();
+        let runs = shared.caught_up_view().await?.runs();
         let seconds = started.elapsed().as_secs_f64();
         crate::metrics::engine_opened(seconds);
         tracing::info!(runs, seconds, "engine opened");

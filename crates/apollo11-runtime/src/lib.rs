@@ -8,6 +8,7 @@ mod error;
 pub mod inspect;
 mod lease;
 pub mod metrics;
+mod names;
 mod step;
 mod view;
 mod workflow;

@@ -221,7 +221,10 @@ struct Seen {
 /// compensations; [`RUNS`] and [`COMPENSATIONS_PENDING`] are the sums. A run the engine has
 /// not driven is not counted: the log holds no status (it is derived), and folding every run
 /// at open would cost what the engine's lean view saves. A paused run is counted once
-/// something resumes it (it then ends paused again at once, appending nothing).
+/// something resumes it (it then ends paused again at once, appending nothing). A finished
+/// run (succeeded, rolled back) stays in the sums but leaves the map: nothing changes it any
+/// more, and its driver, if it is driven again, counts nothing (so a long-lived engine keeps
+/// nothing here for the runs it finished).
 #[derive(Default)]
 pub(crate) struct RunGauges {
     runs: Mutex<HashMap<RunId, Seen>>,
@@ -231,7 +234,11 @@ impl RunGauges {
     /// Records `run` as seen in `status` with `pending` compensations.
     pub fn seen(&self, run: &RunId, status: RunStatus, pending: u32) {
         let now = Seen { status, pending };
-        let before = self.lock().insert(run.clone(), now);
+        let before = if status.is_finished() {
+            self.lock().remove(run)
+        } else {
+            self.lock().insert(run.clone(), now)
+        };
         if before != Some(now) {
             adjust(before, Some(now));
         }

@@ -1,13 +1,15 @@
 //! The engine's view of the log: a fold of every event, kept up to date by tailing the log
 //! from a watermark (never re-reading it) and saved as a snapshot every N events.
 //!
-//! It keeps only what no single run's events can answer: each run's workflow, the start of
-//! each step at work, and the recent successful durations of each workflow's steps, for
-//! `timeout = "auto"`. A run's own state is folded from its events when it is needed (the
-//! store reads one run's events straight from its index), so the view, its snapshots and
-//! the engine's memory stay small however many events the log holds.
+//! It keeps only what no single run's events can answer: each run's workflow (as an index
+//! into the workflows' names: a few bytes a run, kept for every run ever created), the start
+//! of each step at work (only while it works), and the recent successful durations of each
+//! workflow's steps, for `timeout = "auto"`. A run's own state is folded from its events
+//! when it is needed (the store reads one run's events straight from its index), so the
+//! view, its snapshots and the engine's memory stay small however many events the log holds.
 
-use apollo11_core::{limits, EventId, EventKind, EventRef, RunId, StepName};
+use crate::names::Names;
+use apollo11_core::{limits, EventId, EventKind, EventRef, StepName};
 use apollo11_store::{Snapshot, StoreError};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -20,23 +22,21 @@ pub const DURATION_SAMPLES_MAX: usize = 1_000;
 pub struct View {
     /// Last event id folded.
     pub watermark: EventId,
-    /// Each run's workflow and the start times of its steps at work.
-    pub runs: HashMap<RunId, RunTrack>,
+    /// The workflows' names, which `runs` refers to.
+    workflows: Names,
+    /// Each run's workflow, from its `RunCreated`.
+    runs: HashMap<Box<str>, u32>,
+    /// The steps at work, by run: when each started (ms). A run leaves it when none is.
+    at_work: HashMap<Box<str>, Vec<(StepName, u64)>>,
     /// Recent successful durations (ms), by workflow, then step.
-    durations: HashMap<String, HashMap<StepName, VecDeque<u64>>>,
+    durations: Durations,
 }
 
-/// One run, as the view tracks it.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct RunTrack {
-    /// From `RunCreated`.
-    workflow: String,
-    /// When each step at work started (ms).
-    started: HashMap<StepName, u64>,
-}
+type Durations = HashMap<String, HashMap<StepName, VecDeque<u64>>>;
 
 impl View {
-    /// Rebuilds a view from a snapshot (an unreadable one counts as none).
+    /// Rebuilds a view from a snapshot (an unreadable one, or one of an older layout,
+    /// counts as none: the log is folded again from its start).
     pub fn from_snapshot(snapshot: Option<Snapshot>) -> View {
         snapshot
             .and_then(|s| serde_json::from_slice(&s.state).ok())
@@ -55,6 +55,11 @@ impl View {
         })
     }
 
+    /// How many runs the view knows.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
     /// Folds one event, borrowed (events must come in id order).
     pub fn apply(&mut self, event: &EventRef<'_>) {
         assert!(
@@ -65,45 +70,49 @@ impl View {
         let Some(step) = event.step else {
             if let EventKind::RunCreated { workflow } = &event.kind {
                 // A second `RunCreated` is the run's anomaly; the first one names the workflow.
-                self.runs
-                    .entry(RunId::from(event.run_id))
-                    .or_insert_with(|| RunTrack {
-                        workflow: workflow.clone(),
-                        started: HashMap::new(),
-                    });
+                if !self.runs.contains_key(event.run_id) {
+                    let index = self.workflows.index(workflow);
+                    self.runs.insert(event.run_id.into(), index);
+                }
             }
             return;
         };
         // A step event of a run never created is an anomaly the run's own fold reports; it
         // teaches the view nothing.
-        let Some(run) = self.runs.get_mut(event.run_id) else {
+        let Some(&workflow) = self.runs.get(event.run_id) else {
             return;
         };
-        match &event.kind {
-            EventKind::Started => {
-                run.started.insert(StepName::from(step), event.at_ms);
-            }
-            EventKind::Succeeded => {
-                let started = run.started.remove(step);
-                if let Some(started) = started {
-                    let steps = match self.durations.get_mut(&run.workflow) {
-                        Some(steps) => steps,
-                        None => self.durations.entry(run.workflow.clone()).or_default(),
-                    };
-                    let samples = match steps.get_mut(step) {
-                        Some(samples) => samples,
-                        None => steps.entry(StepName::from(step)).or_default(),
-                    };
-                    if samples.len() == DURATION_SAMPLES_MAX {
-                        samples.pop_front();
-                    }
-                    samples.push_back(event.at_ms.saturating_sub(started));
-                }
-            }
-            _ => {
-                run.started.remove(step);
-            }
+        if let EventKind::Started = &event.kind {
+            self.start(event.run_id, step, event.at_ms);
+            return;
         }
+        let started = self.stop(event.run_id, step);
+        if let (EventKind::Succeeded, Some(started)) = (&event.kind, started) {
+            let workflow = self.workflows.get(workflow).unwrap_or_default();
+            let ms = event.at_ms.saturating_sub(started);
+            learn(&mut self.durations, workflow, step, ms);
+        }
+    }
+
+    /// Records that `step` of `run` started at `at_ms`.
+    fn start(&mut self, run: &str, step: &str, at_ms: u64) {
+        let steps = match self.at_work.get_mut(run) {
+            Some(steps) => steps,
+            None => self.at_work.entry(run.into()).or_default(),
+        };
+        steps.retain(|(name, _)| name.as_str() != step);
+        steps.push((StepName::from(step), at_ms));
+    }
+
+    /// Forgets that `step` of `run` is at work; returns when it started, if it was.
+    fn stop(&mut self, run: &str, step: &str) -> Option<u64> {
+        let steps = self.at_work.get_mut(run)?;
+        let i = steps.iter().position(|(name, _)| name.as_str() == step)?;
+        let (_, started) = steps.swap_remove(i);
+        if steps.is_empty() {
+            self.at_work.remove(run);
+        }
+        Some(started)
     }
 
     /// `timeout = "auto"`: 2× the p99 of the step's recent successful durations in runs of
@@ -123,6 +132,22 @@ impl View {
         let p99 = samples[(samples.len() * 99).div_ceil(100) - 1];
         p99.saturating_mul(2).max(1)
     }
+}
+
+/// Adds a successful duration of `step` in a run of `workflow`.
+fn learn(durations: &mut Durations, workflow: &str, step: &str, ms: u64) {
+    let steps = match durations.get_mut(workflow) {
+        Some(steps) => steps,
+        None => durations.entry(workflow.to_owned()).or_default(),
+    };
+    let samples = match steps.get_mut(step) {
+        Some(samples) => samples,
+        None => steps.entry(StepName::from(step)).or_default(),
+    };
+    if samples.len() == DURATION_SAMPLES_MAX {
+        samples.pop_front();
+    }
+    samples.push_back(ms);
 }
 
 #[cfg(test)]
@@ -197,6 +222,7 @@ mod tests {
         let reloaded = View::from_snapshot(Some(view.to_snapshot().unwrap()));
         assert_eq!(reloaded.watermark, view.watermark);
         assert_eq!(reloaded.auto_timeout_ms("wf", "s", 7), 20);
-        assert!(reloaded.runs.values().all(|r| r.started.is_empty()));
+        assert!(reloaded.at_work.is_empty(), "no step is at work");
+        assert_eq!(reloaded.runs(), view.runs());
     }
 }

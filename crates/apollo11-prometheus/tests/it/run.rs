@@ -149,6 +149,9 @@ async fn a_real_run_renders_every_metric_with_sane_values_and_promtool_accepts_i
         assert_eq!(handle.outcome().await.unwrap(), status, "{run}");
         events += log.read_run(&RunId::from(run), Seq(1)).await.unwrap().len();
     }
+    // A finished run driven again is counted once, as it was when it finished.
+    let again = engine.resume(RunId::from("shop-1")).await.unwrap();
+    assert_eq!(again.outcome().await.unwrap(), RunStatus::RolledBack);
     let text = prometheus.render();
     let s = samples(&text);
     let appended = counter(&s, "apollo11_events_appended_total") - appended_before;
@@ -247,5 +250,9 @@ fn check_runs(s: &[Sample]) {
         "audit's, out of tries: still pending while its run waits"
     );
     let finished = [("workflow", "shop"), ("status", "rolled_back")];
-    assert_eq!(value(s, "apollo11_runs_finished_total", &finished), 1.0);
+    assert_eq!(
+        value(s, "apollo11_runs_finished_total", &finished),
+        2.0,
+        "driver ends: shop-1's, and its resume's once it was finished"
+    );
 }

@@ -2,11 +2,13 @@
 //! only for runs whose last event changed since the inspector last listed them.
 
 use super::{Inspector, RunView};
+use crate::names::Names;
 use crate::{EngineError, Store};
 use apollo11_core::{EventId, RunId};
 use apollo11_machine::RunStatus;
 use apollo11_store::RunSummary;
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 
 /// Which runs [`Inspector::runs`] lists: all by default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,9 +38,9 @@ impl RunFilter {
         self
     }
 
-    fn admits(&self, row: &RunRow) -> bool {
-        (self.states.is_empty() || self.states.contains(&row.state))
-            && self.workflow.as_ref().is_none_or(|w| *w == row.workflow)
+    fn admits(&self, state: RunStatus, workflow: &str) -> bool {
+        (self.states.is_empty() || self.states.contains(&state))
+            && self.workflow.as_ref().is_none_or(|w| w == workflow)
     }
 }
 
@@ -103,29 +105,125 @@ impl From<&RunView> for RunRow {
     }
 }
 
+/// The rows the inspector keeps between calls, compact: a long-lived server keeps one for
+/// every run in its store (about 90 bytes each, where a [`RunRow`] with its two strings
+/// takes about 200).
+#[derive(Default)]
+pub(super) struct Rows {
+    /// The workflows' names, which the rows refer to.
+    workflows: Names,
+    kept: HashMap<Box<str>, Kept>,
+}
+
+/// A [`RunRow`] without its run id (the key it is kept under) and with its workflow as an
+/// index into [`Rows::workflows`].
+struct Kept {
+    workflow: u32,
+    state: RunStatus,
+    events: u32,
+    steps: u32,
+    steps_done: u32,
+    created_at: u64,
+    updated_at: u64,
+    last_event_id: EventId,
+}
+
+impl Rows {
+    /// Whether the kept row of `run_id` is as recent as `last`.
+    fn current(&self, run_id: &str, last: EventId) -> bool {
+        self.kept
+            .get(run_id)
+            .is_some_and(|k| k.last_event_id == last)
+    }
+
+    fn row(&self, run_id: &str, kept: &Kept) -> RunRow {
+        RunRow {
+            run_id: RunId::from(run_id),
+            workflow: self.workflow(kept).to_owned(),
+            state: kept.state,
+            created_at: kept.created_at,
+            updated_at: kept.updated_at,
+            events: kept.events,
+            steps: kept.steps as usize,
+            steps_done: kept.steps_done as usize,
+            last_event_id: kept.last_event_id,
+        }
+    }
+
+    fn workflow(&self, kept: &Kept) -> &str {
+        self.workflows.get(kept.workflow).unwrap_or_default()
+    }
+
+    /// The kept rows `filter` admits.
+    fn admitted<'r>(&'r self, filter: &'r RunFilter) -> impl Iterator<Item = (&'r str, &'r Kept)> {
+        (self.kept.iter())
+            .filter(|(_, kept)| filter.admits(kept.state, self.workflow(kept)))
+            .map(|(run_id, kept)| (&**run_id, kept))
+    }
+
+    fn keep(&mut self, row: &RunRow) {
+        let kept = Kept {
+            workflow: self.workflows.index(&row.workflow),
+            state: row.state,
+            events: row.events,
+            steps: u32::try_from(row.steps).unwrap_or(u32::MAX),
+            steps_done: u32::try_from(row.steps_done).unwrap_or(u32::MAX),
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            last_event_id: row.last_event_id,
+        };
+        match self.kept.get_mut(row.run_id.as_str()) {
+            Some(old) => *old = kept,
+            None => {
+                self.kept.insert(row.run_id.as_str().into(), kept);
+            }
+        }
+    }
+
+    /// Forgets the rows of runs the store no longer lists (removed from it), and gives the
+    /// table's room back when that was many. `readable` of the `listed` runs have a row.
+    fn forget_all_but(&mut self, listed: &[RunSummary], readable: usize) {
+        if self.kept.len() <= readable {
+            return;
+        }
+        let listed: HashSet<&str> = listed.iter().map(|s| s.run_id.as_str()).collect();
+        self.kept.retain(|run_id, _| listed.contains(&**run_id));
+        self.kept.shrink_to_fit();
+    }
+}
+
 impl<S: Store> Inspector<S> {
-    /// Every run `filter` admits, newest first. A run that cannot be read (its definition,
-    /// a blob it needs) is set apart in [`RunList::unreadable`] and the others are listed.
+    /// Every run `filter` admits, newest first (by creation, then run id). A run that cannot
+    /// be read (its definition, a blob it needs) is set apart in [`RunList::unreadable`] and
+    /// the others are listed.
     ///
     /// # Errors
     ///
     /// Store errors from listing the runs.
     pub async fn runs(&self, filter: &RunFilter) -> Result<RunList, EngineError> {
-        let summaries = self.store.list_runs().await?;
-        Ok(self.runs_of(summaries, filter).await)
+        let unreadable = self.refresh().await?;
+        let rows = self.kept_rows();
+        let mut runs: Vec<RunRow> = (rows.admitted(filter))
+            .map(|(run_id, kept)| rows.row(run_id, kept))
+            .collect();
+        drop(rows);
+        runs.sort_by(|a, b| (b.created_at, &a.run_id).cmp(&(a.created_at, &b.run_id)));
+        Ok(RunList { runs, unreadable })
     }
 
     /// The runs of `summaries` that `filter` admits, newest first, as [`Inspector::runs`]
     /// lists the store's: for lists the store's own does not hold (a file log's archived
-    /// runs).
+    /// runs). Their rows are folded for this call and not kept.
     pub async fn runs_of(&self, summaries: Vec<RunSummary>, filter: &RunFilter) -> RunList {
         let mut list = RunList {
             runs: Vec::new(),
             unreadable: Vec::new(),
         };
         for summary in summaries {
-            match self.row(&summary.run_id, summary.last_event_id).await {
-                Ok(row) if filter.admits(&row) => list.runs.push(row),
+            match self.status(&summary.run_id, None).await {
+                Ok(view) if filter.admits(view.state, &view.workflow) => {
+                    list.runs.push(RunRow::from(&view));
+                }
                 Ok(_) => {}
                 Err(error) => list.unreadable.push(Unreadable {
                     run_id: summary.run_id,
@@ -137,18 +235,71 @@ impl<S: Store> Inspector<S> {
         list
     }
 
-    /// The row of a run whose last event is `last`: the kept one if it is that recent.
-    async fn row(&self, run_id: &RunId, last: EventId) -> Result<RunRow, EngineError> {
-        let kept = self.kept_rows().get(run_id).cloned();
-        if let Some(row) = kept.filter(|row| row.last_event_id == last) {
-            return Ok(row);
+    /// One page of the runs `filter` admits, newest first by creation then run id, both
+    /// descending: at most `limit` of those that sort after `after` (`(created_at, run_id)`
+    /// of the last run of the previous page). Runs that cannot be read are left out. Only
+    /// the page's rows are copied out, however many runs the store holds.
+    ///
+    /// # Errors
+    ///
+    /// Store errors from listing the runs.
+    pub async fn runs_page(
+        &self,
+        filter: &RunFilter,
+        after: Option<(u64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<RunRow>, EngineError> {
+        self.refresh().await?;
+        let rows = self.kept_rows();
+        let mut page: Vec<(u64, &str, &Kept)> = (rows.admitted(filter))
+            .map(|(run_id, kept)| (kept.created_at, run_id, kept))
+            .filter(|(at, run_id, _)| after.is_none_or(|after| (*at, *run_id) < after))
+            .collect();
+        if page.len() > limit {
+            page.select_nth_unstable_by(limit, newest_first);
+            page.truncate(limit);
         }
-        let row = RunRow::from(&self.status(run_id, None).await?);
-        self.kept_rows().insert(run_id.clone(), row.clone());
-        Ok(row)
+        page.sort_unstable_by(newest_first);
+        Ok((page.into_iter())
+            .map(|(_, run_id, kept)| rows.row(run_id, kept))
+            .collect())
     }
 
-    fn kept_rows(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<RunId, RunRow>> {
+    /// Brings the kept rows up to the store: folds again the runs whose last event changed
+    /// since they were kept, forgets the runs the store no longer lists and those that
+    /// cannot be read, which it returns.
+    async fn refresh(&self) -> Result<Vec<Unreadable>, EngineError> {
+        let summaries = self.store.list_runs().await?;
+        let mut unreadable = Vec::new();
+        for summary in &summaries {
+            if self
+                .kept_rows()
+                .current(summary.run_id.as_str(), summary.last_event_id)
+            {
+                continue;
+            }
+            match self.status(&summary.run_id, None).await {
+                Ok(view) => self.kept_rows().keep(&RunRow::from(&view)),
+                Err(error) => {
+                    self.kept_rows().kept.remove(summary.run_id.as_str());
+                    unreadable.push(Unreadable {
+                        run_id: summary.run_id.clone(),
+                        error,
+                    });
+                }
+            }
+        }
+        let readable = summaries.len() - unreadable.len();
+        self.kept_rows().forget_all_but(&summaries, readable);
+        Ok(unreadable)
+    }
+
+    fn kept_rows(&self) -> std::sync::MutexGuard<'_, Rows> {
         self.rows.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Newest first: by creation, then run id, both descending (the API's pages).
+fn newest_first(a: &(u64, &str, &Kept), b: &(u64, &str, &Kept)) -> std::cmp::Ordering {
+    (b.0, b.1).cmp(&(a.0, a.1))
 }

@@ -10,6 +10,7 @@ mod retention;
 mod run;
 
 pub use event::{EventDetail, EventPage, EventView, PayloadView};
+use list::Rows;
 pub use list::{RunFilter, RunList, RunRow, Unreadable};
 pub use plan::{millis, Plan, PlanStep};
 pub use retention::{Kept, Retention, RetentionPlan};
@@ -19,7 +20,6 @@ use crate::{Clock, EngineError, Store};
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, WorkflowSpec};
 use apollo11_machine::{RunMachine, RunState};
 use apollo11_store::{resolve, BlobStore, EventStore, StoreError};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Read-only answers about the runs in a store. Cheap to share behind an `Arc`; it keeps
@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 pub struct Inspector<S> {
     store: Arc<S>,
     clock: Clock,
-    rows: Mutex<HashMap<RunId, RunRow>>,
+    rows: Mutex<Rows>,
 }
 
 /// A run read up to a point: its events, the machine folded from them, its definition.
@@ -49,7 +49,7 @@ impl<S: Store> Inspector<S> {
         Inspector {
             store,
             clock,
-            rows: Mutex::new(HashMap::new()),
+            rows: Mutex::new(Rows::default()),
         }
     }
 

@@ -10,14 +10,16 @@ use apollo11_store::{
     StoreError,
 };
 use async_trait::async_trait;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// A MemStore that counts the runs it reads whole.
+/// A MemStore that counts the runs it reads whole, and lists none while `hidden` (as a
+/// store would once its runs were removed).
 #[derive(Default)]
 struct Counting {
     store: MemStore,
     run_reads: AtomicUsize,
+    hidden: AtomicBool,
 }
 
 #[async_trait]
@@ -46,6 +48,9 @@ impl EventStore for Counting {
         self.store.read_from(from, max_events).await
     }
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        if self.hidden.load(Ordering::Relaxed) {
+            return Ok(Vec::new());
+        }
         self.store.list_runs().await
     }
     async fn last_event_id(&self) -> Result<EventId, StoreError> {
@@ -229,6 +234,54 @@ async fn the_run_list_filters_orders_newest_first_and_rereads_only_changed_runs(
     assert_eq!((wf.runs.len(), wf.runs[0].steps_done), (1, 1));
     let running = RunFilter::all().state(RunStatus::Succeeded);
     assert!(inspector.runs(&running).await.unwrap().runs.is_empty());
+}
+
+#[tokio::test]
+async fn a_page_of_runs_is_newest_first_after_its_cursor_and_runs_gone_from_the_store_are_forgotten(
+) {
+    let (store, inspector) = inspector(Counting::default());
+    for (run, at) in [("a", 1_000), ("b", 2_000), ("c", 2_000), ("d", 3_000)] {
+        append(store.as_ref(), created(run, "wf", at)).await;
+    }
+    append(store.as_ref(), created("x", "other", 2_500)).await;
+    let ids = |rows: Vec<apollo11_runtime::inspect::RunRow>| -> Vec<String> {
+        rows.into_iter().map(|r| r.run_id.0).collect()
+    };
+    let wf = RunFilter::all().workflow("wf");
+    let first = inspector.runs_page(&wf, None, 2).await.unwrap();
+    assert_eq!(
+        ids(first.clone()),
+        ["d", "c"],
+        "by creation, then id, descending"
+    );
+    let after = Some((first[1].created_at, first[1].run_id.as_str()));
+    let second = inspector.runs_page(&wf, after, 2).await.unwrap();
+    assert_eq!(ids(second), ["b", "a"]);
+    let all = inspector
+        .runs_page(&RunFilter::all(), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(all), ["d", "x", "c", "b", "a"]);
+    store.hidden.store(true, Ordering::Relaxed);
+    let gone = inspector
+        .runs_page(&RunFilter::all(), None, 10)
+        .await
+        .unwrap();
+    assert!(
+        gone.is_empty(),
+        "rows of runs the store no longer lists are dropped"
+    );
+    store.hidden.store(false, Ordering::Relaxed);
+    let reads = store.run_reads.load(Ordering::Relaxed);
+    assert_eq!(
+        inspector.runs(&RunFilter::all()).await.unwrap().runs.len(),
+        5
+    );
+    assert_eq!(
+        store.run_reads.load(Ordering::Relaxed),
+        reads + 5,
+        "forgotten rows are read again"
+    );
 }
 
 #[tokio::test]
