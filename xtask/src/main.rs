@@ -39,7 +39,7 @@ const USAGE: &str =
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
            schemathesis on the API, crash test (file log; PostgreSQL, 100 kills), 500 simulation
-           seeds on the file log and on memory, 40 on PostgreSQL, failover test, a 30 s soak (the
+           seeds on the file log and on memory, 40 on PostgreSQL, failover test (the
            fuzz corpora are replayed by the tests; libFuzzer runs by `cargo xtask fuzz`, not here)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
@@ -142,13 +142,10 @@ fn ci() -> Result<()> {
     // The same harness on PostgreSQL under leases, on real time: about 40 s.
     let args = ["--seeds", sim::CI_PG_SEEDS, "--store", "postgres"].map(String::from);
     sim::run(&root, &args)?;
-    failover::run(&root, &[])?;
-    soak::run(&root, &["--minutes".into(), CI_SOAK_MINUTES.into()])
+    // The soak is not here: 30 s of it cost about 50 s of CI's 30 minutes and are too short
+    // for its flatness verdict; `cargo xtask soak --minutes N` is run on its own.
+    failover::run(&root, &[])
 }
-
-/// The soak in `ci`: 30 s of load, about 50 s in all (too short for a flatness verdict; the
-/// harness, the invariants over every run and the absence of errors are what it checks).
-const CI_SOAK_MINUTES: &str = "0.5";
 
 fn cargo(args: &[&str]) -> Result<()> {
     eprintln!("$ cargo {}", args.join(" "));
