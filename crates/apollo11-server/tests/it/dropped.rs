@@ -27,10 +27,11 @@ async fn a_start_whose_request_is_dropped_at_its_first_poll_still_runs_to_its_en
         .unwrap();
     // The request polled exactly once, then dropped: the start is under way (its append handed
     // to the log's writer), and nobody waits for its answer any more.
-    let mut answer = std::pin::pin!(router.clone().oneshot(start));
-    let first = std::future::poll_fn(|cx| Poll::Ready(answer.as_mut().poll(cx))).await;
-    assert!(first.is_pending(), "the start answered at its first poll");
-    drop(answer);
+    {
+        let mut answer = std::pin::pin!(router.clone().oneshot(start));
+        let first = std::future::poll_fn(|cx| Poll::Ready(answer.as_mut().poll(cx))).await;
+        assert!(first.is_pending(), "the start answered at its first poll");
+    } // the request is dropped here
     let deadline = Instant::now() + Duration::from_secs(20);
     let state = loop {
         let status = Request::get("/api/v1/runs/dropped")
