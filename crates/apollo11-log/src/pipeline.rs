@@ -2,11 +2,7 @@
 //! thread syncs the batch before, and completes (publishes and acknowledges) each batch once
 //! a sync that covers it has returned. It writes a batch only while at most one other is
 //! unsynced, so a crash can tear the last two batches at most (recovery relies on it, see
-//! docs/log-format.md). When a sync returns, it first writes what queued during it, then
-//! asks for the next sync (of everything written), then acknowledges: an append that
-//! arrives during a sync is durable after the next one, not the one after (which it would
-//! be if the next sync started at once with only the batch written during the last).
-//! It rolls to a new segment only once every batch written is synced.
+//! docs/log-format.md). It rolls to a new segment only once every batch written is synced.
 //! Any failure, its own or a sync's, poisons the store and fails every append not yet
 //! acknowledged: those of the batch a failed sync covered, of the batch written after it,
 //! of the batch being gathered, and every one queued or pushed later.
@@ -21,7 +17,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Batches written and not yet synced, at most, when a new one is written.
-const UNSYNCED_MAX: u64 = 1;
+const UNSYNCED_MAX: usize = 1;
 
 /// The writer thread's state.
 struct Pipeline {
@@ -35,8 +31,6 @@ struct Pipeline {
     gathered: Vec<Accepted>,
     /// Batches written, oldest first, waiting for a sync that covers them.
     unsynced: VecDeque<Batch>,
-    /// Batches written so far (the number of the last).
-    written: u64,
     buf: Vec<u8>,
 }
 
@@ -69,7 +63,6 @@ pub fn run(writer: Writer, queue: Arc<Queue>) {
         pending: VecDeque::new(),
         gathered: Vec::new(),
         unsynced: VecDeque::new(),
-        written: 0,
         buf: Vec::with_capacity(1 << 20),
     };
     let outcome = loop {
@@ -98,25 +91,19 @@ fn fail_requests(queue: &Queue, pending: &mut VecDeque<AppendRequest>, error: &S
 }
 
 impl Pipeline {
-    /// One turn: writes a batch when requests wait and it may, asks for a sync when none is
-    /// under way and a batch waits for one, completes the batches synced, or else sleeps
-    /// until woken. `false` once closed with nothing left.
+    /// One turn: completes the batches synced, writes a batch when requests wait and it
+    /// may, or else sleeps until woken. `false` once closed with nothing left.
     fn turn(&mut self) -> Result<bool, String> {
-        let (synced, syncing) = self.progress()?;
-        let may_write = self.written - synced <= UNSYNCED_MAX;
+        self.complete_synced()?;
+        let may_write = self.unsynced.len() <= UNSYNCED_MAX;
         if may_write && self.pending.is_empty() {
             // Pushes from now on wake this thread: none is missed between the take below
             // and the park.
             self.queue.want();
         }
         let closed = self.queue.take(&mut self.pending);
-        let wrote = may_write && !self.pending.is_empty();
-        if wrote {
+        if may_write && !self.pending.is_empty() {
             self.write_next()?;
-        }
-        self.request_sync(synced, syncing);
-        self.complete_synced(synced);
-        if wrote {
             return Ok(true);
         }
         if closed && self.pending.is_empty() && self.unsynced.is_empty() {
@@ -143,57 +130,39 @@ impl Pipeline {
         }
         let at = self.writer.write(&self.buf)?;
         let batch = self.writer.batch(at, std::mem::take(&mut self.gathered));
-        self.written = batch.number;
         match &self.syncs {
-            Some(_) => self.unsynced.push_back(batch),
+            Some((syncs, _)) => {
+                syncs.written(&Target {
+                    name: self.writer.tail.name.clone(),
+                    file: self.writer.tail.file.clone(),
+                });
+                self.unsynced.push_back(batch);
+            }
             None => self.writer.complete(batch),
         }
         Ok(())
     }
 
-    /// How many batches a returned sync covered, and whether a sync is under way; fails
-    /// once a sync failed, after completing the batches synced before it.
-    fn progress(&mut self) -> Result<(u64, bool), String> {
+    /// Completes, oldest first, every batch a returned sync covered; fails if a sync failed.
+    fn complete_synced(&mut self) -> Result<(), String> {
         let Some((syncs, _)) = &self.syncs else {
-            return Ok((self.written, false));
+            return Ok(());
         };
         let progress = syncs.progress();
-        if let Some(cause) = progress.failed {
-            self.complete_synced(progress.synced);
-            return Err(cause);
-        }
-        Ok((progress.synced, progress.syncing))
-    }
-
-    /// Asks for a sync of every batch written, when some are not `synced` and no sync is
-    /// under way.
-    fn request_sync(&self, synced: u64, syncing: bool) {
-        let Some((syncs, _)) = &self.syncs else {
-            return;
-        };
-        if !syncing && self.written > synced {
-            let target = Target {
-                name: self.writer.tail.name.clone(),
-                file: self.writer.tail.file.clone(),
-            };
-            syncs.request(self.written, &target);
-        }
-    }
-
-    /// Completes, oldest first, every batch among the first `synced`.
-    fn complete_synced(&mut self, synced: u64) {
-        while self.unsynced.front().is_some_and(|b| b.number <= synced) {
-            let batch = self.unsynced.pop_front().expect("checked just above");
+        while let Some(batch) = self.unsynced.pop_front() {
+            if batch.number > progress.synced {
+                self.unsynced.push_front(batch);
+                break;
+            }
             self.writer.complete(batch);
         }
+        progress.failed.map_or(Ok(()), Err)
     }
 
     /// Waits until every batch written is synced, and completes them.
     fn drain(&mut self) -> Result<(), String> {
         loop {
-            let (synced, syncing) = self.progress()?;
-            self.request_sync(synced, syncing);
-            self.complete_synced(synced);
+            self.complete_synced()?;
             if self.unsynced.is_empty() {
                 return Ok(());
             }

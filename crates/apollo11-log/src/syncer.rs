@@ -1,11 +1,9 @@
 //! The sync thread of the pipelined writer: it syncs the segment while the writer thread
-//! writes the next batch. It syncs only when the writer asks, through the batches written
-//! at that moment (the writer asks once the sync before has returned and it has written
-//! what queued meanwhile, so a sync carries everything that waited for it); the writer
+//! writes the next batch. A sync covers every batch written before it started; the writer
 //! acknowledges a batch only once a sync that covers it has returned, and it writes a batch
-//! only while at most one other is unsynced, so a crash leaves at most two batches torn.
-//! A failed sync is never retried: it stops this thread, and the writer fails every batch
-//! it has written since the last good sync.
+//! only while at most one other is unsynced, so a crash leaves at most two batches torn
+//! (the one being synced and the next). A failed sync is never retried: it stops this
+//! thread, and the writer fails every batch it has written since the last good sync.
 
 use crate::fs::FsFile;
 use crate::metrics;
@@ -27,11 +25,11 @@ pub struct Target {
 
 #[derive(Default)]
 struct State {
-    /// Batches the writer asked to be synced (all written), counted from its start.
-    requested: u64,
+    /// Batches written, counted from the writer's start.
+    written: u64,
     /// Batches covered by a sync that returned.
     synced: u64,
-    /// The segment the batches asked for are in (the writer rolls only once all are synced).
+    /// The segment the written batches are in (the writer rolls only once all are synced).
     target: Option<Target>,
     /// Why a sync failed; set once, and the thread stops.
     failed: Option<String>,
@@ -42,8 +40,6 @@ struct State {
 /// What the writer learns from the sync thread.
 pub struct Progress {
     pub synced: u64,
-    /// Whether a sync asked for has not returned yet.
-    pub syncing: bool,
     pub failed: Option<String>,
 }
 
@@ -71,10 +67,10 @@ impl Syncs {
         Ok((syncs, handle))
     }
 
-    /// Asks for a sync of `target` covering the first `through` batches, all written.
-    pub fn request(&self, through: u64, target: &Target) {
+    /// Counts one more batch written to `target`, which the next sync will cover.
+    pub fn written(&self, target: &Target) {
         let mut state = self.state();
-        state.requested = through;
+        state.written += 1;
         state.target = Some(target.clone());
         drop(state);
         self.work.notify_one();
@@ -85,7 +81,6 @@ impl Syncs {
         let state = self.state();
         Progress {
             synced: state.synced,
-            syncing: state.requested > state.synced,
             failed: state.failed.clone(),
         }
     }
@@ -118,7 +113,7 @@ impl Syncs {
         }
     }
 
-    /// Waits for a sync asked for: how many batches it covers, and where.
+    /// Waits for batches to sync: how many batches a sync started now covers, and where.
     /// `None` once closing, or after a failure.
     fn next(&self) -> Option<(u64, Target)> {
         let mut state = self.state();
@@ -128,9 +123,9 @@ impl Syncs {
             if state.failed.is_some() || state.closing {
                 return None;
             }
-            if state.requested > state.synced {
-                let target = state.target.clone().expect("a sync asked for names its file");
-                return Some((state.requested, target));
+            if state.written > state.synced {
+                let target = state.target.clone().expect("a batch was written somewhere");
+                return Some((state.written, target));
             }
             state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
         }
