@@ -5,7 +5,12 @@
 //! A generator thread wakes about every 100 µs and releases every event whose time has come,
 //! stamped with the instant it is released; it never waits for an acknowledgement, so a slow
 //! store meets a growing queue (no coordinated omission). Event `i` goes to stream
-//! `i % STREAMS`; each stream appends its events to its own run in order.
+//! `i % STREAMS`; each stream appends its events to its own run in order, one at a time.
+//!
+//! So at most `STREAMS` appends are in flight, and a store whose mean service time (from the
+//! append's call to its answer) is `t` can be offered no more than `STREAMS / t` events/s
+//! before the streams' queues grow (Little's law): the `stream_bound` columns. At 100k
+//! events/s over 1,000 streams, `t` must stay under 10 ms.
 
 use crate::append::{log_appender, sqlite_appender, Append};
 use crate::report::{quantile_us, raw_fsync, Report};
@@ -19,9 +24,25 @@ use tokio::sync::mpsc;
 /// Concurrent streams (runs); at 100k events/s each sees an event every 10 ms.
 const STREAMS: usize = 1_000;
 
-/// Offers `rate` events/s for `seconds` to `append`; returns the achieved events/s and the
-/// sorted latencies from release to acknowledgement.
-async fn offer(rate: u64, seconds: u64, append: Append) -> Result<(f64, Vec<Duration>)> {
+/// What one rate offered to one store gave.
+struct Offered {
+    /// Events acknowledged per second, over the whole pass.
+    achieved: f64,
+    /// From release to acknowledgement, sorted.
+    latencies: Vec<Duration>,
+    /// The mean time from an append's call to its answer, in seconds.
+    service_mean: f64,
+}
+
+impl Offered {
+    /// The most events/s the streams could have offered at this mean service time.
+    fn stream_bound(&self) -> f64 {
+        STREAMS as f64 / self.service_mean
+    }
+}
+
+/// Offers `rate` events/s for `seconds` to `append`.
+async fn offer(rate: u64, seconds: u64, append: Append) -> Result<Offered> {
     let total = rate * seconds;
     let mut senders = Vec::with_capacity(STREAMS);
     let mut tasks = Vec::with_capacity(STREAMS);
@@ -30,24 +51,32 @@ async fn offer(rate: u64, seconds: u64, append: Append) -> Result<(f64, Vec<Dura
         senders.push(send);
         let append = append.clone();
         tasks.push(tokio::spawn(async move {
-            let (mut seq, mut latencies) = (1, Vec::new());
+            let (mut seq, mut latencies, mut serving) = (1, Vec::new(), Duration::ZERO);
             while let Some(released) = receive.recv().await {
+                let called = Instant::now();
                 append(format!("stream-{stream}"), seq).await?;
+                serving += called.elapsed();
                 latencies.push(released.elapsed());
                 seq += 1;
             }
-            anyhow::Ok(latencies)
+            anyhow::Ok((latencies, serving))
         }));
     }
     let started = Instant::now();
     release(rate, total, senders).await?;
-    let mut latencies = Vec::with_capacity(total as usize);
+    let (mut latencies, mut serving) = (Vec::with_capacity(total as usize), Duration::ZERO);
     for task in tasks {
-        latencies.extend(task.await??);
+        let (each, served) = task.await??;
+        latencies.extend(each);
+        serving += served;
     }
     let achieved = latencies.len() as f64 / started.elapsed().as_secs_f64();
     latencies.sort();
-    Ok((achieved, latencies))
+    Ok(Offered {
+        achieved,
+        service_mean: serving.as_secs_f64() / latencies.len().max(1) as f64,
+        latencies,
+    })
 }
 
 /// The generator: releases `total` items at `rate` per second from now, item `i` to
@@ -87,10 +116,13 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             "p50_us",
             "p99_us",
             "p999_us",
+            "service_mean_us",
+            "stream_bound_per_s",
             "sqlite_events_per_s",
             "sqlite_p50_us",
             "sqlite_p99_us",
             "sqlite_p999_us",
+            "sqlite_stream_bound_per_s",
             "p99_ratio_to_sqlite",
             "raw_sync_p50_us",
             "raw_sync_p99_us",
@@ -99,23 +131,26 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     report.header();
     for rate in [10_000, 50_000, 100_000] {
         let dir = setup.dir.join(format!("open-{rate}"));
-        let (ours, latencies) =
-            offer(rate, seconds, log_appender(&dir, Options::default())?.0).await?;
+        let ours = offer(rate, seconds, log_appender(&dir, Options::default())?.0).await?;
         let (sqlite, _) = sqlite_appender(&setup.dir.join(format!("open-{rate}.db")))?;
-        let (theirs, sqlite_latencies) = offer(rate, seconds, sqlite).await?;
+        let theirs = offer(rate, seconds, sqlite).await?;
         let (_, syncs) = raw_fsync(&setup.dir, 1, 4_096, 2.0)?;
         let q = |l: &[Duration], q| json!(quantile_us(l, q));
+        let (latencies, sqlite_latencies) = (&ours.latencies, &theirs.latencies);
         report.row(vec![
             json!(rate),
-            json!(ours),
-            q(&latencies, 0.5),
-            q(&latencies, 0.99),
-            q(&latencies, 0.999),
-            json!(theirs),
-            q(&sqlite_latencies, 0.5),
-            q(&sqlite_latencies, 0.99),
-            q(&sqlite_latencies, 0.999),
-            json!(quantile_us(&latencies, 0.99) / quantile_us(&sqlite_latencies, 0.99)),
+            json!(ours.achieved),
+            q(latencies, 0.5),
+            q(latencies, 0.99),
+            q(latencies, 0.999),
+            json!(ours.service_mean * 1e6),
+            json!(ours.stream_bound()),
+            json!(theirs.achieved),
+            q(sqlite_latencies, 0.5),
+            q(sqlite_latencies, 0.99),
+            q(sqlite_latencies, 0.999),
+            json!(theirs.stream_bound()),
+            json!(quantile_us(latencies, 0.99) / quantile_us(sqlite_latencies, 0.99)),
             q(&syncs, 0.5),
             q(&syncs, 0.99),
         ]);
@@ -125,7 +160,9 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         "{seconds} s per rate, 200-byte events, fsync; {STREAMS} streams, each on its own run. \
          raw_sync: one 4 KiB write + fdatasync, timed alone in the same run, for 2 s: an event \
          that arrives during a sync waits for it and then for its own, so the ack p99 cannot \
-         be much below raw_sync p50 + p99."
+         be much below raw_sync p50 + p99. service_mean: from an append's call to its answer; \
+         stream_bound: {STREAMS} / service_mean, the most events/s {STREAMS} streams of one \
+         append in flight each could be offered (a store below the offered rate there falls behind)."
     ));
     Ok(report)
 }
