@@ -249,13 +249,10 @@ impl Files {
         if snapshot.watermark.0 > last {
             return Err(snapshot::beyond_log(snapshot.watermark.0, last));
         }
-        let record_crc = match snapshot.watermark.0 {
-            0 => 0,
-            w => self.index().record_crc(w)?,
-        };
+        let record_crc = self.index().watermark_crc(snapshot.watermark.0)?;
         let dir = self.dir.join("snapshots");
         let path = dir.join(snapshot::file_name(snapshot.watermark.0));
-        let bytes = snapshot::encode(snapshot, self.options.durability, record_crc);
+        let bytes = snapshot::encode(snapshot, self.options.durability, record_crc.unwrap_or(0));
         write_atomically(self.fs.as_ref(), &path, &bytes)?;
         let names = self.snapshot_names()?;
         for old in names.iter().rev().skip(self.options.snapshots_kept) {
@@ -285,10 +282,7 @@ impl Files {
             if watermark > last {
                 continue;
             }
-            let record_crc = match watermark {
-                0 => 0,
-                w => self.index().record_crc(w)?,
-            };
+            let record_crc = self.index().watermark_crc(watermark)?;
             if snapshot::foreign(&file, record_crc).is_none() {
                 return Ok(Some(file.snapshot));
             }

@@ -34,11 +34,11 @@ impl Part {
     }
 }
 
-/// The records of events `first..=last` of one segment, read at once.
+/// The records of the segment's events `first..=last` (positions in it), read at once.
 pub struct Chunk<'a> {
     segment: &'a SegmentIndex,
-    first: u64,
-    last: u64,
+    first: usize,
+    last: usize,
     /// Offset of `bytes` in the segment file.
     start: u64,
     bytes: &'a [u8],
@@ -48,8 +48,9 @@ pub struct Chunk<'a> {
 /// `scan_from`, done where blocking is allowed, so that the decoding half, borrowed and
 /// allocation-free, can run anywhere.
 pub struct ReadAhead {
-    /// `(segment position, first, last, offset in the segment, range in `buf`)`.
-    chunks: Vec<(usize, u64, u64, u64, std::ops::Range<usize>)>,
+    /// `(segment position, first, last event positions in it, offset in the segment, range
+    /// in `buf`)`.
+    chunks: Vec<(usize, usize, usize, u64, std::ops::Range<usize>)>,
     /// The last event read, if any.
     last: Option<EventId>,
     buf: Vec<u8>,
@@ -82,21 +83,20 @@ impl Index {
             .last_event_id
             .min(first.saturating_add(u64::from(max)).saturating_sub(1));
         let mut chunks = Vec::new();
-        let mut id = first;
-        while id <= last {
-            let segment = self.segment_of(id)?;
-            let position = self.segments.partition_point(|s| s.base <= id) - 1;
-            let segment_last = (segment.base + segment.offsets.len() as u64 - 1).min(last);
-            let end = (segment_last).min(id + CHUNK_EVENTS - 1);
-            let (start, stop) = self.chunk_span(segment, (id, end))?;
-            let at = buf.len();
-            buf.resize(at + (stop - start) as usize, 0);
-            segment
-                .file
-                .read_exact_at(&mut buf[at..], start)
-                .map_err(|e| read_error(segment, start, e))?;
-            chunks.push((position, id, end, start, at..buf.len()));
-            id = end + 1;
+        for (position, (mut p, end)) in self.stretches((first, last)) {
+            let segment = &self.segments[position];
+            while p < end {
+                let chunk_last = (end - 1).min(p + CHUNK_EVENTS as usize - 1);
+                let (start, stop) = chunk_span(segment, (p, chunk_last))?;
+                let at = buf.len();
+                buf.resize(at + (stop - start) as usize, 0);
+                segment
+                    .file
+                    .read_exact_at(&mut buf[at..], start)
+                    .map_err(|e| read_error(segment, start, e))?;
+                chunks.push((position, p, chunk_last, start, at..buf.len()));
+                p = chunk_last + 1;
+            }
         }
         let last = (first <= last).then_some(EventId(last));
         Ok(ReadAhead { chunks, last, buf })
@@ -122,44 +122,30 @@ impl Index {
         Ok(ahead.last)
     }
 
-    /// Where the records of events `first..=last` of one segment start and end.
-    fn chunk_span(
-        &self,
-        segment: &SegmentIndex,
-        (first, last): (u64, u64),
-    ) -> Result<(u64, u64), StoreError> {
-        let offset_of = |id: u64| u64::from(segment.offsets[(id - segment.base) as usize]);
-        let start = offset_of(first);
-        let end = if last + 1 - segment.base < segment.offsets.len() as u64 {
-            offset_of(last + 1)
-        } else {
-            let at = offset_of(last);
-            let mut header = [0u8; HEADER_BYTES];
-            segment
-                .file
-                .read_exact_at(&mut header, at)
-                .map_err(|e| read_error(segment, at, e))?;
-            let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
-            if len == 0 || len > limits::RECORD_BYTES_MAX {
-                return Err(corrupted(
-                    segment,
-                    at,
-                    format!("record length {len} on re-read"),
-                ));
-            }
-            at + (HEADER_BYTES as u64) + u64::from(len)
-        };
-        Ok((start, end))
+    /// Each segment holding events of ids `first..=last`: its position in `segments` and
+    /// the range of those events' positions in it (empty ranges left out).
+    fn stretches(&self, (first, last): (u64, u64)) -> Vec<(usize, (usize, usize))> {
+        let from = self.covering(first);
+        (self.segments.iter().enumerate().skip(from))
+            .take_while(|(_, s)| s.base <= last)
+            .map(|(i, s)| {
+                (
+                    i,
+                    (s.count_below(first), s.count_below(last.saturating_add(1))),
+                )
+            })
+            .filter(|(_, (p, end))| p < end)
+            .collect()
     }
 
-    /// Reads the records of events `first..=last` of one segment into `buf`.
+    /// Reads the records of the segment's events `first..=last` (positions) into `buf`.
     pub fn chunk<'a>(
         &self,
         segment: &'a SegmentIndex,
-        (first, last): (u64, u64),
+        (first, last): (usize, usize),
         buf: &'a mut Vec<u8>,
     ) -> Result<Chunk<'a>, StoreError> {
-        let (start, end) = self.chunk_span(segment, (first, last))?;
+        let (start, end) = chunk_span(segment, (first, last))?;
         buf.resize((end - start) as usize, 0);
         segment
             .file
@@ -246,36 +232,62 @@ impl Index {
         each: &mut dyn FnMut(Chunk<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let mut buf = Vec::new();
-        let mut id = first;
-        while id <= last {
-            let segment = self.segment_of(id)?;
-            let segment_last = (segment.base + segment.offsets.len() as u64 - 1).min(last);
-            if let Some((start, end)) = segment.span(part, (id, segment_last)) {
-                each(self.chunk(segment, (start, end), &mut buf)?)?;
-                id = end + 1;
-            } else {
-                id = segment_last + 1;
+        for (position, (mut p, end)) in self.stretches((first, last)) {
+            let segment = &self.segments[position];
+            while p < end {
+                let Some((start, stop)) = segment.span(part, (p, end - 1)) else {
+                    break;
+                };
+                each(self.chunk(segment, (start, stop), &mut buf)?)?;
+                p = stop + 1;
             }
         }
         Ok(())
     }
 }
 
+/// Where the records of the segment's events `first..=last` (positions) start and end.
+fn chunk_span(
+    segment: &SegmentIndex,
+    (first, last): (usize, usize),
+) -> Result<(u64, u64), StoreError> {
+    let offset_of = |p: usize| u64::from(segment.offsets[p]);
+    let start = offset_of(first);
+    if last + 1 < segment.offsets.len() {
+        return Ok((start, offset_of(last + 1)));
+    }
+    let at = offset_of(last);
+    let mut header = [0u8; HEADER_BYTES];
+    segment
+        .file
+        .read_exact_at(&mut header, at)
+        .map_err(|e| read_error(segment, at, e))?;
+    let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+    if len == 0 || len > limits::RECORD_BYTES_MAX {
+        return Err(corrupted(
+            segment,
+            at,
+            format!("record length {len} on re-read"),
+        ));
+    }
+    Ok((start, at + (HEADER_BYTES as u64) + u64::from(len)))
+}
+
 impl SegmentIndex {
     /// The first stretch of `first..=last` worth reading for `part`: from its first event
     /// there to the last one before a gap of [`GAP_BYTES`] or more of other runs' records,
     /// at most [`CHUNK_EVENTS`] events. `None` when `part` has no event there.
-    fn span(&self, part: Part, (first, last): (u64, u64)) -> Option<(u64, u64)> {
-        let holds = |id: u64| part.holds(self.slots[(id - self.base) as usize]);
-        let offset = |id: u64| u64::from(self.offsets[(id - self.base) as usize]);
-        let start = (first..=last).find(|&id| holds(id))?;
+    fn span(&self, part: Part, (first, last): (usize, usize)) -> Option<(usize, usize)> {
+        let holds = |p: usize| part.holds(self.slots[p]);
+        let offset = |p: usize| u64::from(self.offsets[p]);
+        let start = (first..=last).find(|&p| holds(p))?;
         let mut end = start;
-        for id in start + 1..=last.min(start + CHUNK_EVENTS - 1) {
-            if offset(id) - offset(end + 1) >= GAP_BYTES {
+        for p in start + 1..=last.min(start + CHUNK_EVENTS as usize - 1) {
+            if offset(p) - offset(end + 1) >= GAP_BYTES {
                 break;
             }
-            if holds(id) {
-                end = id;
+            if holds(p) {
+                end = p;
             }
         }
         Some((start, end))
@@ -288,16 +300,13 @@ impl Chunk<'_> {
     /// event the index places there. Other runs' records are stepped over by the index.
     pub fn scan(&self, part: Part, visit: &mut dyn FnMut(&EventRef<'_>)) -> Result<(), StoreError> {
         let segment = self.segment;
-        let position = |id: u64| {
-            (u64::from(segment.offsets[(id - segment.base) as usize]) - self.start) as usize
-        };
         // Where the last record checked ends; `None` after another run's event.
         let mut checked = None;
-        for id in self.first..=self.last {
-            let event_at = position(id);
+        for p in self.first..=self.last {
+            let event_at = (u64::from(segment.offsets[p]) - self.start) as usize;
             self.batch_ends(checked, event_at)?;
-            checked = if part.holds(segment.slots[(id - segment.base) as usize]) {
-                Some(self.event(id, event_at, visit)?)
+            checked = if part.holds(segment.slots[p]) {
+                Some(self.event(segment.id_at(p), event_at, visit)?)
             } else {
                 None
             };
