@@ -164,8 +164,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         keep: usize,
     },
-    /// Say which finished runs the retention policy lets go (flags over `[retention]` in
-    /// the data dir's apollo11.toml); only --dry-run is built: archival is not yet.
+    /// Archive the finished runs the retention policy lets go (flags over `[retention]` in
+    /// the data dir's apollo11.toml): moved out of the live log into an archive file, still
+    /// read by status, events, runs --all and export. Takes the data dir's lock.
     Gc {
         /// Keep runs that ended less than N days ago.
         #[arg(long, value_name = "N")]
@@ -173,8 +174,8 @@ enum Command {
         /// Keep the newest N runs of each workflow.
         #[arg(long, value_name = "N")]
         keep_last: Option<u32>,
-        /// List the runs that would be archived, changing nothing.
-        #[arg(long, required = true)]
+        /// List the runs that would be archived, changing nothing (takes no lock).
+        #[arg(long)]
         dry_run: bool,
     },
     /// Serve the HTTP API and web UI on the data dir, driving runs of the workflows in
@@ -340,8 +341,13 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Gc {
             keep_days,
             keep_last,
-            dry_run: _,
+            dry_run: true,
         } => gc::dry_run(&dir, keep_days, keep_last).await,
+        Command::Gc {
+            keep_days,
+            keep_last,
+            dry_run: false,
+        } => gc::collect(&dir, keep_days, keep_last).await,
         Command::Serve {
             listen,
             workflows,
