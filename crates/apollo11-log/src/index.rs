@@ -173,6 +173,11 @@ impl Index {
         }
     }
 
+    /// The run of `segment`'s event `p`.
+    pub fn run_of(&self, segment: &SegmentIndex, p: usize) -> &str {
+        self.run_ids[segment.slots[p] as usize].as_str()
+    }
+
     /// The ids of the run's events, in seq order (`None` for a run the index lacks).
     pub fn event_ids(&self, run_id: &str) -> Option<&[u64]> {
         let slot = *self.runs.get(run_id)?;

@@ -144,27 +144,65 @@ impl FileLog {
         Ok(collected)
     }
 
-    /// The pause: each rewritten segment renamed over its segment, the directory synced, the
-    /// index rebuilt from the rewritten segments, all under the index's write lock.
+    /// The index is rebuilt from the rewritten segments under the index's read lock
+    /// (appends go on); then the pause, under its write lock: each rewritten segment renamed
+    /// over its segment, the directory synced, the events published meanwhile added to the
+    /// rebuilt index, which replaces the old one.
     fn swap(&self, rewritten: &[rewrite::Rewritten]) -> Result<Duration, StoreError> {
         let files = &self.files;
         let fs = files.fs.as_ref();
-        let mut index = files
-            .shared
-            .index
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
+        let replaced = (rewritten.iter())
+            .map(|r| Ok((r.position, r.open(fs)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let (mut built, seen) = {
+            let index = files.index();
+            (rebuilt(&index, replaced)?, Seen::of(&index))
+        };
+        let mut index = (files.shared.index.write()).unwrap_or_else(|p| p.into_inner());
         let started = Instant::now();
-        let mut replaced = Vec::with_capacity(rewritten.len());
         for r in rewritten {
-            replaced.push((r.position, r.install(fs)?));
+            rewrite::rename_over(fs, &r.path)?;
         }
         if let Some(first) = rewritten.first() {
             sync_dir_of(fs, &first.path)?;
         }
-        *index = rebuilt(&index, replaced)?;
+        catch_up(&mut built, &index, seen)?;
+        *index = built;
         Ok(started.elapsed())
     }
+}
+
+/// How far the index went when a rebuilt one was taken from it: its segments, and the
+/// events of the last one (the one the writer appends to).
+#[derive(Clone, Copy)]
+struct Seen {
+    segments: usize,
+    events: usize,
+}
+
+impl Seen {
+    fn of(index: &Index) -> Seen {
+        Seen {
+            segments: index.segments.len(),
+            events: index.segments.last().map_or(0, |s| s.offsets.len()),
+        }
+    }
+}
+
+/// Adds to `built` what `index` published after `seen`: the rest of what was the last
+/// segment, and any segment the writer started since (none of them holds a moved run).
+fn catch_up(built: &mut Index, index: &Index, seen: Seen) -> Result<(), StoreError> {
+    let last = &index.segments[seen.segments - 1];
+    for p in seen.events..last.offsets.len() {
+        built.push(index.run_of(last, p), last.id_at(p), last.offsets[p]);
+    }
+    for position in seen.segments..index.segments.len() {
+        let segment = &index.segments[position];
+        let mut shell = SegmentIndex::new(segment.base, segment.name.clone(), segment.file.clone());
+        shell.cold = segment.cold;
+        add_segment(built, shell, &index.scanned(position, 0))?;
+    }
+    Ok(())
 }
 
 /// Marks `runs` (the writer refuses appends to them from now on) and waits until every batch
@@ -262,4 +300,80 @@ fn live_bytes(fs: &dyn Fs, dir: &Path) -> Result<u64, StoreError> {
         total += size;
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FsFile, Mode, RealFs};
+    use crate::segment::Indexed;
+    use std::sync::Arc;
+
+    /// A scan of a version 1 segment from `base` holding events of `runs`, in order, seqs
+    /// following those of the runs `before` held.
+    fn scanned(base: u64, runs: &[&str], before: &mut Vec<String>) -> Scanned {
+        let mut names: Vec<String> = Vec::new();
+        let events = (runs.iter().enumerate())
+            .map(|(i, &run)| {
+                if !names.iter().any(|n| n == run) {
+                    names.push(run.to_owned());
+                }
+                before.push(run.to_owned());
+                Indexed {
+                    id: base + i as u64,
+                    offset: 24 + 100 * i as u32,
+                    seq: before.iter().filter(|r| *r == run).count() as u32,
+                    run: names.iter().position(|n| n == run).unwrap() as u32,
+                }
+            })
+            .collect();
+        Scanned {
+            base,
+            covers_to: None,
+            events,
+            runs: names,
+            end: 0,
+            stop: None,
+        }
+    }
+
+    /// An index of segments of `runs` each (each run's seqs counted across them).
+    fn index_of(file: &Arc<dyn FsFile>, segments: &[&[&str]]) -> Index {
+        let mut index = Index::default();
+        let mut before = Vec::new();
+        for runs in segments {
+            let base = index.last_event_id + 1;
+            let scan = scanned(base, runs, &mut before);
+            let shell = SegmentIndex::new(base, format!("segments/{base}"), file.clone());
+            add_segment(&mut index, shell, &scan).unwrap();
+        }
+        index
+    }
+
+    fn ids_by_run(index: &Index) -> Vec<(String, Vec<u64>)> {
+        (index.list_runs().iter())
+            .map(|r| {
+                let ids = index.event_ids(r.run_id.as_str()).unwrap().to_vec();
+                (r.run_id.to_string(), ids)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn events_published_after_the_rebuild_are_caught_up_in_the_pause() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let file: Arc<dyn FsFile> = RealFs.open(&path, Mode::CreateNew).unwrap().into();
+        // As the rebuild saw it: a sealed segment and one event in the live one.
+        let seen = index_of(&file, &[&["x", "y", "x"], &["y"]]);
+        // As the pause finds it: the live segment grew, then the writer rolled.
+        let now = index_of(&file, &[&["x", "y", "x"], &["y", "z"], &["z", "x"]]);
+        let mut built = rebuilt(&seen, Vec::new()).unwrap();
+        catch_up(&mut built, &now, Seen::of(&seen)).unwrap();
+        assert_eq!(ids_by_run(&built), ids_by_run(&now));
+        assert_eq!(built.last_event_id, now.last_event_id);
+        let offsets =
+            |i: &Index| -> Vec<Vec<u32>> { i.segments.iter().map(|s| s.offsets.clone()).collect() };
+        assert_eq!(offsets(&built), offsets(&now));
+    }
 }

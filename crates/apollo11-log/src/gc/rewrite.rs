@@ -84,16 +84,16 @@ pub struct Rewritten {
 }
 
 impl Rewritten {
-    /// Renames the rewritten segment over the segment and opens it: its index entry (its
-    /// offsets and slots still empty) and what it holds.
+    /// Opens the rewritten segment (before it is renamed over the segment: the file stays
+    /// the same one): its index entry (its offsets and slots still empty) and what it holds.
     ///
     /// # Errors
     ///
     /// [`StoreError::Io`] naming the file.
-    pub fn install(&self, fs: &dyn Fs) -> Result<(SegmentIndex, Scanned), StoreError> {
-        rename_over(fs, &self.path)?;
-        let opened = cold::open_segment(fs, &self.path, Mode::Read)
-            .map_err(|e| StoreError::io(format!("opening {}", self.path.display()), e))?;
+    pub fn open(&self, fs: &dyn Fs) -> Result<(SegmentIndex, Scanned), StoreError> {
+        let path = gc_path(&self.path);
+        let opened = cold::open_segment(fs, &path, Mode::Read)
+            .map_err(|e| StoreError::io(format!("opening {}", path.display()), e))?;
         let mut segment = SegmentIndex::new(self.scanned.base, self.name.clone(), opened.file());
         segment.cold = opened.stored_bytes().is_some();
         Ok((segment, self.scanned.clone()))

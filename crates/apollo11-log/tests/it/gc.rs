@@ -292,18 +292,23 @@ async fn leftovers_without_a_manifest_are_removed_by_the_next_open() {
     check(&fs, &before, &all, false, "leftovers removed").await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appenders_go_on_during_a_collect() {
     let dir = tempfile::tempdir().unwrap();
     let log = Arc::new(FileLog::open(dir.path(), small()).unwrap());
     build(&log).await;
     let before = runs_of(&log).await;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let appender = {
-        let log = log.clone();
+        let (log, done) = (log.clone(), done.clone());
         tokio::spawn(async move {
-            for _ in 0..200 {
+            let mut appended = 0;
+            // Until the collect is over, and at least 50 (across the segments' rolls).
+            while appended < 50 || !done.load(std::sync::atomic::Ordering::Acquire) {
                 append(&log, "busy", vec![sized("b", 100)]).await;
+                appended += 1;
             }
+            appended
         })
     };
     let collector = log.clone();
@@ -311,7 +316,8 @@ async fn appenders_go_on_during_a_collect() {
         .await
         .unwrap()
         .unwrap();
-    appender.await.unwrap();
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let appended = appender.await.unwrap();
     assert_eq!(collected.moved, ids(&DONE));
     assert!(
         collected.pause < std::time::Duration::from_secs(1),
@@ -319,7 +325,11 @@ async fn appenders_go_on_during_a_collect() {
     );
     assert_eq!(runs_of(&log).await, before);
     let busy = log.read_run(&RunId::from("busy"), Seq(1)).await.unwrap();
-    assert_eq!(busy.len(), 200);
+    assert_eq!(
+        busy.len(),
+        appended,
+        "every acknowledged append, in the rebuilt index"
+    );
     drop(log);
     let reopened = FileLog::open(dir.path(), small()).unwrap();
     assert_eq!(runs_of(&reopened).await, before);
@@ -327,5 +337,5 @@ async fn appenders_go_on_during_a_collect() {
         .read_run(&RunId::from("busy"), Seq(1))
         .await
         .unwrap();
-    assert_eq!(busy.len(), 200);
+    assert_eq!(busy.len(), appended);
 }
