@@ -130,7 +130,7 @@ pub async fn collect(
 
 /// The policy, for the data dir's file log only: with `--store`, the database keeps the
 /// events and has no retention.
-fn file_log_policy(
+pub fn file_log_policy(
     dir: &DataDir,
     keep_days: Option<u32>,
     keep_last: Option<u32>,

@@ -191,6 +191,10 @@ enum Command {
         /// `500ms`); another instance takes its runs over after it.
         #[arg(long, default_value = "10s", value_parser = serve::parse_lease_ttl)]
         lease_ttl: std::time::Duration,
+        /// Archive, every DURATION (`1h`, `30m`), the finished runs the data dir's
+        /// `[retention]` policy lets go, as `gc` does, on this server's own writer.
+        #[arg(long, value_name = "DURATION", value_parser = serve::parse_gc_every)]
+        gc_every: Option<std::time::Duration>,
     },
 }
 
@@ -352,12 +356,14 @@ async fn dispatch(cli: Cli) -> Exit {
             listen,
             workflows,
             lease_ttl,
+            gc_every,
         } => {
             let options = serve::ServeOptions {
                 listen,
                 workflows,
                 token_file: cli.token_file.clone(),
                 lease_ttl,
+                gc_every,
             };
             serve::serve(&dir, options).await
         }

@@ -283,3 +283,14 @@ fn gc_is_refused_while_another_process_holds_the_data_dir_naming_it() {
         "nothing moved"
     );
 }
+
+#[test]
+fn serve_gc_every_needs_a_policy_and_a_second_or_more() {
+    let cli = Cli::new();
+    let ran = cli.run(&["serve", "--listen", "127.0.0.1:0", "--gc-every", "1h"]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("no retention policy"), "{}", ran.stderr);
+    let ran = cli.run(&["serve", "--gc-every", "10ms"]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("1s at least"), "{}", ran.stderr);
+}
