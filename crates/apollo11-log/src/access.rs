@@ -43,8 +43,8 @@ impl FileLog {
         buffer: Vec<u8>,
     ) -> tokio::task::JoinHandle<Result<ReadAhead, StoreError>> {
         let files = self.files.clone();
-        let count = (end - from + 1).min(CHUNK_EVENTS) as u32;
-        tokio::task::spawn_blocking(move || files.index().read_ahead(EventId(from), count, buffer))
+        let bounds = (CHUNK_EVENTS as u32, end);
+        tokio::task::spawn_blocking(move || files.index().read_ahead(EventId(from), bounds, buffer))
     }
 
     /// Runs a read of the index on the blocking pool, failing first if the store stopped.
@@ -149,12 +149,11 @@ impl EventStore for FileLog {
         if self.files.options.deterministic {
             return self.files.index().scan_from(from, max, visit);
         }
-        let first = from.0.max(1);
-        let end = (self.files.index().last_event_id)
-            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
-        if first > end {
+        // The ids of the first and last events to visit (ids a compacted segment skips are
+        // not counted in `max`).
+        let Some((first, end)) = self.files.index().events_from(from.0.max(1), max) else {
             return Ok(None);
-        }
+        };
         let mut buffers = self.scan_buffers();
         let mut reading = Some(self.read_chunk(first, end, buffers.pop().unwrap_or_default()));
         let mut last = None;

@@ -21,7 +21,8 @@ use std::thread::JoinHandle;
 pub struct Recovery {
     /// Segments opened.
     pub segments: usize,
-    /// Committed events found.
+    /// Committed events found: the log's last event id (more than their count once `gc`
+    /// moved runs out, whose ids compacted segments skip).
     pub events: u64,
     /// A torn tail cut from the last segment: `(file, offset, bytes, kept in, reason)`.
     pub torn: Option<TornTail>,

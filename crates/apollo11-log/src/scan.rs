@@ -69,19 +69,43 @@ impl ReadAhead {
 }
 
 impl Index {
-    /// Reads the records of at most `max` events from id `from` on into `buf` (cleared
-    /// first), chunk by chunk as `scan_from` would.
+    /// The ids of the first and the last of at most `max` events from id `from` on (`None`
+    /// when there is none): the ids a compacted segment skips are not counted.
+    pub fn events_from(&self, from: u64, max: u32) -> Option<(u64, u64)> {
+        let mut left = max as usize;
+        let mut found: Option<(u64, u64)> = None;
+        for segment in self.segments.iter().skip(self.covering(from)) {
+            if left == 0 {
+                break;
+            }
+            let p = segment.count_below(from);
+            let take = (segment.offsets.len() - p).min(left);
+            if take > 0 {
+                let first = found.map_or(segment.id_at(p), |(first, _)| first);
+                found = Some((first, segment.id_at(p + take - 1)));
+                left -= take;
+            }
+        }
+        found
+    }
+
+    /// Reads the records of at most `max` events from id `from` on, none past id `to`, into
+    /// `buf` (cleared first), chunk by chunk as `scan_from` would.
     pub fn read_ahead(
         &self,
         from: EventId,
-        max: u32,
+        (max, to): (u32, u64),
         mut buf: Vec<u8>,
     ) -> Result<ReadAhead, StoreError> {
         buf.clear();
-        let first = from.0.max(1);
-        let last = self
-            .last_event_id
-            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
+        let Some((first, last)) = self.events_from(from.0.max(1), max) else {
+            return Ok(ReadAhead {
+                chunks: Vec::new(),
+                last: None,
+                buf,
+            });
+        };
+        let last = last.min(to);
         let mut chunks = Vec::new();
         for (position, (mut p, end)) in self.stretches((first, last)) {
             let segment = &self.segments[position];
@@ -98,7 +122,8 @@ impl Index {
                 p = chunk_last + 1;
             }
         }
-        let last = (first <= last).then_some(EventId(last));
+        let last = (chunks.last())
+            .map(|&(position, _, p, _, _)| EventId(self.segments[position].id_at(p)));
         Ok(ReadAhead { chunks, last, buf })
     }
 
@@ -168,14 +193,13 @@ impl Index {
         max: u32,
         visit: &mut dyn FnMut(&EventRef<'_>),
     ) -> Result<Option<EventId>, StoreError> {
-        let first = from.0.max(1);
-        let last = self
-            .last_event_id
-            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
+        let Some((first, last)) = self.events_from(from.0.max(1), max) else {
+            return Ok(None);
+        };
         self.chunks((first, last), Part::ALL, &mut |chunk| {
             chunk.scan(Part::ALL, visit)
         })?;
-        Ok((first <= last).then_some(EventId(last)))
+        Ok(Some(EventId(last)))
     }
 
     /// Hands every event to one of `visitors`, each called on a thread of its own: all the

@@ -50,7 +50,8 @@ pub struct VerifyReport {
     pub segments: Vec<SegmentReport>,
     /// Every snapshot, oldest first.
     pub snapshots: Vec<SnapshotReport>,
-    /// Committed events readable up to the first damage.
+    /// Committed events readable up to the first damage: the last one's id (more than their
+    /// count once `gc` moved runs out, whose ids compacted segments skip).
     pub events: u64,
     /// A torn tail a writing open would cut (what a crash leaves; not damage).
     pub torn_tail: Option<Damage>,

@@ -4,7 +4,7 @@
 //! state or the new one, finished by the next open; compressed segments stay compressed.
 
 use crate::common::{all_ids, append, created, read, remove_index_files, sized, small};
-use apollo11_core::{Event, RunId, Seq};
+use apollo11_core::{Event, EventId, RunId, Seq};
 use apollo11_log::{verify_with, EventStore, Fault, FileLog, Fs, Options, SimFs, StoreError};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -68,6 +68,29 @@ async fn built(options: Options) -> (Arc<SimFs>, BTreeMap<String, Vec<Event>>, V
     (fs, runs, all)
 }
 
+/// The live log read 7 events at a time, each page full but the last (the ids a compacted
+/// segment skips are not counted), and every page's events scanned as read.
+async fn paged(log: &FileLog) -> Vec<(u64, String)> {
+    let mut out: Vec<(u64, String)> = Vec::new();
+    loop {
+        let from = EventId(out.last().map_or(0, |(id, _)| *id) + 1);
+        let mut scanned = Vec::new();
+        let last = log
+            .scan_from(from, 7, &mut |e| scanned.push(e.event_id.0))
+            .await
+            .unwrap();
+        let page = log.read_from(from, 7).await.unwrap();
+        let ids: Vec<u64> = page.iter().map(|e| e.event_id.0).collect();
+        assert_eq!(ids, scanned);
+        assert_eq!(last.map(|id| id.0), ids.last().copied());
+        let full = page.len() == 7;
+        out.extend(page.into_iter().map(|e| (e.event_id.0, e.run_id.0)));
+        if !full {
+            return out;
+        }
+    }
+}
+
 /// What must hold of a log after a collect of the done runs, whether it happened or not
 /// (`moved`): every run reads back as before, the live log lists what it should, verify is
 /// clean, appends go on (and never to a moved run).
@@ -91,6 +114,7 @@ async fn check(
             all.to_vec()
         };
         assert_eq!(all_ids(&reader).await, expected, "{at}: the live log");
+        assert_eq!(paged(&reader).await, expected, "{at}: pages of 7 events");
         assert_eq!(
             &runs_of(&reader).await,
             before,
