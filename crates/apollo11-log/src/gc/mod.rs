@@ -81,8 +81,8 @@ impl FileLog {
     /// [`StoreError::ReadOnly`], [`StoreError::Poisoned`]; [`StoreError::NotFound`] for a run
     /// the live log does not hold (nothing is changed then); [`StoreError::Corrupted`] when a
     /// segment to rewrite does not scan cleanly; [`StoreError::Io`] naming the file. A failure
-    /// once the manifest is durable poisons the store: the next writing open finishes the
-    /// swap.
+    /// from the manifest's write on poisons the store: the next writing open finishes the swap
+    /// (or forgets it, when the manifest never reached the disk).
     pub fn collect(&self, runs: &[RunId]) -> Result<Collected, StoreError> {
         self.writable()?;
         let files = &self.files;
@@ -126,11 +126,12 @@ impl FileLog {
             generation: written.generation,
             segments: segments.iter().map(|(_, _, base)| *base).collect(),
         };
-        manifest::write(fs, dir, &manifest)?;
-        // From here the next open finishes the swap: a failure stops the store until then.
         let moved_ids: HashSet<&str> = moved.iter().map(RunId::as_str).collect();
         let dropped = |run: &str| moved_ids.contains(run);
+        // Once the manifest may be on disk the next open finishes the swap: a failure from
+        // its write on stops the store until then (appends to the runs must not resume).
         let swap = || -> Result<Duration, StoreError> {
+            manifest::write(fs, dir, &manifest)?;
             let rewritten = rewrite::write_all(fs, dir, &segments, &dropped)?;
             let pause = self.swap(&rewritten)?;
             manifest::remove(fs, dir, manifest.generation)?;
@@ -167,8 +168,12 @@ impl FileLog {
             sync_dir_of(fs, &first.path)?;
         }
         catch_up(&mut built, &index, seen)?;
-        *index = built;
-        Ok(started.elapsed())
+        let old = std::mem::replace(&mut *index, built);
+        let pause = started.elapsed();
+        drop(index);
+        // Freed once appends may go on again.
+        drop(old);
+        Ok(pause)
     }
 }
 
