@@ -1,4 +1,4 @@
-//! Index files: what a segment holds (each event's record offset, run and seq), saved next
+//! Index files: what a segment holds (each event's id, record offset, run and seq), saved next
 //! to it as `<segment>.idx` once the log has rolled past it, and for the last segment when
 //! the log is closed cleanly, so that opening the log loads them instead of reading and
 //! checking every segment. A writing open removes the last segment's index file, durably,
