@@ -178,6 +178,10 @@ async fn collected_runs_leave_the_live_segments_and_read_back_byte_for_byte() {
         matches!(again, Err(StoreError::NotFound { .. })),
         "{again:?}"
     );
+    // Compacted segments compress like any sealed segment and read the same.
+    assert!(!log.compress_cold(0).unwrap().is_empty());
+    assert_eq!(all_ids(&log).await, without_done(&all), "compressed");
+    assert_eq!(runs_of(&log).await, before);
     drop(log);
     let leftovers = fs.list(Path::new("/data/archive")).unwrap();
     assert_eq!(leftovers, ["00000000000000000001.arc"], "no manifest left");
