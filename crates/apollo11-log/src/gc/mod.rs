@@ -21,7 +21,7 @@ mod manifest;
 mod recover;
 mod rewrite;
 
-pub(crate) use recover::finish_at_open;
+pub(crate) use recover::{finish_at_open, unfinished};
 
 use crate::files::sync_dir_of;
 use crate::fs::Fs;

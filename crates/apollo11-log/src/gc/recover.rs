@@ -28,6 +28,24 @@ pub(crate) fn finish_at_open(fs: &dyn Fs, dir: &Path) -> Result<(), StoreError> 
     remove_leftovers(fs, &dir.join(crate::archive::DIR), ".arc.tmp")
 }
 
+/// The manifests in `dir` (`archive/<gen>.gc`, relative to it): swaps a crash interrupted,
+/// which the next writing open finishes.
+///
+/// # Errors
+///
+/// [`StoreError::Io`] when the archive folder cannot be listed.
+pub(crate) fn unfinished(fs: &dyn Fs, dir: &Path) -> Result<Vec<String>, StoreError> {
+    let folder = dir.join(crate::archive::DIR);
+    let names = match fs.list(&folder) {
+        Ok(names) => names,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io(format!("listing {}", folder.display()), e)),
+    };
+    Ok((names.into_iter().filter(|n| n.ends_with(".gc")))
+        .map(|n| format!("{}/{n}", crate::archive::DIR))
+        .collect())
+}
+
 fn finish(fs: &dyn Fs, dir: &Path, found: &Manifest) -> Result<(), StoreError> {
     let archive = crate::archive::path_of(dir, found.generation);
     let runs = crate::archive::run_ids_of(fs, &archive)?;

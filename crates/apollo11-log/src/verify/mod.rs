@@ -70,6 +70,10 @@ pub struct VerifyReport {
     pub archives: Vec<crate::archive::Checked>,
     /// Archive files that fail it: the file, and the offset and reason of its first damage.
     pub archive_problems: Vec<Damage>,
+    /// Manifests of `gc` swaps a crash interrupted (`archive/<gen>.gc`), which the next
+    /// writing open finishes: until then a run's events may be found in a segment not yet
+    /// rewritten while its earlier ones are gone, which this report shows as damage.
+    pub unfinished_gc: Vec<String>,
 }
 
 impl VerifyReport {
@@ -100,7 +104,10 @@ pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport, StoreError> {
 pub fn verify_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<VerifyReport, StoreError> {
     let (fs, dir) = (fs.as_ref(), dir.as_ref());
     let before = missing::list_before(fs, dir)?;
-    let mut report = VerifyReport::default();
+    let mut report = VerifyReport {
+        unfinished_gc: crate::gc::unfinished(fs, dir)?,
+        ..VerifyReport::default()
+    };
     let index = verify_segments(fs, dir, &before, &mut report)?;
     report.torn_files = fs
         .list(&dir.join("segments"))

@@ -5,7 +5,10 @@
 
 use crate::common::{all_ids, append, created, read, remove_index_files, sized, small};
 use apollo11_core::{Event, EventId, RunId, Seq};
-use apollo11_log::{verify_with, EventStore, Fault, FileLog, Fs, Options, SimFs, StoreError};
+use apollo11_log::{
+    plan_repair_with, repair_with, verify_with, EventStore, Fault, FileLog, Fs, Options, SimFs,
+    StoreError,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -249,6 +252,19 @@ async fn a_power_loss_at_every_sync_of_a_collect_leaves_the_old_or_the_new_state
             let after = Arc::new(after);
             let manifest = after.list(Path::new("/data/archive")).unwrap_or_default();
             let manifest = manifest.iter().any(|n| n.ends_with(".gc"));
+            if manifest {
+                // verify names the unfinished swap; a repair plan is refused until it is
+                // finished, and `repair` finishes it rather than cut anything.
+                let report = verify_with(after.clone(), "/data").unwrap();
+                assert_eq!(report.unfinished_gc.len(), 1, "{report:?}");
+                let plan = plan_repair_with(after.clone(), "/data");
+                assert!(matches!(plan, Err(StoreError::Invalid { .. })), "{plan:?}");
+                if seed % 2 == 1 {
+                    let repaired = repair_with(after.clone(), "/data").unwrap();
+                    assert_eq!(repaired.damage, None, "nothing to cut: {repaired:?}");
+                    assert!(repaired.kept_in.is_empty(), "{repaired:?}");
+                }
+            }
             // The writing open decides: the swap finished or forgotten.
             let reopened = FileLog::open_with(after.clone(), "/data", small()).unwrap();
             let live = all_ids(&reopened).await;
