@@ -158,13 +158,29 @@ impl EventStore for FileLog {
         let mut reading = Some(self.read_chunk(first, end, buffers.pop().unwrap_or_default()));
         let mut last = None;
         while let Some(read) = reading.take() {
-            let ahead = joined(read.await)?;
+            let mut ahead = joined(read.await)?;
             let done = ahead.last().map_or(end, |id| id.0);
             if done < end {
                 let buffer = buffers.pop().unwrap_or_default();
                 reading = Some(self.read_chunk(done + 1, end, buffer));
             }
-            last = self.files.index().scan_read(&ahead, visit)?.or(last);
+            loop {
+                let scanned = {
+                    let index = self.files.index();
+                    let current = ahead.is_of(&index);
+                    current
+                        .then(|| index.scan_read(&ahead, visit))
+                        .transpose()?
+                };
+                if let Some(visited) = scanned {
+                    last = visited.or(last);
+                    break;
+                }
+                // A gc swap replaced the index since the read: the events up to `done` that
+                // are still live, read again at their new places.
+                let again = self.read_chunk(ahead.from(), done, ahead.into_buffer());
+                ahead = joined(again.await)?;
+            }
             buffers.push(ahead.into_buffer());
         }
         self.keep_scan_buffers(buffers);

@@ -88,6 +88,9 @@ pub struct Index {
     /// Id of the last durable event, or the last id a compacted segment covers when that is
     /// higher (the ids after it moved to an archive): the next event's id is one more.
     pub last_event_id: u64,
+    /// How many times `gc` replaced the index: positions read under an older one (a read
+    /// ahead) are stale.
+    pub generation: u64,
 }
 
 impl Index {

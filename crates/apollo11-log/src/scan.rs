@@ -54,12 +54,26 @@ pub struct ReadAhead {
     /// The last event read, if any.
     last: Option<EventId>,
     buf: Vec<u8>,
+    /// The id it was read from, and the index's generation then.
+    from: u64,
+    generation: u64,
 }
 
 impl ReadAhead {
     /// The last event read, if any.
     pub fn last(&self) -> Option<EventId> {
         self.last
+    }
+
+    /// The id it was read from.
+    pub fn from(&self) -> u64 {
+        self.from
+    }
+
+    /// Whether its positions are those of `index`: no `gc` swap replaced the index since
+    /// it was read.
+    pub fn is_of(&self, index: &Index) -> bool {
+        self.chunks.is_empty() || self.generation == index.generation
     }
 
     /// The buffer, to read ahead into again.
@@ -103,6 +117,8 @@ impl Index {
                 chunks: Vec::new(),
                 last: None,
                 buf,
+                from: from.0,
+                generation: self.generation,
             });
         };
         let last = last.min(to);
@@ -124,11 +140,18 @@ impl Index {
         }
         let last = (chunks.last())
             .map(|&(position, _, p, _, _)| EventId(self.segments[position].id_at(p)));
-        Ok(ReadAhead { chunks, last, buf })
+        Ok(ReadAhead {
+            chunks,
+            last,
+            buf,
+            from: from.0,
+            generation: self.generation,
+        })
     }
 
     /// Hands the events read ahead to `visit`, borrowed and checked as `scan_from` does;
-    /// returns the last id visited (`None` past the end).
+    /// returns the last id visited (`None` past the end). `ahead` must be of this index
+    /// ([`ReadAhead::is_of`]).
     pub fn scan_read(
         &self,
         ahead: &ReadAhead,

@@ -168,6 +168,7 @@ impl FileLog {
             sync_dir_of(fs, &first.path)?;
         }
         catch_up(&mut built, &index, seen)?;
+        built.generation = index.generation + 1;
         let old = std::mem::replace(&mut *index, built);
         let pause = started.elapsed();
         drop(index);
