@@ -102,7 +102,7 @@ async fn run_example(dir: &Path, name: &str, runs: u32, segment_bytes: u64) -> R
     Ok(())
 }
 
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+pub fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;

@@ -3,13 +3,14 @@
 //! `<out>/<scenario>.json` with the host, the git revision and the figures.
 //!
 //! `apollo11-bench [--quick] [--metrics] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios:
-//! append, open_loop, replay, recovery, scheduler, pg_append, pg_scheduler, server, cold (all by
+//! append, open_loop, replay, recovery, scheduler, pg_append, pg_scheduler, server, cold, gc (all by
 //! default; the pg_ ones need a database, see `pg_append`). Run through `cargo xtask bench`. `--metrics` installs the
 //! Prometheus recorder first, as `apollo11 serve` does, to measure what the instrumentation
 //! costs against a run without it.
 
 mod append;
 mod cold;
+mod gc;
 mod open_loop;
 mod pg_append;
 mod pg_scheduler;
@@ -75,6 +76,7 @@ async fn main() -> Result<()> {
         "pg_scheduler",
         "server",
         "cold",
+        "gc",
     ];
     let chosen: Vec<&str> = if named.is_empty() {
         all.to_vec()
@@ -93,6 +95,7 @@ async fn main() -> Result<()> {
             "pg_scheduler" => pg_scheduler::run(&setup).await?,
             "server" => server::run(&setup).await?,
             "cold" => cold::run(&setup).await?,
+            "gc" => gc::run(&setup).await?,
             other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
         };
         report.save(&out, setup.quick)?;

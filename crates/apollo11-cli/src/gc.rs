@@ -1,9 +1,12 @@
 //! `gc`: the retention policy (flags over `[retention]` in the data dir's `apollo11.toml`)
-//! and what it lets go. The inspector decides (`Inspector::retention`); this renders.
+//! and what it lets go. The inspector decides (`Inspector::retention`); `--dry-run` renders
+//! it, and without it the log moves those runs out of its live segments into an archive
+//! file (`FileLog::collect`).
 
-use crate::data::{engine_exit, DataDir};
+use crate::data::{engine_exit, open_writer, store_exit, DataDir};
 use crate::inspect::run_line;
 use crate::{out, Exit};
+use apollo11_log::RunId;
 use apollo11_runtime::inspect::{Kept, Retention};
 use apollo11_runtime::Inspector;
 use serde::Deserialize;
@@ -61,14 +64,7 @@ pub async fn dry_run(
     keep_days: Option<u32>,
     keep_last: Option<u32>,
 ) -> Result<Exit, Exit> {
-    if dir.shared.is_some() {
-        return Err(Exit::fail(
-            2,
-            "`gc` archives runs of the data dir's file log; with --store the database keeps \
-             the events, and it has no retention",
-        ));
-    }
-    let policy = policy(&dir.path, keep_days, keep_last)?;
+    let policy = file_log_policy(dir, keep_days, keep_last)?;
     let inspector = Inspector::new(Arc::new(dir.open_reader().await?));
     let plan = inspector.retention(&policy).await.map_err(engine_exit)?;
     let kept: Vec<String> = (plan.kept.iter())
@@ -87,6 +83,66 @@ pub async fn dry_run(
         out::line(run_line(row, None, false))?;
     }
     Ok(Exit::code(0))
+}
+
+/// `gc`: archives the runs the policy lets go, moving them out of the live segments (those
+/// with an event in the segment being written are left for a later `gc`), then prints what
+/// it moved and the live segments' bytes before and after. Takes the data dir's lock: while a
+/// server or a run holds it, exits 4 naming the holder.
+pub async fn collect(
+    dir: &DataDir,
+    keep_days: Option<u32>,
+    keep_last: Option<u32>,
+) -> Result<Exit, Exit> {
+    let policy = file_log_policy(dir, keep_days, keep_last)?;
+    let log = Arc::new(open_writer(dir)?);
+    let plan = (Inspector::new(log.clone()).retention(&policy).await).map_err(engine_exit)?;
+    let runs: Vec<RunId> = plan.archive.iter().map(|row| row.run_id.clone()).collect();
+    let worker = log.clone();
+    let collected = tokio::task::spawn_blocking(move || worker.collect(&runs))
+        .await
+        .map_err(|e| Exit::fail(1, format!("gc stopped: {e}")))?
+        .map_err(store_exit)?;
+    out::line(format!(
+        "archived {} runs ({} events){}; {} left in the segment being written for a later gc",
+        collected.moved.len(),
+        collected.events,
+        collected
+            .archive
+            .map_or(String::new(), |f| format!(" to {f}")),
+        collected.left.len(),
+    ))?;
+    out::line(format!(
+        "live segments: {} bytes before, {} after ({} rewritten, appends paused {} ms)",
+        collected.live_bytes_before,
+        collected.live_bytes_after,
+        collected.segments,
+        collected.pause.as_millis(),
+    ))?;
+    for run in &collected.moved {
+        out::line(format!(
+            "archived {}",
+            out::shown(run.as_str(), out::DETAIL_CHARS_MAX)
+        ))?;
+    }
+    Ok(Exit::code(0))
+}
+
+/// The policy, for the data dir's file log only: with `--store`, the database keeps the
+/// events and has no retention.
+pub fn file_log_policy(
+    dir: &DataDir,
+    keep_days: Option<u32>,
+    keep_last: Option<u32>,
+) -> Result<Retention, Exit> {
+    if dir.shared.is_some() {
+        return Err(Exit::fail(
+            2,
+            "`gc` archives runs of the data dir's file log; with --store the database keeps \
+             the events, and it has no retention",
+        ));
+    }
+    policy(&dir.path, keep_days, keep_last)
 }
 
 fn reason(why: Kept) -> &'static str {

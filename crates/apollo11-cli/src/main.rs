@@ -164,8 +164,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         keep: usize,
     },
-    /// Say which finished runs the retention policy lets go (flags over `[retention]` in
-    /// the data dir's apollo11.toml); only --dry-run is built: archival is not yet.
+    /// Archive the finished runs the retention policy lets go (flags over `[retention]` in
+    /// the data dir's apollo11.toml): moved out of the live log into an archive file, still
+    /// read by status, events, runs --all and export. Takes the data dir's lock.
     Gc {
         /// Keep runs that ended less than N days ago.
         #[arg(long, value_name = "N")]
@@ -173,8 +174,8 @@ enum Command {
         /// Keep the newest N runs of each workflow.
         #[arg(long, value_name = "N")]
         keep_last: Option<u32>,
-        /// List the runs that would be archived, changing nothing.
-        #[arg(long, required = true)]
+        /// List the runs that would be archived, changing nothing (takes no lock).
+        #[arg(long)]
         dry_run: bool,
     },
     /// Serve the HTTP API and web UI on the data dir, driving runs of the workflows in
@@ -190,6 +191,10 @@ enum Command {
         /// `500ms`); another instance takes its runs over after it.
         #[arg(long, default_value = "10s", value_parser = serve::parse_lease_ttl)]
         lease_ttl: std::time::Duration,
+        /// Archive, every DURATION (`1h`, `30m`), the finished runs the data dir's
+        /// `[retention]` policy lets go, as `gc` does, on this server's own writer.
+        #[arg(long, value_name = "DURATION", value_parser = serve::parse_gc_every)]
+        gc_every: Option<std::time::Duration>,
     },
 }
 
@@ -340,18 +345,25 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Gc {
             keep_days,
             keep_last,
-            dry_run: _,
+            dry_run: true,
         } => gc::dry_run(&dir, keep_days, keep_last).await,
+        Command::Gc {
+            keep_days,
+            keep_last,
+            dry_run: false,
+        } => gc::collect(&dir, keep_days, keep_last).await,
         Command::Serve {
             listen,
             workflows,
             lease_ttl,
+            gc_every,
         } => {
             let options = serve::ServeOptions {
                 listen,
                 workflows,
                 token_file: cli.token_file.clone(),
                 lease_ttl,
+                gc_every,
             };
             serve::serve(&dir, options).await
         }

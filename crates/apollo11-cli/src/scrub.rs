@@ -61,6 +61,7 @@ fn verify_json(report: &VerifyReport) -> Value {
         "blob_problems": report.blob_problems.iter().map(blob_json).collect::<Vec<_>>(),
         "archives": report.archives.iter().map(|a| json!({"file": a.file, "runs": a.runs, "events": a.events})).collect::<Vec<_>>(),
         "archive_problems": report.archive_problems.iter().map(damage_json).collect::<Vec<_>>(),
+        "unfinished_gc": report.unfinished_gc,
     })
 }
 
@@ -131,6 +132,12 @@ fn verify_lines(report: &VerifyReport) -> Vec<String> {
         lines.push(format!(
             "ARCHIVE  {} at offset {}: {}",
             d.file, d.offset, d.reason
+        ));
+    }
+    for manifest in &report.unfinished_gc {
+        lines.push(format!(
+            "gc       {manifest}: a swap a crash interrupted, finished by the next writing open \
+             (damage reported above may be its half-done state: do not repair before)"
         ));
     }
     if let Some(t) = &report.torn_tail {

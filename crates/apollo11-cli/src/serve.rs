@@ -4,7 +4,7 @@
 
 use crate::data::{check_layout, store_exit, DataDir};
 use crate::{out, run::Interrupts, Exit};
-use apollo11_server::{read_token, ServeError, Server, ServerConfig};
+use apollo11_server::{read_token, GcSchedule, ServeError, Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,6 +16,8 @@ pub struct ServeOptions {
     pub token_file: Option<PathBuf>,
     /// The ttl of this instance's leases (with `--store`).
     pub lease_ttl: Duration,
+    /// How often to archive what the data dir's retention policy lets go.
+    pub gc_every: Option<Duration>,
 }
 
 pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
@@ -24,6 +26,7 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
         workflows,
         token_file,
         lease_ttl,
+        gc_every,
     } = options;
     let mut interrupts = Interrupts::install()?;
     let token = token_file
@@ -49,6 +52,12 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
     config.token = token;
     config.store = dir.open_shared().await?;
     config.lease_ttl = lease_ttl;
+    config.gc = gc_every
+        .map(|every| {
+            let policy = crate::gc::file_log_policy(dir, None, None)?;
+            Ok::<_, Exit>(GcSchedule { every, policy })
+        })
+        .transpose()?;
     config.metrics = Some(
         apollo11_server::metrics::install()
             .map_err(|e| Exit::fail(1, format!("cannot record metrics: {e}")))?,
@@ -97,4 +106,26 @@ pub fn parse_lease_ttl(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(ttl)
+}
+
+/// `--gc-every`: a humantime duration of a second or more.
+pub fn parse_gc_every(text: &str) -> Result<Duration, String> {
+    let every = humantime::parse_duration(text).map_err(|e| format!("`{text}`: {e}"))?;
+    if every < Duration::from_secs(1) {
+        return Err(format!("`{text}`: 1s at least"));
+    }
+    Ok(every)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gc_every_takes_a_humantime_duration_of_a_second_or_more() {
+        assert_eq!(parse_gc_every("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_gc_every("1s"), Ok(Duration::from_secs(1)));
+        assert!(parse_gc_every("500ms").unwrap_err().contains("1s at least"));
+        assert!(parse_gc_every("soon").is_err());
+    }
 }

@@ -43,8 +43,8 @@ impl FileLog {
         buffer: Vec<u8>,
     ) -> tokio::task::JoinHandle<Result<ReadAhead, StoreError>> {
         let files = self.files.clone();
-        let count = (end - from + 1).min(CHUNK_EVENTS) as u32;
-        tokio::task::spawn_blocking(move || files.index().read_ahead(EventId(from), count, buffer))
+        let bounds = (CHUNK_EVENTS as u32, end);
+        tokio::task::spawn_blocking(move || files.index().read_ahead(EventId(from), bounds, buffer))
     }
 
     /// Runs a read of the index on the blocking pool, failing first if the store stopped.
@@ -149,23 +149,38 @@ impl EventStore for FileLog {
         if self.files.options.deterministic {
             return self.files.index().scan_from(from, max, visit);
         }
-        let first = from.0.max(1);
-        let end = (self.files.index().last_event_id)
-            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
-        if first > end {
+        // The ids of the first and last events to visit (ids a compacted segment skips are
+        // not counted in `max`).
+        let Some((first, end)) = self.files.index().events_from(from.0.max(1), max) else {
             return Ok(None);
-        }
+        };
         let mut buffers = self.scan_buffers();
         let mut reading = Some(self.read_chunk(first, end, buffers.pop().unwrap_or_default()));
         let mut last = None;
         while let Some(read) = reading.take() {
-            let ahead = joined(read.await)?;
+            let mut ahead = joined(read.await)?;
             let done = ahead.last().map_or(end, |id| id.0);
             if done < end {
                 let buffer = buffers.pop().unwrap_or_default();
                 reading = Some(self.read_chunk(done + 1, end, buffer));
             }
-            last = self.files.index().scan_read(&ahead, visit)?.or(last);
+            loop {
+                let scanned = {
+                    let index = self.files.index();
+                    let current = ahead.is_of(&index);
+                    current
+                        .then(|| index.scan_read(&ahead, visit))
+                        .transpose()?
+                };
+                if let Some(visited) = scanned {
+                    last = visited.or(last);
+                    break;
+                }
+                // A gc swap replaced the index since the read: the events up to `done` that
+                // are still live, read again at their new places.
+                let again = self.read_chunk(ahead.from(), done, ahead.into_buffer());
+                ahead = joined(again.await)?;
+            }
             buffers.push(ahead.into_buffer());
         }
         self.keep_scan_buffers(buffers);
@@ -249,13 +264,10 @@ impl Files {
         if snapshot.watermark.0 > last {
             return Err(snapshot::beyond_log(snapshot.watermark.0, last));
         }
-        let record_crc = match snapshot.watermark.0 {
-            0 => 0,
-            w => self.index().record_crc(w)?,
-        };
+        let record_crc = self.index().watermark_crc(snapshot.watermark.0)?;
         let dir = self.dir.join("snapshots");
         let path = dir.join(snapshot::file_name(snapshot.watermark.0));
-        let bytes = snapshot::encode(snapshot, self.options.durability, record_crc);
+        let bytes = snapshot::encode(snapshot, self.options.durability, record_crc.unwrap_or(0));
         write_atomically(self.fs.as_ref(), &path, &bytes)?;
         let names = self.snapshot_names()?;
         for old in names.iter().rev().skip(self.options.snapshots_kept) {
@@ -285,10 +297,7 @@ impl Files {
             if watermark > last {
                 continue;
             }
-            let record_crc = match watermark {
-                0 => 0,
-                w => self.index().record_crc(w)?,
-            };
+            let record_crc = self.index().watermark_crc(watermark)?;
             if snapshot::foreign(&file, record_crc).is_none() {
                 return Ok(Some(file.snapshot));
             }

@@ -1,4 +1,4 @@
-//! Index files: what a segment holds (each event's record offset, run and seq), saved next
+//! Index files: what a segment holds (each event's id, record offset, run and seq), saved next
 //! to it as `<segment>.idx` once the log has rolled past it, and for the last segment when
 //! the log is closed cleanly, so that opening the log loads them instead of reading and
 //! checking every segment. A writing open removes the last segment's index file, durably,
@@ -23,8 +23,10 @@ use crate::segment::{Indexed, Scanned, HEADER_BYTES};
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"A11INDEX";
-/// Version 2 adds the kind; version 1 files are still read (as [`Kind::Unknown`]).
-const VERSION: u32 = 2;
+/// Version 3 adds the segment's `covers to` and each event's id (a compacted segment's ids
+/// skip); version 2 added the kind. Versions 1 (read as [`Kind::Unknown`]) and 2 are still
+/// read, their ids consecutive from the base.
+const VERSION: u32 = 3;
 
 /// When an index file was saved, which says what else it proves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,15 +162,17 @@ fn fingerprint(file: &dyn FsFile, scanned: &Scanned) -> std::io::Result<[u8; FIN
     Ok(print)
 }
 
-/// `[magic][version u32][kind u32][base u64][end u64][size u64][fingerprint 20][runs u32]
-/// ([len u32][id])*[events u32]([offset u32][seq u32][run u32])*[crc32 of all before]`,
-/// little-endian (version 1 has no kind).
+/// `[magic][version u32][kind u32][base u64][covers to u64, 0: none][end u64][size u64]
+/// [fingerprint 20][runs u32]([len u32][id])*[events u32]([id u64][offset u32][seq u32]
+/// [run u32])*[crc32 of all before]`, little-endian (version 2 has no `covers to` nor ids,
+/// version 1 no kind either).
 fn encode(scanned: &Scanned, kind: Kind, size: u64, fingerprint: &[u8; FINGERPRINT]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + scanned.events.len() * 12);
+    let mut out = Vec::with_capacity(72 + scanned.events.len() * 20);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&kind.code().to_le_bytes());
     out.extend_from_slice(&scanned.base.to_le_bytes());
+    out.extend_from_slice(&scanned.covers_to.unwrap_or(0).to_le_bytes());
     out.extend_from_slice(&scanned.end.to_le_bytes());
     out.extend_from_slice(&size.to_le_bytes());
     out.extend_from_slice(fingerprint);
@@ -179,6 +183,7 @@ fn encode(scanned: &Scanned, kind: Kind, size: u64, fingerprint: &[u8; FINGERPRI
     }
     out.extend_from_slice(&(scanned.events.len() as u32).to_le_bytes());
     for e in &scanned.events {
+        out.extend_from_slice(&e.id.to_le_bytes());
         for field in [e.offset, e.seq, e.run] {
             out.extend_from_slice(&field.to_le_bytes());
         }
@@ -217,21 +222,22 @@ fn decode(bytes: &[u8]) -> Result<Recorded, String> {
     if c.take(MAGIC.len()) != Some(MAGIC.as_slice()) {
         return Err("not an index file (bad magic)".into());
     }
-    let kind = match c.u32() {
+    let version = c.u32();
+    let kind = match version {
         Some(1) => Kind::Unknown,
-        Some(VERSION) => match c.u32() {
+        Some(2 | VERSION) => match c.u32() {
             Some(1) => Kind::Sealed,
             Some(2) => Kind::Closed,
             other => return Err(format!("unknown kind {other:?}")),
         },
         other => {
             return Err(format!(
-                "index file version {other:?}; this build reads 1 and {VERSION}"
+                "index file version {other:?}; this build reads 1 to {VERSION}"
             ))
         }
     };
-    let (scanned, size, fingerprint) =
-        decode_body(c, body.len()).ok_or("its fields are inconsistent")?;
+    let (scanned, size, fingerprint) = decode_body(c, body.len(), version == Some(VERSION))
+        .ok_or("its fields are inconsistent")?;
     Ok(Recorded {
         kind,
         scanned,
@@ -240,9 +246,17 @@ fn decode(bytes: &[u8]) -> Result<Recorded, String> {
     })
 }
 
-fn decode_body(mut c: Cursor<'_>, body_len: usize) -> Option<(Scanned, u64, [u8; FINGERPRINT])> {
-    let (base, end, size) = (c.u64()?, c.u64()?, c.u64()?);
-    if end > size {
+/// The fields after the kind; `with_ids`: version 3's `covers to` and event ids.
+fn decode_body(
+    mut c: Cursor<'_>,
+    body_len: usize,
+    with_ids: bool,
+) -> Option<(Scanned, u64, [u8; FINGERPRINT])> {
+    let base = c.u64()?;
+    let covers_to = if with_ids { c.u64()? } else { 0 };
+    let covers_to = (covers_to != 0).then_some(covers_to);
+    let (end, size) = (c.u64()?, c.u64()?);
+    if end > size || covers_to.is_some_and(|to| to < base) {
         return None;
     }
     let fingerprint = c.take(FINGERPRINT)?.try_into().ok()?;
@@ -253,19 +267,31 @@ fn decode_body(mut c: Cursor<'_>, body_len: usize) -> Option<(Scanned, u64, [u8;
         runs.push(std::str::from_utf8(c.take(len)?).ok()?.to_owned());
     }
     let event_count = c.u32()? as usize;
-    let mut events = Vec::with_capacity(event_count.min(body_len / 12));
-    for _ in 0..event_count {
+    let mut events: Vec<Indexed> = Vec::with_capacity(event_count.min(body_len / 12));
+    for i in 0..event_count {
+        let id = if with_ids { c.u64()? } else { base + i as u64 };
         let (offset, seq, run) = (c.u32()?, c.u32()?, c.u32()?);
         // Records follow one another: an offset at or before the one before it (only a
-        // forged CRC gets that far) would send reads backwards.
-        let after_previous = events.last().is_none_or(|p: &Indexed| offset > p.offset);
-        if run as usize >= runs.len() || u64::from(offset) >= end || !after_previous {
+        // forged CRC gets that far) would send reads backwards; ids as a scan checks them.
+        let previous = events.last();
+        let after_previous = previous.is_none_or(|p| offset > p.offset);
+        let id_fits = match covers_to {
+            None => id == base + i as u64,
+            Some(to) => id <= to && previous.map_or(base, |p| p.id + 1) <= id,
+        };
+        if run as usize >= runs.len() || u64::from(offset) >= end || !after_previous || !id_fits {
             return None;
         }
-        events.push(Indexed { offset, seq, run });
+        events.push(Indexed {
+            id,
+            offset,
+            seq,
+            run,
+        });
     }
     let scanned = Scanned {
         base,
+        covers_to,
         events,
         runs,
         end,
@@ -281,13 +307,16 @@ mod tests {
     fn sample() -> Scanned {
         Scanned {
             base: 7,
+            covers_to: None,
             events: vec![
                 Indexed {
+                    id: 7,
                     offset: 24,
                     seq: 3,
                     run: 0,
                 },
                 Indexed {
+                    id: 8,
                     offset: 300,
                     seq: 1,
                     run: 1,
@@ -333,18 +362,48 @@ mod tests {
         }
     }
 
+    /// The version 2 (or, without the kind, 1) encoding of `scanned`: version 3's without
+    /// `covers to` and the events' ids.
+    fn older(version: u32, scanned: &Scanned) -> Vec<u8> {
+        let v3 = encode(scanned, Kind::Sealed, 4096, &[3u8; FINGERPRINT]);
+        let body = &v3[..v3.len() - 4];
+        let events_at = body.len() - scanned.events.len() * 20;
+        let mut out = body[..24].to_vec();
+        out.extend_from_slice(&body[32..events_at]);
+        for entry in body[events_at..].chunks(20) {
+            out.extend_from_slice(&entry[8..]);
+        }
+        out[8..12].copy_from_slice(&version.to_le_bytes());
+        if version == 1 {
+            out.drain(12..16);
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
     #[test]
-    fn a_version_1_index_file_still_reads_and_says_nothing_of_its_kind() {
-        let fingerprint = [3u8; FINGERPRINT];
-        let mut v1 = encode(&sample(), Kind::Sealed, 4096, &fingerprint);
-        // Version 1: the same layout without the kind.
-        v1.drain(12..16);
-        v1[8..12].copy_from_slice(&1u32.to_le_bytes());
-        let body = v1.len() - 4;
-        let crc = crc32fast::hash(&v1[..body]).to_le_bytes();
-        v1[body..].copy_from_slice(&crc);
-        let back = decode(&v1).expect("version 1 reads");
-        assert_eq!(back.kind, Kind::Unknown);
-        assert_eq!(format!("{:?}", back.scanned), format!("{:?}", sample()));
+    fn versions_1_and_2_still_read_with_consecutive_ids() {
+        for (version, kind) in [(1, Kind::Unknown), (2, Kind::Sealed)] {
+            let back = decode(&older(version, &sample())).expect("an older version reads");
+            assert_eq!(back.kind, kind, "version {version}");
+            assert_eq!(format!("{:?}", back.scanned), format!("{:?}", sample()));
+        }
+    }
+
+    #[test]
+    fn a_compacted_segments_ids_read_back_and_must_increase_within_what_it_covers() {
+        let mut sparse = sample();
+        sparse.covers_to = Some(20);
+        sparse.events[0].id = 9;
+        sparse.events[1].id = 20;
+        let back = decode(&encode(&sparse, Kind::Sealed, 4096, &[1; FINGERPRINT])).unwrap();
+        assert_eq!(format!("{:?}", back.scanned), format!("{:?}", sparse));
+        for (first, second) in [(6, 20), (9, 9), (12, 9), (9, 21)] {
+            sparse.events[0].id = first;
+            sparse.events[1].id = second;
+            let bytes = encode(&sparse, Kind::Sealed, 4096, &[1; FINGERPRINT]);
+            assert!(decode(&bytes).is_err(), "ids {first}, {second} in 7..=20");
+        }
     }
 }

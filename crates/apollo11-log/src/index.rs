@@ -11,15 +11,17 @@ use std::sync::Arc;
 
 /// One segment: its file and the record offset of each of its events.
 pub struct SegmentIndex {
-    /// First event id in the segment.
+    /// First event id the segment covers.
     pub base: u64,
+    /// A compacted (version 2) segment's ids; `None` when they run from `base` on.
+    pub sparse: Option<Sparse>,
     /// File name, for error messages.
     pub name: String,
     /// The open file.
     pub file: Arc<dyn FsFile>,
-    /// `offsets[i]` is the record offset of event `base + i`.
+    /// `offsets[i]` is the record offset of the segment's event `i` (id [`Self::id_at`]).
     pub offsets: Vec<u32>,
-    /// `slots[i]` is the run slot of event `base + i`.
+    /// `slots[i]` is the run slot of the segment's event `i`.
     pub slots: Vec<u32>,
     /// Whether `file` is a compressed segment (read through its decompressed bytes).
     pub cold: bool,
@@ -30,6 +32,7 @@ impl SegmentIndex {
     pub fn new(base: u64, name: String, file: Arc<dyn FsFile>) -> SegmentIndex {
         SegmentIndex {
             base,
+            sparse: None,
             name,
             file,
             offsets: Vec::new(),
@@ -37,6 +40,39 @@ impl SegmentIndex {
             cold: false,
         }
     }
+
+    /// The id of the segment's event `i`.
+    pub fn id_at(&self, i: usize) -> u64 {
+        match &self.sparse {
+            Some(sparse) => sparse.ids[i],
+            None => self.base + i as u64,
+        }
+    }
+
+    /// Where event `id` is among the segment's events, if it holds it.
+    pub fn position(&self, id: u64) -> Option<usize> {
+        match &self.sparse {
+            Some(sparse) => sparse.ids.binary_search(&id).ok(),
+            None => (id.checked_sub(self.base)? < self.offsets.len() as u64)
+                .then(|| (id - self.base) as usize),
+        }
+    }
+
+    /// How many of the segment's events have ids below `id`.
+    pub fn count_below(&self, id: u64) -> usize {
+        match &self.sparse {
+            Some(sparse) => sparse.ids.partition_point(|&x| x < id),
+            None => (id.saturating_sub(self.base) as usize).min(self.offsets.len()),
+        }
+    }
+}
+
+/// The ids of a compacted segment, which skip those moved to an archive.
+pub struct Sparse {
+    /// The last id the segment covers.
+    pub covers_to: u64,
+    /// Each event's id, increasing.
+    pub ids: Vec<u64>,
 }
 
 /// Everything a reader needs, updated by the writer after each durable batch.
@@ -49,8 +85,12 @@ pub struct Index {
     run_ids: Vec<RunId>,
     /// Each slot's event ids, in seq order (seq `i + 1` is `run_events[slot][i]`).
     run_events: Vec<Vec<u64>>,
-    /// Id of the last durable event.
+    /// Id of the last durable event, or the last id a compacted segment covers when that is
+    /// higher (the ids after it moved to an archive): the next event's id is one more.
     pub last_event_id: u64,
+    /// How many times `gc` replaced the index: positions read under an older one (a read
+    /// ahead) are stale.
+    pub generation: u64,
 }
 
 impl Index {
@@ -72,18 +112,27 @@ impl Index {
         self.push_to_slot(slot, event_id, offset);
     }
 
-    /// Records a durable event of the run in `slot`.
+    /// Records a durable event of the run in `slot`, in the last segment (in a compacted one,
+    /// ids may skip).
     pub fn push_to_slot(&mut self, slot: u32, event_id: u64, offset: u32) {
-        assert_eq!(
-            event_id,
-            self.last_event_id + 1,
-            "event ids are consecutive"
-        );
         let segment = self
             .segments
             .last_mut()
             .expect("an event lives in a segment");
-        assert_eq!(segment.base + segment.offsets.len() as u64, event_id);
+        match &mut segment.sparse {
+            Some(sparse) => {
+                assert!(event_id > self.last_event_id, "event ids increase");
+                sparse.ids.push(event_id);
+            }
+            None => {
+                assert_eq!(
+                    event_id,
+                    self.last_event_id + 1,
+                    "event ids are consecutive"
+                );
+                assert_eq!(segment.base + segment.offsets.len() as u64, event_id);
+            }
+        }
         segment.offsets.push(offset);
         segment.slots.push(slot);
         self.run_events[slot as usize].push(event_id);
@@ -107,17 +156,35 @@ impl Index {
                     runs.len() as u32 - 1
                 });
                 let ids = &self.run_events[slot as usize];
-                let seq = ids.partition_point(|&id| id < segment.base + i as u64) as u32 + 1;
-                Indexed { offset, seq, run }
+                let id = segment.id_at(i);
+                let seq = ids.partition_point(|&x| x < id) as u32 + 1;
+                Indexed {
+                    id,
+                    offset,
+                    seq,
+                    run,
+                }
             })
             .collect();
         Scanned {
             base: segment.base,
+            covers_to: segment.sparse.as_ref().map(|s| s.covers_to),
             events,
             runs,
             end,
             stop: None,
         }
+    }
+
+    /// The run of `segment`'s event `p`.
+    pub fn run_of(&self, segment: &SegmentIndex, p: usize) -> &str {
+        self.run_ids[segment.slots[p] as usize].as_str()
+    }
+
+    /// The ids of the run's events, in seq order (`None` for a run the index lacks).
+    pub fn event_ids(&self, run_id: &str) -> Option<&[u64]> {
+        let slot = *self.runs.get(run_id)?;
+        Some(&self.run_events[slot as usize])
     }
 
     /// The run's last seq (0 for an unknown run).
@@ -127,23 +194,39 @@ impl Index {
             .map_or(0, |&slot| self.slot_last_seq(slot))
     }
 
-    /// The segment holding `event_id`.
-    pub(crate) fn segment_of(&self, event_id: u64) -> Result<&SegmentIndex, StoreError> {
-        let position = self.segments.partition_point(|s| s.base <= event_id);
-        position
-            .checked_sub(1)
-            .map(|i| &self.segments[i])
-            .filter(|s| event_id - s.base < s.offsets.len() as u64)
+    /// The position in `segments` of the segment covering `event_id` (or of the first one,
+    /// for an id before it).
+    pub(crate) fn covering(&self, event_id: u64) -> usize {
+        self.segments
+            .partition_point(|s| s.base <= event_id)
+            .saturating_sub(1)
+    }
+
+    /// The segment holding `event_id`, and the event's position in it.
+    pub(crate) fn locate(&self, event_id: u64) -> Result<(&SegmentIndex, usize), StoreError> {
+        self.segments
+            .get(self.covering(event_id))
+            .and_then(|s| Some((s, s.position(event_id)?)))
             .ok_or_else(|| StoreError::NotFound {
                 what: format!("event {event_id}"),
             })
     }
 
-    /// The CRC stored in the header of event `event_id`'s record: what a snapshot saved at
-    /// that watermark identifies the log by.
-    pub fn record_crc(&self, event_id: u64) -> Result<u32, StoreError> {
-        let segment = self.segment_of(event_id)?;
-        let offset = u64::from(segment.offsets[(event_id - segment.base) as usize]);
+    /// The CRC stored in the header of the record of event `watermark`: what a snapshot saved
+    /// at that watermark identifies the log by. `None` when nothing can: watermark 0, or an
+    /// event `gc` moved to an archive (its id skipped by a compacted segment).
+    pub fn watermark_crc(&self, watermark: u64) -> Result<Option<u32>, StoreError> {
+        let moved = |s: &SegmentIndex| s.sparse.is_some() && s.position(watermark).is_none();
+        let segment = self.segments.get(self.covering(watermark));
+        if watermark == 0 || segment.is_some_and(moved) {
+            return Ok(None);
+        }
+        self.record_crc(watermark).map(Some)
+    }
+
+    fn record_crc(&self, event_id: u64) -> Result<u32, StoreError> {
+        let (segment, position) = self.locate(event_id)?;
+        let offset = u64::from(segment.offsets[position]);
         let mut header = [0u8; 8];
         segment
             .file
@@ -158,7 +241,8 @@ impl Index {
     pub fn read(&self, event_id: u64) -> Result<Event, StoreError> {
         let mut event = None;
         let mut buf = Vec::new();
-        let chunk = self.chunk(self.segment_of(event_id)?, (event_id, event_id), &mut buf)?;
+        let (segment, position) = self.locate(event_id)?;
+        let chunk = self.chunk(segment, (position, position), &mut buf)?;
         chunk.scan(Part::ALL, &mut |e| event = Some(e.to_event()))?;
         Ok(event.expect("a chunk of one event"))
     }
@@ -185,14 +269,13 @@ impl Index {
         let mut events = Vec::with_capacity(ids.len() - skip);
         let mut buf = Vec::new();
         let mut rest = &ids[skip..];
-        // One read for each stretch of consecutive ids in one segment.
+        // One read for each stretch of the run's events that follow one another in a segment.
         while let Some(&first) = rest.first() {
-            let segment = self.segment_of(first)?;
-            let end = segment.base + segment.offsets.len() as u64;
-            let stretch = (rest.iter().zip(first..end))
-                .take_while(|(&id, expected)| id == *expected)
+            let (segment, position) = self.locate(first)?;
+            let stretch = (rest.iter().zip(position..segment.offsets.len()))
+                .take_while(|(&id, at)| id == segment.id_at(*at))
                 .count();
-            let chunk = self.chunk(segment, (first, first + stretch as u64 - 1), &mut buf)?;
+            let chunk = self.chunk(segment, (position, position + stretch - 1), &mut buf)?;
             chunk.scan(Part::ALL, &mut |e| events.push(e.to_event()))?;
             rest = &rest[stretch..];
         }

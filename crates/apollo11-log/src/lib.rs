@@ -8,6 +8,7 @@ mod codec;
 mod cold;
 mod files;
 mod fs;
+mod gc;
 mod holder;
 mod idx;
 mod index;
@@ -45,6 +46,7 @@ pub use apollo11_store::{
 };
 pub use cold::Compressed;
 pub use fs::{Fs, FsFile, FsLock, Mode, RealFs};
+pub use gc::Collected;
 pub use holder::LockHolder;
 pub use log::{FileLog, Recovery, TornTail};
 pub use options::{Durability, Options};

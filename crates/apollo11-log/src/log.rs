@@ -21,7 +21,8 @@ use std::thread::JoinHandle;
 pub struct Recovery {
     /// Segments opened.
     pub segments: usize,
-    /// Committed events found.
+    /// Committed events found: the log's last event id (more than their count once `gc`
+    /// moved runs out, whose ids compacted segments skip).
     pub events: u64,
     /// A torn tail cut from the last segment: `(file, offset, bytes, kept in, reason)`.
     pub torn: Option<TornTail>,
@@ -162,6 +163,9 @@ impl FileLog {
         for sub in ["segments", "snapshots", "blobs"] {
             mkdir(&dir.join(sub))?;
         }
+        // A `gc` swap a crash interrupted is finished (or forgotten) first: the segments are
+        // read as they are once it is done.
+        crate::gc::finish_at_open(fs.as_ref(), &dir)?;
         let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options, lock.as_ref())?;
         snapshot::remove_past(fs.as_ref(), &dir.join("snapshots"), index.last_event_id)?;
         let shared = Arc::new(Shared::new(index));
@@ -446,12 +450,10 @@ fn recover(
         {
             recovery.torn = Some(cut_torn_tail(fs, dir, last, *offset, *bytes, reason)?);
         }
-        // A compressed last segment (the ones after it cut by `repair`) is sealed: appends
-        // go to a new segment after it.
-        if let Some(scanned) = last
-            .scanned
-            .as_ref()
-            .filter(|_| last.stored_bytes.is_none())
+        // A compressed or compacted last segment (the ones after it cut by `repair`) is
+        // sealed: appends go to a new segment after it.
+        if let Some(scanned) =
+            (last.scanned.as_ref()).filter(|s| last.stored_bytes.is_none() && s.covers_to.is_none())
         {
             // What this open found must be durable before anything vouches for it: a
             // snapshot saved in fsync durability, or an index file saying a later segment

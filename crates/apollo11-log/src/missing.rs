@@ -132,9 +132,10 @@ fn orphan_index(fs: &dyn Fs, dir: &Path, end: &End<'_>, listed: &[String]) -> Op
         let Ok(Some(recorded)) = idx::read(fs, &path) else {
             continue;
         };
-        let count = recorded.scanned.events.len() as u64;
-        let last = recorded.scanned.base + count.saturating_sub(1);
-        if count > 0 && last > end.last_event_id {
+        let Some(last) = recorded.scanned.events.last().map(|e| e.id) else {
+            continue;
+        };
+        if last > end.last_event_id {
             return Some(format!(
                 "segments/{name} ({}) records events {}..={last} of segments/{segment}, which \
                  is gone; the log ends at event {}",

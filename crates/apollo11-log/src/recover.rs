@@ -4,7 +4,7 @@
 
 use crate::fs::{Fs, FsFile, Mode};
 use crate::idx;
-use crate::index::{Index, SegmentIndex};
+use crate::index::{Index, SegmentIndex, Sparse};
 use crate::segment::{batch_end, complete_batch_after, parse_file_name, scan, Scanned, Stop};
 use apollo11_store::StoreError;
 use std::path::Path;
@@ -301,14 +301,27 @@ fn nonzero_len(bytes: &[u8], from: u64) -> u64 {
 }
 
 /// Adds a segment's committed events to the index, checking that ids continue from the
-/// previous segment and that every run's seqs are consecutive.
+/// previous segment (a compacted one's `covers to`) and that every run's seqs are consecutive.
 pub fn add_to_index(index: &mut Index, inspected: &Inspected) -> Result<(), StoreError> {
     let Some(scanned) = &inspected.scanned else {
         return Ok(());
     };
+    let mut segment =
+        SegmentIndex::new(scanned.base, inspected.name.clone(), inspected.file.clone());
+    segment.cold = inspected.stored_bytes.is_some();
+    add_segment(index, segment, scanned)
+}
+
+/// Adds `segment` (its offsets and slots empty), holding what `scanned` found, to the index,
+/// with the checks of [`add_to_index`].
+pub fn add_segment(
+    index: &mut Index,
+    mut segment: SegmentIndex,
+    scanned: &Scanned,
+) -> Result<(), StoreError> {
     let damaged = |offset: u64, reason: String| {
         Damage {
-            file: inspected.name.clone(),
+            file: segment.name.clone(),
             offset,
             reason,
         }
@@ -323,30 +336,38 @@ pub fn add_to_index(index: &mut Index, inspected: &Inspected) -> Result<(), Stor
             ),
         ));
     }
-    let mut segment =
-        SegmentIndex::new(scanned.base, inspected.name.clone(), inspected.file.clone());
-    segment.cold = inspected.stored_bytes.is_some();
+    segment.sparse = scanned.covers_to.map(|covers_to| Sparse {
+        covers_to,
+        ids: Vec::with_capacity(scanned.events.len()),
+    });
     segment.offsets.reserve(scanned.events.len());
     segment.slots.reserve(scanned.events.len());
+    let name = segment.name.clone();
     index.segments.push(segment);
     // Runs are looked up once per segment, not once per event (and only runs with a
     // committed event get a slot: a torn batch may name others).
     let mut slots: Vec<Option<u32>> = vec![None; scanned.runs.len()];
-    for (i, e) in scanned.events.iter().enumerate() {
+    for e in &scanned.events {
         let slot =
             *slots[e.run as usize].get_or_insert_with(|| index.slot(&scanned.runs[e.run as usize]));
-        let event_id = scanned.base + i as u64;
         let expected = index.slot_last_seq(slot) + 1;
         if e.seq != expected {
             let run_id = &scanned.runs[e.run as usize];
             let reason = format!(
-                "event {event_id} of run `{run_id}` has seq {}, expected {expected}",
-                e.seq
+                "event {} of run `{run_id}` has seq {}, expected {expected}",
+                e.id, e.seq
             );
-            return Err(damaged(u64::from(e.offset), reason));
+            return Err(Damage {
+                file: name,
+                offset: u64::from(e.offset),
+                reason,
+            }
+            .into_error());
         }
-        index.push_to_slot(slot, event_id, e.offset);
+        index.push_to_slot(slot, e.id, e.offset);
     }
+    // The ids a compacted segment skips at its end are taken: the next segment follows it.
+    index.last_event_id = index.last_event_id.max(scanned.covers_to.unwrap_or(0));
     Ok(())
 }
 

@@ -96,6 +96,9 @@ pub fn plan_repair(dir: impl AsRef<Path>) -> Result<RepairPlan, StoreError> {
 pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
     let dir = dir.as_ref();
     let lock = crate::log::take_lock(fs.as_ref(), dir, &crate::LockHolder::this_process(None))?;
+    // A swap a crash interrupted is finished first, as a writing open does: what it left
+    // half done is no damage to cut.
+    crate::gc::finish_at_open(fs.as_ref(), dir)?;
     let report = verify_with(fs.clone(), dir)?;
     let plan = plan(fs.as_ref(), dir, &report)?;
     if plan.damage.is_none() && plan.drops.is_empty() {
@@ -142,6 +145,15 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
 /// The cuts and drops that get past the first damage `report` found, and the snapshots it
 /// found damaged (caches every open skips, but damage `verify` keeps reporting).
 fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, StoreError> {
+    if let Some(manifest) = report.unfinished_gc.first() {
+        return Err(StoreError::Invalid {
+            what: manifest.clone(),
+            reason: "a gc swap a crash interrupted is unfinished, so the segments may look \
+                     damaged where they are not: a writing open (or `repair` itself) \
+                     finishes it first; plan the repair after that"
+                .into(),
+        });
+    }
     let damaged_snapshots = report
         .snapshots
         .iter()

@@ -34,11 +34,11 @@ impl Part {
     }
 }
 
-/// The records of events `first..=last` of one segment, read at once.
+/// The records of the segment's events `first..=last` (positions in it), read at once.
 pub struct Chunk<'a> {
     segment: &'a SegmentIndex,
-    first: u64,
-    last: u64,
+    first: usize,
+    last: usize,
     /// Offset of `bytes` in the segment file.
     start: u64,
     bytes: &'a [u8],
@@ -48,17 +48,32 @@ pub struct Chunk<'a> {
 /// `scan_from`, done where blocking is allowed, so that the decoding half, borrowed and
 /// allocation-free, can run anywhere.
 pub struct ReadAhead {
-    /// `(segment position, first, last, offset in the segment, range in `buf`)`.
-    chunks: Vec<(usize, u64, u64, u64, std::ops::Range<usize>)>,
+    /// `(segment position, first, last event positions in it, offset in the segment, range
+    /// in `buf`)`.
+    chunks: Vec<(usize, usize, usize, u64, std::ops::Range<usize>)>,
     /// The last event read, if any.
     last: Option<EventId>,
     buf: Vec<u8>,
+    /// The id it was read from, and the index's generation then.
+    from: u64,
+    generation: u64,
 }
 
 impl ReadAhead {
     /// The last event read, if any.
     pub fn last(&self) -> Option<EventId> {
         self.last
+    }
+
+    /// The id it was read from.
+    pub fn from(&self) -> u64 {
+        self.from
+    }
+
+    /// Whether its positions are those of `index`: no `gc` swap replaced the index since
+    /// it was read.
+    pub fn is_of(&self, index: &Index) -> bool {
+        self.chunks.is_empty() || self.generation == index.generation
     }
 
     /// The buffer, to read ahead into again.
@@ -68,42 +83,75 @@ impl ReadAhead {
 }
 
 impl Index {
-    /// Reads the records of at most `max` events from id `from` on into `buf` (cleared
-    /// first), chunk by chunk as `scan_from` would.
+    /// The ids of the first and the last of at most `max` events from id `from` on (`None`
+    /// when there is none): the ids a compacted segment skips are not counted.
+    pub fn events_from(&self, from: u64, max: u32) -> Option<(u64, u64)> {
+        let mut left = max as usize;
+        let mut found: Option<(u64, u64)> = None;
+        for segment in self.segments.iter().skip(self.covering(from)) {
+            if left == 0 {
+                break;
+            }
+            let p = segment.count_below(from);
+            let take = (segment.offsets.len() - p).min(left);
+            if take > 0 {
+                let first = found.map_or(segment.id_at(p), |(first, _)| first);
+                found = Some((first, segment.id_at(p + take - 1)));
+                left -= take;
+            }
+        }
+        found
+    }
+
+    /// Reads the records of at most `max` events from id `from` on, none past id `to`, into
+    /// `buf` (cleared first), chunk by chunk as `scan_from` would.
     pub fn read_ahead(
         &self,
         from: EventId,
-        max: u32,
+        (max, to): (u32, u64),
         mut buf: Vec<u8>,
     ) -> Result<ReadAhead, StoreError> {
         buf.clear();
-        let first = from.0.max(1);
-        let last = self
-            .last_event_id
-            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
+        let Some((first, last)) = self.events_from(from.0.max(1), max) else {
+            return Ok(ReadAhead {
+                chunks: Vec::new(),
+                last: None,
+                buf,
+                from: from.0,
+                generation: self.generation,
+            });
+        };
+        let last = last.min(to);
         let mut chunks = Vec::new();
-        let mut id = first;
-        while id <= last {
-            let segment = self.segment_of(id)?;
-            let position = self.segments.partition_point(|s| s.base <= id) - 1;
-            let segment_last = (segment.base + segment.offsets.len() as u64 - 1).min(last);
-            let end = (segment_last).min(id + CHUNK_EVENTS - 1);
-            let (start, stop) = self.chunk_span(segment, (id, end))?;
-            let at = buf.len();
-            buf.resize(at + (stop - start) as usize, 0);
-            segment
-                .file
-                .read_exact_at(&mut buf[at..], start)
-                .map_err(|e| read_error(segment, start, e))?;
-            chunks.push((position, id, end, start, at..buf.len()));
-            id = end + 1;
+        for (position, (mut p, end)) in self.stretches((first, last)) {
+            let segment = &self.segments[position];
+            while p < end {
+                let chunk_last = (end - 1).min(p + CHUNK_EVENTS as usize - 1);
+                let (start, stop) = chunk_span(segment, (p, chunk_last))?;
+                let at = buf.len();
+                buf.resize(at + (stop - start) as usize, 0);
+                segment
+                    .file
+                    .read_exact_at(&mut buf[at..], start)
+                    .map_err(|e| read_error(segment, start, e))?;
+                chunks.push((position, p, chunk_last, start, at..buf.len()));
+                p = chunk_last + 1;
+            }
         }
-        let last = (first <= last).then_some(EventId(last));
-        Ok(ReadAhead { chunks, last, buf })
+        let last = (chunks.last())
+            .map(|&(position, _, p, _, _)| EventId(self.segments[position].id_at(p)));
+        Ok(ReadAhead {
+            chunks,
+            last,
+            buf,
+            from: from.0,
+            generation: self.generation,
+        })
     }
 
     /// Hands the events read ahead to `visit`, borrowed and checked as `scan_from` does;
-    /// returns the last id visited (`None` past the end).
+    /// returns the last id visited (`None` past the end). `ahead` must be of this index
+    /// ([`ReadAhead::is_of`]).
     pub fn scan_read(
         &self,
         ahead: &ReadAhead,
@@ -122,44 +170,30 @@ impl Index {
         Ok(ahead.last)
     }
 
-    /// Where the records of events `first..=last` of one segment start and end.
-    fn chunk_span(
-        &self,
-        segment: &SegmentIndex,
-        (first, last): (u64, u64),
-    ) -> Result<(u64, u64), StoreError> {
-        let offset_of = |id: u64| u64::from(segment.offsets[(id - segment.base) as usize]);
-        let start = offset_of(first);
-        let end = if last + 1 - segment.base < segment.offsets.len() as u64 {
-            offset_of(last + 1)
-        } else {
-            let at = offset_of(last);
-            let mut header = [0u8; HEADER_BYTES];
-            segment
-                .file
-                .read_exact_at(&mut header, at)
-                .map_err(|e| read_error(segment, at, e))?;
-            let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
-            if len == 0 || len > limits::RECORD_BYTES_MAX {
-                return Err(corrupted(
-                    segment,
-                    at,
-                    format!("record length {len} on re-read"),
-                ));
-            }
-            at + (HEADER_BYTES as u64) + u64::from(len)
-        };
-        Ok((start, end))
+    /// Each segment holding events of ids `first..=last`: its position in `segments` and
+    /// the range of those events' positions in it (empty ranges left out).
+    fn stretches(&self, (first, last): (u64, u64)) -> Vec<(usize, (usize, usize))> {
+        let from = self.covering(first);
+        (self.segments.iter().enumerate().skip(from))
+            .take_while(|(_, s)| s.base <= last)
+            .map(|(i, s)| {
+                (
+                    i,
+                    (s.count_below(first), s.count_below(last.saturating_add(1))),
+                )
+            })
+            .filter(|(_, (p, end))| p < end)
+            .collect()
     }
 
-    /// Reads the records of events `first..=last` of one segment into `buf`.
+    /// Reads the records of the segment's events `first..=last` (positions) into `buf`.
     pub fn chunk<'a>(
         &self,
         segment: &'a SegmentIndex,
-        (first, last): (u64, u64),
+        (first, last): (usize, usize),
         buf: &'a mut Vec<u8>,
     ) -> Result<Chunk<'a>, StoreError> {
-        let (start, end) = self.chunk_span(segment, (first, last))?;
+        let (start, end) = chunk_span(segment, (first, last))?;
         buf.resize((end - start) as usize, 0);
         segment
             .file
@@ -182,14 +216,13 @@ impl Index {
         max: u32,
         visit: &mut dyn FnMut(&EventRef<'_>),
     ) -> Result<Option<EventId>, StoreError> {
-        let first = from.0.max(1);
-        let last = self
-            .last_event_id
-            .min(first.saturating_add(u64::from(max)).saturating_sub(1));
+        let Some((first, last)) = self.events_from(from.0.max(1), max) else {
+            return Ok(None);
+        };
         self.chunks((first, last), Part::ALL, &mut |chunk| {
             chunk.scan(Part::ALL, visit)
         })?;
-        Ok((first <= last).then_some(EventId(last)))
+        Ok(Some(EventId(last)))
     }
 
     /// Hands every event to one of `visitors`, each called on a thread of its own: all the
@@ -246,36 +279,62 @@ impl Index {
         each: &mut dyn FnMut(Chunk<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let mut buf = Vec::new();
-        let mut id = first;
-        while id <= last {
-            let segment = self.segment_of(id)?;
-            let segment_last = (segment.base + segment.offsets.len() as u64 - 1).min(last);
-            if let Some((start, end)) = segment.span(part, (id, segment_last)) {
-                each(self.chunk(segment, (start, end), &mut buf)?)?;
-                id = end + 1;
-            } else {
-                id = segment_last + 1;
+        for (position, (mut p, end)) in self.stretches((first, last)) {
+            let segment = &self.segments[position];
+            while p < end {
+                let Some((start, stop)) = segment.span(part, (p, end - 1)) else {
+                    break;
+                };
+                each(self.chunk(segment, (start, stop), &mut buf)?)?;
+                p = stop + 1;
             }
         }
         Ok(())
     }
 }
 
+/// Where the records of the segment's events `first..=last` (positions) start and end.
+fn chunk_span(
+    segment: &SegmentIndex,
+    (first, last): (usize, usize),
+) -> Result<(u64, u64), StoreError> {
+    let offset_of = |p: usize| u64::from(segment.offsets[p]);
+    let start = offset_of(first);
+    if last + 1 < segment.offsets.len() {
+        return Ok((start, offset_of(last + 1)));
+    }
+    let at = offset_of(last);
+    let mut header = [0u8; HEADER_BYTES];
+    segment
+        .file
+        .read_exact_at(&mut header, at)
+        .map_err(|e| read_error(segment, at, e))?;
+    let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+    if len == 0 || len > limits::RECORD_BYTES_MAX {
+        return Err(corrupted(
+            segment,
+            at,
+            format!("record length {len} on re-read"),
+        ));
+    }
+    Ok((start, at + (HEADER_BYTES as u64) + u64::from(len)))
+}
+
 impl SegmentIndex {
     /// The first stretch of `first..=last` worth reading for `part`: from its first event
     /// there to the last one before a gap of [`GAP_BYTES`] or more of other runs' records,
     /// at most [`CHUNK_EVENTS`] events. `None` when `part` has no event there.
-    fn span(&self, part: Part, (first, last): (u64, u64)) -> Option<(u64, u64)> {
-        let holds = |id: u64| part.holds(self.slots[(id - self.base) as usize]);
-        let offset = |id: u64| u64::from(self.offsets[(id - self.base) as usize]);
-        let start = (first..=last).find(|&id| holds(id))?;
+    fn span(&self, part: Part, (first, last): (usize, usize)) -> Option<(usize, usize)> {
+        let holds = |p: usize| part.holds(self.slots[p]);
+        let offset = |p: usize| u64::from(self.offsets[p]);
+        let start = (first..=last).find(|&p| holds(p))?;
         let mut end = start;
-        for id in start + 1..=last.min(start + CHUNK_EVENTS - 1) {
-            if offset(id) - offset(end + 1) >= GAP_BYTES {
+        for p in start + 1..=last.min(start + CHUNK_EVENTS as usize - 1) {
+            if offset(p) - offset(end + 1) >= GAP_BYTES {
                 break;
             }
-            if holds(id) {
-                end = id;
+            if holds(p) {
+                end = p;
             }
         }
         Some((start, end))
@@ -288,16 +347,13 @@ impl Chunk<'_> {
     /// event the index places there. Other runs' records are stepped over by the index.
     pub fn scan(&self, part: Part, visit: &mut dyn FnMut(&EventRef<'_>)) -> Result<(), StoreError> {
         let segment = self.segment;
-        let position = |id: u64| {
-            (u64::from(segment.offsets[(id - segment.base) as usize]) - self.start) as usize
-        };
         // Where the last record checked ends; `None` after another run's event.
         let mut checked = None;
-        for id in self.first..=self.last {
-            let event_at = position(id);
+        for p in self.first..=self.last {
+            let event_at = (u64::from(segment.offsets[p]) - self.start) as usize;
             self.batch_ends(checked, event_at)?;
-            checked = if part.holds(segment.slots[(id - segment.base) as usize]) {
-                Some(self.event(id, event_at, visit)?)
+            checked = if part.holds(segment.slots[p]) {
+                Some(self.event(segment.id_at(p), event_at, visit)?)
             } else {
                 None
             };

@@ -1,5 +1,8 @@
-//! Segment files: a header (magic, format version, base event id, CRC) then batches of
-//! records. Scanning a segment yields its committed events and where and why it stopped.
+//! Segment files: a header (magic, format version, base event id, for version 2 the last id
+//! it covers, CRC) then batches of records. Scanning a segment yields its committed events and
+//! where and why it stopped. The writer writes version 1 (ids consecutive from the base);
+//! `gc` rewrites sealed segments without the archived runs as version 2 (ids increasing
+//! within `base..=covers_to`, skipping those moved out).
 
 use crate::codec::{decode_event, decode_head};
 use crate::record::{commit_fields, parse, Parsed, COMMIT_BODY_BYTES, KIND_COMMIT, KIND_EVENT};
@@ -7,10 +10,14 @@ use std::collections::HashMap;
 
 /// Magic bytes at the start of every segment.
 pub const MAGIC: &[u8; 8] = b"APOLLO11";
-/// Format version written by this code (bincode 2 standard encoding of `Event`).
+/// Format version the writer writes (bincode 2 standard encoding of `Event`, consecutive ids).
 pub const FORMAT_VERSION: u32 = 1;
-/// Bytes of the segment header.
+/// Format version of a compacted segment: version 1's records, ids that may skip.
+pub const COMPACTED_VERSION: u32 = 2;
+/// Bytes of the segment header (version 1).
 pub const HEADER_BYTES: usize = 24;
+/// Bytes of a compacted segment's header (version 2: `covers to` added).
+pub const COMPACTED_HEADER_BYTES: usize = 32;
 
 /// File name of the segment whose first event id is `base`.
 pub fn file_name(base: u64) -> String {
@@ -23,41 +30,105 @@ pub fn parse_file_name(name: &str) -> Option<u64> {
     (digits.len() == 20).then(|| digits.parse().ok()).flatten()
 }
 
-/// The header of a new segment.
+/// The header of a new segment (version 1).
 pub fn header(base: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER_BYTES);
+    sealed_header(FORMAT_VERSION, &[base])
+}
+
+/// The header of a compacted segment (version 2) covering ids `base..=covers_to`.
+pub fn compacted_header(base: u64, covers_to: u64) -> Vec<u8> {
+    sealed_header(COMPACTED_VERSION, &[base, covers_to])
+}
+
+fn sealed_header(version: u32, fields: &[u64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(COMPACTED_HEADER_BYTES);
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&base.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    for field in fields {
+        out.extend_from_slice(&field.to_le_bytes());
+    }
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
 
-/// Checks a header; returns the base event id.
-pub fn read_header(bytes: &[u8]) -> Result<u64, String> {
-    if bytes.len() < HEADER_BYTES {
-        return Err(format!(
-            "{} bytes, too short for a segment header",
-            bytes.len()
-        ));
+/// A segment header as read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The first id the segment covers (its name).
+    pub base: u64,
+    /// Version 2: the last id it covers (its events' ids lie in `base..=covers_to`, the next
+    /// segment starts at `covers_to + 1`); `None` for version 1 (ids consecutive from `base`).
+    pub covers_to: Option<u64>,
+    /// Bytes of the header: where the first record starts.
+    pub len: usize,
+}
+
+/// Checks a header (either version).
+pub fn read_header(bytes: &[u8]) -> Result<Header, String> {
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let too_short = |needed: usize| {
+        (bytes.len() < needed).then(|| {
+            format!(
+                "{} bytes, too short for a segment header of {needed}",
+                bytes.len()
+            )
+        })
+    };
+    if let Some(reason) = too_short(HEADER_BYTES) {
+        return Err(reason);
     }
-    let stored = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
-    if crc32fast::hash(&bytes[..20]) != stored {
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    let len = match version {
+        COMPACTED_VERSION => COMPACTED_HEADER_BYTES,
+        _ => HEADER_BYTES,
+    };
+    if let Some(reason) = too_short(len) {
+        return Err(reason);
+    }
+    let stored = u32::from_le_bytes(bytes[len - 4..len].try_into().expect("4 bytes"));
+    if crc32fast::hash(&bytes[..len - 4]) != stored {
         return Err("segment header checksum mismatch".into());
     }
     if &bytes[..8] != MAGIC {
         return Err("not an Apollo-11 segment (bad magic)".into());
     }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-    if version != FORMAT_VERSION {
-        return Err(format!(
-            "segment format version {version}; this build reads {FORMAT_VERSION}"
-        ));
+    let base = u64_at(12);
+    let covers_to = match version {
+        FORMAT_VERSION => None,
+        COMPACTED_VERSION if u64_at(20) >= base => Some(u64_at(20)),
+        COMPACTED_VERSION => {
+            return Err(format!(
+                "segment header covers ids {base}..={}, which ends before it starts",
+                u64_at(20)
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "segment format version {version}; this build reads {FORMAT_VERSION} and \
+                 {COMPACTED_VERSION}"
+            ))
+        }
+    };
+    Ok(Header {
+        base,
+        covers_to,
+        len,
+    })
+}
+
+impl Header {
+    /// Why `id` cannot be the event after `previous` (`None`: the first) in this segment.
+    fn misplaced(&self, previous: Option<u64>, id: u64) -> Option<String> {
+        let low = previous.map_or(self.base, |p| p + 1);
+        match self.covers_to {
+            None if id != low => Some(format!("event id {id} where {low} was expected")),
+            Some(high) if id < low || id > high => Some(format!(
+                "event id {id} where one in {low}..={high} was expected"
+            )),
+            _ => None,
+        }
     }
-    Ok(u64::from_le_bytes(
-        bytes[12..20].try_into().expect("8 bytes"),
-    ))
 }
 
 /// Why a scan stopped before the end of the file.
@@ -69,10 +140,11 @@ pub struct Stop {
     pub reason: String,
 }
 
-/// One committed event as indexed at open: its event id is the segment's base plus its
-/// position.
+/// One committed event as indexed at open.
 #[derive(Clone, Copy, Debug)]
 pub struct Indexed {
+    /// Its event id.
+    pub id: u64,
     /// Offset of its record.
     pub offset: u32,
     /// Its seq.
@@ -82,10 +154,12 @@ pub struct Indexed {
 }
 
 /// The committed content of a segment.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Scanned {
     /// Base event id from the header.
     pub base: u64,
+    /// The last id a compacted (version 2) segment covers; `None` for version 1.
+    pub covers_to: Option<u64>,
     /// Committed events, in order.
     pub events: Vec<Indexed>,
     /// The run ids the events name, each once.
@@ -96,19 +170,21 @@ pub struct Scanned {
     pub stop: Option<Stop>,
 }
 
-/// Scans a whole segment. Events must carry consecutive ids from the header's base.
+/// Scans a whole segment. Events must carry consecutive ids from the header's base (version
+/// 1), or increasing ids within `base..=covers_to` (version 2).
 pub fn scan(bytes: &[u8]) -> Result<Scanned, Stop> {
-    let base = read_header(bytes).map_err(|reason| Stop { offset: 0, reason })?;
+    let header = read_header(bytes).map_err(|reason| Stop { offset: 0, reason })?;
     let mut scanned = Scanned {
-        base,
+        base: header.base,
+        covers_to: header.covers_to,
         events: Vec::new(),
         runs: Vec::new(),
-        end: HEADER_BYTES as u64,
+        end: header.len as u64,
         stop: None,
     };
     let mut pending: Vec<Indexed> = Vec::new();
     let mut interned: HashMap<&str, u32> = HashMap::new();
-    let mut at = HEADER_BYTES;
+    let mut at = header.len;
     let mut batch_start = at;
     loop {
         let stop = |offset: usize, reason: String| {
@@ -132,25 +208,24 @@ pub fn scan(bytes: &[u8]) -> Result<Scanned, Stop> {
                 body,
                 next,
             } => {
-                let expected = base + (scanned.events.len() + pending.len()) as u64;
+                let previous = pending.last().or(scanned.events.last()).map(|e| e.id);
                 match decode_head(body) {
-                    Ok(head) if head.event_id == expected => {
+                    Ok(head) => {
+                        if let Some(reason) = header.misplaced(previous, head.event_id) {
+                            scanned.stop = stop(at, reason);
+                            break;
+                        }
                         let count = interned.len() as u32;
                         let run = *interned.entry(head.run_id).or_insert_with(|| {
                             scanned.runs.push(head.run_id.to_owned());
                             count
                         });
                         pending.push(Indexed {
+                            id: head.event_id,
                             offset: at as u32,
                             seq: head.seq,
                             run,
                         });
-                    }
-                    Ok(head) => {
-                        let reason =
-                            format!("event id {} where {expected} was expected", head.event_id);
-                        scanned.stop = stop(at, reason);
-                        break;
                     }
                     Err(e) => {
                         scanned.stop = stop(at, format!("undecodable event: {e}"));

@@ -150,9 +150,10 @@ pub fn proves_loss(file: &SnapshotFile, last: u64) -> bool {
 }
 
 /// Why the snapshot does not belong to a log whose watermark event's record has the stored
-/// CRC `record_crc` (`None` when it does, or cannot say: version 1, watermark 0).
-pub fn foreign(file: &SnapshotFile, record_crc: u32) -> Option<String> {
-    let saved = file.record_crc?;
+/// CRC `record_crc` (`None` when it does, or cannot say: version 1, watermark 0, or a
+/// watermark event `gc` moved to an archive, whose `record_crc` is `None`).
+pub fn foreign(file: &SnapshotFile, record_crc: Option<u32>) -> Option<String> {
+    let (saved, record_crc) = (file.record_crc?, record_crc?);
     (file.snapshot.watermark.0 > 0 && saved != record_crc).then(|| {
         format!(
             "taken from another log: it was saved over an event {} whose record has CRC \
@@ -221,7 +222,7 @@ mod tests {
             !proves_loss(&back, 1),
             "a version 1 snapshot says nothing of its durability"
         );
-        assert_eq!(foreign(&back, 1), None, "nor of its log");
+        assert_eq!(foreign(&back, Some(1)), None, "nor of its log");
     }
 
     #[test]
@@ -231,7 +232,7 @@ mod tests {
         assert!(proves_loss(&fsync, 6));
         assert!(!proves_loss(&fsync, 7), "the watermark event is there");
         assert!(!proves_loss(&buffered, 6));
-        assert_eq!(foreign(&fsync, 9), None);
-        assert!(foreign(&fsync, 10).unwrap().contains("another log"));
+        assert_eq!(foreign(&fsync, Some(9)), None);
+        assert!(foreign(&fsync, Some(10)).unwrap().contains("another log"));
     }
 }

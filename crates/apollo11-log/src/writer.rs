@@ -20,6 +20,7 @@ use apollo11_store::feed::Published;
 use apollo11_store::{NewEvent, StoreError};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use tokio::sync::{broadcast, oneshot};
 
@@ -39,6 +40,10 @@ pub struct Shared {
     /// Hashes of the archived runs' ids ([`crate::archive::id_hash`]): an append to a run the
     /// live log lacks whose id hashes to one of them is checked against the archive files.
     pub archived: RwLock<HashSet<u64>>,
+    /// The runs a `gc` is moving to an archive: appends to them are refused meanwhile.
+    pub collecting: RwLock<HashSet<RunId>>,
+    /// The id of the last event the writer has taken into a batch (published or not).
+    pub assigned: AtomicU64,
 }
 
 impl Shared {
@@ -49,6 +54,8 @@ impl Shared {
             poison: OnceLock::new(),
             feed: broadcast::channel(limits::CHANGE_FEED_EVENTS_MAX as usize).0,
             archived: RwLock::default(),
+            collecting: RwLock::default(),
+            assigned: AtomicU64::new(0),
         }
     }
 
@@ -148,6 +155,7 @@ impl Writer {
             .unwrap_or_else(|p| p.into_inner())
             .last_event_id
             + 1;
+        shared.assigned.store(next_id - 1, Ordering::Release);
         Writer {
             fs,
             segments_dir,
@@ -274,6 +282,11 @@ impl Writer {
                 published,
             });
         }
+        // Stored under the index's read lock: a gc marking runs under its write lock then
+        // knows every batch that could hold them.
+        self.shared
+            .assigned
+            .store(self.next_id - 1, Ordering::Release);
         taken
     }
 
@@ -286,6 +299,14 @@ impl Writer {
             expected: r.expected_seq,
             actual: Seq(actual),
         };
+        let collecting = self.shared.collecting.read();
+        if (collecting.unwrap_or_else(|p| p.into_inner())).contains(&r.run_id) {
+            return Some(StoreError::Invalid {
+                what: format!("run `{}`", r.run_id),
+                reason: "gc is moving it to an archive: an archived run takes no more events"
+                    .into(),
+            });
+        }
         if last > 0 {
             return (r.expected_seq.0 != last + 1).then(|| conflict(last));
         }

@@ -45,6 +45,8 @@ pub struct ServerConfig {
     pub instance: String,
     /// How long a lease of this server's lasts unrenewed, with a shared store.
     pub lease_ttl: std::time::Duration,
+    /// Archive finished runs on a schedule (the file log only).
+    pub gc: Option<crate::GcSchedule>,
 }
 
 impl ServerConfig {
@@ -60,6 +62,7 @@ impl ServerConfig {
             store: None,
             instance: EngineConfig::default().instance,
             lease_ttl: DEFAULT_LEASE_TTL,
+            gc: None,
         }
     }
 }
@@ -105,6 +108,8 @@ pub(crate) struct AppState {
     pub metrics: Option<Prometheus>,
     /// Turns true when the server stops: live streams end.
     pub closing: watch::Receiver<bool>,
+    /// Archive finished runs on this schedule (the file log only).
+    pub gc: Option<crate::GcSchedule>,
 }
 
 /// Where `/readyz` learns whether the server can do its work.
@@ -186,6 +191,13 @@ impl Server {
         let registry = Registry::load(config.workflows.as_deref(), &config.data_dir)
             .map_err(ServeError::Config)?;
         let (store, leasing, ready) = match config.store.clone() {
+            Some(_) if config.gc.is_some() => {
+                return Err(ServeError::Config(
+                    "--gc-every archives runs of the data dir's file log; with --store the \
+                     database keeps the events"
+                        .into(),
+                ))
+            }
             Some(shared) => {
                 let leases = shared.leases().ok_or_else(|| {
                     ServeError::Config("a store shared by instances needs leases".into())
@@ -220,6 +232,7 @@ impl Server {
             driving: tokio::sync::Mutex::new(()),
             metrics: config.metrics,
             closing: closing_rx,
+            gc: config.gc,
         };
         Ok(Server {
             listener,
@@ -257,11 +270,13 @@ impl Server {
         let (fanout, store) = (self.state.fanout.clone(), self.state.store.clone());
         let closing = self.state.closing.clone();
         tokio::spawn(async move { fanout.route(store.as_ref(), closing).await });
-        let claims = match &self.state.ready {
-            Readiness::File(_) => {
+        let background = match &self.state.ready {
+            Readiness::File(log) => {
                 let resumed = drive::resume_interrupted(&self.state).await?;
                 tracing::info!(resumed, address = %self.local_addr(), "serving");
-                None
+                (self.state.gc.clone()).map(|schedule| {
+                    tokio::spawn(crate::gc::rounds(self.state.clone(), log.clone(), schedule))
+                })
             }
             Readiness::Claims(_) => {
                 tracing::info!(address = %self.local_addr(), "serving; claiming runs");
@@ -276,9 +291,9 @@ impl Server {
                 let _ = closing.send(true);
             })
             .await;
-        if let Some(claims) = claims {
-            claims.abort();
-            let _ = claims.await;
+        if let Some(background) = background {
+            background.abort();
+            let _ = background.await;
         }
         // A last snapshot, when nothing else holds the engine any more (a stream's task
         // may still be ending: then the next start folds a little more).

@@ -1,9 +1,14 @@
 //! `gc --dry-run`: the runs the retention policy lets go, from flags over `[retention]` in
-//! the data dir's `apollo11.toml`; never a paused run; nothing changed.
+//! the data dir's `apollo11.toml`; never a paused run; nothing changed. `gc`: those runs moved
+//! out of the live segments, every command answering about them as before; refused while
+//! another process holds the data dir.
 
 use crate::harness::Cli;
 
 const OK: &str = "[workflow]\nname = \"ok\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n";
+
+/// Three steps writing some output each, so that a run spans 4 KiB segments.
+const THREE: &str = "[workflow]\nname = \"three\"\n[[steps]]\nname = \"a\"\nrun = \"head -c 900 /dev/zero | tr '\\\\0' a > $APOLLO11_OUTPUT\"\nidempotency = \"natural\"\n[[steps]]\nname = \"b\"\nrun = \"head -c 900 /dev/zero | tr '\\\\0' b > $APOLLO11_OUTPUT\"\nidempotency = \"natural\"\ndepends_on = [\"a\"]\n[[steps]]\nname = \"c\"\nrun = \"true\"\nidempotency = \"natural\"\ndepends_on = [\"b\"]\n";
 
 /// The run ids `gc --dry-run` lists, after its first line.
 fn listed(stdout: &str) -> Vec<String> {
@@ -65,9 +70,6 @@ fn no_policy_a_bad_config_file_and_a_database_store_are_refused() {
     let ran = cli.run(&["gc", "--dry-run"]);
     assert_eq!(ran.code, 2);
     assert!(ran.stderr.contains("no retention policy"), "{}", ran.stderr);
-
-    let ran = cli.run(&["gc", "--keep-days", "1"]);
-    assert_eq!(ran.code, 2, "only the dry run is built: {}", ran.stderr);
 
     std::fs::write(
         cli.data.path().join("apollo11.toml"),
@@ -172,4 +174,123 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
+}
+
+/// The bytes of the data dir's segment files.
+fn live_bytes(cli: &Cli) -> u64 {
+    (std::fs::read_dir(cli.data.path().join("segments")).unwrap())
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+/// What every read command answers about `run`: its events, its status at each event, its
+/// export bundle.
+fn answers(cli: &Cli, run: &str) -> (String, Vec<String>, Vec<u8>) {
+    let events = cli.run(&["events", run, "--json"]).stdout;
+    let statuses = (cli.events_json(run).iter())
+        .map(|e| e["event_id"].as_u64().unwrap().to_string())
+        .map(|id| cli.run(&["status", run, "--at", &id, "--json"]).stdout)
+        .collect();
+    let file = cli.work.path().join(format!("{run}.a11"));
+    let ran = cli.run(&["export", run, "-o", file.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    (events, statuses, std::fs::read(file).unwrap())
+}
+
+#[test]
+fn gc_moves_the_runs_out_of_the_live_segments_and_every_command_reads_them_as_before() {
+    let cli = Cli::new();
+    let wf = cli.workflow("three.toml", THREE);
+    for run in ["old-1", "old-2", "new-1"] {
+        let args = [
+            "--segment-bytes",
+            "4096",
+            "run",
+            wf.to_str().unwrap(),
+            "--run-id",
+            run,
+        ];
+        let ran = cli.run(&args);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    let before: Vec<_> = ["old-1", "old-2"]
+        .iter()
+        .map(|r| answers(&cli, r))
+        .collect();
+    let all_before = cli.run(&["runs", "--all"]).stdout;
+    let bytes_before = live_bytes(&cli);
+
+    let ran = cli.run(&["gc", "--keep-last", "1"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(
+        ran.stdout.starts_with("archived 2 runs ("),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains(&format!("{bytes_before} bytes before")),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("archived old-1\narchived old-2\n"),
+        "{}",
+        ran.stdout
+    );
+    assert!(live_bytes(&cli) < bytes_before, "the live segments shrank");
+
+    let after: Vec<_> = ["old-1", "old-2"]
+        .iter()
+        .map(|r| answers(&cli, r))
+        .collect();
+    assert_eq!(after, before, "events, status --at and export as before");
+    assert_eq!(listed(&cli.run(&["runs"]).stdout), ["new-1"]);
+    let all = cli.run(&["runs", "--all"]).stdout;
+    assert_eq!(listed(&all), listed(&all_before), "{all}");
+    assert!(
+        all.lines().filter(|l| l.ends_with("  archived")).count() == 2,
+        "{all}"
+    );
+    let verified = cli.run(&["verify"]);
+    assert_eq!(verified.code, 0, "{}", verified.stdout);
+    // Nothing more to move: the next gc archives nothing and changes nothing.
+    let again = cli.run(&["gc", "--keep-last", "1"]);
+    assert!(
+        again.stdout.starts_with("archived 0 runs (0 events);"),
+        "{}",
+        again.stdout
+    );
+}
+
+#[test]
+fn gc_is_refused_while_another_process_holds_the_data_dir_naming_it() {
+    let cli = Cli::new();
+    let ok = cli.workflow("ok.toml", OK);
+    let ran = cli.run(&["run", ok.to_str().unwrap(), "--run-id", "ok-1"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let held =
+        apollo11_log::FileLog::open(cli.data.path(), apollo11_log::Options::default()).unwrap();
+    let ran = cli.run(&["gc", "--keep-days", "0"]);
+    assert_eq!(ran.code, 4, "{}", ran.stderr);
+    let pid = format!("pid {}", std::process::id());
+    assert!(ran.stderr.contains(&pid), "{}", ran.stderr);
+    drop(held);
+    assert_eq!(
+        listed(&cli.run(&["runs"]).stdout),
+        ["ok-1"],
+        "nothing moved"
+    );
+}
+
+#[test]
+fn serve_gc_every_needs_a_policy_and_a_second_or_more() {
+    let cli = Cli::new();
+    let ran = cli.run(&["serve", "--listen", "127.0.0.1:0", "--gc-every", "1h"]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("no retention policy"), "{}", ran.stderr);
+    let ran = cli.run(&["serve", "--gc-every", "10ms"]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("1s at least"), "{}", ran.stderr);
 }

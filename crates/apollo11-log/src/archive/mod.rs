@@ -7,6 +7,7 @@
 
 mod read;
 
+pub(crate) use read::run_ids_of;
 pub use read::{check, read_run, runs, ArchivedRun, Checked};
 
 use crate::codec::encode_event;
@@ -42,6 +43,8 @@ pub const DIR: &str = "archive";
 pub struct Written {
     /// The file, relative to the data directory.
     pub file: String,
+    /// Its generation.
+    pub generation: u64,
     /// Runs archived.
     pub runs: usize,
     /// Their events.
@@ -68,6 +71,11 @@ pub(crate) fn id_hashes(fs: &dyn Fs, dir: &Path) -> Result<HashSet<u64>, StoreEr
 /// File name of the archive of `generation`.
 fn file_name(generation: u64) -> String {
     format!("{generation:020}.arc")
+}
+
+/// The archive file of `generation` in the data directory `dir`.
+pub(crate) fn path_of(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(DIR).join(file_name(generation))
 }
 
 /// The generation an archive file name stands for.
@@ -98,7 +106,7 @@ pub fn files(fs: &dyn Fs, dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
 impl FileLog {
     /// Writes the runs `runs` (each once, in run id order, with all their events) to a new
     /// archive file after the newest, whole or not at all, and returns what it wrote. The
-    /// runs stay in the live log: moving them out of it is `gc`'s swap, not built yet. Each
+    /// runs stay in the live log: moving them out of it is [`FileLog::collect`]'s swap. Each
     /// run is read under the index's lock alone, so appends go on meanwhile, and the file
     /// holds each run as it was when read (`gc` archives finished runs only).
     ///
@@ -154,6 +162,7 @@ fn write(
     sync_dir_of(fs, &path)?;
     Ok(Written {
         file: format!("{DIR}/{name}"),
+        generation,
         runs: runs.len(),
         events,
         bytes: (HEADER_BYTES + bytes.len()) as u64,

@@ -253,6 +253,16 @@ pub fn read_run(
     Ok(None)
 }
 
+/// The ids of the runs the archive file at `path` holds.
+///
+/// # Errors
+///
+/// As [`read_run`].
+pub(crate) fn run_ids_of(fs: &dyn Fs, path: &Path) -> Result<Vec<RunId>, StoreError> {
+    let table = Opened::open(fs, path)?.table;
+    Ok(table.into_iter().map(|entry| entry.run_id).collect())
+}
+
 /// Every archived run with its last seq and event id, by run id.
 ///
 /// # Errors

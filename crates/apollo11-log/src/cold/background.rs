@@ -27,10 +27,7 @@ pub fn compress_sealed(
     keep: usize,
     stop: &dyn Fn() -> bool,
 ) -> Result<Vec<Compressed>, StoreError> {
-    // One pass at a time in the process: two compressing one segment would share its temp
-    // file.
-    static PASS: Mutex<()> = Mutex::new(());
-    let _pass = PASS.lock().unwrap_or_else(|p| p.into_inner());
+    let _pass = exclusive();
     let candidates: Vec<(usize, String)> = {
         let index = shared.index.read().unwrap_or_else(|p| p.into_inner());
         // The last segment is the one the writer appends to.
@@ -59,6 +56,15 @@ pub fn compress_sealed(
         crate::metrics::segment_compressed();
     }
     Ok(compressed)
+}
+
+/// Held by each pass, and by `gc` while it rewrites sealed segments: one pass at a time in the
+/// process (two compressing one segment would share its temp file), and none while `gc`
+/// replaces segments (a compressed copy of a segment's old bytes must never land over its
+/// rewritten one).
+pub(crate) fn exclusive() -> MutexGuard<'static, ()> {
+    static PASS: Mutex<()> = Mutex::new(());
+    PASS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What the writer tells the compactor, and the compactor's stop.

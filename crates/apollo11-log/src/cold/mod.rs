@@ -10,6 +10,7 @@
 mod background;
 mod file;
 
+pub(crate) use background::exclusive;
 pub use background::{Compactor, Signal};
 pub use file::{Broken, ColdFile};
 
@@ -79,6 +80,23 @@ pub fn open_segment(fs: &dyn Fs, path: &Path, mode: Mode) -> io::Result<SegmentF
     }
 }
 
+/// The segment `bytes` compressed, checked to decompress to them.
+///
+/// # Errors
+///
+/// zstd's error, or [`io::ErrorKind::InvalidData`] when the result does not decompress to
+/// `bytes`.
+pub fn compress_checked(bytes: &[u8]) -> io::Result<Vec<u8>> {
+    let compressed = file::encode(bytes)?;
+    if file::decode(&compressed).as_deref() != Ok(bytes) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "its compressed copy does not decompress to it",
+        ));
+    }
+    Ok(compressed)
+}
+
 /// What compressing a segment did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Compressed {
@@ -126,13 +144,7 @@ pub fn compress_segment(fs: &dyn Fs, path: &Path) -> Result<Option<Compressed>, 
             }
         }
     }
-    let compressed = file::encode(&bytes).map_err(|e| io("compressing", e))?;
-    if file::decode(&compressed).as_deref() != Ok(bytes.as_slice()) {
-        return Err(refused(
-            0,
-            "its compressed copy does not decompress to it".into(),
-        ));
-    }
+    let compressed = compress_checked(&bytes).map_err(|e| io("compressing", e))?;
     write_atomically(fs, path, &compressed)?;
     Ok(Some(Compressed {
         plain_bytes: bytes.len() as u64,

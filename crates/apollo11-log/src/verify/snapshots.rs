@@ -50,9 +50,6 @@ fn problem(file: &snapshot::SnapshotFile, index: &Index) -> Result<Option<String
             "covers events up to {watermark}, past the log's last event {last}"
         )));
     }
-    let record_crc = match watermark {
-        0 => 0,
-        w => index.record_crc(w)?,
-    };
+    let record_crc = index.watermark_crc(watermark)?;
     Ok(snapshot::foreign(file, record_crc))
 }

@@ -145,8 +145,9 @@ async fn an_index_file_whose_seqs_do_not_follow_is_distrusted_and_its_segment_sc
     let index = index_of(dir.path(), &second.file);
     let mut bytes = std::fs::read(&index).unwrap();
     let crc_at = bytes.len() - 4;
-    // The seq of the segment's first event, then the file's checksum made valid again.
-    let seq_at = crc_at - 12 * second.events as usize + 4;
+    // The seq of the segment's first event (entries: id u64, offset, seq and run u32), then
+    // the file's checksum made valid again.
+    let seq_at = crc_at - 20 * second.events as usize + 12;
     bytes[seq_at] ^= 1;
     let crc = crc32fast::hash(&bytes[..crc_at]).to_le_bytes();
     bytes[crc_at..].copy_from_slice(&crc);

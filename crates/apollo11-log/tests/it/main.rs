@@ -11,6 +11,7 @@ mod deterministic;
 mod faults;
 mod feed;
 mod files;
+mod gc;
 mod guards;
 mod index_files;
 mod missing;

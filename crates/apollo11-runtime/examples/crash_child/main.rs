@@ -8,6 +8,9 @@
 //!   the step itself before it does anything else;
 //! - `acks.ledger`: one fsynced line `run seq kind` per event whose append was acknowledged.
 //!
+//! On the file log it also moves the runs of earlier generations out of the live segments
+//! (`gc.rs`), so kills land during collects too.
+//!
 //! ```text
 //! crash_child run   DIR GENERATION [URL SCHEMA OWNER]
 //! crash_child check DIR GENERATIONS KILLS [URL SCHEMA]
@@ -34,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod acked;
+mod gc;
 mod ledger;
 
 const RUNS: usize = 8;
@@ -128,9 +132,10 @@ fn run_ids(generation: usize) -> Vec<RunId> {
         .collect()
 }
 
+/// Segments of 64 KiB: each generation seals a few, which its successor's gc rewrites.
 fn open_log(dir: &Path) -> Result<FileLog, StoreError> {
     let options = Options {
-        segment_bytes_max: 1 << 20,
+        segment_bytes_max: 64 << 10,
         ..Options::default()
     };
     FileLog::open(dir.join("log"), options)
@@ -149,9 +154,13 @@ async fn run(dir: &Path, generation: usize, pg: Option<(Pg, String)>) -> Result<
     let steps = Arc::new(open_ledger(&dir.join("steps.ledger")));
     let acks = AckFile(open_ledger(&dir.join("acks.ledger")));
     let Some((pg, owner)) = pg else {
-        let store = Arc::new(Acked::new(Arc::new(open_log(dir)?), acks));
+        let log = Arc::new(open_log(dir)?);
+        let store = Arc::new(Acked::new(log.clone(), acks));
         let engine = Engine::open(store, config()).await?;
-        return finish_all(Arc::new(engine), generation, steps).await;
+        return tokio::select! {
+            finished = finish_all(Arc::new(engine), generation, steps) => finished,
+            failed = gc::collect_finished(log, generation) => Err(failed.into()),
+        };
     };
     let store = Arc::new(Acked::new(Arc::new(pg.open().await?), acks));
     let leasing = Leasing::new(store.clone(), TTL)?;
@@ -239,7 +248,8 @@ async fn check(dir: &Path, generations: usize, kills: u64, pg: Option<Pg>) {
                 "I5/I2: damage in the log: {:?}",
                 report.damage
             );
-            all_events(&open_log(dir).expect("I5: the log opens")).await
+            let log = open_log(dir).expect("I5: the log opens");
+            gc::all_events(&log, all_events(&log).await).await
         }
         Some(pg) => all_events(&pg.open().await.expect("I5: the store opens")).await,
     };
@@ -247,7 +257,7 @@ async fn check(dir: &Path, generations: usize, kills: u64, pg: Option<Pg>) {
         events
             .windows(2)
             .all(|w| w[1].event_id.0 == w[0].event_id.0 + 1),
-        "I6: event ids strictly increase without gaps"
+        "I6: event ids strictly increase without gaps (live and archived together)"
     );
     let logged: BTreeSet<(String, u32, &str)> = events
         .iter()

@@ -5,6 +5,7 @@ mod actions;
 mod archive;
 mod crash;
 mod dropped;
+mod gc;
 mod harness;
 mod metrics;
 mod routes;
