@@ -120,10 +120,11 @@ fn probe_event(n: u32) -> NewEvent {
 fn read_all(log: &FileLog) -> Result<Vec<Event>, StoreError> {
     let events = block_on(log.read_from(EventId(0), u32::MAX))?;
     for pair in events.windows(2) {
-        assert_eq!(
-            pair[1].event_id.0,
-            pair[0].event_id.0 + 1,
-            "event ids in a read run consecutively"
+        assert!(
+            pair[1].event_id > pair[0].event_id,
+            "event ids in a read increase (a compacted segment may skip some): {} then {}",
+            pair[0].event_id.0,
+            pair[1].event_id.0
         );
     }
     for run in block_on(log.list_runs())? {

@@ -2,8 +2,10 @@
 //! document rather than borrowed from the log's private code: framing a body as a record,
 //! a segment header, and putting right the checksums a fuzzer cannot forge.
 
-/// Bytes of a segment header.
+/// Bytes of a segment header (version 1).
 pub const SEGMENT_HEADER_BYTES: usize = 24;
+/// Bytes of a compacted segment's header (version 2: `covers to` added).
+const COMPACTED_HEADER_BYTES: usize = 32;
 /// Bytes of a record header: length, then CRC.
 const RECORD_HEADER_BYTES: usize = 8;
 /// Record kind of an event.
@@ -57,16 +59,25 @@ fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
 
 /// Gives a segment a valid header checksum (when it is long enough to have a header).
 pub fn fix_segment_header(segment: &mut [u8]) {
-    if segment.len() >= SEGMENT_HEADER_BYTES {
-        let crc = crc32fast::hash(&segment[..20]);
-        segment[20..24].copy_from_slice(&crc.to_le_bytes());
+    let end = header_bytes(segment);
+    if segment.len() >= end {
+        let crc = crc32fast::hash(&segment[..end - 4]);
+        segment[end - 4..end].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// Bytes of the segment's header: a compacted segment's when its version field says 2.
+fn header_bytes(segment: &[u8]) -> usize {
+    match u32_at(segment, 8) {
+        Some(2) => COMPACTED_HEADER_BYTES,
+        _ => SEGMENT_HEADER_BYTES,
     }
 }
 
 /// Gives every record of a segment a valid checksum, walking the length fields from the
 /// header on while the records they announce fit in the file.
 pub fn fix_record_crcs(segment: &mut [u8]) {
-    let mut at = SEGMENT_HEADER_BYTES;
+    let mut at = header_bytes(segment);
     while let Some(len) = u32_at(segment, at) {
         let (body, end) = (
             at + RECORD_HEADER_BYTES,

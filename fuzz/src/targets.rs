@@ -35,7 +35,9 @@ pub fn event_record(body: &[u8]) {
 
 /// Segment recovery on arbitrary bytes. The first input byte holds flags: bit 0 gives the
 /// header a valid checksum, bit 1 every record it can walk to, bit 2 puts the segment after
-/// the template log's others (as its last segment) instead of alone. See `datadir::check`
+/// the template log's others (as its last segment) instead of alone, bit 3 (over bit 2)
+/// compresses it as `compact` does and puts it in place of the template's first, sealed,
+/// segment. See `datadir::check`
 /// for what must hold.
 ///
 /// # Panics
@@ -52,15 +54,14 @@ pub fn segment(data: &[u8]) {
     if flags & 2 != 0 {
         format::fix_record_crcs(&mut segment);
     }
-    let files = if flags & 4 != 0 {
-        let last = template_names(".seg")
-            .into_iter()
-            .max()
-            .expect("the template has segments");
-        let index = last.replace(".seg", ".idx");
-        let mut files = datadir::template_with(last, segment);
-        files.retain(|(name, _)| *name != index);
-        files
+    let names = template_names(".seg");
+    let files = if flags & 8 != 0 {
+        let first = names.into_iter().min().expect("the template has segments");
+        let cold = apollo11_log::encode_cold_segment(&segment).expect("compressing in memory");
+        template_with_segment(first, cold)
+    } else if flags & 4 != 0 {
+        let last = names.into_iter().max().expect("the template has segments");
+        template_with_segment(last, segment)
     } else {
         vec![("segments/00000000000000000001.seg".to_owned(), segment)]
     };
@@ -165,6 +166,15 @@ pub fn workflow_toml(data: &[u8]) {
 }
 
 /// The names of the template's files ending in `suffix`, in the template's order.
+/// The template log with its segment `name` holding `bytes`, and without that segment's
+/// index file (the open rebuilds it from the segment).
+fn template_with_segment(name: &str, bytes: Vec<u8>) -> Vec<datadir::File> {
+    let index = name.replace(".seg", ".idx");
+    let mut files = datadir::template_with(name, bytes);
+    files.retain(|(n, _)| *n != index);
+    files
+}
+
 fn template_names(suffix: &str) -> Vec<&'static String> {
     let names = datadir::template().iter().map(|(name, _)| name);
     names.filter(|name| name.ends_with(suffix)).collect()

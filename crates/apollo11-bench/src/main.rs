@@ -3,7 +3,7 @@
 //! `<out>/<scenario>.json` with the host, the git revision and the figures.
 //!
 //! `apollo11-bench [--quick] [--metrics] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios:
-//! append, open_loop, replay, recovery, scheduler, pg_append, pg_scheduler, server, cold, gc (all by
+//! append, open_loop, replay, recovery, scheduler, pg_append, pg_scheduler, server, cold, gc, lifecycle (all by
 //! default; the pg_ ones need a database, see `pg_append`). Run through `cargo xtask bench`. `--metrics` installs the
 //! Prometheus recorder first, as `apollo11 serve` does, to measure what the instrumentation
 //! costs against a run without it.
@@ -11,6 +11,7 @@
 mod append;
 mod cold;
 mod gc;
+mod lifecycle;
 mod open_loop;
 mod pg_append;
 mod pg_scheduler;
@@ -77,6 +78,7 @@ async fn main() -> Result<()> {
         "server",
         "cold",
         "gc",
+        "lifecycle",
     ];
     let chosen: Vec<&str> = if named.is_empty() {
         all.to_vec()
@@ -96,6 +98,7 @@ async fn main() -> Result<()> {
             "server" => server::run(&setup).await?,
             "cold" => cold::run(&setup).await?,
             "gc" => gc::run(&setup).await?,
+            "lifecycle" => lifecycle::run(&setup).await?,
             other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
         };
         report.save(&out, setup.quick)?;

@@ -44,6 +44,10 @@ pub use apollo11_store::{
     BlobStore, Change, EventStore, NewEvent, RunFeed, RunSummary, Snapshot, SnapshotStore,
     StoreError, Subscription, Visitor,
 };
+/// A segment's bytes as the cold (compressed) segment file `compact` writes, for tests and
+/// fuzzing that build data dirs by hand.
+#[cfg(feature = "testing")]
+pub use cold::encode as encode_cold_segment;
 pub use cold::Compressed;
 pub use fs::{Fs, FsFile, FsLock, Mode, RealFs};
 pub use gc::Collected;

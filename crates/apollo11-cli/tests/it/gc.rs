@@ -221,6 +221,7 @@ fn gc_moves_the_runs_out_of_the_live_segments_and_every_command_reads_them_as_be
         .collect();
     let all_before = cli.run(&["runs", "--all"]).stdout;
     let bytes_before = live_bytes(&cli);
+    let events_before = verified_events(&cli.run(&["verify"]).stdout);
 
     let ran = cli.run(&["gc", "--keep-last", "1"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
@@ -255,6 +256,13 @@ fn gc_moves_the_runs_out_of_the_live_segments_and_every_command_reads_them_as_be
     );
     let verified = cli.run(&["verify"]);
     assert_eq!(verified.code, 0, "{}", verified.stdout);
+    let moved = number_after(&ran.stdout, "archived 2 runs (");
+    assert_eq!(
+        verified_events(&verified.stdout),
+        events_before - moved,
+        "verify counts the events left, not the last id: {}",
+        verified.stdout
+    );
     // Nothing more to move: the next gc archives nothing and changes nothing.
     let again = cli.run(&["gc", "--keep-last", "1"]);
     assert!(
@@ -262,6 +270,26 @@ fn gc_moves_the_runs_out_of_the_live_segments_and_every_command_reads_them_as_be
         "{}",
         again.stdout
     );
+}
+
+/// The count `verify` printed in its last line, `clean: N events and …`.
+fn verified_events(stdout: &str) -> u64 {
+    number_after(stdout, "clean: ")
+}
+
+/// The number right after the first `prefix` in `text`.
+fn number_after(text: &str, prefix: &str) -> u64 {
+    let at = text
+        .find(prefix)
+        .unwrap_or_else(|| panic!("no `{prefix}` in {text}"))
+        + prefix.len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after `{prefix}` in {text}"))
 }
 
 #[test]

@@ -222,6 +222,10 @@ fn damaged(reason: String) -> io::Error {
 }
 
 /// `segment` as a cold segment file.
+///
+/// # Errors
+///
+/// zstd's, setting up its compressor or compressing a block.
 pub fn encode(segment: &[u8]) -> io::Result<Vec<u8>> {
     let mut compressor = zstd::bulk::Compressor::new(LEVEL)?;
     compressor.include_checksum(true)?;

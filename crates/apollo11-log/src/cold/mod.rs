@@ -12,6 +12,8 @@ mod file;
 
 pub(crate) use background::exclusive;
 pub use background::{Compactor, Signal};
+#[cfg(feature = "testing")]
+pub use file::encode;
 pub use file::{Broken, ColdFile};
 
 use crate::files::write_atomically;
