@@ -309,8 +309,19 @@ async fn check(dir: &Path, generations: usize, kills: u64, pg: Option<Pg>) {
     );
 }
 
+/// A panic anywhere ends the child, one in a spawned task too (tokio would only print it and
+/// go on, and the run would pass): the harness fails on a child that dies on its own (I5).
+fn abort_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    abort_on_panic();
     let args: Vec<String> = std::env::args().collect();
     let usage = "usage: crash_child run DIR GENERATION [URL SCHEMA OWNER] | crash_child check DIR GENERATIONS KILLS [URL SCHEMA]";
     let dir = PathBuf::from(args.get(2).expect(usage));
