@@ -20,6 +20,7 @@
 
 use crate::fs::{Fs, FsFile, Mode};
 use crate::segment::{Indexed, Scanned, HEADER_BYTES};
+use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"A11INDEX";
@@ -136,8 +137,18 @@ pub fn mismatch(recorded: &Recorded, file: &dyn FsFile) -> Option<String> {
 }
 
 /// Removes a segment's index file; true if there was one.
-pub fn remove(fs: &dyn Fs, segment: &Path) -> bool {
-    fs.remove(&path_of(segment)).is_ok()
+///
+/// # Errors
+///
+/// [`StoreError::Io`] naming the index file when it is there but cannot be removed (only
+/// its absence is no error: a file left would describe a segment it may no longer match).
+pub fn remove(fs: &dyn Fs, segment: &Path) -> Result<bool, StoreError> {
+    let path = path_of(segment);
+    match fs.remove(&path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(StoreError::io(format!("removing {}", path.display()), e)),
+    }
 }
 
 /// Whether the bytes after the data end (up to 4 KiB of them) are zeros, as a clean close
@@ -405,5 +416,19 @@ mod tests {
             let bytes = encode(&sparse, Kind::Sealed, 4096, &[1; FINGERPRINT]);
             assert!(decode(&bytes).is_err(), "ids {first}, {second} in 7..=20");
         }
+    }
+
+    #[test]
+    fn only_a_missing_index_file_is_no_error_when_removing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let segment = dir.path().join("00000000000000000001.seg");
+        let fs = crate::fs::RealFs;
+        assert!(!remove(&fs, &segment).unwrap(), "none there");
+        std::fs::write(path_of(&segment), b"index").unwrap();
+        assert!(remove(&fs, &segment).unwrap(), "removed");
+        // Something there that cannot be removed as a file: an error naming it.
+        std::fs::create_dir(path_of(&segment)).unwrap();
+        let refused = remove(&fs, &segment).unwrap_err().to_string();
+        assert!(refused.contains("00000000000000000001.idx"), "{refused}");
     }
 }

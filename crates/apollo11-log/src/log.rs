@@ -439,7 +439,7 @@ fn recover(
         // The last segment is about to grow: its index file (from a clean close) must be
         // gone for good before anything is appended, or a crash could leave it looking
         // valid over data it does not describe.
-        if crate::idx::remove(fs, &path) {
+        if crate::idx::remove(fs, &path)? {
             sync_dir_of(fs, &path)?;
         }
         if let Verdict::Torn {

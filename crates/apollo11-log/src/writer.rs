@@ -21,7 +21,7 @@ use apollo11_store::{NewEvent, StoreError};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use tokio::sync::{broadcast, oneshot};
 
 /// Runs whose last seq the writer keeps past their batch's visibility (saving a run id's
@@ -42,6 +42,10 @@ pub struct Shared {
     pub archived: RwLock<HashSet<u64>>,
     /// The runs a `gc` is moving to an archive: appends to them are refused meanwhile.
     pub collecting: RwLock<HashSet<RunId>>,
+    /// The runs a `gc` moved out of the live log (added under the index's write lock, with
+    /// its generation raised): the writer forgets their last seqs, so that an append to one
+    /// is checked against the archive.
+    pub moved: Mutex<Vec<RunId>>,
     /// The id of the last event the writer has taken into a batch (published or not).
     pub assigned: AtomicU64,
 }
@@ -55,6 +59,7 @@ impl Shared {
             feed: broadcast::channel(limits::CHANGE_FEED_EVENTS_MAX as usize).0,
             archived: RwLock::default(),
             collecting: RwLock::default(),
+            moved: Mutex::default(),
             assigned: AtomicU64::new(0),
         }
     }
@@ -137,6 +142,8 @@ pub struct Writer {
     /// holds it: the index does not know the seqs of batches not yet visible. Entries of
     /// visible batches are dropped once there are `SEQS_KEPT_MAX`.
     seqs: HashMap<RunId, (u32, u64)>,
+    /// The index's generation when the writer last forgot the runs a `gc` moved.
+    generation: u64,
 }
 
 impl Writer {
@@ -166,6 +173,7 @@ impl Writer {
             next_id,
             batches: 0,
             seqs: HashMap::new(),
+            generation: 0,
         }
     }
 
@@ -241,6 +249,10 @@ impl Writer {
         buf.clear();
         let number = self.batches + 1;
         let index = self.shared.index.read().unwrap_or_else(|p| p.into_inner());
+        if index.generation != self.generation {
+            self.generation = index.generation;
+            forget_moved(&self.shared, &mut self.seqs);
+        }
         let mut taken = 0;
         while buf.len() < limits::GROUP_COMMIT_BYTES_MAX as usize {
             let Some(r) = pending.pop_front() else { break };
@@ -493,6 +505,15 @@ impl Batch {
     }
 }
 
+/// Forgets the last seqs of the runs a `gc` moved out of the live log: an append to one
+/// must find it gone from the index and be checked against the archive.
+fn forget_moved(shared: &Shared, seqs: &mut HashMap<RunId, (u32, u64)>) {
+    let mut moved = shared.moved.lock().unwrap_or_else(|p| p.into_inner());
+    for run in moved.drain(..) {
+        seqs.remove(&run);
+    }
+}
+
 /// Answers the appenders of a batch made visible.
 fn acknowledge(accepted: Vec<Accepted>) {
     let mut unsent = Vec::with_capacity(accepted.len());
@@ -527,7 +548,7 @@ pub fn create_segment(
     options: &Options,
 ) -> std::io::Result<Arc<dyn FsFile>> {
     // An index file left under this name (by a segment cut away by `repair`) is not ours.
-    idx::remove(fs, path);
+    idx::remove(fs, path).map_err(std::io::Error::other)?;
     let file: Arc<dyn FsFile> = fs.open(path, Mode::CreateNew)?.into();
     file.write_all_at(&header(base), 0)?;
     if options.preallocate {

@@ -6,9 +6,10 @@
 //!    taken before is waited for, so their events are final; runs with an event in the live
 //!    segment are left for a later `gc`;
 //! 2. the archive file is written (its rename is the commit point: the runs are archived);
-//! 3. the manifest `archive/<gen>.gc` names the sealed segments holding them (durable);
-//! 4. each is rewritten without them as `segments/<base>.seg.gc`, synced, and its index
-//!    file removed (directory synced);
+//! 3. each sealed segment holding them is rewritten without them as
+//!    `segments/<base>.seg.gc`, synced, and its index file removed (directory synced): a
+//!    failure so far leaves the old state;
+//! 4. the manifest `archive/<gen>.gc` names those segments (durable);
 //! 5. under the index's write lock (the pause: appenders' batches are written meanwhile but
 //!    wait to be acknowledged): each `.seg.gc` renamed over its segment, the directory
 //!    synced, the in-memory index rebuilt without the runs;
@@ -80,9 +81,10 @@ impl FileLog {
     ///
     /// [`StoreError::ReadOnly`], [`StoreError::Poisoned`]; [`StoreError::NotFound`] for a run
     /// the live log does not hold (nothing is changed then); [`StoreError::Corrupted`] when a
-    /// segment to rewrite does not scan cleanly; [`StoreError::Io`] naming the file. A failure
-    /// from the manifest's write on poisons the store: the next writing open finishes the swap
-    /// (or forgets it, when the manifest never reached the disk).
+    /// segment to rewrite does not scan cleanly (the old state is kept: the runs stay live);
+    /// [`StoreError::Io`] naming the file. A failure from the manifest's write on poisons the
+    /// store: the next writing open finishes the swap (or forgets it, when the manifest never
+    /// reached the disk).
     pub fn collect(&self, runs: &[RunId]) -> Result<Collected, StoreError> {
         self.writable()?;
         let files = &self.files;
@@ -128,12 +130,14 @@ impl FileLog {
         };
         let moved_ids: HashSet<&str> = moved.iter().map(RunId::as_str).collect();
         let dropped = |run: &str| moved_ids.contains(run);
+        // Before the manifest: a segment that does not rewrite (damaged) fails the collect
+        // with the old state (the `.seg.gc` files written are leftovers the next open removes).
+        let rewritten = rewrite::write_all(fs, dir, &segments, &dropped)?;
         // Once the manifest may be on disk the next open finishes the swap: a failure from
         // its write on stops the store until then (appends to the runs must not resume).
         let swap = || -> Result<Duration, StoreError> {
             manifest::write(fs, dir, &manifest)?;
-            let rewritten = rewrite::write_all(fs, dir, &segments, &dropped)?;
-            let pause = self.swap(&rewritten)?;
+            let pause = self.swap(&rewritten, &moved)?;
             manifest::remove(fs, dir, manifest.generation)?;
             Ok(pause)
         };
@@ -148,8 +152,13 @@ impl FileLog {
     /// The index is rebuilt from the rewritten segments under the index's read lock
     /// (appends go on); then the pause, under its write lock: each rewritten segment renamed
     /// over its segment, the directory synced, the events published meanwhile added to the
-    /// rebuilt index, which replaces the old one.
-    fn swap(&self, rewritten: &[rewrite::Rewritten]) -> Result<Duration, StoreError> {
+    /// rebuilt index, which replaces the old one, and the writer told to forget the `moved`
+    /// runs' last seqs (it looks at them before its next batch, under the read lock).
+    fn swap(
+        &self,
+        rewritten: &[rewrite::Rewritten],
+        moved: &[RunId],
+    ) -> Result<Duration, StoreError> {
         let files = &self.files;
         let fs = files.fs.as_ref();
         let replaced = (rewritten.iter())
@@ -169,6 +178,7 @@ impl FileLog {
         }
         catch_up(&mut built, &index, seen)?;
         built.generation = index.generation + 1;
+        (files.shared.moved.lock().unwrap_or_else(|p| p.into_inner())).extend_from_slice(moved);
         let old = std::mem::replace(&mut *index, built);
         let pause = started.elapsed();
         drop(index);

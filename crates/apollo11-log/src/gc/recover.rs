@@ -2,8 +2,9 @@
 //! found means the archive file is in place (the runs are archived), so the swap is finished
 //! (each segment it names rewritten again from what is there, which changes nothing in one
 //! rewritten already, and renamed over) and the manifest removed: the new state. Without a
-//! manifest, `.seg.gc` and `.arc.tmp` files are what a crash left before the commit point (or
-//! of a swap finished but for their removal): removed, the old state.
+//! manifest, `.seg.gc` and `.tmp` files (an archive file's or a manifest's) are what a crash
+//! left before the commit point (or of a swap finished but for their removal): removed, the
+//! old state.
 
 use super::manifest::{self, Manifest};
 use super::rewrite::{remove_index_files, rename_over, write_without};
@@ -25,7 +26,8 @@ pub(crate) fn finish_at_open(fs: &dyn Fs, dir: &Path) -> Result<(), StoreError> 
         finish(fs, dir, &found)?;
     }
     remove_leftovers(fs, &dir.join("segments"), ".seg.gc")?;
-    remove_leftovers(fs, &dir.join(crate::archive::DIR), ".arc.tmp")
+    // `.arc.tmp` (an archive file's) and `<gen>.tmp` (a manifest's).
+    remove_leftovers(fs, &dir.join(crate::archive::DIR), ".tmp")
 }
 
 /// The manifests in `dir` (`archive/<gen>.gc`, relative to it): swaps a crash interrupted,
@@ -62,8 +64,10 @@ fn finish(fs: &dyn Fs, dir: &Path, found: &Manifest) -> Result<(), StoreError> {
     for path in &rewritten {
         rename_over(fs, path)?;
     }
-    if let Some(path) = rewritten.first() {
-        sync_dir_of(fs, path)?;
+    // Even when every segment was rewritten already: the crash may have come before the
+    // directory sync that made those renames durable, and the manifest is all that redoes them.
+    if let Some(&base) = found.segments.first() {
+        sync_dir_of(fs, &dir.join("segments").join(file_name(base)))?;
     }
     manifest::remove(fs, dir, found.generation)
 }

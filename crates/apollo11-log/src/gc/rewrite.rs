@@ -144,14 +144,14 @@ pub fn write_all(
 ///
 /// # Errors
 ///
-/// [`StoreError::Io`] when the directory sync fails.
+/// [`StoreError::Io`] when an index file there cannot be removed or the directory sync fails.
 pub fn remove_index_files<'a>(
     fs: &dyn Fs,
     segments: impl Iterator<Item = &'a Path>,
 ) -> Result<(), StoreError> {
     let mut last = None;
     for path in segments {
-        if crate::idx::remove(fs, path) {
+        if crate::idx::remove(fs, path)? {
             last = Some(path);
         }
     }

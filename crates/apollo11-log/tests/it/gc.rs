@@ -147,6 +147,14 @@ async fn check(
     }
 }
 
+/// Whether a writing open of `fs` (which settles any unfinished swap) finds the done runs
+/// gone from the live log.
+async fn done_moved(fs: &Arc<SimFs>) -> bool {
+    let reopened = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
+    let live = all_ids(&reopened).await;
+    !live.iter().any(|(_, r)| r.starts_with("done"))
+}
+
 #[tokio::test]
 async fn collected_runs_leave_the_live_segments_and_read_back_byte_for_byte() {
     let (fs, before, all) = built(small()).await;
@@ -266,10 +274,7 @@ async fn a_power_loss_at_every_sync_of_a_collect_leaves_the_old_or_the_new_state
                 }
             }
             // The writing open decides: the swap finished or forgotten.
-            let reopened = FileLog::open_with(after.clone(), "/data", small()).unwrap();
-            let live = all_ids(&reopened).await;
-            let moved = !live.iter().any(|(_, r)| r.starts_with("done"));
-            drop(reopened);
+            let moved = done_moved(&after).await;
             // A manifest left means the archive was in place: the open finishes the swap.
             assert!(
                 moved || !manifest,
@@ -287,27 +292,61 @@ async fn a_power_loss_at_every_sync_of_a_collect_leaves_the_old_or_the_new_state
     );
 }
 
+/// A copy of `base` where a collect failed at sync `failing` (and every later one), its
+/// process then gone: what it did not sync still pending. `None` when the collect succeeded.
+fn failed_collect(base: &SimFs, failing: u32) -> Option<Arc<SimFs>> {
+    let fs = Arc::new(base.power_loss(0));
+    let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
+    fs.set_fault(Some(Fault::FailSync(failing)));
+    let outcome = log.collect(&ids(&DONE));
+    drop(log);
+    fs.set_fault(None);
+    outcome.is_err().then_some(fs)
+}
+
 #[tokio::test]
 async fn a_failing_sync_anywhere_in_a_collect_leaves_a_log_the_next_open_settles() {
     let (base, before, all) = built(small()).await;
     for at in 0.. {
-        let fs = Arc::new(base.power_loss(0));
-        let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
-        fs.set_fault(Some(Fault::FailSync(at)));
-        let outcome = log.collect(&ids(&DONE));
-        drop(log);
-        fs.set_fault(None);
-        if outcome.is_ok() {
+        let Some(fs) = failed_collect(&base, at) else {
             assert!(at > 5, "a collect syncs more than {at} times");
             break;
-        }
-        let reopened = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
-        let moved = !all_ids(&reopened)
-            .await
-            .iter()
-            .any(|(_, r)| r.starts_with("done"));
-        drop(reopened);
+        };
+        let moved = done_moved(&fs).await;
         check(&fs, &before, &all, moved, &format!("sync {at} failing")).await;
+    }
+}
+
+#[tokio::test]
+async fn a_power_loss_while_an_open_settles_a_failed_collect_leaves_the_old_or_the_new_state() {
+    let (base, before, all) = built(small()).await;
+    for failing in 0.. {
+        if failed_collect(&base, failing).is_none() {
+            break;
+        }
+        // Power lost at every sync of the open that finishes (or forgets) the swap, or once
+        // it syncs no more: the renames a failed directory sync left pending survive in any
+        // number (seeds enough that some keep only part of them), so the manifest must stay
+        // until they are durable.
+        for at in 0.. {
+            let mut settled = false;
+            for seed in 0..32 {
+                let fs = failed_collect(&base, failing).expect("fails as before");
+                fs.set_fault(Some(Fault::PowerLossAtSync { at, seed }));
+                let opened = FileLog::open_with(fs.clone(), "/data", small());
+                let crashed = fs.crashed();
+                settled = crashed.is_none();
+                assert!(opened.is_ok() || !settled, "{:?}", opened.err());
+                let after = Arc::new(crashed.unwrap_or_else(|| fs.power_loss(seed)));
+                drop(opened);
+                let moved = done_moved(&after).await;
+                let at = format!("sync {failing} failing, power lost at sync {at}, seed {seed}");
+                check(&after, &before, &all, moved, &at).await;
+            }
+            if settled {
+                break;
+            }
+        }
     }
 }
 
@@ -328,12 +367,92 @@ async fn leftovers_without_a_manifest_are_removed_by_the_next_open() {
     fs.create_dir_all(Path::new("/data/archive")).unwrap();
     let tmp = Path::new("/data/archive/00000000000000000001.arc.tmp");
     create(fs.as_ref(), tmp, b"half an archive");
+    let manifest_tmp = Path::new("/data/archive/00000000000000000001.tmp");
+    create(fs.as_ref(), manifest_tmp, b"half a manifest");
     let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
     drop(log);
     let names = fs.list(Path::new("/data/segments")).unwrap();
     assert!(!names.iter().any(|n| n.ends_with(".gc")), "{names:?}");
     assert!(fs.list(Path::new("/data/archive")).unwrap().is_empty());
     check(&fs, &before, &all, false, "leftovers removed").await;
+}
+
+#[tokio::test]
+async fn a_moved_run_takes_no_append_in_the_process_that_appended_to_it() {
+    let fs = Arc::new(SimFs::new());
+    let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
+    // The writer remembers the last seq of each run it appended to.
+    build(&log).await;
+    let (before, all) = (runs_of(&log).await, all_ids(&log).await);
+    log.collect(&ids(&DONE)).unwrap();
+    // done0 holds seqs 1..=7: the next one is refused as it is after a reopen.
+    let refused = log
+        .append(&RunId::from("done0"), Seq(8), vec![sized("x", 1)])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Invalid { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(all_ids(&log).await, without_done(&all), "nothing written");
+    assert_eq!(runs_of(&log).await, before, "done0 read from the archive");
+    drop(log);
+    check(&fs, &before, &all, true, "an append to a moved run refused").await;
+}
+
+/// The offset of the commit record of batch `n` (from 0) in a version 1 segment (after its
+/// 24-byte header).
+fn commit_of(segment: &[u8], n: usize) -> usize {
+    let mut at = 24;
+    let mut commits = 0;
+    loop {
+        let len = u32::from_le_bytes(segment[at..at + 4].try_into().unwrap()) as usize;
+        if segment[at + 8] == 2 {
+            if commits == n {
+                return at;
+            }
+            commits += 1;
+        }
+        at += 8 + len;
+    }
+}
+
+#[tokio::test]
+async fn a_damaged_segment_fails_a_collect_leaving_the_old_state_for_repair() {
+    let (fs, _, _) = built(small()).await;
+    let first = segment_files(fs.as_ref()).remove(0);
+    let path = Path::new("/data/segments").join(&first);
+    let index_file = first.replace(".seg", ".idx");
+    assert!(fs
+        .list(Path::new("/data/segments"))
+        .unwrap()
+        .contains(&index_file));
+    // A bit flipped in the count of kept0's first batch's commit record (batches: done0,
+    // done1, done2, kept0): what no read of the done runs (for their archive) meets, nor the
+    // index file's fingerprint covers.
+    let at = commit_of(&read(fs.as_ref(), &path), 3) + 9;
+    let file = fs.open(&path, apollo11_log::Mode::Write).unwrap();
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, at as u64).unwrap();
+    file.write_all_at(&[byte[0] ^ 1], at as u64).unwrap();
+    file.sync_data().unwrap();
+    drop(file);
+    let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
+    let failed = log.collect(&ids(&DONE));
+    let Err(StoreError::Corrupted { file, offset, .. }) = &failed else {
+        panic!("{failed:?}");
+    };
+    assert_eq!(file, &format!("segments/{first}"), "{failed:?}");
+    assert_eq!(*offset, (at - 9) as u64, "{failed:?}");
+    let archive = fs.list(Path::new("/data/archive")).unwrap();
+    assert!(!archive.iter().any(|n| n.ends_with(".gc")), "{archive:?}");
+    // The old state, not poisoned: appends go on (kept0 reads damaged now), and the next
+    // open works.
+    append(&log, "new", vec![created()]).await;
+    drop(log);
+    drop(FileLog::open_with(fs.clone(), "/data", small()).unwrap());
+    let repaired = repair_with(fs.clone(), "/data").unwrap();
+    let damage = repaired.damage.expect("the flipped bit found");
+    assert_eq!(damage.file, format!("segments/{first}"), "{damage:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
