@@ -64,6 +64,11 @@ pub struct Header {
     pub len: usize,
 }
 
+/// The largest event id a segment may name (PostgreSQL's `bigint`, the other store's): ids
+/// from a header above it are damage, so that no id arithmetic overflows (`covers to + 1`
+/// is the next segment's base).
+pub const ID_MAX: u64 = i64::MAX as u64;
+
 /// Checks a header (either version).
 pub fn read_header(bytes: &[u8]) -> Result<Header, String> {
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
@@ -94,12 +99,18 @@ pub fn read_header(bytes: &[u8]) -> Result<Header, String> {
         return Err("not an Apollo-11 segment (bad magic)".into());
     }
     let base = u64_at(12);
+    if base > ID_MAX {
+        return Err(format!(
+            "segment header's first id {base} is above the largest event id, {ID_MAX}"
+        ));
+    }
     let covers_to = match version {
         FORMAT_VERSION => None,
-        COMPACTED_VERSION if u64_at(20) >= base => Some(u64_at(20)),
+        COMPACTED_VERSION if (base..=ID_MAX).contains(&u64_at(20)) => Some(u64_at(20)),
         COMPACTED_VERSION => {
             return Err(format!(
-                "segment header covers ids {base}..={}, which ends before it starts",
+                "segment header covers ids {base}..={}, which ends before it starts or past \
+                 the largest event id, {ID_MAX}",
                 u64_at(20)
             ))
         }

@@ -209,7 +209,7 @@ mod tests {
     use super::*;
     use crate::codec::encode_event;
     use crate::record::{append_record, KIND_EVENT};
-    use crate::segment::{header, COMPACTED_HEADER_BYTES};
+    use crate::segment::{header, COMPACTED_HEADER_BYTES, ID_MAX};
     use apollo11_core::{Event, EventId, EventKind, Payload, RunId, Seq};
 
     fn event(id: u64, run: &str, seq: u32) -> Event {
@@ -288,6 +288,17 @@ mod tests {
             "{}",
             refused.reason
         );
+        // Nor one covering ids up to the largest u64, whose next segment's base would
+        // overflow (found by the segment fuzz target), nor one starting past the largest id.
+        for (base, covers_to) in [(5, u64::MAX), (5, ID_MAX + 1), (ID_MAX + 1, ID_MAX + 2)] {
+            rewritten[..COMPACTED_HEADER_BYTES].copy_from_slice(&compacted_header(base, covers_to));
+            let refused = scan(&rewritten).unwrap_err();
+            assert!(
+                refused.reason.contains("largest event id"),
+                "{}",
+                refused.reason
+            );
+        }
     }
 
     #[test]
