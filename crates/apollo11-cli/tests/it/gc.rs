@@ -202,19 +202,7 @@ fn answers(cli: &Cli, run: &str) -> (String, Vec<String>, Vec<u8>) {
 #[test]
 fn gc_moves_the_runs_out_of_the_live_segments_and_every_command_reads_them_as_before() {
     let cli = Cli::new();
-    let wf = cli.workflow("three.toml", THREE);
-    for run in ["old-1", "old-2", "new-1"] {
-        let args = [
-            "--segment-bytes",
-            "4096",
-            "run",
-            wf.to_str().unwrap(),
-            "--run-id",
-            run,
-        ];
-        let ran = cli.run(&args);
-        assert_eq!(ran.code, 0, "{}", ran.stderr);
-    }
+    cli.run_on_small_segments(THREE, &["old-1", "old-2", "new-1"]);
     let before: Vec<_> = ["old-1", "old-2"]
         .iter()
         .map(|r| answers(&cli, r))

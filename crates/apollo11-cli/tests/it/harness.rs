@@ -95,6 +95,24 @@ impl Cli {
         path
     }
 
+    /// Runs the workflow `toml` once under each of `runs`, on 4 KiB segments (so that the
+    /// runs seal several); each succeeds.
+    pub fn run_on_small_segments(&self, toml: &str, runs: &[&str]) {
+        let wf = self.workflow("wf.toml", toml);
+        for run in runs {
+            let args = [
+                "--segment-bytes",
+                "4096",
+                "run",
+                wf.to_str().unwrap(),
+                "--run-id",
+                run,
+            ];
+            let out = self.run(&args);
+            assert_eq!(out.code, 0, "{}", out.stderr);
+        }
+    }
+
     pub fn file(&self, name: &str) -> PathBuf {
         self.work.path().join(name)
     }

@@ -7,24 +7,7 @@ use crate::harness::{assert_damage_advice, Cli};
 /// A run whose step output is a blob (over the 4 KiB inline limit), on small segments.
 fn with_blob(cli: &Cli) {
     let toml = "[workflow]\nname = \"b\"\n[[steps]]\nname = \"big\"\nrun = \"head -c 10000 /dev/zero | tr '\\\\0' b > $APOLLO11_OUTPUT\"\nidempotency = \"natural\"\n";
-    run_on_small_segments(cli, toml, &["b1", "b2"]);
-}
-
-/// Runs the workflow `toml` once under each of `runs`, on 4 KiB segments; each succeeds.
-fn run_on_small_segments(cli: &Cli, toml: &str, runs: &[&str]) {
-    let wf = cli.workflow("wf.toml", toml);
-    for run in runs {
-        let args = [
-            "--segment-bytes",
-            "4096",
-            "run",
-            wf.to_str().unwrap(),
-            "--run-id",
-            run,
-        ];
-        let out = cli.run(&args);
-        assert_eq!(out.code, 0, "{}", out.stderr);
-    }
+    cli.run_on_small_segments(toml, &["b1", "b2"]);
 }
 
 fn only_blob(cli: &Cli) -> (std::path::PathBuf, String) {
@@ -191,7 +174,7 @@ fn compact_compresses_sealed_segments_that_verify_reports_and_runs_still_read() 
     let cli = Cli::new();
     let toml = "[workflow]\nname = \"c\"\n[[steps]]\nname = \"s\"\nrun = \"true\"\nidempotency = \"natural\"\n";
     let runs = ["b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9"];
-    run_on_small_segments(&cli, toml, &runs);
+    cli.run_on_small_segments(toml, &runs);
     let before = cli.events_json("b1");
     let out = cli.run(&["compact"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
