@@ -6,6 +6,8 @@ pub mod archive;
 pub mod bundle;
 mod codec;
 mod cold;
+#[cfg(test)]
+mod damage;
 mod files;
 mod fs;
 mod gc;

@@ -3,11 +3,9 @@
 //! crash tests and simulations check the final log against: every acknowledged append is
 //! in it (I1 of docs/reliability.md).
 
-use crate::{
-    BlobStore, EventStore, Fence, Lease, LeaseStore, NewEvent, RunSummary, Snapshot, SnapshotStore,
-    StoreError, Subscription, Visitor,
-};
-use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
+use crate::forward::{forward_event_store, forward_snapshots_and_blobs};
+use crate::{BlobStore, EventStore, Fence, Lease, LeaseStore, NewEvent, SnapshotStore, StoreError};
+use apollo11_core::{EventId, RunId, Seq};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,8 +61,7 @@ fn kinds(events: &[NewEvent]) -> Vec<&'static str> {
     events.iter().map(|e| e.kind.name()).collect()
 }
 
-#[async_trait]
-impl<S: EventStore + ?Sized, L: AckLog> EventStore for Acked<S, L> {
+forward_event_store!(impl[S: EventStore + ?Sized, L: AckLog] for Acked<S, L>, to store, {
     async fn append(
         &self,
         run_id: &RunId,
@@ -75,62 +72,13 @@ impl<S: EventStore + ?Sized, L: AckLog> EventStore for Acked<S, L> {
         let answer = self.store.append(run_id, expected_seq, events).await;
         self.recorded(run_id, expected_seq, &kinds, answer)
     }
+});
 
-    async fn read_run(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
-        self.store.read_run(run_id, from_seq).await
-    }
-
-    async fn read_event(&self, run_id: &RunId, seq: Seq) -> Result<Option<Event>, StoreError> {
-        self.store.read_event(run_id, seq).await
-    }
-
-    async fn read_from(&self, from: EventId, max_events: u32) -> Result<Vec<Event>, StoreError> {
-        self.store.read_from(from, max_events).await
-    }
-
-    async fn scan_from(
-        &self,
-        from: EventId,
-        max_events: u32,
-        visit: &mut Visitor<'_>,
-    ) -> Result<Option<EventId>, StoreError> {
-        self.store.scan_from(from, max_events, visit).await
-    }
-
-    async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
-        self.store.subscribe(after).await
-    }
-
-    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        self.store.list_runs().await
-    }
-
-    async fn last_event_id(&self) -> Result<EventId, StoreError> {
-        self.store.last_event_id().await
-    }
-}
-
-#[async_trait]
-impl<S: SnapshotStore + ?Sized, L: AckLog> SnapshotStore for Acked<S, L> {
-    async fn save_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
-        self.store.save_snapshot(snapshot).await
-    }
-
-    async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
-        self.store.load_snapshot().await
-    }
-}
-
-#[async_trait]
-impl<S: BlobStore + ?Sized, L: AckLog> BlobStore for Acked<S, L> {
-    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
-        self.store.put_blob(bytes).await
-    }
-
-    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>, StoreError> {
-        self.store.get_blob(blob).await
-    }
-}
+forward_snapshots_and_blobs!(
+    impl[S: SnapshotStore + ?Sized, L: AckLog] SnapshotStore,
+    impl[S: BlobStore + ?Sized, L: AckLog] BlobStore,
+    for Acked<S, L>, to store
+);
 
 #[async_trait]
 impl<S: LeaseStore + ?Sized, L: AckLog> LeaseStore for Acked<S, L> {

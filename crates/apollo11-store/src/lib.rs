@@ -9,6 +9,7 @@ pub mod conformance;
 mod dynamic;
 mod error;
 pub mod feed;
+mod forward;
 mod lease;
 mod mem;
 mod traits;
