@@ -12,7 +12,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub async fn export(dir: &DataDir, run_id: &str, output: &Path) -> Result<Exit, Exit> {
+pub async fn export(dir: &DataDir, run_id: &str, output: &Path, force: bool) -> Result<Exit, Exit> {
+    check_target(output, force)?;
     let store = dir.open_reader().await?;
     let files = read_step_files(&dir.path, run_id)?;
     let bundle = bundle::export(&store, &RunId::from(run_id), files)
@@ -25,8 +26,10 @@ pub async fn export(dir: &DataDir, run_id: &str, output: &Path) -> Result<Exit, 
             )
         })?;
     let bytes = bundle::encode(&bundle).map_err(store_exit)?;
-    write_new(output, &bytes)
-        .map_err(|e| Exit::fail(1, format!("cannot write {}: {e}", output.display())))?;
+    write_new(output, &bytes, force).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => exists(output),
+        _ => Exit::fail(1, format!("cannot write {}: {e}", output.display())),
+    })?;
     out::line(format!(
         "{run_id}: {} written ({})",
         out::name(&output.display().to_string()),
@@ -103,8 +106,17 @@ fn damaged_bundle(shown: &str, e: &bundle::BundleError) -> Exit {
     Exit::fail(3, format!("{shown}: a damaged run bundle, refused {e}"))
 }
 
+/// A bundle file's bytes; only a regular file (a device or a pipe could be endless).
 fn read_file(file: &Path) -> Result<Vec<u8>, Exit> {
-    std::fs::read(file).map_err(|e| Exit::fail(2, format!("cannot read {}: {e}", file.display())))
+    let failed = |e: String| Exit::fail(2, format!("cannot read {}: {e}", file.display()));
+    let meta = std::fs::metadata(file).map_err(|e| failed(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(failed(format!(
+            "{}, not a regular file",
+            file_kind(&meta.file_type())
+        )));
+    }
+    std::fs::read(file).map_err(|e| failed(e.to_string()))
 }
 
 fn read_bundle(file: &Path) -> Result<Bundle, Exit> {
@@ -189,14 +201,81 @@ fn write_step_files(data_dir: &Path, bundle: &Bundle) -> Result<(), Exit> {
     Ok(())
 }
 
-/// Writes `bytes` to `path` whole or not at all (a temp file, synced, then renamed), 0600:
-/// a bundle holds what steps printed.
-fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Refuses an export to `path` when something is there: always when it is not a regular
+/// file (a device, a pipe, a link or a folder would be replaced by the bundle), and unless
+/// `force` when it is one.
+fn check_target(path: &Path, force: bool) -> Result<(), Exit> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Exit::fail(2, format!("cannot write {}: {e}", path.display()))),
+        Ok(meta) if !meta.file_type().is_file() => Err(Exit::fail(
+            2,
+            format!(
+                "{} is not a regular file ({}); a bundle is written only to a new file or, with --force, over a regular one",
+                out::name(&path.display().to_string()),
+                file_kind(&meta.file_type())
+            ),
+        )),
+        Ok(_) if force => Ok(()),
+        Ok(_) => Err(exists(path)),
+    }
+}
+
+fn exists(path: &Path) -> Exit {
+    Exit::fail(
+        2,
+        format!(
+            "{} exists; --force replaces it",
+            out::name(&path.display().to_string())
+        ),
+    )
+}
+
+fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_dir() {
+        "a folder"
+    } else if kind.is_fifo() {
+        "a pipe"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "a socket"
+    }
+}
+
+/// Writes `bytes` to `path` whole or not at all (a temp file of this process, synced, then put in place),
+/// 0600: a bundle holds what steps printed. Without `replace` it is linked in place, which
+/// fails with `AlreadyExists` if anything came there since [`check_target`]; with it, renamed
+/// over.
+fn write_new(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<()> {
     let mut temp = path.as_os_str().to_owned();
-    temp.push(".tmp");
+    temp.push(format!(".{}.tmp", std::process::id()));
     let temp = PathBuf::from(temp);
-    let mut file = create_private_file(&temp)?;
+    let written = write_synced(&temp, bytes).and_then(|()| {
+        if replace {
+            std::fs::rename(&temp, path)
+        } else {
+            std::fs::hard_link(&temp, path)
+        }
+    });
+    if written.is_err() || !replace {
+        // The temp file is no bundle of anyone's; a failure to remove it hides nothing.
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
+}
+
+/// A new file (never one that is there, nor through a link) of `bytes`, synced, 0600.
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
     file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temp, path)
+    file.sync_all()
 }

@@ -143,9 +143,13 @@ enum Command {
     /// Write one run (events, blobs, step files) to a self-contained, checksummed bundle file.
     Export {
         run_id: String,
-        /// The bundle file to write (replaced whole if it exists).
+        /// The bundle file to write; an existing one is refused unless --force.
         #[arg(short, long)]
         output: PathBuf,
+        /// Replace the bundle file if it exists (only a regular file, never a link, a
+        /// device or a folder).
+        #[arg(long)]
+        force: bool,
     },
     /// Add the run of a bundle file (`export`) to this data dir, under this log's event ids;
     /// importing the same bundle again changes nothing.
@@ -334,7 +338,11 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Verify { file: None, json } => dir
             .file_log_only("verify")
             .and_then(|()| scrub::verify(&dir, json)),
-        Command::Export { run_id, output } => bundle::export(&dir, &run_id, &output).await,
+        Command::Export {
+            run_id,
+            output,
+            force,
+        } => bundle::export(&dir, &run_id, &output, force).await,
         Command::Import { file } => bundle::import(&dir, &file).await,
         Command::Repair { yes } => dir
             .file_log_only("repair")

@@ -223,3 +223,71 @@ fn a_damaged_or_truncated_bundle_is_refused_naming_the_offset() {
     assert_eq!(report["clean"], false);
     assert_eq!(report["offset"], sections[3]);
 }
+
+/// `export -o` writes a new file, or with `--force` replaces a regular one: it never writes
+/// over a link, a pipe, a device or a folder, and refuses what is there without `--force`,
+/// leaving it as it was. `verify` and `import` read only regular files (a device could be
+/// endless).
+#[test]
+fn export_writes_only_new_or_forced_regular_files_and_bundles_are_read_only_from_regular_ones() {
+    let cli = Cli::new();
+    run_with_blob(&cli, "big");
+    let at = |name: &str| cli.work.path().join(name);
+    let out = |path: &Path, force: bool| {
+        let path = path.to_str().unwrap();
+        let args = ["export", "big", "-o", path, "--force"];
+        cli.run(&args[..if force { 5 } else { 4 }])
+    };
+    std::fs::write(at("kept"), "precious").unwrap();
+    std::os::unix::fs::symlink(at("kept"), at("link")).unwrap();
+    std::fs::create_dir(at("folder")).unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(at("pipe"))
+        .status()
+        .unwrap()
+        .success());
+    let refused = out(&at("kept"), false);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("exists; --force replaces it"),
+        "{}",
+        refused.stderr
+    );
+    for (name, kind) in [
+        ("link", "a symbolic link"),
+        ("folder", "a folder"),
+        ("pipe", "a pipe"),
+    ] {
+        let refused = out(&at(name), true);
+        assert_eq!(refused.code, 2, "{name}: {}", refused.stderr);
+        assert!(refused.stderr.contains(kind), "{name}: {}", refused.stderr);
+    }
+    assert_eq!(std::fs::read_to_string(at("kept")).unwrap(), "precious");
+    assert!(std::fs::symlink_metadata(at("link"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let forced = out(&at("kept"), true);
+    assert_eq!(forced.code, 0, "{}", forced.stderr);
+    assert_eq!(cli.run(&["verify", at("kept").to_str().unwrap()]).code, 0);
+    let fresh = out(&at("new.a11"), false);
+    assert_eq!(fresh.code, 0, "{}", fresh.stderr);
+    let left: Vec<_> = std::fs::read_dir(cli.work.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temp files left: {left:?}");
+    for (args, device) in [
+        (["verify", "/dev/zero"], "/dev/zero"),
+        (["import", "/dev/zero"], "/dev/zero"),
+    ] {
+        let refused = cli.run_within(20, &args);
+        assert_eq!(refused.code, 2, "{device}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains("a device, not a regular file"),
+            "{}",
+            refused.stderr
+        );
+    }
+}
