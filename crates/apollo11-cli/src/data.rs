@@ -200,17 +200,30 @@ pub fn open_writer(dir: &DataDir) -> Result<FileLog, Exit> {
     FileLog::open(&dir.path, options).map_err(store_exit)
 }
 
+/// Opens for writing a data dir that holds a log already: for the commands that only rework
+/// one (`gc`, `compact`), where a mistyped `--data-dir` must not become a new, empty one.
+pub fn open_existing_writer(dir: &DataDir) -> Result<FileLog, Exit> {
+    require_data(&dir.path)?;
+    open_writer(dir)
+}
+
 /// Opens the data dir read-only (no lock: works while a run is in progress).
 pub fn open_reader(dir: &Path) -> Result<FileLog, Exit> {
-    check_layout(dir)?;
-    if !dir.join("segments").is_dir() {
-        return Err(Exit::fail(
-            2,
-            format!(
-                "{} holds no Apollo-11 data (nothing has run with this --data-dir yet)",
-                dir.display()
-            ),
-        ));
-    }
+    require_data(dir)?;
     FileLog::open_read_only(dir).map_err(store_exit)
+}
+
+/// Refuses a data dir that holds no log (exit 2).
+fn require_data(dir: &Path) -> Result<(), Exit> {
+    check_layout(dir)?;
+    if dir.join("segments").is_dir() {
+        return Ok(());
+    }
+    Err(Exit::fail(
+        2,
+        format!(
+            "{} holds no Apollo-11 data (nothing has run with this --data-dir yet)",
+            dir.display()
+        ),
+    ))
 }

@@ -3,7 +3,7 @@
 //! it, and without it the log moves those runs out of its live segments into an archive
 //! file (`FileLog::collect`).
 
-use crate::data::{engine_exit, open_writer, store_exit, DataDir};
+use crate::data::{engine_exit, open_existing_writer, store_exit, DataDir};
 use crate::inspect::run_line;
 use crate::{out, Exit};
 use apollo11_log::RunId;
@@ -54,7 +54,11 @@ fn read_config(path: &Path) -> Result<Config, Exit> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
         Err(e) => return Err(Exit::fail(2, format!("reading {}: {e}", path.display()))),
     };
-    toml::from_str(&text).map_err(|e| Exit::fail(2, format!("{}: {e}", path.display())))
+    toml::from_str(&text).map_err(|e| {
+        let located =
+            apollo11_shell::definition::toml_error(&text, &path.display().to_string(), &e);
+        Exit::fail(2, located.to_string())
+    })
 }
 
 /// `gc --dry-run`: the runs the policy lets go, one line each as `runs` prints them, after
@@ -95,7 +99,7 @@ pub async fn collect(
     keep_last: Option<u32>,
 ) -> Result<Exit, Exit> {
     let policy = file_log_policy(dir, keep_days, keep_last)?;
-    let log = Arc::new(open_writer(dir)?);
+    let log = Arc::new(open_existing_writer(dir)?);
     let plan = (Inspector::new(log.clone()).retention(&policy).await).map_err(engine_exit)?;
     let runs: Vec<RunId> = plan.archive.iter().map(|row| row.run_id.clone()).collect();
     let worker = log.clone();
@@ -179,16 +183,20 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_key_or_a_bad_value_is_refused_naming_the_file() {
-        for text in [
-            "[retention]\nkeep_dayz = 3\n",
-            "[retention]\nkeep_days = -1\n",
+    fn an_unknown_key_or_a_bad_value_is_refused_on_one_line_naming_the_file_line_and_column() {
+        for (text, at) in [
+            (
+                "[retention]\nkeep_dayz = 3\n",
+                ":2:1: unknown field `keep_dayz`",
+            ),
+            ("[retention]\nkeep_days = -1\n", ":2:13: "),
         ] {
             let dir = config_in(text);
             let exit = policy(dir.path(), Some(1), None).err().unwrap();
             assert_eq!(exit.code, 2, "{text}");
             let message = exit.message.unwrap();
-            assert!(message.contains(CONFIG_FILE), "{message}");
+            assert!(message.contains(&format!("{CONFIG_FILE}{at}")), "{message}");
+            assert!(!message.contains('\n'), "{message}");
         }
     }
 }

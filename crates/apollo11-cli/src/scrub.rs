@@ -251,7 +251,7 @@ pub fn repair(dir: &DataDir, yes: bool) -> Result<Exit, Exit> {
 
 /// `compact`: compresses the sealed segments past the newest `keep`, one line each.
 pub fn compact(dir: &DataDir, keep: usize) -> Result<Exit, Exit> {
-    let log = crate::data::open_writer(dir)?;
+    let log = crate::data::open_existing_writer(dir)?;
     let done = log.compress_cold(keep).map_err(store_exit)?;
     let (plain, stored) = done
         .iter()

@@ -135,10 +135,7 @@ pub fn load(path: &Path) -> Result<WorkflowSpec, DefinitionError> {
 /// name, duration or retry setting, an unknown dependency, a cycle.
 pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, DefinitionError> {
     let at = Locator { text, file };
-    let raw: RawFile = toml::from_str(text).map_err(|e| {
-        let offset = e.span().map_or(0, |s| s.start);
-        at.error(offset, e.message().trim_end())
-    })?;
+    let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, file, &e))?;
     let workflow = raw.workflow.get_ref();
     name(&at, NameKind::Workflow, &workflow.name)?;
     for step in &raw.steps {
@@ -410,6 +407,14 @@ fn locate_policy_error(at: &Locator<'_>, raw: &RawFile, e: PolicyError) -> Defin
 }
 
 /// Turns byte offsets into line and column numbers.
+/// A TOML file's syntax or shape error at its line and column, on one line (the `toml`
+/// crate's own rendering spans several, with the source quoted): for every TOML file the
+/// front ends read, workflows and the data dir's config.
+pub fn toml_error(text: &str, file: &str, error: &toml::de::Error) -> DefinitionError {
+    let offset = error.span().map_or(0, |s| s.start);
+    Locator { text, file }.error(offset, error.message().trim_end())
+}
+
 struct Locator<'a> {
     text: &'a str,
     file: &'a str,

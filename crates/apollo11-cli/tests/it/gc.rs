@@ -310,3 +310,23 @@ fn serve_gc_every_needs_a_policy_and_a_second_or_more() {
     assert_eq!(ran.code, 2, "{}", ran.stderr);
     assert!(ran.stderr.contains("1s at least"), "{}", ran.stderr);
 }
+
+/// `gc` and `compact` rework a log: on a `--data-dir` that holds none (a typo) they exit 2
+/// saying so, and create nothing there.
+#[test]
+fn gc_and_compact_refuse_a_data_dir_without_a_log_and_create_none() {
+    let cli = Cli::new();
+    for args in [&["gc", "--keep-last", "0"][..], &["compact"]] {
+        let ran = cli.run_at(cli.work.path(), "typo", args);
+        assert_eq!(ran.code, 2, "{args:?}: {}", ran.stderr);
+        assert!(
+            ran.stderr.contains("holds no Apollo-11 data"),
+            "{}",
+            ran.stderr
+        );
+        assert!(
+            !cli.work.path().join("typo").exists(),
+            "{args:?} created it"
+        );
+    }
+}
