@@ -251,6 +251,18 @@ fn gc_moves_the_runs_out_of_the_live_segments_and_every_command_reads_them_as_be
         "verify counts the events left, not the last id: {}",
         verified.stdout
     );
+    // The next engine to open keeps nothing of the moved runs: `gc` saved a snapshot of the
+    // view without them (the one before held all three runs).
+    let engine = async {
+        let log = apollo11_log::FileLog::open(cli.data.path(), Default::default()).unwrap();
+        let engine = apollo11_runtime::Engine::open(std::sync::Arc::new(log), Default::default());
+        engine.await.unwrap().runs_held().await.unwrap()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert_eq!(runtime.block_on(engine), 1, "only new-1 is held");
     // Nothing more to move: the next gc archives nothing and changes nothing.
     let again = cli.run(&["gc", "--keep-last", "1"]);
     assert!(
