@@ -179,7 +179,7 @@ impl FileLog {
             _ => None,
         };
         *shared.archived.write().unwrap_or_else(|p| p.into_inner()) =
-            crate::archive::id_hashes(fs.as_ref(), &dir)?;
+            Some(crate::archive::Generations::read(fs.as_ref(), &dir)?);
         let writer = Writer::new(
             fs.clone(),
             dir.join("segments"),

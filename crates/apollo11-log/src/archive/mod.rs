@@ -17,7 +17,7 @@ use crate::log::FileLog;
 use crate::record::{append_commit, append_record, KIND_EVENT};
 use apollo11_core::{Event, RunId, Seq};
 use apollo11_store::StoreError;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The first bytes of an archive file.
@@ -60,12 +60,69 @@ pub(crate) fn id_hash(run_id: &str) -> u64 {
     })
 }
 
-/// The hashes of every archived run's id in `dir`, for the writer.
-pub(crate) fn id_hashes(fs: &dyn Fs, dir: &Path) -> Result<HashSet<u64>, StoreError> {
-    Ok(runs(fs, dir)?
-        .iter()
-        .map(|s| id_hash(s.run_id.as_str()))
-        .collect())
+/// Where the archived runs are: the newest generation holding a run whose id has each hash
+/// ([`id_hash`]). A writing open keeps it (8 + 8 bytes a run), so that a read of an archived
+/// run opens one archive file and an append to a new run none.
+#[derive(Debug, Default)]
+pub(crate) struct Generations(HashMap<u64, u64>);
+
+impl Generations {
+    /// Every archived run's in `dir`: each archive file's table, oldest first.
+    pub fn read(fs: &dyn Fs, dir: &Path) -> Result<Generations, StoreError> {
+        let mut generations = Generations::default();
+        for path in files(fs, dir)? {
+            let generation = path
+                .file_name()
+                .and_then(|n| parse_file_name(&n.to_string_lossy()))
+                .expect("files() lists archive file names only");
+            generations.add(&run_ids_of(fs, &path)?, generation);
+        }
+        Ok(generations)
+    }
+
+    /// `runs` are in the archive file of `generation`, the newest.
+    pub fn add(&mut self, runs: &[RunId], generation: u64) {
+        self.0
+            .extend(runs.iter().map(|r| (id_hash(r.as_str()), generation)));
+    }
+
+    /// The generation of the newest archive file holding a run whose id hashes as
+    /// `run_id`'s (another run's, rarely); `None` when no archive file holds one.
+    pub fn of(&self, run_id: &RunId) -> Option<u64> {
+        self.0.get(&id_hash(run_id.as_str())).copied()
+    }
+}
+
+/// Where a run is in the archive, as a writing open knows it ([`Generations::of`]); `None`
+/// when the open keeps no [`Generations`] (a read-only one).
+pub(crate) type Known = Option<Option<u64>>;
+
+/// The run's events from `from_seq` on in the archive of `dir`, looked for where `known`
+/// places it (one archive file; none when it places it nowhere), else in every archive file
+/// newest first (another run with the same id hash, or `known` is `None`). `None` when the
+/// archive lacks the run.
+///
+/// # Errors
+///
+/// As [`read_run`].
+pub(crate) fn find_run(
+    fs: &dyn Fs,
+    dir: &Path,
+    known: Known,
+    run_id: &RunId,
+    from_seq: Seq,
+) -> Result<Option<Vec<Event>>, StoreError> {
+    match known {
+        Some(None) => Ok(None),
+        Some(Some(generation)) => {
+            let path = path_of(dir, generation);
+            match read::read_run_in(fs, &path, run_id, from_seq)? {
+                Some(events) => Ok(Some(events)),
+                None => read_run(fs, dir, run_id, from_seq),
+            }
+        }
+        None => read_run(fs, dir, run_id, from_seq),
+    }
 }
 
 /// File name of the archive of `generation`.
@@ -121,7 +178,9 @@ impl FileLog {
         let read = |run: &RunId| files.index().read_run(run, Seq(1));
         let written = write(files.fs.as_ref(), &files.dir, runs, &read)?;
         let mut archived = (files.shared.archived.write()).unwrap_or_else(|p| p.into_inner());
-        archived.extend(runs.iter().map(|r| id_hash(r.as_str())));
+        archived
+            .get_or_insert_with(Generations::default)
+            .add(runs, written.generation);
         Ok(written)
     }
 }

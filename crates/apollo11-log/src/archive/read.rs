@@ -244,13 +244,31 @@ pub fn read_run(
     from_seq: Seq,
 ) -> Result<Option<Vec<Event>>, StoreError> {
     for path in files(fs, dir)?.iter().rev() {
-        let opened = Opened::open(fs, path)?;
-        if let Some(entry) = opened.table.iter().find(|e| e.run_id == *run_id) {
-            let skip = from_seq.0.saturating_sub(1) as usize;
-            return Ok(Some(opened.events(entry)?.into_iter().skip(skip).collect()));
+        if let Some(events) = read_run_in(fs, path, run_id, from_seq)? {
+            return Ok(Some(events));
         }
     }
     Ok(None)
+}
+
+/// The run's events from `from_seq` on in the archive file at `path` alone; `None` when it
+/// does not hold the run.
+///
+/// # Errors
+///
+/// As [`read_run`].
+pub(crate) fn read_run_in(
+    fs: &dyn Fs,
+    path: &Path,
+    run_id: &RunId,
+    from_seq: Seq,
+) -> Result<Option<Vec<Event>>, StoreError> {
+    let opened = Opened::open(fs, path)?;
+    let Some(entry) = opened.table.iter().find(|e| e.run_id == *run_id) else {
+        return Ok(None);
+    };
+    let skip = from_seq.0.saturating_sub(1) as usize;
+    Ok(Some(opened.events(entry)?.into_iter().skip(skip).collect()))
 }
 
 /// The ids of the runs the archive file at `path` holds.

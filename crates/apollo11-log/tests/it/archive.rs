@@ -2,9 +2,15 @@
 //! the live log has them, `verify` checks every archive file and names a damaged one, and only
 //! the writer may write one.
 
-use crate::common::{append, created, sized};
+use crate::common::{append, created, read, sized};
 use apollo11_core::{RunId, Seq};
-use apollo11_log::{archive, verify, EventStore, FileLog, RealFs, StoreError};
+use apollo11_log::{
+    archive, verify, EventStore, FileLog, Fs, FsFile, FsLock, Mode, RealFs, SimFs, StoreError,
+};
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 #[tokio::test]
 async fn archived_runs_read_back_as_live_and_verify_names_a_damaged_archive_file() {
@@ -77,14 +83,15 @@ async fn a_run_only_the_archive_holds_is_read_from_it() {
     let events = log.read_run(&gone, Seq(1)).await.unwrap();
     let written = log.write_archive(std::slice::from_ref(&gone)).unwrap();
     drop(log);
-    let log = FileLog::open(target.path(), crate::common::small()).unwrap();
-    append(&log, "here", vec![created()]).await;
+    // Copied before the target's writing open, which learns where each archived run is.
     std::fs::create_dir(target.path().join("archive")).unwrap();
     std::fs::copy(
         source.path().join(&written.file),
         target.path().join(&written.file),
     )
     .unwrap();
+    let log = FileLog::open(target.path(), crate::common::small()).unwrap();
+    append(&log, "here", vec![created()]).await;
     assert_eq!(log.read_run(&gone, Seq(1)).await.unwrap(), events);
     assert_eq!(log.read_run(&gone, Seq(3)).await.unwrap(), events[2..]);
     let second = log.read_event(&gone, Seq(2)).await.unwrap();
@@ -190,4 +197,85 @@ async fn power_lost_at_every_sync_of_an_archive_write_leaves_none_or_all_of_it()
         whole > 0 && none > 0,
         "{whole} whole, {none} none: the seeds miss a case"
     );
+}
+
+/// `SimFs` counting the opens of archive files.
+struct CountingFs {
+    sim: Arc<SimFs>,
+    archive_opens: AtomicUsize,
+}
+
+impl Fs for CountingFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.sim.create_dir_all(dir)
+    }
+    fn open(&self, path: &Path, mode: Mode) -> io::Result<Box<dyn FsFile>> {
+        if path.extension().is_some_and(|e| e == "arc") {
+            self.archive_opens.fetch_add(1, Ordering::Relaxed);
+        }
+        self.sim.open(path, mode)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.sim.list(dir)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.sim.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.sim.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.sim.sync_dir(dir)
+    }
+    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<Option<Box<dyn FsLock>>> {
+        self.sim.try_lock(path, holder)
+    }
+}
+
+/// Several archive files, one run each (copied into a data dir from another, as if `gc`
+/// had moved them): a writing open reads each file's table once, then a read of an archived
+/// run (the oldest file's included: newest first, it would be the last found) opens exactly
+/// one archive file, and a read or an append of a run the archive lacks opens none.
+#[tokio::test]
+async fn a_read_of_an_archived_run_opens_the_one_archive_file_that_holds_it() {
+    const FILES: usize = 5;
+    let sim = Arc::new(SimFs::new());
+    let source = FileLog::open_with(sim.clone(), "/source", crate::common::small()).unwrap();
+    let mut events = Vec::new();
+    for i in 0..FILES {
+        let run = format!("gone{i}");
+        append(&source, &run, vec![created(), sized("s", 10)]).await;
+        let run = RunId::from(run.as_str());
+        events.push(source.read_run(&run, Seq(1)).await.unwrap());
+        source.write_archive(std::slice::from_ref(&run)).unwrap();
+    }
+    drop(source);
+    sim.create_dir_all(Path::new("/data/archive")).unwrap();
+    for path in archive::files(sim.as_ref(), Path::new("/source")).unwrap() {
+        let to = Path::new("/data/archive").join(path.file_name().unwrap());
+        let file = sim.open(&to, Mode::CreateNew).unwrap();
+        file.write_all_at(&read(sim.as_ref(), &path), 0).unwrap();
+    }
+    let fs = Arc::new(CountingFs {
+        sim,
+        archive_opens: AtomicUsize::new(0),
+    });
+    let log = FileLog::open_with(fs.clone(), "/data", crate::common::small()).unwrap();
+    assert_eq!(
+        fs.archive_opens.swap(0, Ordering::Relaxed),
+        FILES,
+        "the tables at open"
+    );
+    for (i, events) in events.iter().enumerate() {
+        let run = RunId::from(format!("gone{i}").as_str());
+        assert_eq!(&log.read_run(&run, Seq(1)).await.unwrap(), events);
+        assert_eq!(fs.archive_opens.swap(0, Ordering::Relaxed), 1, "gone{i}");
+    }
+    assert!(log
+        .read_run(&RunId::from("never"), Seq(1))
+        .await
+        .unwrap()
+        .is_empty());
+    append(&log, "new", vec![created()]).await;
+    assert_eq!(fs.archive_opens.load(Ordering::Relaxed), 0);
 }
