@@ -126,7 +126,7 @@ impl FileLog {
     ///
     /// [`StoreError::Corrupted`] as [`FileLog::open`] finds it (a torn tail is not an error: reads
     /// stop before it); [`StoreError::Io`] when the directory cannot be read. Damage found
-    /// while a `gc` manifest is there is looked at again a few times, 50 ms apart (a swap's
+    /// while a `gc` manifest is there is looked at again for half a second (a swap's
     /// renames met half done), then reported as [`StoreError::GcInProgress`] if the manifest
     /// is still there.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<FileLog, StoreError> {

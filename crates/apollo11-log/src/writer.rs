@@ -65,10 +65,10 @@ impl Shared {
         }
     }
 
-    /// Where the archive holds `run_id`, as [`Shared::archived`] knows it.
-    pub fn archived_at(&self, run_id: &RunId) -> crate::archive::Known {
+    /// Where to look for `run_id` in the archive, as [`Shared::archived`] knows it.
+    pub fn archived_at(&self, run_id: &RunId) -> crate::archive::Place {
         let archived = self.archived.read().unwrap_or_else(|p| p.into_inner());
-        archived.as_ref().map(|generations| generations.of(run_id))
+        (archived.as_ref()).map_or(crate::archive::Place::Anywhere, |g| g.place(run_id))
     }
 
     /// Records why the store stopped (the first cause only) and tells subscribers. Returns
@@ -333,8 +333,8 @@ impl Writer {
             .segments_dir
             .parent()
             .expect("segments live in the data dir");
-        let known = self.shared.archived_at(&r.run_id);
-        let found = crate::archive::find_run(self.fs.as_ref(), dir, known, &r.run_id, Seq(1));
+        let place = self.shared.archived_at(&r.run_id);
+        let found = crate::archive::find_run(self.fs.as_ref(), dir, place, &r.run_id, Seq(1));
         let archived = match found {
             Ok(events) => events.map(|e| e.len() as u32),
             Err(error) => return Some(error),

@@ -61,20 +61,21 @@ pub(crate) fn id_hash(run_id: &str) -> u64 {
 }
 
 /// Where the archived runs are: the newest generation holding a run whose id has each hash
-/// ([`id_hash`]). A writing open keeps it (8 + 8 bytes a run), so that a read of an archived
-/// run opens one archive file and an append to a new run none.
+/// ([`id_hash`]), and the newest generation known. A writing open keeps it (8 + 8 bytes a
+/// run), so that a read of an archived run opens one archive file, and an append to a new
+/// run none.
 #[derive(Debug, Default)]
-pub(crate) struct Generations(HashMap<u64, u64>);
+pub(crate) struct Generations {
+    by_hash: HashMap<u64, u64>,
+    newest: u64,
+}
 
 impl Generations {
     /// Every archived run's in `dir`: each archive file's table, oldest first.
     pub fn read(fs: &dyn Fs, dir: &Path) -> Result<Generations, StoreError> {
         let mut generations = Generations::default();
         for path in files(fs, dir)? {
-            let generation = path
-                .file_name()
-                .and_then(|n| parse_file_name(&n.to_string_lossy()))
-                .expect("files() lists archive file names only");
+            let generation = generation_of(&path).expect("files() lists archive files only");
             generations.add(&run_ids_of(fs, &path)?, generation);
         }
         Ok(generations)
@@ -82,25 +83,34 @@ impl Generations {
 
     /// `runs` are in the archive file of `generation`, the newest.
     pub fn add(&mut self, runs: &[RunId], generation: u64) {
-        self.0
-            .extend(runs.iter().map(|r| (id_hash(r.as_str()), generation)));
+        (self.by_hash).extend(runs.iter().map(|r| (id_hash(r.as_str()), generation)));
+        self.newest = self.newest.max(generation);
     }
 
-    /// The generation of the newest archive file holding a run whose id hashes as
-    /// `run_id`'s (another run's, rarely); `None` when no archive file holds one.
-    pub fn of(&self, run_id: &RunId) -> Option<u64> {
-        self.0.get(&id_hash(run_id.as_str())).copied()
+    /// Where to look for `run_id`.
+    pub fn place(&self, run_id: &RunId) -> Place {
+        match self.by_hash.get(&id_hash(run_id.as_str())) {
+            Some(&generation) => Place::In(generation),
+            None => Place::NewerThan(self.newest),
+        }
     }
 }
 
-/// Where a run is in the archive, as a writing open knows it ([`Generations::of`]); `None`
-/// when the open keeps no [`Generations`] (a read-only one).
-pub(crate) type Known = Option<Option<u64>>;
+/// Where to look for a run in the archive files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// The file of this generation holds a run whose id hashes as the run's: most likely
+    /// the run itself; else (another run's id, rarely) every file is looked in.
+    In(u64),
+    /// No file a writing open knows of holds it: only files newer than this generation
+    /// (put there since, by hand: normally none) are looked in.
+    NewerThan(u64),
+    /// A read-only open knows nothing: every file, newest first.
+    Anywhere,
+}
 
-/// The run's events from `from_seq` on in the archive of `dir`, looked for where `known`
-/// places it (one archive file; none when it places it nowhere), else in every archive file
-/// newest first (another run with the same id hash, or `known` is `None`). `None` when the
-/// archive lacks the run.
+/// The run's events from `from_seq` on in the archive of `dir`, looked for at `place`;
+/// `None` when the archive files looked in lack it.
 ///
 /// # Errors
 ///
@@ -108,20 +118,20 @@ pub(crate) type Known = Option<Option<u64>>;
 pub(crate) fn find_run(
     fs: &dyn Fs,
     dir: &Path,
-    known: Known,
+    place: Place,
     run_id: &RunId,
     from_seq: Seq,
 ) -> Result<Option<Vec<Event>>, StoreError> {
-    match known {
-        Some(None) => Ok(None),
-        Some(Some(generation)) => {
+    match place {
+        Place::In(generation) => {
             let path = path_of(dir, generation);
             match read::read_run_in(fs, &path, run_id, from_seq)? {
                 Some(events) => Ok(Some(events)),
                 None => read_run(fs, dir, run_id, from_seq),
             }
         }
-        None => read_run(fs, dir, run_id, from_seq),
+        Place::NewerThan(generation) => read::read_run_after(fs, dir, generation, run_id, from_seq),
+        Place::Anywhere => read_run(fs, dir, run_id, from_seq),
     }
 }
 
@@ -228,6 +238,7 @@ fn write(
     })
 }
 
+/// The generation of the archive file at `path`, by its name.
 fn generation_of(path: &Path) -> Option<u64> {
     parse_file_name(path.file_name()?.to_str()?)
 }

@@ -7,16 +7,17 @@
 use crate::fs::Fs;
 use apollo11_store::StoreError;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Looks again after damage beside a manifest, at most this many times…
-const RETRIES: u32 = 10;
-/// …this long apart (a swap's renames take milliseconds).
+/// Looks again after damage beside a manifest for this long after the first look ended…
+const PATIENCE: Duration = Duration::from_millis(500);
+/// …this long apart (a swap's renames take milliseconds), and at least once (a slow look,
+/// as `verify` of a large log, may have met the renames and end after them).
 const WAIT: Duration = Duration::from_millis(50);
 
 /// `look`'s answer, looked again while `damaged` says it found damage and a manifest is in
 /// `dir`; [`StoreError::GcInProgress`] naming the manifest when one is still there after the
-/// last try.
+/// last look.
 ///
 /// # Errors
 ///
@@ -28,7 +29,7 @@ pub(crate) fn look_beside_swaps<T>(
     damaged: impl Fn(&Result<T, StoreError>) -> bool,
     mut look: impl FnMut() -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
-    let mut tries = 0;
+    let mut until: Option<Instant> = None;
     loop {
         let answer = look();
         if !damaged(&answer) {
@@ -37,10 +38,10 @@ pub(crate) fn look_beside_swaps<T>(
         let Some(manifest) = super::unfinished(fs, dir)?.into_iter().next() else {
             return answer;
         };
-        if tries == RETRIES {
+        let until = *until.get_or_insert_with(|| Instant::now() + PATIENCE);
+        if Instant::now() >= until {
             return Err(StoreError::GcInProgress { manifest });
         }
-        tries += 1;
         std::thread::sleep(WAIT);
     }
 }

@@ -2,12 +2,9 @@
 //! the live log has them, `verify` checks every archive file and names a damaged one, and only
 //! the writer may write one.
 
-use crate::common::{append, created, read, sized};
+use crate::common::{append, created, read, sized, HookedFs};
 use apollo11_core::{RunId, Seq};
-use apollo11_log::{
-    archive, verify, EventStore, FileLog, Fs, FsFile, FsLock, Mode, RealFs, SimFs, StoreError,
-};
-use std::io;
+use apollo11_log::{archive, verify, EventStore, FileLog, Fs, Mode, RealFs, SimFs, StoreError};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -83,15 +80,14 @@ async fn a_run_only_the_archive_holds_is_read_from_it() {
     let events = log.read_run(&gone, Seq(1)).await.unwrap();
     let written = log.write_archive(std::slice::from_ref(&gone)).unwrap();
     drop(log);
-    // Copied before the target's writing open, which learns where each archived run is.
+    let log = FileLog::open(target.path(), crate::common::small()).unwrap();
+    append(&log, "here", vec![created()]).await;
     std::fs::create_dir(target.path().join("archive")).unwrap();
     std::fs::copy(
         source.path().join(&written.file),
         target.path().join(&written.file),
     )
     .unwrap();
-    let log = FileLog::open(target.path(), crate::common::small()).unwrap();
-    append(&log, "here", vec![created()]).await;
     assert_eq!(log.read_run(&gone, Seq(1)).await.unwrap(), events);
     assert_eq!(log.read_run(&gone, Seq(3)).await.unwrap(), events[2..]);
     let second = log.read_event(&gone, Seq(2)).await.unwrap();
@@ -199,39 +195,6 @@ async fn power_lost_at_every_sync_of_an_archive_write_leaves_none_or_all_of_it()
     );
 }
 
-/// `SimFs` counting the opens of archive files.
-struct CountingFs {
-    sim: Arc<SimFs>,
-    archive_opens: AtomicUsize,
-}
-
-impl Fs for CountingFs {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.sim.create_dir_all(dir)
-    }
-    fn open(&self, path: &Path, mode: Mode) -> io::Result<Box<dyn FsFile>> {
-        if path.extension().is_some_and(|e| e == "arc") {
-            self.archive_opens.fetch_add(1, Ordering::Relaxed);
-        }
-        self.sim.open(path, mode)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.sim.list(dir)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.sim.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        self.sim.remove(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.sim.sync_dir(dir)
-    }
-    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<Option<Box<dyn FsLock>>> {
-        self.sim.try_lock(path, holder)
-    }
-}
-
 /// Several archive files, one run each (copied into a data dir from another, as if `gc`
 /// had moved them): a writing open reads each file's table once, then a read of an archived
 /// run (the oldest file's included: newest first, it would be the last found) opens exactly
@@ -256,20 +219,27 @@ async fn a_read_of_an_archived_run_opens_the_one_archive_file_that_holds_it() {
         let file = sim.open(&to, Mode::CreateNew).unwrap();
         file.write_all_at(&read(sim.as_ref(), &path), 0).unwrap();
     }
-    let fs = Arc::new(CountingFs {
+    let opens = Arc::new(AtomicUsize::new(0));
+    let counted = opens.clone();
+    let fs = Arc::new(HookedFs {
         sim,
-        archive_opens: AtomicUsize::new(0),
+        on_open: Box::new(move |path, file| {
+            if path.extension().is_some_and(|e| e == "arc") {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }
+            file
+        }),
     });
-    let log = FileLog::open_with(fs.clone(), "/data", crate::common::small()).unwrap();
+    let log = FileLog::open_with(fs, "/data", crate::common::small()).unwrap();
     assert_eq!(
-        fs.archive_opens.swap(0, Ordering::Relaxed),
+        opens.swap(0, Ordering::Relaxed),
         FILES,
         "the tables at open"
     );
     for (i, events) in events.iter().enumerate() {
         let run = RunId::from(format!("gone{i}").as_str());
         assert_eq!(&log.read_run(&run, Seq(1)).await.unwrap(), events);
-        assert_eq!(fs.archive_opens.swap(0, Ordering::Relaxed), 1, "gone{i}");
+        assert_eq!(opens.swap(0, Ordering::Relaxed), 1, "gone{i}");
     }
     assert!(log
         .read_run(&RunId::from("never"), Seq(1))
@@ -277,5 +247,5 @@ async fn a_read_of_an_archived_run_opens_the_one_archive_file_that_holds_it() {
         .unwrap()
         .is_empty());
     append(&log, "new", vec![created()]).await;
-    assert_eq!(fs.archive_opens.load(Ordering::Relaxed), 0);
+    assert_eq!(opens.load(Ordering::Relaxed), 0);
 }

@@ -239,6 +239,26 @@ async fn compressed_segments_are_rewritten_compressed() {
     check(&fs, &before, &all, true, "compressed").await;
 }
 
+/// A collect of the done runs on a copy of `base`, the power lost at its sync `at` (`seed`
+/// choosing which pending renames survive): what it answered, and the disk after the power
+/// loss (`None` when the collect synced fewer times).
+fn collect_losing_power(
+    base: &SimFs,
+    at: u32,
+    seed: u64,
+) -> (
+    Result<apollo11_log::Collected, StoreError>,
+    Option<Arc<SimFs>>,
+) {
+    let fs = Arc::new(base.power_loss(0));
+    let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
+    fs.set_fault(Some(Fault::PowerLossAtSync { at, seed }));
+    let outcome = log.collect(&ids(&DONE));
+    let crashed = fs.crashed();
+    drop(log);
+    (outcome, crashed.map(Arc::new))
+}
+
 #[tokio::test]
 async fn a_power_loss_at_every_sync_of_a_collect_leaves_the_old_or_the_new_state() {
     let (base, before, all) = built(small()).await;
@@ -246,18 +266,12 @@ async fn a_power_loss_at_every_sync_of_a_collect_leaves_the_old_or_the_new_state
     // Seeds decide which of the renames pending at the sync survive: every subset is met.
     for seed in 0..8 {
         for at in 0.. {
-            let fs = Arc::new(base.power_loss(0));
-            let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
-            fs.set_fault(Some(Fault::PowerLossAtSync { at, seed }));
-            let outcome = log.collect(&ids(&DONE));
-            let crashed = fs.crashed();
-            drop(log);
+            let (outcome, crashed) = collect_losing_power(&base, at, seed);
             let Some(after) = crashed else {
                 assert!(outcome.is_ok(), "{outcome:?}");
                 break;
             };
             assert!(outcome.is_err(), "a collect that lost power reports it");
-            let after = Arc::new(after);
             let manifest = after.list(Path::new("/data/archive")).unwrap_or_default();
             let manifest = manifest.iter().any(|n| n.ends_with(".gc"));
             if manifest {
@@ -311,14 +325,9 @@ async fn a_read_only_open_and_verify_beside_a_half_done_swap_report_a_gc_in_prog
     let mut in_progress = 0;
     for seed in 0..8 {
         for at in 0.. {
-            let fs = Arc::new(base.power_loss(0));
-            let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
-            fs.set_fault(Some(Fault::PowerLossAtSync { at, seed }));
-            let _ = log.collect(&ids(&DONE));
-            let crashed = fs.crashed();
-            drop(log);
-            let Some(after) = crashed else { break };
-            let after = Arc::new(after);
+            let Some(after) = collect_losing_power(&base, at, seed).1 else {
+                break;
+            };
             let Some(manifest) = (after.list(Path::new("/data/archive")).unwrap_or_default())
                 .into_iter()
                 .find(|n| n.ends_with(".gc"))
