@@ -1,5 +1,6 @@
 //! Opening the data directory, and turning store errors into the command's exit codes: 2 for
-//! what the user asked wrong, 3 for damaged data, 4 for a data dir another writer holds.
+//! what the user asked wrong, 3 for damaged data, 4 for a data dir another writer holds (or
+//! a `gc` swap in progress that a read-only command met).
 
 use crate::Exit;
 use apollo11_log::{FileLog, Options};
@@ -17,6 +18,8 @@ pub fn store_exit(e: StoreError) -> Exit {
             4,
             format!("{e}; read-only commands (status, events, runs, plan, verify) still work"),
         ),
+        // Another process's `gc` swap met half done (or one a crash left): not damage.
+        StoreError::GcInProgress { .. } => Exit::fail(4, e.to_string()),
         StoreError::Corrupted { .. } => damaged(e),
         // Something the log points at (a blob, an event) is gone: the data dir is damaged.
         StoreError::NotFound { .. } => damaged(format!(

@@ -1,14 +1,14 @@
 //! `gc`: the retention policy (flags over `[retention]` in the data dir's `apollo11.toml`)
 //! and what it lets go. The inspector decides (`Inspector::retention`); `--dry-run` renders
 //! it, and without it the log moves those runs out of its live segments into an archive
-//! file (`FileLog::collect`).
+//! file (`FileLog::collect`), and the engine's snapshot forgets them (`Engine::forget`).
 
 use crate::data::{engine_exit, open_existing_writer, store_exit, DataDir};
 use crate::inspect::run_line;
 use crate::{out, Exit};
-use apollo11_log::RunId;
+use apollo11_log::{FileLog, RunId};
 use apollo11_runtime::inspect::{Kept, Retention};
-use apollo11_runtime::Inspector;
+use apollo11_runtime::{Engine, EngineConfig, Inspector};
 use serde::Deserialize;
 use std::path::Path;
 use std::sync::Arc;
@@ -107,6 +107,7 @@ pub async fn collect(
         .await
         .map_err(|e| Exit::fail(1, format!("gc stopped: {e}")))?
         .map_err(store_exit)?;
+    forget(log, &collected.moved).await?;
     out::line(format!(
         "archived {} runs ({} events){}; {} left in the segment being written for a later gc",
         collected.moved.len(),
@@ -130,6 +131,19 @@ pub async fn collect(
         ))?;
     }
     Ok(Exit::code(0))
+}
+
+/// Saves a snapshot of the engine's view without the `moved` runs (`Engine::forget`): the
+/// next engine to open (`serve`, `run`) would otherwise load them from the snapshot the last
+/// one saved, and keep them in memory for as long as it runs.
+async fn forget(log: Arc<FileLog>, moved: &[RunId]) -> Result<(), Exit> {
+    if moved.is_empty() {
+        return Ok(());
+    }
+    let engine = (Engine::open(log, EngineConfig::default()).await).map_err(engine_exit)?;
+    engine.forget(moved).await;
+    engine.close().await;
+    Ok(())
 }
 
 /// The policy, for the data dir's file log only: with `--store`, the database keeps the

@@ -253,7 +253,8 @@ impl Files {
 
     /// The run's events from `from_seq` on in the archive files (none when they lack it).
     fn archived(&self, run_id: &RunId, from_seq: Seq) -> Result<Vec<Event>, StoreError> {
-        let found = crate::archive::read_run(self.fs.as_ref(), &self.dir, run_id, from_seq)?;
+        let place = self.shared.archived_at(run_id);
+        let found = crate::archive::find_run(self.fs.as_ref(), &self.dir, place, run_id, from_seq)?;
         Ok(found.unwrap_or_default())
     }
 

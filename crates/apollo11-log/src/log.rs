@@ -125,7 +125,10 @@ impl FileLog {
     /// # Errors
     ///
     /// [`StoreError::Corrupted`] as [`FileLog::open`] finds it (a torn tail is not an error: reads
-    /// stop before it); [`StoreError::Io`] when the directory cannot be read.
+    /// stop before it); [`StoreError::Io`] when the directory cannot be read. Damage found
+    /// while a `gc` manifest is there is looked at again for half a second (a swap's
+    /// renames met half done), then reported as [`StoreError::GcInProgress`] if the manifest
+    /// is still there.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<FileLog, StoreError> {
         FileLog::open_read_only_with(Arc::new(RealFs), dir)
     }
@@ -179,7 +182,7 @@ impl FileLog {
             _ => None,
         };
         *shared.archived.write().unwrap_or_else(|p| p.into_inner()) =
-            crate::archive::id_hashes(fs.as_ref(), &dir)?;
+            Some(crate::archive::Generations::read(fs.as_ref(), &dir)?);
         let writer = Writer::new(
             fs.clone(),
             dir.join("segments"),
@@ -232,7 +235,9 @@ impl FileLog {
         dir: impl AsRef<Path>,
     ) -> Result<FileLog, StoreError> {
         let dir = dir.as_ref().to_path_buf();
-        let loaded = load(fs.as_ref(), &dir, Mode::Read)?;
+        let damaged = |r: &Result<_, _>| matches!(r, Err(StoreError::Corrupted { .. }));
+        let look = || load(fs.as_ref(), &dir, Mode::Read);
+        let loaded = crate::gc::look_beside_swaps(fs.as_ref(), &dir, damaged, look)?;
         let index = loaded.index;
         let recovery = Recovery {
             segments: loaded.segments,

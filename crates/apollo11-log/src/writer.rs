@@ -37,9 +37,10 @@ pub struct Shared {
     /// The change feed: durable events, sent while the index's write lock is held, so a
     /// subscription registered under its read lock knows which events it will be sent.
     pub feed: broadcast::Sender<Published>,
-    /// Hashes of the archived runs' ids ([`crate::archive::id_hash`]): an append to a run the
-    /// live log lacks whose id hashes to one of them is checked against the archive files.
-    pub archived: RwLock<HashSet<u64>>,
+    /// Where the archived runs are, by their ids' hashes (a writing open's; `None` on a
+    /// read-only open): a read of a run the live log lacks opens the one archive file named
+    /// there, and an append to such a run whose id hashes to one of them is checked against it.
+    pub archived: RwLock<Option<crate::archive::Generations>>,
     /// The runs a `gc` is moving to an archive: appends to them are refused meanwhile.
     pub collecting: RwLock<HashSet<RunId>>,
     /// The runs a `gc` moved out of the live log (added under the index's write lock, with
@@ -62,6 +63,12 @@ impl Shared {
             moved: Mutex::default(),
             assigned: AtomicU64::new(0),
         }
+    }
+
+    /// Where to look for `run_id` in the archive, as [`Shared::archived`] knows it.
+    pub fn archived_at(&self, run_id: &RunId) -> crate::archive::Place {
+        let archived = self.archived.read().unwrap_or_else(|p| p.into_inner());
+        (archived.as_ref()).map_or(crate::archive::Place::Anywhere, |g| g.place(run_id))
     }
 
     /// Records why the store stopped (the first cause only) and tells subscribers. Returns
@@ -322,24 +329,15 @@ impl Writer {
         if last > 0 {
             return (r.expected_seq.0 != last + 1).then(|| conflict(last));
         }
-        let hash = crate::archive::id_hash(r.run_id.as_str());
-        let hashed = (self
-            .shared
-            .archived
-            .read()
-            .unwrap_or_else(|p| p.into_inner()))
-        .contains(&hash);
         let dir = self
             .segments_dir
             .parent()
             .expect("segments live in the data dir");
-        let archived = if hashed {
-            match crate::archive::read_run(self.fs.as_ref(), dir, &r.run_id, Seq(1)) {
-                Ok(events) => events.map(|e| e.len() as u32),
-                Err(error) => return Some(error),
-            }
-        } else {
-            None
+        let place = self.shared.archived_at(&r.run_id);
+        let found = crate::archive::find_run(self.fs.as_ref(), dir, place, &r.run_id, Seq(1));
+        let archived = match found {
+            Ok(events) => events.map(|e| e.len() as u32),
+            Err(error) => return Some(error),
         };
         match archived {
             None => (r.expected_seq.0 != 1).then(|| conflict(0)),

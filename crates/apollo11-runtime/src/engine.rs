@@ -118,6 +118,7 @@ impl<S: Store> Shared<S> {
                 .await?
                 .is_none()
             {
+                crate::metrics::runs_held(crate::metrics::HELD_BY_ENGINE, view.runs());
                 return Ok(view);
             }
         }
@@ -620,6 +621,30 @@ impl<S: Store> Engine<S> {
         if let Some(notify) = active.get(run_id) {
             notify.notify_one();
         }
+    }
+
+    /// Forgets `runs`, which a `gc` moved out of the store's live log (`Collected::moved`):
+    /// the view drops what it kept of them and is saved as a snapshot at once, so a restart
+    /// does not bring them back from an older one. Their state is read from the archive on
+    /// demand as before ([`Engine::state`]); what they taught `timeout = "auto"` stays.
+    /// A failed snapshot is logged: the runs come back at the next open until one is saved.
+    pub async fn forget(&self, runs: &[RunId]) {
+        let mut view = self.shared.view.lock().await;
+        view.forget(runs);
+        crate::metrics::runs_held(crate::metrics::HELD_BY_ENGINE, view.runs());
+        drop(view);
+        save_snapshot(&self.shared).await;
+    }
+
+    /// How many runs the engine's view holds once it has folded the log's new events (each
+    /// run created in the store's live log: a few bytes each, until a `gc` moves it out and
+    /// [`Engine::forget`] is told).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Store`] when the log cannot be read.
+    pub async fn runs_held(&self) -> Result<usize, EngineError> {
+        Ok(self.shared.caught_up_view().await?.runs())
     }
 
     /// The current state of a run.

@@ -42,6 +42,16 @@ pub const LEASE_TAKEOVERS_TOTAL: &str = "apollo11_lease_takeovers_total";
 /// lease had passed to another instance); each stops its driver.
 pub const STALE_EPOCH_REJECTIONS_TOTAL: &str = "apollo11_stale_epoch_rejections_total";
 
+/// Gauge, label `by`: runs whose state the process keeps in memory, by who keeps it
+/// ([`HELD_BY_ENGINE`]: the engine's view, every run of the live log; [`HELD_BY_INSPECTOR`]:
+/// the inspector's rows, every run listed since it last refreshed). Both go down when a
+/// `gc` moves runs out of the live log.
+pub const RUNS_HELD: &str = "apollo11_runs_held";
+/// The `by` label of [`RUNS_HELD`] for the engine's view.
+pub const HELD_BY_ENGINE: &str = "engine";
+/// The `by` label of [`RUNS_HELD`] for the inspector's rows.
+pub const HELD_BY_INSPECTOR: &str = "inspector";
+
 /// The `phase` label of [`RECOVERY_SECONDS`] set by the engine.
 pub const PHASE_ENGINE: &str = "engine";
 
@@ -106,6 +116,10 @@ pub fn describe() {
         "Seconds the last open took to recover, by phase."
     );
     describe_counter!(RUNS_FINISHED_TOTAL, "Runs that reached a terminal status.");
+    describe_gauge!(
+        RUNS_HELD,
+        "Runs whose state is kept in memory, by who keeps it."
+    );
     describe_counter!(STORE_RETRIES_TOTAL, "Store errors waited out by a driver.");
 }
 
@@ -181,6 +195,11 @@ pub(crate) fn taken_over(runs: u64) {
 /// An append refused for a stale epoch.
 pub(crate) fn stale_epoch() {
     metrics::counter!(STALE_EPOCH_REJECTIONS_TOTAL).increment(1);
+}
+
+/// `by` keeps `runs` runs in memory now.
+pub(crate) fn runs_held(by: &'static str, runs: usize) {
+    metrics::gauge!(RUNS_HELD, "by" => by).set(runs as f64);
 }
 
 /// An engine opened in `seconds`: its gauges are present from now on.

@@ -9,7 +9,7 @@
 //! view, its snapshots and the engine's memory stay small however many events the log holds.
 
 use crate::names::Names;
-use apollo11_core::{limits, EventId, EventKind, EventRef, StepName};
+use apollo11_core::{limits, EventId, EventKind, EventRef, RunId, StepName};
 use apollo11_store::{Snapshot, StoreError};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -58,6 +58,18 @@ impl View {
     /// How many runs the view knows.
     pub fn runs(&self) -> usize {
         self.runs.len()
+    }
+
+    /// Forgets `runs` (moved out of the log by a `gc`: their events are no longer folded,
+    /// and what the view kept of them would stay until a restart). What their steps taught
+    /// `timeout = "auto"` stays.
+    pub fn forget(&mut self, runs: &[RunId]) {
+        for run in runs {
+            self.runs.remove(run.as_str());
+            self.at_work.remove(run.as_str());
+        }
+        self.runs.shrink_to_fit();
+        self.at_work.shrink_to_fit();
     }
 
     /// Folds one event, borrowed (events must come in id order).
@@ -224,5 +236,26 @@ mod tests {
         assert_eq!(reloaded.auto_timeout_ms("wf", "s", 7), 20);
         assert!(reloaded.at_work.is_empty(), "no step is at work");
         assert_eq!(reloaded.runs(), view.runs());
+    }
+
+    #[test]
+    fn forgotten_runs_leave_the_view_and_its_snapshot_but_not_what_they_taught() {
+        let mut view = View::default();
+        for i in 0..limits::AUTO_TIMEOUT_SAMPLES_MIN {
+            run(&mut view, &format!("ok-{i}"), 100, true);
+        }
+        let started = EventKind::Started;
+        fold(&mut view, &[("ok-0", Some("t"), started, 5)]);
+        let runs = view.runs();
+        view.forget(&[
+            RunId::from("ok-0"),
+            RunId::from("ok-1"),
+            RunId::from("never"),
+        ]);
+        assert_eq!(view.runs(), runs - 2);
+        assert!(view.at_work.is_empty(), "ok-0's step at work went with it");
+        let reloaded = View::from_snapshot(Some(view.to_snapshot().unwrap()));
+        assert_eq!(reloaded.runs(), runs - 2);
+        assert_eq!(reloaded.auto_timeout_ms("wf", "s", 7), 200);
     }
 }

@@ -1,7 +1,9 @@
 //! `serve --gc-every`: on the file log, every period, the retention policy's plan
 //! (`Inspector::retention`) archived by the server's own writer (`FileLog::collect`), so a
 //! server holding the data dir needs no `apollo11 gc` (which its lock refuses). Each round is
-//! logged; a failed one is logged and the next tried at the next period.
+//! logged; a failed one is logged and the next tried at the next period. After a round, the
+//! engine and the inspector forget the moved runs (read from the archive on demand), so a
+//! server archiving for months keeps in memory only the runs of its live log.
 
 use crate::server::AppState;
 use apollo11_log::{FileLog, RunId};
@@ -44,6 +46,10 @@ async fn round(state: &AppState, log: &Arc<FileLog>, policy: &Retention) -> Resu
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
+    // The moved runs are read from the archive on demand: what the engine and the
+    // inspector keep of them would otherwise stay until a restart.
+    state.engine.forget(&collected.moved).await;
+    state.inspector.forget(&collected.moved);
     tracing::info!(
         moved = collected.moved.len(),
         events = collected.events,

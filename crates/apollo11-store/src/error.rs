@@ -62,6 +62,14 @@ pub enum StoreError {
         /// What the lock file says about its holder, if anything.
         holder: Option<String>,
     },
+    /// A read without the data directory's lock met a `gc` swap in progress in another
+    /// process (or one a crash left unfinished): the segments were mid-swap, not damaged.
+    /// Worth retrying; a writing open finishes an unfinished swap.
+    #[error("a gc is in progress ({manifest}); retry, or a writing open will finish it")]
+    GcInProgress {
+        /// The swap's manifest, relative to the data directory (`archive/<gen>.gc`).
+        manifest: String,
+    },
     /// A durability failure (an fsync error) stopped the store; nothing after it was
     /// acknowledged. Reopen to recover.
     #[error("the store stopped after a durability failure and accepts nothing more: {cause}")]
@@ -132,7 +140,7 @@ impl StoreError {
     /// is anything about the data (damage, a limit, a poisoned file log).
     pub fn is_retryable(&self) -> bool {
         match self {
-            StoreError::Unavailable { .. } => true,
+            StoreError::Unavailable { .. } | StoreError::GcInProgress { .. } => true,
             StoreError::Backend { retryable, .. } => *retryable,
             StoreError::Conflict { .. }
             | StoreError::Fenced { .. }

@@ -17,7 +17,7 @@ use crate::log::FileLog;
 use crate::record::{append_commit, append_record, KIND_EVENT};
 use apollo11_core::{Event, RunId, Seq};
 use apollo11_store::StoreError;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The first bytes of an archive file.
@@ -60,12 +60,79 @@ pub(crate) fn id_hash(run_id: &str) -> u64 {
     })
 }
 
-/// The hashes of every archived run's id in `dir`, for the writer.
-pub(crate) fn id_hashes(fs: &dyn Fs, dir: &Path) -> Result<HashSet<u64>, StoreError> {
-    Ok(runs(fs, dir)?
-        .iter()
-        .map(|s| id_hash(s.run_id.as_str()))
-        .collect())
+/// Where the archived runs are: the newest generation holding a run whose id has each hash
+/// ([`id_hash`]), and the newest generation known. A writing open keeps it (8 + 8 bytes a
+/// run), so that a read of an archived run opens one archive file, and an append to a new
+/// run none.
+#[derive(Debug, Default)]
+pub(crate) struct Generations {
+    by_hash: HashMap<u64, u64>,
+    newest: u64,
+}
+
+impl Generations {
+    /// Every archived run's in `dir`: each archive file's table, oldest first.
+    pub fn read(fs: &dyn Fs, dir: &Path) -> Result<Generations, StoreError> {
+        let mut generations = Generations::default();
+        for path in files(fs, dir)? {
+            let generation = generation_of(&path).expect("files() lists archive files only");
+            generations.add(&run_ids_of(fs, &path)?, generation);
+        }
+        Ok(generations)
+    }
+
+    /// `runs` are in the archive file of `generation`, the newest.
+    pub fn add(&mut self, runs: &[RunId], generation: u64) {
+        (self.by_hash).extend(runs.iter().map(|r| (id_hash(r.as_str()), generation)));
+        self.newest = self.newest.max(generation);
+    }
+
+    /// Where to look for `run_id`.
+    pub fn place(&self, run_id: &RunId) -> Place {
+        match self.by_hash.get(&id_hash(run_id.as_str())) {
+            Some(&generation) => Place::In(generation),
+            None => Place::NewerThan(self.newest),
+        }
+    }
+}
+
+/// Where to look for a run in the archive files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// The file of this generation holds a run whose id hashes as the run's: most likely
+    /// the run itself; else (another run's id, rarely) every file is looked in.
+    In(u64),
+    /// No file a writing open knows of holds it: only files newer than this generation
+    /// (put there since, by hand: normally none) are looked in.
+    NewerThan(u64),
+    /// A read-only open knows nothing: every file, newest first.
+    Anywhere,
+}
+
+/// The run's events from `from_seq` on in the archive of `dir`, looked for at `place`;
+/// `None` when the archive files looked in lack it.
+///
+/// # Errors
+///
+/// As [`read_run`].
+pub(crate) fn find_run(
+    fs: &dyn Fs,
+    dir: &Path,
+    place: Place,
+    run_id: &RunId,
+    from_seq: Seq,
+) -> Result<Option<Vec<Event>>, StoreError> {
+    match place {
+        Place::In(generation) => {
+            let path = path_of(dir, generation);
+            match read::read_run_in(fs, &path, run_id, from_seq)? {
+                Some(events) => Ok(Some(events)),
+                None => read_run(fs, dir, run_id, from_seq),
+            }
+        }
+        Place::NewerThan(generation) => read::read_run_after(fs, dir, generation, run_id, from_seq),
+        Place::Anywhere => read_run(fs, dir, run_id, from_seq),
+    }
 }
 
 /// File name of the archive of `generation`.
@@ -121,7 +188,9 @@ impl FileLog {
         let read = |run: &RunId| files.index().read_run(run, Seq(1));
         let written = write(files.fs.as_ref(), &files.dir, runs, &read)?;
         let mut archived = (files.shared.archived.write()).unwrap_or_else(|p| p.into_inner());
-        archived.extend(runs.iter().map(|r| id_hash(r.as_str())));
+        archived
+            .get_or_insert_with(Generations::default)
+            .add(runs, written.generation);
         Ok(written)
     }
 }
@@ -169,6 +238,7 @@ fn write(
     })
 }
 
+/// The generation of the archive file at `path`, by its name.
 fn generation_of(path: &Path) -> Option<u64> {
     parse_file_name(path.file_name()?.to_str()?)
 }

@@ -2,14 +2,14 @@
 //! the whole-file check of `verify`. Every record's CRC is checked where it is read, and every
 //! failure names the file and the offset.
 
-use super::{files, END_BYTES, HEADER_BYTES, KIND_END, KIND_TABLE, MAGIC, VERSION};
+use super::{files, generation_of, END_BYTES, HEADER_BYTES, KIND_END, KIND_TABLE, MAGIC, VERSION};
 use crate::codec::decode_event;
 use crate::fs::{Fs, FsFile, Mode};
 use crate::record::{commit_fields, parse_frame, Parsed, KIND_COMMIT, KIND_EVENT};
 use apollo11_core::{Event, EventId, RunId, Seq};
 use apollo11_store::{RunSummary, StoreError};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A run in an archive file's table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -243,14 +243,49 @@ pub fn read_run(
     run_id: &RunId,
     from_seq: Seq,
 ) -> Result<Option<Vec<Event>>, StoreError> {
-    for path in files(fs, dir)?.iter().rev() {
-        let opened = Opened::open(fs, path)?;
-        if let Some(entry) = opened.table.iter().find(|e| e.run_id == *run_id) {
-            let skip = from_seq.0.saturating_sub(1) as usize;
-            return Ok(Some(opened.events(entry)?.into_iter().skip(skip).collect()));
+    read_run_after(fs, dir, 0, run_id, from_seq)
+}
+
+/// As [`read_run`], in the archive files of generations above `after` only.
+///
+/// # Errors
+///
+/// As [`read_run`].
+pub(crate) fn read_run_after(
+    fs: &dyn Fs,
+    dir: &Path,
+    after: u64,
+    run_id: &RunId,
+    from_seq: Seq,
+) -> Result<Option<Vec<Event>>, StoreError> {
+    let files = files(fs, dir)?;
+    let newer = |path: &&PathBuf| generation_of(path).is_some_and(|g| g > after);
+    for path in files.iter().rev().filter(newer) {
+        if let Some(events) = read_run_in(fs, path, run_id, from_seq)? {
+            return Ok(Some(events));
         }
     }
     Ok(None)
+}
+
+/// The run's events from `from_seq` on in the archive file at `path` alone; `None` when it
+/// does not hold the run.
+///
+/// # Errors
+///
+/// As [`read_run`].
+pub(crate) fn read_run_in(
+    fs: &dyn Fs,
+    path: &Path,
+    run_id: &RunId,
+    from_seq: Seq,
+) -> Result<Option<Vec<Event>>, StoreError> {
+    let opened = Opened::open(fs, path)?;
+    let Some(entry) = opened.table.iter().find(|e| e.run_id == *run_id) else {
+        return Ok(None);
+    };
+    let skip = from_seq.0.saturating_sub(1) as usize;
+    Ok(Some(opened.events(entry)?.into_iter().skip(skip).collect()))
 }
 
 /// The ids of the runs the archive file at `path` holds.

@@ -18,10 +18,12 @@
 //! An open that finds a manifest finishes the swap ([`finish_at_open`]); `.seg.gc` files
 //! without one are removed (the old state).
 
+mod beside;
 mod manifest;
 mod recover;
 mod rewrite;
 
+pub(crate) use beside::look_beside_swaps;
 pub(crate) use recover::{finish_at_open, unfinished};
 
 use crate::files::sync_dir_of;

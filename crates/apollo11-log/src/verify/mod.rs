@@ -95,14 +95,23 @@ pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport, StoreError> {
     verify_with(Arc::new(RealFs), dir)
 }
 
-/// Verifies `dir` on `fs`. Works while a writer is running (it takes no lock).
+/// Verifies `dir` on `fs`. Works while a writer is running (it takes no lock). Damage
+/// found while a `gc` manifest is there is looked at again a few times (the swap's renames
+/// may have been met half done).
 ///
 /// # Errors
 ///
-/// [`StoreError::Io`] when a directory or file cannot be listed or read. Damage is not an
-/// error: the report holds it.
+/// [`StoreError::Io`] when a directory or file cannot be listed or read;
+/// [`StoreError::GcInProgress`] when the segments still show damage and the manifest is still
+/// there after the last look. Damage is not an error: the report holds it.
 pub fn verify_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<VerifyReport, StoreError> {
     let (fs, dir) = (fs.as_ref(), dir.as_ref());
+    let damaged = |r: &Result<VerifyReport, _>| r.as_ref().is_ok_and(|r| r.damage.is_some());
+    crate::gc::look_beside_swaps(fs, dir, damaged, || verify_once(fs, dir))
+}
+
+/// One pass of [`verify_with`].
+fn verify_once(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport, StoreError> {
     let before = missing::list_before(fs, dir)?;
     let mut report = VerifyReport {
         unfinished_gc: crate::gc::unfinished(fs, dir)?,

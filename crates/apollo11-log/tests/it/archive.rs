@@ -2,9 +2,12 @@
 //! the live log has them, `verify` checks every archive file and names a damaged one, and only
 //! the writer may write one.
 
-use crate::common::{append, created, sized};
+use crate::common::{append, created, read, sized, HookedFs};
 use apollo11_core::{RunId, Seq};
-use apollo11_log::{archive, verify, EventStore, FileLog, RealFs, StoreError};
+use apollo11_log::{archive, verify, EventStore, FileLog, Fs, Mode, RealFs, SimFs, StoreError};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 #[tokio::test]
 async fn archived_runs_read_back_as_live_and_verify_names_a_damaged_archive_file() {
@@ -190,4 +193,59 @@ async fn power_lost_at_every_sync_of_an_archive_write_leaves_none_or_all_of_it()
         whole > 0 && none > 0,
         "{whole} whole, {none} none: the seeds miss a case"
     );
+}
+
+/// Several archive files, one run each (copied into a data dir from another, as if `gc`
+/// had moved them): a writing open reads each file's table once, then a read of an archived
+/// run (the oldest file's included: newest first, it would be the last found) opens exactly
+/// one archive file, and a read or an append of a run the archive lacks opens none.
+#[tokio::test]
+async fn a_read_of_an_archived_run_opens_the_one_archive_file_that_holds_it() {
+    const FILES: usize = 5;
+    let sim = Arc::new(SimFs::new());
+    let source = FileLog::open_with(sim.clone(), "/source", crate::common::small()).unwrap();
+    let mut events = Vec::new();
+    for i in 0..FILES {
+        let run = format!("gone{i}");
+        append(&source, &run, vec![created(), sized("s", 10)]).await;
+        let run = RunId::from(run.as_str());
+        events.push(source.read_run(&run, Seq(1)).await.unwrap());
+        source.write_archive(std::slice::from_ref(&run)).unwrap();
+    }
+    drop(source);
+    sim.create_dir_all(Path::new("/data/archive")).unwrap();
+    for path in archive::files(sim.as_ref(), Path::new("/source")).unwrap() {
+        let to = Path::new("/data/archive").join(path.file_name().unwrap());
+        let file = sim.open(&to, Mode::CreateNew).unwrap();
+        file.write_all_at(&read(sim.as_ref(), &path), 0).unwrap();
+    }
+    let opens = Arc::new(AtomicUsize::new(0));
+    let counted = opens.clone();
+    let fs = Arc::new(HookedFs {
+        sim,
+        on_open: Box::new(move |path, file| {
+            if path.extension().is_some_and(|e| e == "arc") {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }
+            file
+        }),
+    });
+    let log = FileLog::open_with(fs, "/data", crate::common::small()).unwrap();
+    assert_eq!(
+        opens.swap(0, Ordering::Relaxed),
+        FILES,
+        "the tables at open"
+    );
+    for (i, events) in events.iter().enumerate() {
+        let run = RunId::from(format!("gone{i}").as_str());
+        assert_eq!(&log.read_run(&run, Seq(1)).await.unwrap(), events);
+        assert_eq!(opens.swap(0, Ordering::Relaxed), 1, "gone{i}");
+    }
+    assert!(log
+        .read_run(&RunId::from("never"), Seq(1))
+        .await
+        .unwrap()
+        .is_empty());
+    append(&log, "new", vec![created()]).await;
+    assert_eq!(opens.load(Ordering::Relaxed), 0);
 }

@@ -1,8 +1,9 @@
 //! Helpers shared by the log tests.
 
 use apollo11_core::{EventId, EventKind, Payload, RunId, Seq};
-use apollo11_log::{Durability, FileLog, Fs, Options, SimFs};
+use apollo11_log::{Durability, FileLog, Fs, FsFile, FsLock, Mode, Options, SimFs};
 use apollo11_store::{conformance::event, EventStore, NewEvent, StoreError};
+use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -113,5 +114,38 @@ pub async fn read_everything(log: &FileLog) -> Result<u64, StoreError> {
             Some(last) => from = last.event_id.0 + 1,
             None => return Ok(from - 1),
         }
+    }
+}
+
+/// What [`HookedFs`] does with each file it opens: the path, and the file `SimFs` opened.
+pub type OpenHook = Box<dyn Fn(&Path, Box<dyn FsFile>) -> Box<dyn FsFile> + Send + Sync>;
+
+/// `SimFs` with a hook on every open (to count opens, or to wrap some files).
+pub struct HookedFs {
+    pub sim: Arc<SimFs>,
+    pub on_open: OpenHook,
+}
+
+impl Fs for HookedFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.sim.create_dir_all(dir)
+    }
+    fn open(&self, path: &Path, mode: Mode) -> io::Result<Box<dyn FsFile>> {
+        Ok((self.on_open)(path, self.sim.open(path, mode)?))
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.sim.list(dir)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.sim.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.sim.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.sim.sync_dir(dir)
+    }
+    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<Option<Box<dyn FsLock>>> {
+        self.sim.try_lock(path, holder)
     }
 }

@@ -239,6 +239,26 @@ async fn compressed_segments_are_rewritten_compressed() {
     check(&fs, &before, &all, true, "compressed").await;
 }
 
+/// A collect of the done runs on a copy of `base`, the power lost at its sync `at` (`seed`
+/// choosing which pending renames survive): what it answered, and the disk after the power
+/// loss (`None` when the collect synced fewer times).
+fn collect_losing_power(
+    base: &SimFs,
+    at: u32,
+    seed: u64,
+) -> (
+    Result<apollo11_log::Collected, StoreError>,
+    Option<Arc<SimFs>>,
+) {
+    let fs = Arc::new(base.power_loss(0));
+    let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
+    fs.set_fault(Some(Fault::PowerLossAtSync { at, seed }));
+    let outcome = log.collect(&ids(&DONE));
+    let crashed = fs.crashed();
+    drop(log);
+    (outcome, crashed.map(Arc::new))
+}
+
 #[tokio::test]
 async fn a_power_loss_at_every_sync_of_a_collect_leaves_the_old_or_the_new_state() {
     let (base, before, all) = built(small()).await;
@@ -246,27 +266,30 @@ async fn a_power_loss_at_every_sync_of_a_collect_leaves_the_old_or_the_new_state
     // Seeds decide which of the renames pending at the sync survive: every subset is met.
     for seed in 0..8 {
         for at in 0.. {
-            let fs = Arc::new(base.power_loss(0));
-            let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
-            fs.set_fault(Some(Fault::PowerLossAtSync { at, seed }));
-            let outcome = log.collect(&ids(&DONE));
-            let crashed = fs.crashed();
-            drop(log);
+            let (outcome, crashed) = collect_losing_power(&base, at, seed);
             let Some(after) = crashed else {
                 assert!(outcome.is_ok(), "{outcome:?}");
                 break;
             };
             assert!(outcome.is_err(), "a collect that lost power reports it");
-            let after = Arc::new(after);
             let manifest = after.list(Path::new("/data/archive")).unwrap_or_default();
             let manifest = manifest.iter().any(|n| n.ends_with(".gc"));
             if manifest {
-                // verify names the unfinished swap; a repair plan is refused until it is
+                // verify names the unfinished swap (or, when its half-done state reads as
+                // damage, reports the gc in progress); a repair plan is refused until it is
                 // finished, and `repair` finishes it rather than cut anything.
-                let report = verify_with(after.clone(), "/data").unwrap();
-                assert_eq!(report.unfinished_gc.len(), 1, "{report:?}");
+                match verify_with(after.clone(), "/data") {
+                    Ok(report) => assert_eq!(report.unfinished_gc.len(), 1, "{report:?}"),
+                    Err(e) => assert!(matches!(e, StoreError::GcInProgress { .. }), "{e:?}"),
+                }
                 let plan = plan_repair_with(after.clone(), "/data");
-                assert!(matches!(plan, Err(StoreError::Invalid { .. })), "{plan:?}");
+                assert!(
+                    matches!(
+                        plan,
+                        Err(StoreError::Invalid { .. } | StoreError::GcInProgress { .. })
+                    ),
+                    "{plan:?}"
+                );
                 if seed % 2 == 1 {
                     let repaired = repair_with(after.clone(), "/data").unwrap();
                     assert_eq!(repaired.damage, None, "nothing to cut: {repaired:?}");
@@ -290,6 +313,54 @@ async fn a_power_loss_at_every_sync_of_a_collect_leaves_the_old_or_the_new_state
         2,
         "old and new states both met: {outcomes:?}"
     );
+}
+
+/// A swap left half done by a power loss (its manifest there, some segments renamed over,
+/// others not): a read-only open and `verify` never call that damage. They read the state
+/// when it reads whole, else report the gc in progress, naming its manifest; a writing open
+/// then finishes the swap and they read the new state.
+#[tokio::test]
+async fn a_read_only_open_and_verify_beside_a_half_done_swap_report_a_gc_in_progress() {
+    let (base, before, all) = built(small()).await;
+    let mut in_progress = 0;
+    for seed in 0..8 {
+        for at in 0.. {
+            let Some(after) = collect_losing_power(&base, at, seed).1 else {
+                break;
+            };
+            let Some(manifest) = (after.list(Path::new("/data/archive")).unwrap_or_default())
+                .into_iter()
+                .find(|n| n.ends_with(".gc"))
+            else {
+                continue;
+            };
+            let manifest = format!("archive/{manifest}");
+            let opened = FileLog::open_read_only_with(after.clone(), "/data");
+            let verified = verify_with(after.clone(), "/data");
+            match (&opened, &verified) {
+                (Ok(_), Ok(report)) => assert!(report.is_clean(), "{report:?}"),
+                (
+                    Err(StoreError::GcInProgress { manifest: named }),
+                    Err(StoreError::GcInProgress { .. }),
+                ) => {
+                    assert_eq!(named, &manifest);
+                    let said = opened.as_ref().err().unwrap().to_string();
+                    assert!(said.contains("a gc is in progress (archive/"), "{said}");
+                    in_progress += 1;
+                }
+                _ => panic!("seed {seed}, sync {at}: {:?} / {verified:?}", opened.err()),
+            }
+            drop(opened);
+            assert!(
+                done_moved(&after).await,
+                "the writing open finished the swap"
+            );
+            let reader = FileLog::open_read_only_with(after.clone(), "/data").unwrap();
+            assert_eq!(runs_of(&reader).await, before);
+            assert_eq!(all_ids(&reader).await, without_done(&all));
+        }
+    }
+    assert!(in_progress > 0, "no power loss left a swap half done");
 }
 
 /// A copy of `base` where a collect failed at sync `failing` (and every later one), its

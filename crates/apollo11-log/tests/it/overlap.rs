@@ -6,12 +6,11 @@
 //! returned; a sync error there must fail both batches and stop the store, with no sync
 //! retried.
 
-use crate::common::{created, sized};
+use crate::common::{created, sized, HookedFs};
 use apollo11_core::{EventId, RunId, Seq};
-use apollo11_log::{FileLog, Fs, FsFile, FsLock, Mode, Options, SimFs};
+use apollo11_log::{FileLog, FsFile, Options, SimFs};
 use apollo11_store::{EventStore, StoreError};
 use std::io;
-use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -101,43 +100,10 @@ impl Gate {
     }
 }
 
-/// `SimFs` with a gate on its segment files.
-struct GatedFs {
-    sim: Arc<SimFs>,
-    gate: Arc<Gate>,
-}
-
+/// A segment file behind the gate (other files are not wrapped).
 struct GatedFile {
     inner: Box<dyn FsFile>,
-    gate: Option<Arc<Gate>>,
-}
-
-impl Fs for GatedFs {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.sim.create_dir_all(dir)
-    }
-    fn open(&self, path: &Path, mode: Mode) -> io::Result<Box<dyn FsFile>> {
-        let segment = path.extension().is_some_and(|e| e == "seg");
-        Ok(Box::new(GatedFile {
-            inner: self.sim.open(path, mode)?,
-            gate: segment.then(|| self.gate.clone()),
-        }))
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.sim.list(dir)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.sim.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        self.sim.remove(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.sim.sync_dir(dir)
-    }
-    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<Option<Box<dyn FsLock>>> {
-        self.sim.try_lock(path, holder)
-    }
+    gate: Arc<Gate>,
 }
 
 impl FsFile for GatedFile {
@@ -146,15 +112,11 @@ impl FsFile for GatedFile {
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.inner.write_all_at(buf, offset)?;
-        if let Some(gate) = &self.gate {
-            gate.count(true);
-        }
+        self.gate.count(true);
         Ok(())
     }
     fn sync_data(&self) -> io::Result<()> {
-        let Some(gate) = &self.gate else {
-            return self.inner.sync_data();
-        };
+        let gate = &self.gate;
         let (number, hold) = gate.number();
         if hold == Some(Hold::After) {
             self.inner.sync_data()?;
@@ -191,9 +153,19 @@ type Appending = tokio::task::JoinHandle<Result<Vec<EventId>, StoreError>>;
 /// A log on `sim` behind a gate, holding run `a`'s first event, acknowledged.
 async fn log_with_one_event(sim: &Arc<SimFs>) -> (Arc<FileLog>, Arc<Gate>) {
     let gate = Arc::new(Gate::default());
-    let fs = Arc::new(GatedFs {
+    let gated = gate.clone();
+    let fs = Arc::new(HookedFs {
         sim: sim.clone(),
-        gate: gate.clone(),
+        on_open: Box::new(move |path, file| {
+            if path.extension().is_some_and(|e| e == "seg") {
+                Box::new(GatedFile {
+                    inner: file,
+                    gate: gated.clone(),
+                })
+            } else {
+                file
+            }
+        }),
     });
     let log = Arc::new(FileLog::open_with(fs, "/d", Options::default()).unwrap());
     log.append(&RunId::from("a"), Seq(1), vec![created()])

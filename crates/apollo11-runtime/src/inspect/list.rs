@@ -180,6 +180,14 @@ impl Rows {
         }
     }
 
+    /// Forgets the rows of `runs`, and gives the table's room back.
+    fn forget(&mut self, runs: &[RunId]) {
+        for run in runs {
+            self.kept.remove(run.as_str());
+        }
+        self.kept.shrink_to_fit();
+    }
+
     /// Forgets the rows of runs the store no longer lists (removed from it), and gives the
     /// table's room back when that was many. `readable` of the `listed` runs have a row.
     fn forget_all_but(&mut self, listed: &[RunSummary], readable: usize) {
@@ -290,8 +298,23 @@ impl<S: Store> Inspector<S> {
             }
         }
         let readable = summaries.len() - unreadable.len();
-        self.kept_rows().forget_all_but(&summaries, readable);
+        let mut rows = self.kept_rows();
+        rows.forget_all_but(&summaries, readable);
+        crate::metrics::runs_held(crate::metrics::HELD_BY_INSPECTOR, rows.kept.len());
         Ok(unreadable)
+    }
+
+    /// Forgets the rows of `runs`, which a `gc` moved out of the store's live log, at once
+    /// (the next listing would, as it forgets every run the store no longer lists).
+    pub fn forget(&self, runs: &[RunId]) {
+        let mut rows = self.kept_rows();
+        rows.forget(runs);
+        crate::metrics::runs_held(crate::metrics::HELD_BY_INSPECTOR, rows.kept.len());
+    }
+
+    /// How many runs' rows the inspector keeps (each run listed when it last refreshed).
+    pub fn runs_held(&self) -> usize {
+        self.kept_rows().kept.len()
     }
 
     fn kept_rows(&self) -> std::sync::MutexGuard<'_, Rows> {

@@ -3,6 +3,7 @@
 mod compensation;
 mod engine;
 mod flaky;
+mod gc;
 mod inspect;
 mod leases;
 mod operator;
