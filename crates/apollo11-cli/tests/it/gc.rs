@@ -194,7 +194,8 @@ fn answers(cli: &Cli, run: &str) -> (String, Vec<String>, Vec<u8>) {
         .map(|id| cli.run(&["status", run, "--at", &id, "--json"]).stdout)
         .collect();
     let file = cli.work.path().join(format!("{run}.a11"));
-    let ran = cli.run(&["export", run, "-o", file.to_str().unwrap()]);
+    // Asked before and after a gc: the second bundle replaces the first.
+    let ran = cli.run(&["export", run, "-o", file.to_str().unwrap(), "--force"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     (events, statuses, std::fs::read(file).unwrap())
 }
