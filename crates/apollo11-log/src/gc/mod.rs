@@ -133,8 +133,11 @@ impl FileLog {
         let moved_ids: HashSet<&str> = moved.iter().map(RunId::as_str).collect();
         let dropped = |run: &str| moved_ids.contains(run);
         // Before the manifest: a segment that does not rewrite (damaged) fails the collect
-        // with the old state (the `.seg.gc` files written are leftovers the next open removes).
-        let rewritten = rewrite::write_all(fs, dir, &segments, &dropped)?;
+        // with the old state (the `.seg.gc` files written are leftovers the next open removes),
+        // and the archive file, a copy of runs all still live, goes (else the next open's).
+        let rewritten = rewrite::write_all(fs, dir, &segments, &dropped).inspect_err(|_| {
+            let _ = crate::archive::remove_leftovers(fs, &[dir.join(&written.file)]);
+        })?;
         // Once the manifest may be on disk the next open finishes the swap: a failure from
         // its write on stops the store until then (appends to the runs must not resume).
         let swap = || -> Result<Duration, StoreError> {

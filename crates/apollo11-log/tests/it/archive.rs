@@ -115,19 +115,20 @@ async fn a_run_only_the_archive_holds_is_read_from_it() {
 /// archived ids' hashes from its open on, refuses both; other runs append as before.
 #[tokio::test]
 async fn an_archived_run_takes_no_more_events_and_its_id_no_new_run() {
-    let (source, target) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let log = FileLog::open(source.path(), crate::common::small()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = FileLog::open(dir.path(), crate::common::small()).unwrap();
     append(&log, "gone", vec![created(), sized("s", 10)]).await;
+    // Past the live segment, so a collect moves `gone`.
+    for _ in 0..40 {
+        append(&log, "other", vec![sized("t", 300)]).await;
+    }
     let gone = RunId::from("gone");
-    let written = log.write_archive(std::slice::from_ref(&gone)).unwrap();
+    assert_eq!(
+        log.collect(std::slice::from_ref(&gone)).unwrap().moved,
+        [gone.clone()]
+    );
     drop(log);
-    std::fs::create_dir(target.path().join("archive")).unwrap();
-    std::fs::copy(
-        source.path().join(&written.file),
-        target.path().join(&written.file),
-    )
-    .unwrap();
-    let log = FileLog::open(target.path(), crate::common::small()).unwrap();
+    let log = FileLog::open(dir.path(), crate::common::small()).unwrap();
     let created_again = log.append(&gone, Seq(1), vec![created()]).await;
     assert!(
         matches!(
@@ -146,8 +147,9 @@ async fn an_archived_run_takes_no_more_events_and_its_id_no_new_run() {
 }
 
 /// Power lost at each sync of `write_archive` (and after its last), under many seeds: the
-/// reopened data dir holds no archive file or the whole one (its runs, `verify` clean), a temp
-/// file left by the crash included; the next archive is written whole after it.
+/// data dir holds no archive file or the whole one (its runs, `verify` clean), a temp file
+/// left by the crash included; the writing open removes it (its runs are all still live: a
+/// copy nothing reads); the next archive is written whole.
 #[tokio::test]
 async fn power_lost_at_every_sync_of_an_archive_write_leaves_none_or_all_of_it() {
     use apollo11_log::{verify_with, Fault, SimFs};
@@ -165,11 +167,19 @@ async fn power_lost_at_every_sync_of_an_archive_write_leaves_none_or_all_of_it()
             let written = log.write_archive(&runs);
             drop(log);
             let image: Arc<SimFs> = Arc::new(fs.crashed().unwrap_or_else(|| fs.power_loss(seed)));
-            let log = FileLog::open_with(image.clone(), "/d", crate::common::small())
-                .unwrap_or_else(|e| panic!("sync {at} seed {seed}: {e}"));
-            let archived: Vec<(String, Seq)> = (log.archived_runs().await.unwrap().into_iter())
+            // Read before a writing open, which removes it: its runs are all still live.
+            let archived: Vec<(String, Seq)> =
+                (apollo11_log::archive::runs(image.as_ref(), "/d".as_ref())
+                    .unwrap()
+                    .into_iter())
                 .map(|s| (s.run_id.to_string(), s.last_seq))
                 .collect();
+            let log = FileLog::open_with(image.clone(), "/d", crate::common::small())
+                .unwrap_or_else(|e| panic!("sync {at} seed {seed}: {e}"));
+            assert!(
+                log.archived_runs().await.unwrap().is_empty(),
+                "a leftover copy is removed"
+            );
             match archived.len() {
                 0 => none += 1,
                 _ => {
