@@ -193,7 +193,7 @@ fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, St
         return Err(StoreError::Invalid {
             what: manifest.clone(),
             reason: "a gc swap a crash interrupted is unfinished, so the segments may look \
-                     damaged where they are not: a writing open (or `repair` itself) \
+                     damaged where they are not: a writing open (or `repair --yes`, under the lock) \
                      finishes it first; plan the repair after that"
                 .into(),
         });

@@ -8,7 +8,7 @@ use crate::harness::Cli;
 const OK: &str = "[workflow]\nname = \"ok\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n";
 
 /// Three steps writing some output each, so that a run spans 4 KiB segments.
-const THREE: &str = "[workflow]\nname = \"three\"\n[[steps]]\nname = \"a\"\nrun = \"head -c 900 /dev/zero | tr '\\\\0' a > $APOLLO11_OUTPUT\"\nidempotency = \"natural\"\n[[steps]]\nname = \"b\"\nrun = \"head -c 900 /dev/zero | tr '\\\\0' b > $APOLLO11_OUTPUT\"\nidempotency = \"natural\"\ndepends_on = [\"a\"]\n[[steps]]\nname = \"c\"\nrun = \"true\"\nidempotency = \"natural\"\ndepends_on = [\"b\"]\n";
+pub(crate) const THREE: &str = "[workflow]\nname = \"three\"\n[[steps]]\nname = \"a\"\nrun = \"head -c 900 /dev/zero | tr '\\\\0' a > $APOLLO11_OUTPUT\"\nidempotency = \"natural\"\n[[steps]]\nname = \"b\"\nrun = \"head -c 900 /dev/zero | tr '\\\\0' b > $APOLLO11_OUTPUT\"\nidempotency = \"natural\"\ndepends_on = [\"a\"]\n[[steps]]\nname = \"c\"\nrun = \"true\"\nidempotency = \"natural\"\ndepends_on = [\"b\"]\n";
 
 /// The run ids `gc --dry-run` lists, after its first line.
 fn listed(stdout: &str) -> Vec<String> {
@@ -163,7 +163,7 @@ fn an_archived_run_is_listed_by_runs_all_and_read_by_events_and_status() {
     );
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
@@ -273,7 +273,7 @@ fn gc_moves_the_runs_out_of_the_live_segments_and_every_command_reads_them_as_be
 }
 
 /// The count `verify` printed in its last line, `clean: N events and …`.
-fn verified_events(stdout: &str) -> u64 {
+pub(crate) fn verified_events(stdout: &str) -> u64 {
     number_after(stdout, "clean: ")
 }
 
