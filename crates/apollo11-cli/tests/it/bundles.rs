@@ -315,7 +315,7 @@ fn an_import_refused_for_a_step_file_writes_no_other_one() {
         refused.stderr
     );
     let written: Vec<String> = files_of(&to, "ok").into_keys().collect();
-    assert_eq!(written, [last.clone()], "nothing else written");
+    assert_eq!(written, std::slice::from_ref(last), "nothing else written");
     let runs = to.run(&["runs", "--json"]);
     assert!(
         !runs.stdout.contains("\"ok\""),

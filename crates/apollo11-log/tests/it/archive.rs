@@ -125,7 +125,7 @@ async fn an_archived_run_takes_no_more_events_and_its_id_no_new_run() {
     let gone = RunId::from("gone");
     assert_eq!(
         log.collect(std::slice::from_ref(&gone)).unwrap().moved,
-        [gone.clone()]
+        std::slice::from_ref(&gone)
     );
     drop(log);
     let log = FileLog::open(dir.path(), crate::common::small()).unwrap();

@@ -123,7 +123,7 @@ async fn a_copy_a_gc_left_before_its_swap_is_removed_by_the_next_open() {
     drop(log);
     let report = verify_with(fs.clone(), "/data").unwrap();
     assert!(report.is_clean(), "{report:?}");
-    assert_eq!(report.leftover_archives, [copy.clone()]);
+    assert_eq!(report.leftover_archives, [copy]);
     let mut met = Vec::new();
     for at in 0.. {
         let mut settled = false;
