@@ -111,7 +111,8 @@ fn an_archived_run_is_listed_by_runs_all_and_read_by_events_and_status() {
     let statuses: Vec<String> = ids.iter().map(|&id| at(id)).collect();
     let bundle = || {
         let file = cli.work.path().join("old.a11");
-        let ran = cli.run(&["export", "old", "-o", file.to_str().unwrap()]);
+        // Before and after the gc: the second bundle replaces the first.
+        let ran = cli.run(&["export", "old", "-o", file.to_str().unwrap(), "--force"]);
         assert_eq!(ran.code, 0, "{}", ran.stderr);
         std::fs::read(file).unwrap()
     };
@@ -177,7 +178,8 @@ fn answers(cli: &Cli, run: &str) -> (String, Vec<String>, Vec<u8>) {
         .map(|id| cli.run(&["status", run, "--at", &id, "--json"]).stdout)
         .collect();
     let file = cli.work.path().join(format!("{run}.a11"));
-    let ran = cli.run(&["export", run, "-o", file.to_str().unwrap()]);
+    // Asked before and after a gc: the second bundle replaces the first.
+    let ran = cli.run(&["export", run, "-o", file.to_str().unwrap(), "--force"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     (events, statuses, std::fs::read(file).unwrap())
 }
@@ -276,7 +278,7 @@ fn number_after(text: &str, prefix: &str) -> u64 {
 }
 
 /// The segment files of `dir` (`<base>.seg`), by name, with their bytes.
-fn segments(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+pub(crate) fn segments(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     (std::fs::read_dir(dir.join("segments")).unwrap())
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|name| name.ends_with(".seg"))
@@ -288,7 +290,7 @@ fn segments(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>
 }
 
 /// `archive/<generation>.gc` naming the segments of `bases` (docs/log-format.md, `gc`).
-fn write_manifest(dir: &std::path::Path, generation: u64, bases: &[u64]) {
+pub(crate) fn write_manifest(dir: &std::path::Path, generation: u64, bases: &[u64]) {
     let mut bytes = b"A11GCMAN".to_vec();
     bytes.extend_from_slice(&1u32.to_le_bytes());
     bytes.extend_from_slice(&generation.to_le_bytes());

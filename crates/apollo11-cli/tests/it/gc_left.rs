@@ -3,7 +3,7 @@
 //! which stops every writing command, is set aside by `repair` (never removed), and its
 //! counts are events, not the last id.
 
-use crate::gc::{copy_dir, verified_events, THREE};
+use crate::gc::{copy_dir, segments, verified_events, write_manifest, THREE};
 use crate::harness::Cli;
 use std::path::Path;
 
@@ -14,20 +14,6 @@ fn names(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// A gc manifest (docs/log-format.md, Archive) of `generation` naming the segments `bases`.
-fn manifest(generation: u64, bases: &[u64]) -> Vec<u8> {
-    let mut out = b"A11GCMAN".to_vec();
-    out.extend_from_slice(&1u32.to_le_bytes());
-    out.extend_from_slice(&generation.to_le_bytes());
-    out.extend_from_slice(&(bases.len() as u32).to_le_bytes());
-    for base in bases {
-        out.extend_from_slice(&base.to_le_bytes());
-    }
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
 }
 
 /// A data dir where `gc --keep-last 1` archived old-1 and old-2, and a copy of it from before.
@@ -46,14 +32,10 @@ fn repair_yes_finishes_a_gc_swap_a_crash_interrupted() {
     let (done, crashed) = gc_and_before();
     // What a crash right after the manifest's write leaves: the archive file and the manifest
     // in place, no segment renamed yet.
-    let segments = |cli: &Cli| cli.data.path().join("segments");
-    let rewritten: Vec<u64> = (names(&segments(&done)).iter())
-        .filter(|n| n.ends_with(".seg"))
-        .filter(|n| {
-            let read = |cli: &Cli| std::fs::read(segments(cli).join(n)).unwrap();
-            read(&done) != read(&crashed)
-        })
-        .map(|n| n.trim_end_matches(".seg").parse().unwrap())
+    let old = segments(crashed.data.path());
+    let rewritten: Vec<u64> = (segments(done.data.path()).into_iter())
+        .filter(|(name, bytes)| old.get(name) != Some(bytes))
+        .map(|(name, _)| name.trim_end_matches(".seg").parse().unwrap())
         .collect();
     assert!(!rewritten.is_empty());
     let archive = crashed.data.path().join("archive");
@@ -64,11 +46,7 @@ fn repair_yes_finishes_a_gc_swap_a_crash_interrupted() {
         archive.join(arc),
     )
     .unwrap();
-    std::fs::write(
-        archive.join("00000000000000000001.gc"),
-        manifest(1, &rewritten),
-    )
-    .unwrap();
+    write_manifest(crashed.data.path(), 1, &rewritten);
     // Planning alone cannot finish it (no lock): refused, nothing changed.
     let planned = crashed.run(&["repair"]);
     assert_eq!(planned.code, 1, "{}", planned.stderr);
