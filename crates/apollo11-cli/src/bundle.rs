@@ -170,16 +170,19 @@ fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, Exit> {
     Ok(paths)
 }
 
-/// Writes the bundle's step files where the shell keeps them; a file already there must hold
-/// the same bytes (a bundle imported again), else nothing more is written.
+/// Writes the bundle's step files where the shell keeps them. Every one is checked first: a
+/// file already there must hold the same bytes (a bundle imported again, not written again),
+/// else nothing at all is written.
 fn write_step_files(data_dir: &Path, bundle: &Bundle) -> Result<(), Exit> {
+    let failed = |path: &Path, e: std::io::Error| {
+        Exit::fail(1, format!("cannot write {}: {e}", path.display()))
+    };
+    let mut missing = Vec::new();
     for file in &bundle.files {
         let dir = step_dir(data_dir, &bundle.run_id.0, &file.step.0);
         let path = dir.join(&file.name);
-        let failed =
-            |e: std::io::Error| Exit::fail(1, format!("cannot write {}: {e}", path.display()));
         match std::fs::read(&path) {
-            Ok(held) if held == file.bytes => continue,
+            Ok(held) if held == file.bytes => {}
             Ok(_) => {
                 return Err(Exit::fail(
                     2,
@@ -189,14 +192,16 @@ fn write_step_files(data_dir: &Path, bundle: &Bundle) -> Result<(), Exit> {
                     ),
                 ))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(failed(e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push((dir, path, file)),
+            Err(e) => return Err(failed(&path, e)),
         }
-        create_private_dir(&dir).map_err(failed)?;
-        let mut out = create_private_file(&path).map_err(failed)?;
+    }
+    for (dir, path, file) in missing {
+        create_private_dir(&dir).map_err(|e| failed(&path, e))?;
+        let mut out = create_private_file(&path).map_err(|e| failed(&path, e))?;
         out.write_all(&file.bytes)
             .and_then(|()| out.sync_all())
-            .map_err(failed)?;
+            .map_err(|e| failed(&path, e))?;
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use crate::data::{check_layout, damaged, store_exit, DataDir};
 use crate::{out, Exit};
-use apollo11_log::{BlobReport, Damage, RepairPlan, VerifyReport};
+use apollo11_log::{BlobReport, Damage, RepairPlan, RepairReport, VerifyReport};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -50,7 +50,8 @@ fn verify_json(report: &VerifyReport) -> Value {
         .collect();
     json!({
         "clean": report.is_clean(),
-        "events": report.events,
+        "events": report.event_count(),
+        "last_event_id": report.events,
         "segments": segments,
         "snapshots": snapshots,
         "torn_tail": report.torn_tail.as_ref().map(damage_json),
@@ -59,8 +60,10 @@ fn verify_json(report: &VerifyReport) -> Value {
         "ignored_index_files": report.ignored_index_files.iter().map(damage_json).collect::<Vec<_>>(),
         "blobs": report.blobs,
         "blob_problems": report.blob_problems.iter().map(blob_json).collect::<Vec<_>>(),
-        "archives": report.archives.iter().map(|a| json!({"file": a.file, "runs": a.runs, "events": a.events})).collect::<Vec<_>>(),
+        "archives": report.archives.iter().map(|a| json!({"file": a.file, "runs": a.runs, "events": a.events, "last_event_id": a.last_event_id})).collect::<Vec<_>>(),
         "archive_problems": report.archive_problems.iter().map(damage_json).collect::<Vec<_>>(),
+        "ids_past_end": report.ids_past_end.as_ref().map(damage_json),
+        "leftover_archives": report.leftover_archives,
         "unfinished_gc": report.unfinished_gc,
     })
 }
@@ -134,6 +137,18 @@ fn verify_lines(report: &VerifyReport) -> Vec<String> {
             d.file, d.offset, d.reason
         ));
     }
+    if let Some(d) = &report.ids_past_end {
+        lines.push(format!(
+            "IDS      {} at offset {}: {}",
+            d.file, d.offset, d.reason
+        ));
+    }
+    for file in &report.leftover_archives {
+        lines.push(format!(
+            "archive  {file}: a copy a gc stopped before its swap left (every run still live), \
+             removed by the next writing open"
+        ));
+    }
     for manifest in &report.unfinished_gc {
         lines.push(format!(
             "gc       {manifest}: a swap a crash interrupted, finished by the next writing open \
@@ -178,9 +193,10 @@ fn verdict(report: &VerifyReport) -> String {
     if !report.archive_problems.is_empty() {
         damaged.push(count(report.archive_problems.len(), "archive file"));
     }
-    // The segments' events, not `report.events` (the last id, which ids skipped by gc's
-    // compacted segments make more than their count).
-    let events: u64 = report.segments.iter().map(|s| s.events).sum();
+    if report.ids_past_end.is_some() {
+        damaged.push("archived event ids past the log's end".into());
+    }
+    let events = report.event_count();
     if damaged.is_empty() {
         return format!("clean: {events} events and {} blobs verified", report.blobs);
     }
@@ -199,41 +215,57 @@ fn count(n: usize, what: &str) -> String {
 }
 
 /// `repair`: shows what the cut would be; with `--yes`, makes it and says what it kept where.
+/// With `--yes` the plan is made under the lock, after a `gc` swap a crash interrupted is
+/// finished: without it, such a swap refuses the plan (exit 1).
 pub fn repair(dir: &DataDir, yes: bool) -> Result<Exit, Exit> {
     check_layout(dir)?;
-    let plan = apollo11_log::plan_repair(&dir.path).map_err(store_exit)?;
-    if plan.damage.is_none() && plan.drops.is_empty() {
-        out::line(format!(
-            "nothing to repair: the log is intact ({} events)",
-            plan.events_kept
-        ))?;
-        return blobs_left(dir);
-    }
-    if !yes {
-        for line in plan_lines(&plan) {
+    if yes {
+        let report = apollo11_log::repair(&dir.path).map_err(store_exit)?;
+        for line in repaired_lines(&report) {
             out::line(out::shown(&line, out::DETAIL_CHARS_MAX))?;
         }
-        let loss = match plan.damage {
-            Some(_) => format!(
-                "makes this cut, which loses every event after event {} for good",
-                plan.events_kept
-            ),
-            None => "removes these files".into(),
-        };
-        return Err(Exit::fail(
-            2,
-            format!("nothing was changed: `apollo11 repair --yes` {loss}"),
-        ));
+        return blobs_left(dir);
     }
-    let report = apollo11_log::repair(&dir.path).map_err(store_exit)?;
+    let plan = apollo11_log::plan_repair(&dir.path).map_err(store_exit)?;
+    if plan.is_empty() {
+        out::line(nothing_to_repair(plan.event_count))?;
+        return blobs_left(dir);
+    }
+    for line in plan_lines(&plan) {
+        out::line(out::shown(&line, out::DETAIL_CHARS_MAX))?;
+    }
+    let loss = match plan.damage {
+        Some(_) => format!(
+            "makes this cut, which loses every event after event {} for good",
+            plan.events_kept
+        ),
+        None => "makes these changes".into(),
+    };
+    Err(Exit::fail(
+        2,
+        format!("nothing was changed: `apollo11 repair --yes` {loss}"),
+    ))
+}
+
+fn nothing_to_repair(events: u64) -> String {
+    format!("nothing to repair: the log is intact ({events} events)")
+}
+
+/// What `repair --yes` did, a line each.
+fn repaired_lines(report: &RepairReport) -> Vec<String> {
+    let changed = !(report.kept_in.is_empty()
+        && report.dropped.is_empty()
+        && report.set_aside.is_empty()
+        && report.reserved.is_none());
     let mut lines = vec![match &report.damage {
         Some(d) => format!(
             "repaired: the log keeps events 1 to {} and was cut at {} offset {}",
             report.events_kept, d.file, d.offset
         ),
+        None if !changed => nothing_to_repair(report.event_count),
         None => format!(
             "repaired: the log was intact and keeps its {} events",
-            report.events_kept
+            report.event_count
         ),
     }];
     lines.extend(
@@ -243,10 +275,16 @@ pub fn repair(dir: &DataDir, yes: bool) -> Result<Exit, Exit> {
             .map(|k| format!("kept     the bytes cut, in {k}")),
     );
     lines.extend(report.dropped.iter().map(|d| format!("removed  {d}")));
-    for line in lines {
-        out::line(out::shown(&line, out::DETAIL_CHARS_MAX))?;
-    }
-    blobs_left(dir)
+    lines.extend(
+        (report.set_aside.iter()).map(|f| format!("set aside {f} (its runs are no longer read)")),
+    );
+    lines.extend(report.reserved.iter().map(|r| {
+        format!(
+            "reserved ids up to {} in {r}: archived ids are never given again",
+            report.events_kept
+        )
+    }));
+    lines
 }
 
 /// `compact`: compresses the sealed segments past the newest `keep`, one line each.
@@ -300,8 +338,9 @@ fn plan_lines(plan: &RepairPlan) -> Vec<String> {
             ));
         }
         None => lines.push(format!(
-            "the log is intact ({} events); repair would remove damaged snapshots (caches of the log):",
-            plan.events_kept
+            "the log is intact ({} events); repair would set aside damaged archive files, \
+             reserve archived ids or remove damaged snapshots (caches of the log):",
+            plan.event_count
         )),
     }
     for c in &plan.cuts {
@@ -320,6 +359,29 @@ fn plan_lines(plan: &RepairPlan) -> Vec<String> {
     }
     for d in &plan.drops {
         lines.push(format!("  remove     {d}"));
+    }
+    for a in &plan.set_aside {
+        let d = &a.damage;
+        let runs = match &a.runs {
+            Some(runs) => format!(
+                "{} runs lost: {}",
+                runs.len(),
+                (runs.iter().map(|r| r.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => "its table is damaged: the runs lost are unknown".into(),
+        };
+        lines.push(format!(
+            "  set aside  {} as {}.damaged (at offset {}: {}; {runs})",
+            d.file, d.file, d.offset, d.reason
+        ));
+    }
+    if let Some(up_to) = plan.reserve {
+        lines.push(format!(
+            "  reserve    ids {} to {up_to}, which an archive file holds, so none is given again",
+            plan.events_kept + 1
+        ));
     }
     lines
 }

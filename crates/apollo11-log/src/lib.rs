@@ -59,6 +59,7 @@ pub use options::{Durability, Options};
 pub use recover::Damage;
 pub use repair::{
     plan_repair, plan_repair_with, repair, repair_with, RepairPlan, RepairReport, SegmentCut,
+    SetAside,
 };
 #[cfg(feature = "testing")]
 pub use sim::{Fault, SimFs, STALL_MS_MAX};

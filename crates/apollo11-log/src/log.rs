@@ -1,6 +1,7 @@
 //! `FileLog`: opening a data directory (with recovery: torn tails cut, damage refused),
 //! the writer's life (its thread, or inline in deterministic mode), and what the store traits (`access.rs`) work on.
 
+use crate::archive::Generations;
 use crate::cold::Compactor;
 use crate::files::{keep_torn, sync_dir_of};
 use crate::fs::{Fs, FsLock, Mode, RealFs};
@@ -169,7 +170,8 @@ impl FileLog {
         // A `gc` swap a crash interrupted is finished (or forgotten) first: the segments are
         // read as they are once it is done.
         crate::gc::finish_at_open(fs.as_ref(), &dir)?;
-        let (index, tail, recovery) = recover(fs.as_ref(), &dir, &options, lock.as_ref())?;
+        let (index, tail, recovery, archived) =
+            recover(fs.as_ref(), &dir, &options, lock.as_ref())?;
         snapshot::remove_past(fs.as_ref(), &dir.join("snapshots"), index.last_event_id)?;
         let shared = Arc::new(Shared::new(index));
         let compactor = match options.compress_after {
@@ -181,8 +183,7 @@ impl FileLog {
             )?),
             _ => None,
         };
-        *shared.archived.write().unwrap_or_else(|p| p.into_inner()) =
-            Some(crate::archive::Generations::read(fs.as_ref(), &dir)?);
+        *shared.archived.write().unwrap_or_else(|p| p.into_inner()) = Some(archived);
         let writer = Writer::new(
             fs.clone(),
             dir.join("segments"),
@@ -427,8 +428,16 @@ fn recover(
     dir: &Path,
     options: &Options,
     lock: &dyn FsLock,
-) -> Result<(Index, Tail, Recovery), StoreError> {
+) -> Result<(Index, Tail, Recovery, Generations), StoreError> {
     let loaded = load(fs, dir, Mode::Write)?;
+    // Before anything changes: no archived id may be given again. Then the copies a `gc`
+    // stopped before its swap left (its runs all still live) go.
+    let archives = crate::archive::files(fs, dir)?;
+    let archived = crate::archive::against(fs, &archives, &loaded.index)?;
+    if let Some(damage) = archived.damage(loaded.index.last_event_id) {
+        return Err(damage.into_error());
+    }
+    crate::archive::remove_leftovers(fs, &archived.leftovers)?;
     let lock_path = dir.join("LOCK");
     lock.claim()
         .map_err(|e| StoreError::io(format!("writing {}", lock_path.display()), e))?;
@@ -489,7 +498,7 @@ fn recover(
         let file = index.segments[*position].file.clone();
         crate::idx::save(fs, path, file.as_ref(), &sealed, crate::idx::Kind::Sealed);
     }
-    Ok((index, tail, recovery))
+    Ok((index, tail, recovery, archived.generations))
 }
 
 /// Creates the first segment, or one replacing a last segment cut whole.

@@ -8,12 +8,13 @@
 //! exactly that plan, so a front end can show it and ask before anything is cut.
 
 use crate::cold::open_segment;
-use crate::files::{keep_torn, write_atomically};
+use crate::files::{keep_torn, sync_dir_of, write_atomically};
 use crate::fs::{Fs, Mode, RealFs};
 use crate::recover::{list_segments_dir, Damage};
 use crate::segment::parse_file_name;
 use crate::snapshot;
 use crate::verify::{verify_with, VerifyReport};
+use apollo11_core::RunId;
 use apollo11_store::StoreError;
 use std::path::Path;
 use std::sync::Arc;
@@ -23,13 +24,40 @@ use std::sync::Arc;
 pub struct RepairPlan {
     /// The first damage, where the log is cut; `None` when there is nothing to repair.
     pub damage: Option<Damage>,
-    /// Committed events before the damage: what the log keeps.
+    /// Committed events before the damage: what the log keeps (the last one's id).
     pub events_kept: u64,
+    /// Those events, counted (fewer than `events_kept` once `gc` moved runs out).
+    pub event_count: u64,
     /// Segment files cut, in order: the damaged one, then every later one.
     pub cuts: Vec<SegmentCut>,
     /// Derived files removed (relative to the data directory): index files that describe cut
     /// data or a segment that will grow, snapshots past the new end or found damaged.
     pub drops: Vec<String>,
+    /// Archive files set aside (renamed `<name>.damaged`, never removed): damaged ones, and
+    /// ones holding an id the live log holds for another run. Their runs are no longer read.
+    pub set_aside: Vec<SetAside>,
+    /// The highest id an archive file kept holds, when it is past the events kept: the ids up
+    /// to it are reserved (a compacted segment holding no events), never given again.
+    pub reserve: Option<u64>,
+}
+
+impl RepairPlan {
+    /// True when the repair would change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.damage.is_none()
+            && self.drops.is_empty()
+            && self.set_aside.is_empty()
+            && self.reserve.is_none()
+    }
+}
+
+/// An archive file a repair sets aside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetAside {
+    /// What is wrong with it: file (relative to the data directory), offset, reason.
+    pub damage: Damage,
+    /// The runs its table names (lost with it), `None` when the table itself is damaged.
+    pub runs: Option<Vec<RunId>>,
 }
 
 /// One segment file a repair cuts.
@@ -50,12 +78,18 @@ pub struct SegmentCut {
 pub struct RepairReport {
     /// The damage that was cut at, if any.
     pub damage: Option<Damage>,
-    /// Committed events kept.
+    /// Committed events kept (the last one's id).
     pub events_kept: u64,
+    /// Those events, counted.
+    pub event_count: u64,
     /// Files the removed bytes were kept in.
     pub kept_in: Vec<String>,
     /// Derived files removed: snapshots past the new end, stale index files.
     pub dropped: Vec<String>,
+    /// Archive files set aside, as renamed (`archive/<name>.damaged`).
+    pub set_aside: Vec<String>,
+    /// The segment written to reserve archived ids past the events kept, if any.
+    pub reserved: Option<String>,
 }
 
 /// What [`repair_with`] would do to `dir` now. Reads only and takes no lock.
@@ -101,9 +135,10 @@ pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairRepor
     crate::gc::finish_at_open(fs.as_ref(), dir)?;
     let report = verify_with(fs.clone(), dir)?;
     let plan = plan(fs.as_ref(), dir, &report)?;
-    if plan.damage.is_none() && plan.drops.is_empty() {
+    if plan.is_empty() {
         return Ok(RepairReport {
             events_kept: report.events,
+            event_count: report.event_count(),
             ..RepairReport::default()
         });
     }
@@ -115,17 +150,26 @@ pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairRepor
     remove_all(fs.as_ref(), dir, &index_files, "segments")?;
     let kept_in = cut(fs.as_ref(), dir, &plan.cuts)?;
     remove_all(fs.as_ref(), dir, &snapshots, "snapshots")?;
+    let set_aside = set_aside(fs.as_ref(), dir, &plan.set_aside)?;
+    let reserved = (plan.reserve)
+        .map(|up_to| crate::archive::reserve(fs.as_ref(), dir, plan.events_kept, up_to))
+        .transpose()?;
     let after = verify_with(fs, dir)?;
     assert!(
-        after.damage.is_none(),
-        "repair left damage: {:?}",
-        after.damage
+        after.damage.is_none() && after.ids_past_end.is_none() && after.archive_problems.is_empty(),
+        "repair left damage: {:?} {:?} {:?}",
+        after.damage,
+        after.ids_past_end,
+        after.archive_problems
     );
     Ok(RepairReport {
         damage: plan.damage,
         events_kept: after.events,
+        event_count: after.event_count(),
         kept_in,
         dropped: plan.drops,
+        set_aside,
+        reserved,
     })
 }
 
@@ -149,7 +193,7 @@ fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, St
         return Err(StoreError::Invalid {
             what: manifest.clone(),
             reason: "a gc swap a crash interrupted is unfinished, so the segments may look \
-                     damaged where they are not: a writing open (or `repair` itself) \
+                     damaged where they are not: a writing open (or `repair --yes`, under the lock) \
                      finishes it first; plan the repair after that"
                 .into(),
         });
@@ -159,10 +203,15 @@ fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, St
         .iter()
         .filter(|s| s.problem.is_some())
         .map(|s| s.file.clone());
+    let set_aside = archives_set_aside(fs, dir, report);
+    let reserve = archived_past(report, &set_aside);
     let Some(damage) = report.damage.clone() else {
         return Ok(RepairPlan {
             events_kept: report.events,
+            event_count: report.event_count(),
             drops: damaged_snapshots.collect(),
+            set_aside,
+            reserve,
             ..RepairPlan::default()
         });
     };
@@ -196,9 +245,47 @@ fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, St
     Ok(RepairPlan {
         damage: Some(damage),
         events_kept: report.events,
+        event_count: report.event_count(),
         cuts,
         drops,
+        set_aside,
+        reserve,
     })
+}
+
+/// The archive files `report` found damaged, with the runs each names if its table reads.
+fn archives_set_aside(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Vec<SetAside> {
+    (report.archive_problems.iter())
+        .map(|damage| SetAside {
+            damage: damage.clone(),
+            runs: crate::archive::run_ids_of(fs, &dir.join(&damage.file)).ok(),
+        })
+        .collect()
+}
+
+/// The highest id the archive files kept hold, when it is past the events `report` keeps.
+fn archived_past(report: &VerifyReport, set_aside: &[SetAside]) -> Option<u64> {
+    (report.archives.iter())
+        .filter(|a| !set_aside.iter().any(|s| s.damage.file == a.file))
+        .map(|a| a.last_event_id)
+        .max()
+        .filter(|&top| top > report.events)
+}
+
+/// Renames each archive file of `files` to `<name>.damaged` (the folder synced); returns the
+/// new names.
+fn set_aside(fs: &dyn Fs, dir: &Path, files: &[SetAside]) -> Result<Vec<String>, StoreError> {
+    let mut renamed = Vec::new();
+    for file in files {
+        let (from, to) = (&file.damage.file, format!("{}.damaged", file.damage.file));
+        fs.rename(&dir.join(from), &dir.join(&to))
+            .map_err(|e| StoreError::io(format!("renaming {from} to {to}"), e))?;
+        renamed.push(to);
+    }
+    if !renamed.is_empty() {
+        sync_dir_of(fs, &dir.join(&renamed[0]))?;
+    }
+    Ok(renamed)
 }
 
 /// The bytes of the segment at `path` from `at` on (of a compressed one, those that

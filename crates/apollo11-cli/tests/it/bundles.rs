@@ -291,3 +291,35 @@ fn export_writes_only_new_or_forced_regular_files_and_bundles_are_read_only_from
         );
     }
 }
+
+/// A step file already in the target with other bytes refuses the import before anything is
+/// written: no other step file, no event.
+#[test]
+fn an_import_refused_for_a_step_file_writes_no_other_one() {
+    let from = Cli::new();
+    assert_eq!(run_five_stage(&from, "ok", false).code, 0);
+    let file = export(&from, "ok");
+    let source = files_of(&from, "ok");
+    assert!(source.len() > 1, "{:?}", source.keys());
+    // The last file the bundle holds, there already with other bytes.
+    let last = source.keys().last().unwrap();
+    let to = Cli::new();
+    let held = to.data.path().join(last);
+    std::fs::create_dir_all(held.parent().unwrap()).unwrap();
+    std::fs::write(&held, b"other").unwrap();
+    let refused = import(&to, &file);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("exists with other bytes"),
+        "{}",
+        refused.stderr
+    );
+    let written: Vec<String> = files_of(&to, "ok").into_keys().collect();
+    assert_eq!(written, std::slice::from_ref(last), "nothing else written");
+    let runs = to.run(&["runs", "--json"]);
+    assert!(
+        !runs.stdout.contains("\"ok\""),
+        "no event written: {}",
+        runs.stdout
+    );
+}

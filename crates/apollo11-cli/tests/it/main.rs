@@ -3,6 +3,7 @@
 mod blobs;
 mod bundles;
 mod gc;
+mod gc_left;
 mod harness;
 mod hostile;
 mod inspect;

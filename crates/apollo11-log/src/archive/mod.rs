@@ -5,8 +5,10 @@
 //! nothing of the archive is kept in memory. Written whole or not at all: a temp file, synced,
 //! renamed, the directory synced. The layout is in `docs/log-format.md` (Archive).
 
+mod ids;
 mod read;
 
+pub(crate) use ids::{against, past_end, remove_leftovers, reserve};
 pub(crate) use read::run_ids_of;
 pub use read::{check, read_run, runs, ArchivedRun, Checked};
 
@@ -71,16 +73,6 @@ pub(crate) struct Generations {
 }
 
 impl Generations {
-    /// Every archived run's in `dir`: each archive file's table, oldest first.
-    pub fn read(fs: &dyn Fs, dir: &Path) -> Result<Generations, StoreError> {
-        let mut generations = Generations::default();
-        for path in files(fs, dir)? {
-            let generation = generation_of(&path).expect("files() lists archive files only");
-            generations.add(&run_ids_of(fs, &path)?, generation);
-        }
-        Ok(generations)
-    }
-
     /// `runs` are in the archive file of `generation`, the newest.
     pub fn add(&mut self, runs: &[RunId], generation: u64) {
         (self.by_hash).extend(runs.iter().map(|r| (id_hash(r.as_str()), generation)));
@@ -138,6 +130,12 @@ pub(crate) fn find_run(
 /// File name of the archive of `generation`.
 fn file_name(generation: u64) -> String {
     format!("{generation:020}.arc")
+}
+
+/// The name of the archive file at `path`, relative to the data directory.
+pub(crate) fn name_of(path: &Path) -> String {
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    format!("{DIR}/{}", file_name.unwrap_or_default())
 }
 
 /// The archive file of `generation` in the data directory `dir`.

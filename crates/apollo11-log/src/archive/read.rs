@@ -35,6 +35,8 @@ pub struct Checked {
     pub runs: usize,
     /// Events.
     pub events: u64,
+    /// The highest event id it holds (0 when it holds no run).
+    pub last_event_id: u64,
 }
 
 /// One archive file, open, with its table read.
@@ -48,8 +50,7 @@ struct Opened {
 
 impl Opened {
     fn open(fs: &dyn Fs, path: &Path) -> Result<Opened, StoreError> {
-        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let name = format!("{}/{}", super::DIR, file_name.unwrap_or_default());
+        let name = super::name_of(path);
         let file = fs
             .open(path, Mode::Read)
             .map_err(|e| StoreError::io(format!("opening {}", path.display()), e))?;
@@ -294,8 +295,17 @@ pub(crate) fn read_run_in(
 ///
 /// As [`read_run`].
 pub(crate) fn run_ids_of(fs: &dyn Fs, path: &Path) -> Result<Vec<RunId>, StoreError> {
-    let table = Opened::open(fs, path)?.table;
+    let table = table_of(fs, path)?;
     Ok(table.into_iter().map(|entry| entry.run_id).collect())
+}
+
+/// The table of the archive file at `path`: its runs, in run id order.
+///
+/// # Errors
+///
+/// As [`read_run`].
+pub(crate) fn table_of(fs: &dyn Fs, path: &Path) -> Result<Vec<ArchivedRun>, StoreError> {
+    Ok(Opened::open(fs, path)?.table)
 }
 
 /// Every archived run with its last seq and event id, by run id.
@@ -360,5 +370,9 @@ pub fn check(fs: &dyn Fs, path: &Path) -> Result<Checked, StoreError> {
         file: opened.name,
         runs: opened.table.len(),
         events,
+        last_event_id: (opened.table.iter())
+            .map(|entry| entry.last_event_id)
+            .max()
+            .unwrap_or(0),
     })
 }

@@ -8,7 +8,8 @@
 //! 2. the archive file is written (its rename is the commit point: the runs are archived);
 //! 3. each sealed segment holding them is rewritten without them as
 //!    `segments/<base>.seg.gc`, synced, and its index file removed (directory synced): a
-//!    failure so far leaves the old state;
+//!    failure so far leaves the old state (the archive file, a copy of runs all still live,
+//!    removed; one a crash left goes at the next writing open, `archive::ids`);
 //! 4. the manifest `archive/<gen>.gc` names those segments (durable);
 //! 5. under the index's write lock (the pause: appenders' batches are written meanwhile but
 //!    wait to be acknowledged): each `.seg.gc` renamed over its segment, the directory
@@ -83,7 +84,8 @@ impl FileLog {
     ///
     /// [`StoreError::ReadOnly`], [`StoreError::Poisoned`]; [`StoreError::NotFound`] for a run
     /// the live log does not hold (nothing is changed then); [`StoreError::Corrupted`] when a
-    /// segment to rewrite does not scan cleanly (the old state is kept: the runs stay live);
+    /// segment to rewrite does not scan cleanly (the old state is kept: the runs stay live,
+    /// the archive file written is removed);
     /// [`StoreError::Io`] naming the file. A failure from the manifest's write on poisons the
     /// store: the next writing open finishes the swap (or forgets it, when the manifest never
     /// reached the disk).
@@ -133,8 +135,11 @@ impl FileLog {
         let moved_ids: HashSet<&str> = moved.iter().map(RunId::as_str).collect();
         let dropped = |run: &str| moved_ids.contains(run);
         // Before the manifest: a segment that does not rewrite (damaged) fails the collect
-        // with the old state (the `.seg.gc` files written are leftovers the next open removes).
-        let rewritten = rewrite::write_all(fs, dir, &segments, &dropped)?;
+        // with the old state (the `.seg.gc` files written are leftovers the next open removes),
+        // and the archive file, a copy of runs all still live, goes (else the next open's).
+        let rewritten = rewrite::write_all(fs, dir, &segments, &dropped).inspect_err(|_| {
+            let _ = crate::archive::remove_leftovers(fs, &[dir.join(&written.file)]);
+        })?;
         // Once the manifest may be on disk the next open finishes the swap: a failure from
         // its write on stops the store until then (appends to the runs must not resume).
         let swap = || -> Result<Duration, StoreError> {

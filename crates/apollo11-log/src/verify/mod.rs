@@ -12,7 +12,7 @@ use crate::index::Index;
 use crate::missing::{self, End};
 use crate::recover::{add_to_index, inspect, segment_names, Damage, Inspected, Verdict};
 use apollo11_store::StoreError;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use blobs::{BlobReport, BlobUse};
@@ -51,7 +51,8 @@ pub struct VerifyReport {
     /// Every snapshot, oldest first.
     pub snapshots: Vec<SnapshotReport>,
     /// Committed events readable up to the first damage: the last one's id (more than their
-    /// count once `gc` moved runs out, whose ids compacted segments skip).
+    /// count, [`VerifyReport::event_count`], once `gc` moved runs out, whose ids compacted
+    /// segments skip).
     pub events: u64,
     /// A torn tail a writing open would cut (what a crash leaves; not damage).
     pub torn_tail: Option<Damage>,
@@ -70,6 +71,14 @@ pub struct VerifyReport {
     pub archives: Vec<crate::archive::Checked>,
     /// Archive files that fail it: the file, and the offset and reason of its first damage.
     pub archive_problems: Vec<Damage>,
+    /// An archive file holding event ids past the log's last intact event (the highest of
+    /// them): the live log lost its end, and those ids must not be given again. `repair`
+    /// reserves them (docs/log-format.md, Archive).
+    pub ids_past_end: Option<Damage>,
+    /// Archive files every run of which the live log still holds whole, with no manifest:
+    /// copies a `gc` stopped before its swap left, which nothing reads and the next writing
+    /// open removes. They leave the report clean.
+    pub leftover_archives: Vec<String>,
     /// Manifests of `gc` swaps a crash interrupted (`archive/<gen>.gc`), which the next
     /// writing open finishes: until then a run's events may be found in a segment not yet
     /// rewritten while its earlier ones are gone, which this report shows as damage.
@@ -77,12 +86,23 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
+    /// Committed events readable up to the first damage, counted (`events` is the last one's
+    /// id): those of the segments up to the damaged one, its intact ones included.
+    pub fn event_count(&self) -> u64 {
+        let damaged = self.damage.as_ref().map(|d| d.file.as_str());
+        let upto = (self.segments.iter())
+            .position(|s| Some(s.file.as_str()) == damaged)
+            .map_or(self.segments.len(), |p| p + 1);
+        self.segments[..upto].iter().map(|s| s.events).sum()
+    }
+
     /// True when no segment, snapshot or blob is damaged and no committed data is missing.
     pub fn is_clean(&self) -> bool {
         self.damage.is_none()
             && self.snapshots.iter().all(|s| s.problem.is_none())
             && self.blob_problems.is_empty()
             && self.archive_problems.is_empty()
+            && self.ids_past_end.is_none()
     }
 }
 
@@ -141,6 +161,17 @@ fn verify_once(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport, StoreError> {
             Err(other) => return Err(other),
         }
     }
+    let intact: Vec<PathBuf> = (report.archives.iter())
+        .map(|checked| dir.join(&checked.file))
+        .collect();
+    let against = crate::archive::against(fs, &intact, &index)?;
+    report.archive_problems.extend(against.clash);
+    // An unfinished swap's archive file holds runs still live too, until the swap is done.
+    report.leftover_archives = (against.leftovers.iter())
+        .map(|path| crate::archive::name_of(path))
+        .filter(|name| !report.unfinished_gc.contains(&name.replace(".arc", ".gc")))
+        .collect();
+    report.ids_past_end = ids_past_end(fs, dir, &report)?;
     Ok(report)
 }
 
@@ -216,4 +247,22 @@ fn verify_segments(
         }
     }
     Ok(index)
+}
+
+/// The archive file holding the highest archived id, when that is past the log's last intact
+/// event and no segment after that is listed now (a writer may have rolled since, and `gc`
+/// archived from the segment it sealed).
+fn ids_past_end(
+    fs: &dyn Fs,
+    dir: &Path,
+    report: &VerifyReport,
+) -> Result<Option<Damage>, StoreError> {
+    let top = (report.archives.iter()).max_by_key(|checked| checked.last_event_id);
+    let Some(top) = top.filter(|t| t.last_event_id > report.events) else {
+        return Ok(None);
+    };
+    let later = (segment_names(fs, dir)?.iter())
+        .filter_map(|name| crate::segment::parse_file_name(name))
+        .any(|base| base > report.events);
+    Ok((!later).then(|| crate::archive::past_end(&top.file, top.last_event_id, report.events)))
 }

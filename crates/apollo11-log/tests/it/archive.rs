@@ -2,10 +2,9 @@
 //! the live log has them, `verify` checks every archive file and names a damaged one, and only
 //! the writer may write one.
 
-use crate::common::{append, created, read, sized, HookedFs};
+use crate::common::{append, created, sized, HookedFs};
 use apollo11_core::{RunId, Seq};
-use apollo11_log::{archive, verify, EventStore, FileLog, Fs, Mode, RealFs, SimFs, StoreError};
-use std::path::Path;
+use apollo11_log::{archive, verify, EventStore, FileLog, RealFs, SimFs, StoreError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -115,19 +114,20 @@ async fn a_run_only_the_archive_holds_is_read_from_it() {
 /// archived ids' hashes from its open on, refuses both; other runs append as before.
 #[tokio::test]
 async fn an_archived_run_takes_no_more_events_and_its_id_no_new_run() {
-    let (source, target) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let log = FileLog::open(source.path(), crate::common::small()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = FileLog::open(dir.path(), crate::common::small()).unwrap();
     append(&log, "gone", vec![created(), sized("s", 10)]).await;
+    // Past the live segment, so a collect moves `gone`.
+    for _ in 0..40 {
+        append(&log, "other", vec![sized("t", 300)]).await;
+    }
     let gone = RunId::from("gone");
-    let written = log.write_archive(std::slice::from_ref(&gone)).unwrap();
+    assert_eq!(
+        log.collect(std::slice::from_ref(&gone)).unwrap().moved,
+        std::slice::from_ref(&gone)
+    );
     drop(log);
-    std::fs::create_dir(target.path().join("archive")).unwrap();
-    std::fs::copy(
-        source.path().join(&written.file),
-        target.path().join(&written.file),
-    )
-    .unwrap();
-    let log = FileLog::open(target.path(), crate::common::small()).unwrap();
+    let log = FileLog::open(dir.path(), crate::common::small()).unwrap();
     let created_again = log.append(&gone, Seq(1), vec![created()]).await;
     assert!(
         matches!(
@@ -146,8 +146,9 @@ async fn an_archived_run_takes_no_more_events_and_its_id_no_new_run() {
 }
 
 /// Power lost at each sync of `write_archive` (and after its last), under many seeds: the
-/// reopened data dir holds no archive file or the whole one (its runs, `verify` clean), a temp
-/// file left by the crash included; the next archive is written whole after it.
+/// data dir holds no archive file or the whole one (its runs, `verify` clean), a temp file
+/// left by the crash included; the writing open removes it (its runs are all still live: a
+/// copy nothing reads); the next archive is written whole.
 #[tokio::test]
 async fn power_lost_at_every_sync_of_an_archive_write_leaves_none_or_all_of_it() {
     use apollo11_log::{verify_with, Fault, SimFs};
@@ -165,11 +166,19 @@ async fn power_lost_at_every_sync_of_an_archive_write_leaves_none_or_all_of_it()
             let written = log.write_archive(&runs);
             drop(log);
             let image: Arc<SimFs> = Arc::new(fs.crashed().unwrap_or_else(|| fs.power_loss(seed)));
-            let log = FileLog::open_with(image.clone(), "/d", crate::common::small())
-                .unwrap_or_else(|e| panic!("sync {at} seed {seed}: {e}"));
-            let archived: Vec<(String, Seq)> = (log.archived_runs().await.unwrap().into_iter())
+            // Read before a writing open, which removes it: its runs are all still live.
+            let archived: Vec<(String, Seq)> =
+                (apollo11_log::archive::runs(image.as_ref(), "/d".as_ref())
+                    .unwrap()
+                    .into_iter())
                 .map(|s| (s.run_id.to_string(), s.last_seq))
                 .collect();
+            let log = FileLog::open_with(image.clone(), "/d", crate::common::small())
+                .unwrap_or_else(|e| panic!("sync {at} seed {seed}: {e}"));
+            assert!(
+                log.archived_runs().await.unwrap().is_empty(),
+                "a leftover copy is removed"
+            );
             match archived.len() {
                 0 => none += 1,
                 _ => {
@@ -195,30 +204,29 @@ async fn power_lost_at_every_sync_of_an_archive_write_leaves_none_or_all_of_it()
     );
 }
 
-/// Several archive files, one run each (copied into a data dir from another, as if `gc`
-/// had moved them): a writing open reads each file's table once, then a read of an archived
-/// run (the oldest file's included: newest first, it would be the last found) opens exactly
-/// one archive file, and a read or an append of a run the archive lacks opens none.
+/// Several archive files, one run each (`gc` moved each): a writing open reads each file's
+/// table once, then a read of an archived run (the oldest file's included: newest first, it
+/// would be the last found) opens exactly one archive file, and a read or an append of a run
+/// the archive lacks opens none.
 #[tokio::test]
 async fn a_read_of_an_archived_run_opens_the_one_archive_file_that_holds_it() {
     const FILES: usize = 5;
     let sim = Arc::new(SimFs::new());
-    let source = FileLog::open_with(sim.clone(), "/source", crate::common::small()).unwrap();
+    let source = FileLog::open_with(sim.clone(), "/data", crate::common::small()).unwrap();
     let mut events = Vec::new();
     for i in 0..FILES {
         let run = format!("gone{i}");
         append(&source, &run, vec![created(), sized("s", 10)]).await;
+        // Past the live segment, so the collect moves it.
+        for _ in 0..30 {
+            append(&source, "other", vec![sized("t", 300)]).await;
+        }
         let run = RunId::from(run.as_str());
         events.push(source.read_run(&run, Seq(1)).await.unwrap());
-        source.write_archive(std::slice::from_ref(&run)).unwrap();
+        let moved = source.collect(std::slice::from_ref(&run)).unwrap().moved;
+        assert_eq!(moved, std::slice::from_ref(&run));
     }
     drop(source);
-    sim.create_dir_all(Path::new("/data/archive")).unwrap();
-    for path in archive::files(sim.as_ref(), Path::new("/source")).unwrap() {
-        let to = Path::new("/data/archive").join(path.file_name().unwrap());
-        let file = sim.open(&to, Mode::CreateNew).unwrap();
-        file.write_all_at(&read(sim.as_ref(), &path), 0).unwrap();
-    }
     let opens = Arc::new(AtomicUsize::new(0));
     let counted = opens.clone();
     let fs = Arc::new(HookedFs {

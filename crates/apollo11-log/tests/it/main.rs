@@ -1,6 +1,7 @@
 //! Integration tests of the file log.
 
 mod archive;
+mod archive_left;
 mod basics;
 mod bitflip;
 mod blocking;

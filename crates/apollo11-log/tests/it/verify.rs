@@ -68,6 +68,7 @@ async fn a_snapshot_copied_from_another_log_is_never_loaded_and_verify_reports_i
         apollo11_log::repair(ours.path()).unwrap(),
         apollo11_log::RepairReport {
             events_kept: 3,
+            event_count: 3,
             ..Default::default()
         },
         "nothing more to do"
