@@ -38,6 +38,8 @@ pub struct RunView {
     /// The steps, in declaration order (serialized as an object keyed by step name).
     #[serde(serialize_with = "steps_by_name")]
     pub steps: Vec<StepView>,
+    /// True when only an archive holds the run (see [`RunView::archived`]).
+    pub archived: bool,
 }
 
 /// One step of a run.
@@ -175,7 +177,20 @@ impl RunView {
             steps: (spec.steps.iter())
                 .map(|s| StepView::new(state, s))
                 .collect(),
+            archived: false,
         }
+    }
+
+    /// The view of a run `gc` archived: it takes no more events, so every action is refused
+    /// with why (the store refuses an append to it).
+    pub fn archived(mut self) -> RunView {
+        let why = archived_refusal(&self.run_id);
+        for action in RunAction::ALL {
+            self.allowed.insert(action.name(), false);
+            self.refused.insert(action.name(), why.clone());
+        }
+        self.archived = true;
+        self
     }
 
     /// How many steps are succeeded or skipped.
@@ -214,6 +229,11 @@ impl StepView {
             }),
         }
     }
+}
+
+/// Why an action on an archived run is refused.
+pub fn archived_refusal(run_id: &RunId) -> String {
+    format!("run `{run_id}` is archived: an archived run takes no more events")
 }
 
 fn steps_by_name<S: Serializer>(steps: &[StepView], s: S) -> Result<S::Ok, S::Error> {
