@@ -33,6 +33,9 @@ pub struct RunView {
     pub refused: BTreeMap<&'static str, String>,
     /// Why the run waits for a person, when it does.
     pub paused: Option<Pause>,
+    /// An operator's pause asked while steps are at work: the run stays `running` until they
+    /// finish, then is `paused` (with [`RunView::paused`] saying by whom).
+    pub pausing: Option<OperatorAction>,
     /// The operator's request to roll back, once made.
     pub rollback: Option<OperatorAction>,
     /// The steps, in declaration order (serialized as an object keyed by step name).
@@ -173,6 +176,7 @@ impl RunView {
                 .filter_map(|(name, r)| Some((*name, r.as_ref()?.to_string())))
                 .collect(),
             paused: Pause::of(machine),
+            pausing: (state.paused.clone()).filter(|_| machine.status() == RunStatus::Running),
             rollback: state.rollback.clone(),
             steps: (spec.steps.iter())
                 .map(|s| StepView::new(state, s))
