@@ -16,7 +16,13 @@ pub(crate) async fn is_archived(state: &AppState, run_id: &RunId) -> Result<bool
     if !matches!(state.ready, Readiness::File(_)) {
         return Ok(false);
     }
-    if state.store.list_runs().await?.iter().any(|s| &s.run_id == run_id) {
+    if state
+        .store
+        .list_runs()
+        .await?
+        .iter()
+        .any(|s| &s.run_id == run_id)
+    {
         return Ok(false);
     }
     Ok(!state.store.read_run(run_id, Seq(1)).await?.is_empty())

@@ -1,7 +1,7 @@
 // The web UI in a real Chromium against a real `apollo11 serve` (`cargo xtask ui` starts it
 // with workflows.mjs's folder and a token): the runs table and its filters, archived runs
 // among them; the paused `flaky` run taken back in time to before its failure, then paused,
-// overridden and resumed through the UI to success (each dialog's submit double-clicked);
+// overridden and resumed through the UI to success (each dialog's submit clicked twice);
 // the 1,000-step, 10,000-event run page; a `slow` run paused while its step is at work, then
 // followed live past a page of events; the stream lost and back; `?at=` links to no event of
 // the run; the compensated step of the `undo` run. Screenshots of each page go to
@@ -89,9 +89,25 @@ async function drag(value) {
 
 const node = (step) => page.locator(`svg.dag g.node[data-step="${step}"]`);
 
+/** The action routes (POST). */
+const ACTIONS = (url) => /\/(pause|resume|rollback|override)$/.test(url.pathname);
+
+/** Records the URLs of the POST requests the page sends until `stop()`, which returns them. */
+function watchPosts() {
+  const posts = [];
+  const sent = (request) => request.method() === 'POST' && posts.push(request.url());
+  page.on('request', sent);
+  return {
+    stop: () => {
+      page.off('request', sent);
+      return posts;
+    },
+  };
+}
+
 /**
- * Appends an action through its dialog, its submit double-clicked (one event all the same);
- * returns the event id the page says it appended.
+ * Appends an action through its dialog, its submit clicked twice: one request all the same
+ * (a second one could append the event twice); returns the event id the page says it appended.
  */
 async function act(button, reason, to) {
   await button.click();
@@ -99,10 +115,21 @@ async function act(button, reason, to) {
   if (to) await dialog.locator('select[name=to]').selectOption(to);
   await dialog.locator('input[name=by]').fill(BY);
   await dialog.locator('input[name=reason]').fill(reason);
-  await dialog.locator('[data-submit]').dblclick();
+  // As over a slow network: the answer takes 300 ms, so the second click finds the dialog open.
+  const posts = watchPosts();
+  const slow = async (route) => {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await route.continue();
+  };
+  await page.route(ACTIONS, slow);
+  // Clicked twice, as a double click does (the second forced: it may be disabled by then).
+  await dialog.locator('[data-submit]').click();
+  await dialog.locator('[data-submit]').click({ force: true });
   await page.waitForFunction(() => !document.querySelector('#action-dialog').open);
   const outcome = page.locator('[data-outcome]');
   await page.waitForFunction(() => /Appended event #\d+/.test(document.querySelector('[data-outcome]').textContent));
+  await page.unroute(ACTIONS, slow);
+  assert.equal(posts.stop().length, 1, 'one request for a submit clicked twice');
   return Number(await outcome.getAttribute('data-event-id'));
 }
 
@@ -139,7 +166,7 @@ test('the failed run: back before the failure, then paused, overridden, resumed 
   }
   const events = (await call(server, `/api/v1/runs/${FLAKY}/events`)).body.events;
   const operators = events.filter((e) => e.by === BY).map((e) => e.kind);
-  assert.deepEqual(operators, ['run_paused', 'manual_override', 'run_resumed'], 'one event per double-clicked submit');
+  assert.deepEqual(operators, ['run_paused', 'manual_override', 'run_resumed'], 'one event per submit clicked twice');
   const byId = new Map(events.map((e) => [e.event_id, e]));
   assert.equal(byId.get(paused).kind, 'run_paused');
   assert.equal(byId.get(overridden).kind, 'manual_override');
@@ -176,8 +203,9 @@ async function timelinePage() {
   return text.match(/page (\d+) of (\d+)/).slice(1).map(Number);
 }
 
-test('a slow run: a pause asked while its step works is pending, then followed live past a page', async () => {
-  const SLOW = `ui-slow-${suffix}`;
+const SLOW = `ui-slow-${suffix}`;
+
+test('a slow run: a pause asked while its step works is pending until it finishes', async () => {
   const started = await call(server, '/api/v1/runs', { method: 'POST', body: { workflow: 'slow', run_id: SLOW } });
   assert.equal(started.status, 201);
   await visit(page, server, `#/runs/${SLOW}`);
@@ -188,9 +216,11 @@ test('a slow run: a pause asked while its step works is pending, then followed l
   const dialog = page.locator('#action-dialog');
   await dialog.locator('input[name=by]').fill(BY);
   await dialog.locator('input[name=reason]').fill('é'.repeat(1100));
+  const posts = watchPosts();
   await dialog.locator('[data-submit]').click();
   assert.match(await dialog.locator('[data-error]').textContent(), /reason is 2200 bytes/);
   assert.ok(await dialog.evaluate((d) => d.open), 'the dialog stays open');
+  assert.deepEqual(posts.stop(), [], 'nothing sent');
   await dialog.locator('button[value=cancel]').click();
 
   await act(page.locator('[data-action=pause]'), 'hold while work finishes');
@@ -199,7 +229,10 @@ test('a slow run: a pause asked while its step works is pending, then followed l
   await shot('slow-pausing');
   await page.waitForFunction(() => document.querySelector('.head .badge')?.textContent === 'paused', null, { timeout: 30_000 });
   assert.equal(await page.locator('[data-pausing]').count(), 0);
+  assert.deepEqual(page.errors, []);
+});
 
+test('the slow run resumed: the timeline follows it live past its first page', async () => {
   await act(page.locator('[data-action=resume]'), 'go on');
   await page.waitForFunction(() => document.querySelectorAll('table.events tbody tr').length > 0
     && /page ([2-9]|\d\d+) of/.test(document.querySelector('.timeline .pager span').textContent), null, { timeout: 60_000 });
@@ -277,4 +310,25 @@ test('archived runs: listed on asking, marked, and their page says so', async ()
   await page.locator('[data-archived]').waitFor();
   await shot('undo-archived');
   await page.unroute(runs);
+});
+
+test('a 200-character run id and the run page fit a 375 px screen', async () => {
+  const LONG = `ui-long-${suffix}-`.padEnd(200, 'x');
+  const long = await settledRun(server, 'undo', LONG);
+  assert.equal(long.state, 'rolled_back');
+  const wide = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  await visit(page, server, '#/runs');
+  await page.locator(`tr[data-run="${LONG}"]`).waitFor();
+  assert.ok(await wide() <= 0, `the runs page is ${await wide()} px wider than the window`);
+  await page.setViewportSize({ width: 375, height: 800 });
+  try {
+    assert.ok(await wide() <= 0, `the runs page at 375 px is ${await wide()} px too wide`);
+    await shot('runs-375');
+    await visit(page, server, `#/runs/${FLAKY}`);
+    await page.locator('.travel input[type=range]:not([disabled])').waitFor();
+    assert.ok(await wide() <= 0, `the run page at 375 px is ${await wide()} px too wide`);
+    await shot('flaky-375');
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 1000 });
+  }
 });

@@ -74,39 +74,53 @@ async fn an_archived_run_allows_no_action_and_each_is_refused_with_409() {
     let note = json!({"by": "ops", "reason": "try it"});
     for path in ["pause", "resume", "rollback"] {
         let path = format!("/api/v1/runs/old/{path}");
-        assert_error(&target.client.post(&path, &note).await.unwrap(), 409, "conflict");
+        assert_error(
+            &target.client.post(&path, &note).await.unwrap(),
+            409,
+            "conflict",
+        );
     }
     let body = json!({"to": "pending", "by": "ops", "reason": "try it"});
     let path = "/api/v1/runs/old/steps/a/override";
-    assert_error(&target.client.post(path, &body).await.unwrap(), 409, "conflict");
+    assert_error(
+        &target.client.post(path, &body).await.unwrap(),
+        409,
+        "conflict",
+    );
     let live = target.run("new").await;
     assert_eq!(live["archived"], false);
     assert_eq!(live["allowed"]["override"], true);
     target.stop().await;
 }
 
-/// The `(run id, archived)` pairs of a runs list.
-async fn listed(server: &TestServer, query: &str) -> Vec<(String, bool)> {
+/// The runs of a runs list, an archived one as `ID (archived)`.
+async fn listed(server: &TestServer, query: &str) -> Vec<String> {
     let answer = server.client.get(&format!("/api/v1/runs{query}")).await;
     let list = answer.unwrap().json();
     (list["runs"].as_array().unwrap().iter())
-        .map(|r| (r["run_id"].as_str().unwrap().to_owned(), r["archived"] == true))
+        .map(|r| match r["archived"].as_bool() {
+            Some(true) => format!("{} (archived)", r["run_id"].as_str().unwrap()),
+            Some(false) => r["run_id"].as_str().unwrap().to_owned(),
+            None => panic!("a run without `archived`: {r}"),
+        })
         .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runs_list_has_archived_runs_with_all_true_marked_and_paged() {
     let (target, _) = with_archived_run().await;
-    let (new, old) = (("new".to_owned(), false), ("old".to_owned(), true));
-    assert_eq!(listed(&target, "").await, [new.clone()]);
-    assert_eq!(listed(&target, "?all=false").await, [new.clone()]);
-    assert_eq!(listed(&target, "?all=true").await, [new.clone(), old.clone()]);
-    assert_eq!(listed(&target, "?all=true&workflow=none").await, []);
+    assert_eq!(listed(&target, "").await, ["new"]);
+    assert_eq!(listed(&target, "?all=false").await, ["new"]);
+    assert_eq!(
+        listed(&target, "?all=true").await,
+        ["new", "old (archived)"]
+    );
+    assert!(listed(&target, "?all=true&workflow=none").await.is_empty());
     let first = target.client.get("/api/v1/runs?all=true&limit=1").await;
     let first = first.unwrap().json();
     let cursor = first["next_cursor"].as_str().expect("a second page");
     let query = format!("?all=true&limit=1&cursor={cursor}");
-    assert_eq!(listed(&target, &query).await, [old]);
+    assert_eq!(listed(&target, &query).await, ["old (archived)"]);
     let bad = target.client.get("/api/v1/runs?all=yes").await.unwrap();
     assert_error(&bad, 400, "invalid");
     target.stop().await;
