@@ -25,6 +25,8 @@ pub fn store_exit(e: StoreError) -> Exit {
         StoreError::NotFound { .. } => damaged(format!(
             "{e}, but the log refers to it: the data dir is damaged"
         )),
+        // A refused append (an archived run takes no more events), a bad name.
+        StoreError::Invalid { .. } => Exit::fail(2, e.to_string()),
         other => Exit::fail(1, other.to_string()),
     }
 }

@@ -1,11 +1,11 @@
 //! Operator actions: pause, resume, roll back a run, override a step. Each is one event in
 //! the log with who and why (`by`, `reason`, checked as the command line checks them), refused
-//! with 409 when the run's state does not allow it; the server drives the run afterwards, as
+//! with 409 when the run's state does not allow it (an archived run allows none); the server drives the run afterwards, as
 //! `apollo11 resume` would.
 
 use crate::extract::{Body, Names};
 use crate::server::AppState;
-use crate::{drive, ApiError};
+use crate::{archived, drive, ApiError};
 use apollo11_core::{limits, OverrideTarget};
 use apollo11_runtime::inspect::Pause;
 use apollo11_runtime::{EngineError, EventId, Refusal, RunAction, RunId};
@@ -85,6 +85,7 @@ async fn act(
 async fn act_on(state: Arc<AppState>, names: Vec<String>, note: Note, action: RunAction) -> Answer {
     note.checked()?;
     let run_id = RunId(names[0].clone());
+    archived::refuse(&state, &run_id).await?;
     let engine = &state.engine;
     let appended = match action {
         RunAction::Pause => engine.pause(&run_id, &note.by, &note.reason).await,
@@ -153,6 +154,7 @@ pub async fn override_step(
     .checked()?;
     drive::detached(async move {
         let run_id = RunId(names[0].clone());
+        archived::refuse(&state, &run_id).await?;
         let event_id = state
             .engine
             .override_step(&run_id, &names[1], to, &body.by, &body.reason)

@@ -1,9 +1,10 @@
 //! `serve --gc-every`: on the file log, every period, the retention policy's plan
 //! (`Inspector::retention`) archived by the server's own writer (`FileLog::collect`), so a
-//! server holding the data dir needs no `apollo11 gc` (which its lock refuses). Each round is
-//! logged; a failed one is logged and the next tried at the next period. After a round, the
-//! engine and the inspector forget the moved runs (read from the archive on demand), so a
-//! server archiving for months keeps in memory only the runs of its live log.
+//! server holding the data dir needs no `apollo11 gc` (which its lock refuses). A round that
+//! archived runs is traced at `info`; a failed one at `warn`, and the next tried at the next
+//! period. After a round, the engine and the inspector forget the moved runs (read from the
+//! archive on demand), so a server archiving for months keeps in memory only the runs of its
+//! live log.
 
 use crate::server::AppState;
 use apollo11_log::{FileLog, RunId};

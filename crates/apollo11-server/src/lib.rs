@@ -8,6 +8,7 @@
 //! interrupted.
 
 mod actions;
+mod archived;
 mod auth;
 pub mod client;
 mod drive;

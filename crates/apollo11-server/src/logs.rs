@@ -1,5 +1,5 @@
 //! `GET /api/v1/runs/{id}/steps/{step}/log?attempt=N&compensation=false`: the last 1 MiB of
-//! an attempt's log. The run and step are checked names (one path component each, never
+//! an attempt's log, its whole size in bytes in the `X-Log-Bytes` header. The run and step are checked names (one path component each, never
 //! `..`), and the file found is served only if its real path, symlinks resolved, is inside
 //! the data dir.
 
@@ -8,7 +8,7 @@ use crate::server::AppState;
 use crate::ApiError;
 use apollo11_shell::files;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, HeaderName};
 use axum::response::{IntoResponse, Response};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -30,14 +30,19 @@ pub async fn step_log(
     let compensation = params.flag("compensation")?;
     let path = files::step_files(&state.data_dir, &names[0], &names[1], attempt, compensation).log;
     let data_dir = state.data_dir.clone();
-    let text = tokio::task::spawn_blocking(move || tail_inside(&data_dir, &path))
+    let (text, len) = tokio::task::spawn_blocking(move || tail_inside(&data_dir, &path))
         .await
         .map_err(|e| ApiError::unavailable(format!("reading the log: {e}")))??;
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+    let headers = [
+        (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
+        (HeaderName::from_static("x-log-bytes"), len.to_string()),
+    ];
+    Ok((headers, text).into_response())
 }
 
-/// The last [`LOG_BYTES_MAX`] bytes of `path`, if it is a file inside `data_dir`.
-fn tail_inside(data_dir: &Path, path: &Path) -> Result<String, ApiError> {
+/// The last [`LOG_BYTES_MAX`] bytes of `path`, if it is a file inside `data_dir`, and its
+/// length.
+fn tail_inside(data_dir: &Path, path: &Path) -> Result<(String, u64), ApiError> {
     let missing = || ApiError::not_found("no log for this run, step and attempt");
     let real = std::fs::canonicalize(path).map_err(|_| missing())?;
     let root: PathBuf = std::fs::canonicalize(data_dir).map_err(|_| missing())?;
@@ -53,5 +58,5 @@ fn tail_inside(data_dir: &Path, path: &Path) -> Result<String, ApiError> {
     file.take(LOG_BYTES_MAX)
         .read_to_end(&mut bytes)
         .map_err(read)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), len))
 }

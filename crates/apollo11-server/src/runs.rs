@@ -5,9 +5,9 @@ use crate::client::segment;
 use crate::extract::{Body, Names, Params};
 use crate::server::AppState;
 use crate::workflows::Registry;
-use crate::{drive, ApiError};
+use crate::{archived, drive, ApiError};
 use apollo11_core::EventId;
-use apollo11_runtime::inspect::{RunFilter, RunRow, RunView};
+use apollo11_runtime::inspect::{archived_refusal, RunFilter, RunRow, RunView};
 use apollo11_runtime::{RunId, RunStatus};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -35,7 +35,8 @@ pub async fn reload(State(state): Shared) -> Result<Json<Value>, ApiError> {
     Ok(Json(registry.to_json()))
 }
 
-/// `GET /api/v1/runs?state=&workflow=&limit=&cursor=`: newest first, paged.
+/// `GET /api/v1/runs?state=&workflow=&limit=&cursor=&all=`: newest first, paged; with
+/// `all=true` the archived runs too, each marked `"archived": true`.
 pub async fn list(State(state): Shared, params: Params) -> Result<Json<Value>, ApiError> {
     let limit = params.number("limit", 100, 1, 1000)? as usize;
     let mut filter = RunFilter::all();
@@ -47,9 +48,25 @@ pub async fn list(State(state): Shared, params: Params) -> Result<Json<Value>, A
     }
     let after = params.text("cursor").map(Cursor::parse).transpose()?;
     let after = after.as_ref().map(Cursor::at);
-    let rows = state.inspector.runs_page(&filter, after, limit + 1).await?;
-    let next = (rows.len() > limit).then(|| Cursor::of(&rows[limit - 1]).to_text());
-    let runs: Vec<&RunRow> = rows.iter().take(limit).collect();
+    let live = state.inspector.runs_page(&filter, after, limit + 1).await?;
+    let mut rows: Vec<(RunRow, bool)> = live.into_iter().map(|row| (row, false)).collect();
+    if params.flag("all")? {
+        let archived = archived::rows(&state, &filter).await?.into_iter();
+        rows.extend(archived.map(|row| (row, true)).filter(|(row, _)| {
+            after.is_none_or(|after| (row.created_at, row.run_id.as_str()) < after)
+        }));
+        rows.sort_by(|(a, _), (b, _)| {
+            (b.created_at, b.run_id.as_str()).cmp(&(a.created_at, a.run_id.as_str()))
+        });
+    }
+    let next = (rows.len() > limit).then(|| Cursor::of(&rows[limit - 1].0).to_text());
+    let runs: Vec<Value> = (rows.iter().take(limit))
+        .map(|(row, archived)| {
+            let mut value = json!(row);
+            value["archived"] = json!(archived);
+            value
+        })
+        .collect();
     Ok(Json(json!({"runs": runs, "next_cursor": next})))
 }
 
@@ -133,16 +150,23 @@ pub async fn status(
         Some(_) => Some(EventId(params.number("at", 0, 0, u64::MAX)?)),
         None => None,
     };
-    let view = state.inspector.status(&run_id, at).await?;
+    let mut view = state.inspector.status(&run_id, at).await?;
+    // Only a finished run is archived: a running one needs no look at the list of runs.
+    if view.state != RunStatus::Running && archived::is_archived(&state, &run_id).await? {
+        view = view.archived();
+    }
     Ok(Json(run_json(&view)))
 }
 
 /// The run object: the inspector's view, each step's `log` the route of its log, and
 /// `allowed.override`: the engine accepts an override in every state (the transition
-/// table's `Override` row), so the server never refuses one with 409.
+/// table's `Override` row), so the server refuses one with 409 only for an archived run.
 fn run_json(view: &RunView) -> Value {
     let mut value = serde_json::to_value(view).unwrap_or_default();
-    value["allowed"]["override"] = json!(true);
+    value["allowed"]["override"] = json!(!view.archived);
+    if view.archived {
+        value["refused"]["override"] = json!(archived_refusal(&view.run_id));
+    }
     for step in &view.steps {
         let url = step.log.map(|log| {
             let compensation = if log.compensation {

@@ -5,6 +5,17 @@
 import { api, seg } from './api.js';
 
 const BY_KEY = 'apollo11.by';
+/** The server's limits on the notes, in bytes of UTF-8 (not characters: 2,048 × "é" is 4,096). */
+const BYTES_MAX = { by: 256, reason: 2048 };
+
+/** What is too long in `fields`, said as the server would, or null. */
+function overLimit(fields) {
+  for (const [name, max] of Object.entries(BYTES_MAX)) {
+    const bytes = new TextEncoder().encode(fields[name]).length;
+    if (bytes > max) return `${name} is ${bytes} bytes (UTF-8); at most ${max} are allowed`;
+  }
+  return null;
+}
 
 /** The run actions (the keys of the run's `allowed`), in the order of their buttons. */
 export const RUN_ACTIONS = {
@@ -38,13 +49,23 @@ function ask({ title, help, target }, send) {
   const error = dialog.querySelector('[data-error]');
   error.textContent = '';
   form.elements.by.value = localStorage.getItem(BY_KEY) ?? '';
+  const ok = dialog.querySelector('[data-submit]');
+  ok.disabled = false;
   return new Promise((resolve) => {
     const submit = async (e) => {
       e.preventDefault();
       if (e.submitter?.value === 'cancel') return dialog.close();
+      // One request at a time: a second click while it is in flight would append twice.
+      if (ok.disabled) return;
       const fields = { by: form.elements.by.value.trim(), reason: form.elements.reason.value.trim() };
       if (target) fields.to = form.elements.to.value;
+      const tooLong = overLimit(fields);
+      if (tooLong) {
+        error.textContent = tooLong;
+        return;
+      }
       error.textContent = 'Sending…';
+      ok.disabled = true;
       try {
         const answer = await send(fields);
         localStorage.setItem(BY_KEY, fields.by);
@@ -52,6 +73,8 @@ function ask({ title, help, target }, send) {
         dialog.close();
       } catch (err) {
         error.textContent = `Refused: ${err.message}`;
+      } finally {
+        ok.disabled = false;
       }
     };
     form.addEventListener('submit', submit);

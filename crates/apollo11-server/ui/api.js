@@ -67,24 +67,30 @@ export async function api(path, { method = 'GET', body, signal } = {}) {
   return (await checked(await call(path, init))).json();
 }
 
-/** GET → the answer's text (a step's log). */
-export async function text(path, { signal } = {}) {
-  return (await checked(await call(path, { signal }))).text();
+/** GET of a step's log → `{text, bytes}`: its end as served, and its whole size. */
+export async function log(path, { signal } = {}) {
+  const response = await checked(await call(path, { signal }));
+  return { text: await response.text(), bytes: Number(response.headers.get('X-Log-Bytes')) };
 }
 
 /**
  * Follows `path` (an event stream) with the token, calling `onEvent(object)` per message;
- * reconnects from the last id it saw (`?after=`) until `signal` aborts.
+ * reconnects from the last id it saw (`?after=`) until `signal` aborts. `onLink(problem)`
+ * says when the stream is lost (`problem`, a message) and when it is back (null).
  */
-export async function follow(path, after, onEvent, signal) {
+export async function follow(path, after, onEvent, signal, onLink) {
   while (!signal.aborted) {
+    let problem = 'the server ended the stream';
     try {
       const response = await checked(await call(`${path}?after=${after}`, { signal }));
+      onLink(null);
       after = await readStream(response.body, onEvent, after);
     } catch (e) {
       if (signal.aborted) return;
-      console.warn('event stream:', e.message);
+      problem = e.message;
     }
+    if (signal.aborted) return;
+    onLink(problem);
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
 }

@@ -45,8 +45,14 @@ function edgePath(from, to) {
   return `<path d="M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}"/>`;
 }
 
+/** `name` cut to NAME_CHARS characters as seen (grapheme clusters: an emoji stays whole). */
+function shortName(name) {
+  const chars = Array.from(new Intl.Segmenter().segment(name), (part) => part.segment);
+  return chars.length > NAME_CHARS ? `${chars.slice(0, NAME_CHARS - 1).join('')}…` : name;
+}
+
 function nodeMarkup(name, { x, y }) {
-  const short = name.length > NAME_CHARS ? `${name.slice(0, NAME_CHARS - 1)}…` : name;
+  const short = shortName(name);
   return `<g class="node" data-step="${esc(name)}" transform="translate(${x},${y})"><title></title>`
     + `<rect width="${W}" height="${H}" rx="4"/><text x="6" y="14" class="name">${esc(short)}</text>`
     + `<text x="6" y="28" class="meta"></text></g>`;

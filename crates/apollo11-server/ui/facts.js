@@ -1,6 +1,6 @@
 // What the run page says in words: the run's header, why it waits, and one step's details.
 
-import { text } from './api.js';
+import { log as fetchLog } from './api.js';
 import { badge, duration, el, label, time, span } from './format.js';
 
 /**
@@ -17,9 +17,14 @@ export function header(view, now) {
     ['Events', `${view.events} (last #${view.event_id})`],
     ['Steps', Object.entries(counts).map(([state, n]) => `${n} ${label(state)}`).join(' · ')],
   ];
+  const atWork = counts.running ?? 0;
+  const state = view.pausing ? el('span', { class: 'badge st-paused', 'data-pausing': true }, `pausing (waiting for ${steps(atWork)})`) : badge(view.state);
   const parts = [
-    el('h1', {}, `Run ${view.run_id} `, badge(view.state)),
+    el('h1', {}, `Run ${view.run_id} `, state, view.archived ? el('span', { class: 'tag', 'data-archived': true }, 'archived') : null),
     el('dl', { class: 'facts' }, facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
+    view.archived ? el('p', { class: 'banner archived' }, 'Archived by gc: answered from the archive, it takes no more actions.') : null,
+    view.pausing ? el('p', { class: 'banner paused' },
+      `Pause asked by ${view.pausing.by} at ${time(view.pausing.at_ms)} (event #${view.pausing.event_id}): ${view.pausing.reason}. Nothing new starts; the run is paused once its ${steps(atWork)} at work finish.`) : null,
     view.paused ? el('p', { class: 'banner paused' }, pauseText(view.paused)) : null,
     view.rollback ? el('p', { class: 'banner rollback' },
       `Rollback asked by ${view.rollback.by} at ${time(view.rollback.at_ms)} (event #${view.rollback.event_id}): ${view.rollback.reason}`) : null,
@@ -27,7 +32,11 @@ export function header(view, now) {
   return parts.filter(Boolean);
 }
 
+/** The most of a log the server sends: its end. */
+const LOG_BYTES_MAX = 1024 * 1024;
+
 const tries = (n) => `${n} ${n === 1 ? 'try' : 'tries'}`;
+const steps = (n) => `${n} ${n === 1 ? 'step' : 'steps'}`;
 
 /** Why a run waits for a person. */
 export function pauseText(paused) {
@@ -45,16 +54,25 @@ export function pauseText(paused) {
 
 /** One step's details, with its log shown on demand (at once when `withLog`). */
 export function stepDetail(name, step, { withLog, onOverride, overridable }) {
-  const log = el('pre', { class: 'log', hidden: true });
-  const showLog = async () => {
+  const log = el('pre', { class: 'log', hidden: true, 'data-log': true });
+  const cut = el('p', { class: 'muted', 'data-log-cut': true, hidden: true });
+  const showLog = async (url) => {
     log.hidden = false;
+    cut.hidden = true;
     log.textContent = 'Loading the log…';
     try {
-      log.textContent = (await text(step.log)) || '(the log is empty)';
+      const { text, bytes } = await fetchLog(url);
+      log.textContent = text || '(the log is empty)';
+      cut.hidden = bytes <= LOG_BYTES_MAX;
+      cut.textContent = `Showing the last 1 MiB of ${bytes.toLocaleString('en')} bytes.`;
     } catch (e) {
       log.textContent = `No log: ${e.message}`;
     }
   };
+  // `step.log` is the compensation's log once one ran; the attempt's own is the same without it.
+  const compensated = step.log?.endsWith('&compensation=true');
+  const attemptLog = compensated ? step.log.slice(0, -'&compensation=true'.length) : step.log;
+  const link = (url, words, data) => el('a', { href: url, class: 'button', [data]: true, onclick: (e) => { e.preventDefault(); showLog(url); } }, words);
   const facts = [
     ['State', badge(step.state)],
     ['Try', String(step.attempt)],
@@ -62,15 +80,31 @@ export function stepDetail(name, step, { withLog, onOverride, overridable }) {
     ['Idempotency', step.idempotency + (step.compensate ? ', with a compensation' : '')],
     ['Started', time(step.started_at)],
     ['Duration', duration(step.duration_ms)],
-    ['Compensation tries', String(step.compensation_tries)],
+    ['Compensation', compensation(step)],
     ['Last error', step.error ?? '—'],
   ];
-  if (withLog && step.log) showLog();
+  if (withLog && step.log) showLog(step.log);
   return el('section', { class: 'detail', 'data-detail': name },
     el('h2', {}, `Step ${name}`),
     el('dl', { class: 'facts' }, facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
     el('div', { class: 'buttons' },
-      step.log ? el('a', { href: step.log, class: 'button', onclick: (e) => { e.preventDefault(); showLog(); } }, `Log of try ${step.attempt}`) : null,
+      step.log ? link(attemptLog, `Log of try ${step.attempt}`, 'data-attempt-log') : null,
+      compensated ? link(step.log, 'Log of its compensation', 'data-compensation-log') : null,
       el('button', { disabled: !overridable, onclick: () => onOverride(name) }, 'Override…')),
-    log);
+    cut, log);
+}
+
+/** What a step's compensation did: none declared, not run, at work, undone, or failed. */
+function compensation(step) {
+  if (!step.compensate) return 'none declared';
+  switch (step.state) {
+    case 'compensated':
+      return `ran: the work of try ${step.attempt} was undone`;
+    case 'compensating':
+      return `running, try ${step.compensation_tries}`;
+    case 'compensation_failed':
+      return `failed after ${tries(step.compensation_tries)}`;
+    default:
+      return 'not run';
+  }
 }

@@ -18,7 +18,7 @@ const LIVE_MS = 1000;
 
 /** Mounts the page of run `id`; returns what unmounts it. */
 export function mountRun(root, id, params) {
-  const page = new RunPage(root, id, Number(params.get('at')) || null);
+  const page = new RunPage(root, id, params.get('at'));
   page.start().catch((e) => page.fail(e));
   return () => page.stop();
 }
@@ -28,7 +28,7 @@ class RunPage {
     this.root = root;
     this.id = id;
     this.base = `/api/v1/runs/${seg(id)}`;
-    this.startAt = at;
+    this.startAt = at; // the `?at=` asked for (text), null for now
     this.events = [];
     this.index = null; // the event shown (0-based), null for now
     this.asked = 0; // requests of a past view, the last one wins
@@ -42,11 +42,23 @@ class RunPage {
     this.build();
     this.show(this.live);
     await this.loadEvents();
-    const at = this.events.findIndex((e) => e.event_id === this.startAt);
+    const at = this.events.findIndex((e) => String(e.event_id) === this.startAt);
+    if (this.startAt !== null && at < 0) {
+      this.notice.hidden = false;
+      this.notice.textContent = `Event ${this.startAt} is not an event of this run: the run is shown now.`;
+    }
     if (at >= 0 && at < this.events.length - 1) this.moveTo(at);
     else this.timeline.show(this.events.length - 1);
     const last = this.events.at(-1)?.event_id ?? 0;
-    follow(`${this.base}/events/stream`, last, (e) => this.arrived(e), this.abort.signal);
+    follow(`${this.base}/events/stream`, last, (e) => this.arrived(e), this.abort.signal, (problem) => this.linked(problem));
+  }
+
+  /** The event stream lost (`problem`) or back (null): said until it is back. */
+  linked(problem) {
+    const lost = problem !== null;
+    if (!lost && !this.connection.hidden) this.refreshLive();
+    this.connection.hidden = !lost;
+    this.connection.textContent = lost ? `Connection to the server lost (${problem}): retrying every second…` : '';
   }
 
   stop() {
@@ -67,6 +79,8 @@ class RunPage {
     this.head = section('head');
     this.actions = section('actions');
     this.outcome = el('p', { class: 'outcome', 'data-outcome': true });
+    this.connection = el('p', { class: 'banner lost', 'data-connection': true, role: 'alert', hidden: true });
+    this.notice = el('p', { class: 'banner lost', 'data-notice': true, hidden: true });
     this.slider = el('input', { type: 'range', min: 1, max: 1, value: 1, disabled: true, 'aria-label': 'time travel: the event shown',
       oninput: () => this.moveTo(Number(this.slider.value) - 1) });
     this.when = el('span', { class: 'when', 'data-when': true }, 'Loading the events…');
@@ -76,7 +90,7 @@ class RunPage {
     this.detail = el('div');
     const steps = section('steps-section', el('h2', {}, 'Steps'));
     const timeline = section('timeline', el('h2', {}, 'Timeline'));
-    this.root.append(this.head, this.actions, this.outcome,
+    this.root.append(this.connection, this.notice, this.head, this.actions, this.outcome,
       section('travel', el('h2', {}, 'Time travel'), el('div', { class: 'travel-row' }, this.slider, now), this.when),
       section('dag-section', el('h2', {}, 'Graph'), this.dagSummary, legend(), graph),
       this.detail, steps, timeline);
@@ -156,12 +170,13 @@ class RunPage {
     const before = this.events.length;
     this.events.push(event);
     if (this.index === null) {
+      // At "Now": the timeline follows to its last page.
       this.sliderTo(this.events.length - 1);
-      this.timeline.current = this.events.length - 1;
+      this.timeline.show(this.events.length - 1);
     } else {
       this.slider.max = this.events.length;
+      this.timeline.grew(before);
     }
-    this.timeline.grew(before);
     this.refreshLive();
   }
 

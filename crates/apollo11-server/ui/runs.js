@@ -1,5 +1,6 @@
 // The runs page: a table of runs (state, workflow, start, duration, progress), filtered by
-// state and workflow on the server, paged by its cursor, and polled while the tab is seen.
+// state and workflow on the server, the archived runs too when asked, paged by its cursor,
+// and polled while the tab is seen.
 
 import { api, ApiError } from './api.js';
 import { href } from './nav.js';
@@ -11,16 +12,17 @@ const STATES = ['running', 'paused', 'succeeded', 'failed', 'rolled_back'];
 
 /** Mounts the page; returns what unmounts it. */
 export function mountRuns(root, params) {
-  const filter = { state: params.get('state') ?? '', workflow: params.get('workflow') ?? '' };
+  const filter = { state: params.get('state') ?? '', workflow: params.get('workflow') ?? '', all: params.get('all') ?? '' };
   const cursors = [null];
   const body = el('tbody');
   const table = el('table', { class: 'runs' }, el('thead', {}, headRow()), body);
+  const scroll = el('div', { class: 'scroll' }, table);
   const status = el('p', { class: 'muted', 'data-status': true });
   const pager = el('div', { class: 'pager' });
   root.append(
     el('h1', {}, 'Runs'),
     filters(filter),
-    table,
+    scroll,
     pager,
     status,
   );
@@ -30,7 +32,7 @@ export function mountRuns(root, params) {
       body.replaceChildren(...page.runs.map(row));
       if (page.runs.length === 0) body.append(el('tr', {}, el('td', { colspan: 7, class: 'muted' }, 'No runs match.')));
       pager.replaceChildren(...pageButtons(cursors, page.next_cursor, load));
-      table.dataset.filter = `${filter.state}|${filter.workflow}`; // what the rows shown match
+      table.dataset.filter = `${filter.state}|${filter.workflow}${filter.all ? '|all' : ''}`; // what the rows shown match
       status.textContent = `Updated ${time(Date.now())}, every ${POLL_MS / 1000} s while this tab is shown.`;
     } catch (e) {
       status.textContent = e instanceof ApiError ? `The server said: ${e.message}` : `Cannot reach the server: ${e.message}`;
@@ -45,6 +47,7 @@ function query(filter, cursor) {
   const q = new URLSearchParams({ limit: PAGE });
   if (filter.state) q.set('state', filter.state);
   if (filter.workflow) q.set('workflow', filter.workflow);
+  if (filter.all) q.set('all', 'true');
   if (cursor) q.set('cursor', cursor);
   return q.toString();
 }
@@ -65,7 +68,9 @@ function filters(filter) {
       if (w.name !== filter.workflow) workflow.append(el('option', { value: w.name }, w.name));
     }
   }, () => {});
-  return el('div', { class: 'filters' }, el('label', {}, 'State ', state), el('label', {}, 'Workflow ', workflow));
+  const all = el('input', { type: 'checkbox', name: 'all', checked: Boolean(filter.all), onchange: (e) => go({ all: e.target.checked ? 'true' : '' }) });
+  return el('div', { class: 'filters' }, el('label', {}, 'State ', state), el('label', {}, 'Workflow ', workflow),
+    el('label', { title: 'the runs gc moved to the archive (slower: each is read from it)' }, all, ' archived runs too'));
 }
 
 function headRow() {
@@ -75,7 +80,8 @@ function headRow() {
 function row(run) {
   const running = run.state === 'running';
   return el('tr', { 'data-run': run.run_id },
-    el('td', {}, el('a', { href: href(['runs', run.run_id]) }, run.run_id)),
+    el('td', { class: 'run-id' }, el('a', { href: href(['runs', run.run_id]) }, run.run_id),
+      run.archived ? el('span', { class: 'tag' }, 'archived') : null),
     el('td', {}, badge(run.state)),
     el('td', {}, run.workflow),
     el('td', {}, time(run.created_at)),

@@ -21,8 +21,8 @@ export class Steps {
     this.pager = el('div');
     this.count = el('span', { class: 'muted' });
     host.append(el('div', { class: 'filters' }, el('label', {}, 'Steps in state ', filter), this.count),
-      el('table', { class: 'steps' }, el('thead', {}, el('tr', {},
-        ['Step', 'State', 'Try', 'Duration', 'Started', 'Last error', 'Log', ''].map((h) => el('th', {}, h)))), this.body),
+      el('div', { class: 'scroll' }, el('table', { class: 'steps' }, el('thead', {}, el('tr', {},
+        ['Step', 'State', 'Try', 'Duration', 'Started', 'Last error', 'Log', ''].map((h) => el('th', {}, h)))), this.body)),
       this.pager);
   }
 

@@ -30,8 +30,8 @@ export class Timeline {
     this.current = -1;
     this.body = el('tbody');
     this.pager = el('div');
-    host.append(el('table', { class: 'events' }, el('thead', {}, el('tr', {},
-      ['#', 'Event', 'Time', 'Step', 'Kind', 'Try', 'Who', 'Why / what'].map((h) => el('th', {}, h)))), this.body), this.pager);
+    host.append(el('div', { class: 'scroll' }, el('table', { class: 'events' }, el('thead', {}, el('tr', {},
+      ['#', 'Event', 'Time', 'Step', 'Kind', 'Try', 'Who', 'Why / what'].map((h) => el('th', {}, h)))), this.body)), this.pager);
   }
 
   /** Marks event `index` (0-based) and shows its page. */

@@ -33,11 +33,16 @@ pub struct RunView {
     pub refused: BTreeMap<&'static str, String>,
     /// Why the run waits for a person, when it does.
     pub paused: Option<Pause>,
+    /// An operator's pause asked while steps are at work: the run stays `running` until they
+    /// finish, then is `paused` (with [`RunView::paused`] saying by whom).
+    pub pausing: Option<OperatorAction>,
     /// The operator's request to roll back, once made.
     pub rollback: Option<OperatorAction>,
     /// The steps, in declaration order (serialized as an object keyed by step name).
     #[serde(serialize_with = "steps_by_name")]
     pub steps: Vec<StepView>,
+    /// True when only an archive holds the run (see [`RunView::archived`]).
+    pub archived: bool,
 }
 
 /// One step of a run.
@@ -171,11 +176,25 @@ impl RunView {
                 .filter_map(|(name, r)| Some((*name, r.as_ref()?.to_string())))
                 .collect(),
             paused: Pause::of(machine),
+            pausing: (state.paused.clone()).filter(|_| machine.status() == RunStatus::Running),
             rollback: state.rollback.clone(),
             steps: (spec.steps.iter())
                 .map(|s| StepView::new(state, s))
                 .collect(),
+            archived: false,
         }
+    }
+
+    /// The view of a run `gc` archived: it takes no more events, so every action is refused
+    /// with why (the store refuses an append to it).
+    pub fn archived(mut self) -> RunView {
+        let why = archived_refusal(&self.run_id);
+        for action in RunAction::ALL {
+            self.allowed.insert(action.name(), false);
+            self.refused.insert(action.name(), why.clone());
+        }
+        self.archived = true;
+        self
     }
 
     /// How many steps are succeeded or skipped.
@@ -214,6 +233,11 @@ impl StepView {
             }),
         }
     }
+}
+
+/// Why an action on an archived run is refused.
+pub fn archived_refusal(run_id: &RunId) -> String {
+    format!("run `{run_id}` is archived: an archived run takes no more events")
 }
 
 fn steps_by_name<S: Serializer>(steps: &[StepView], s: S) -> Result<S::Ok, S::Error> {

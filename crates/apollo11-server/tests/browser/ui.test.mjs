@@ -1,8 +1,11 @@
 // The web UI in a real Chromium against a real `apollo11 serve` (`cargo xtask ui` starts it
-// with workflows.mjs's folder and a token): the runs table and its filters; the paused
-// `flaky` run taken back in time to before its failure, then paused, overridden and resumed
-// through the UI to success; the 1,000-step, 10,000-event run page. Screenshots of each
-// page go to APOLLO11_UI_SHOTS (default target/ui-screenshots).
+// with workflows.mjs's folder and a token): the runs table and its filters, archived runs
+// among them; the paused `flaky` run taken back in time to before its failure, then paused,
+// overridden and resumed through the UI to success (each dialog's submit clicked twice);
+// the 1,000-step, 10,000-event run page; a `slow` run paused while its step is at work, then
+// followed live past a page of events; the stream lost and back; `?at=` links to no event of
+// the run; the compensated step of the `undo` run. Screenshots of each page go to
+// APOLLO11_UI_SHOTS (default target/ui-screenshots).
 //
 //   node ui.test.mjs http://127.0.0.1:PORT
 
@@ -20,18 +23,21 @@ const shots = process.env.APOLLO11_UI_SHOTS
 const suffix = Date.now().toString(36);
 const FLAKY = `ui-flaky-${suffix}`;
 const THOUSAND = `ui-thousand-${suffix}`;
+const UNDO = `ui-undo-${suffix}`;
 const BY = 'ui-test';
 let browser;
 let page;
 
 before(async () => {
   mkdirSync(shots, { recursive: true });
-  const [flaky, thousand] = await Promise.all([
+  const [flaky, thousand, undo] = await Promise.all([
     settledRun(server, 'flaky', FLAKY),
     settledRun(server, 'thousand', THOUSAND),
+    settledRun(server, 'undo', UNDO),
   ]);
   assert.equal(flaky.state, 'paused', 'the flaky run waits for an operator');
   assert.equal(thousand.state, 'succeeded');
+  assert.equal(undo.state, 'rolled_back');
   browser = await launch();
   page = await openPage(browser, server);
 });
@@ -83,17 +89,47 @@ async function drag(value) {
 
 const node = (step) => page.locator(`svg.dag g.node[data-step="${step}"]`);
 
-/** Appends an action through its dialog; returns the event id the page says it appended. */
+/** The action routes (POST). */
+const ACTIONS = (url) => /\/(pause|resume|rollback|override)$/.test(url.pathname);
+
+/** Records the URLs of the POST requests the page sends until `stop()`, which returns them. */
+function watchPosts() {
+  const posts = [];
+  const sent = (request) => request.method() === 'POST' && posts.push(request.url());
+  page.on('request', sent);
+  return {
+    stop: () => {
+      page.off('request', sent);
+      return posts;
+    },
+  };
+}
+
+/**
+ * Appends an action through its dialog, its submit clicked twice: one request all the same
+ * (a second one could append the event twice); returns the event id the page says it appended.
+ */
 async function act(button, reason, to) {
   await button.click();
   const dialog = page.locator('#action-dialog');
   if (to) await dialog.locator('select[name=to]').selectOption(to);
   await dialog.locator('input[name=by]').fill(BY);
-  await dialog.locator('textarea[name=reason]').fill(reason);
+  await dialog.locator('input[name=reason]').fill(reason);
+  // As over a slow network: the answer takes 300 ms, so the second click finds the dialog open.
+  const posts = watchPosts();
+  const slow = async (route) => {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await route.continue();
+  };
+  await page.route(ACTIONS, slow);
+  // Clicked twice, as a double click does (the second forced: it may be disabled by then).
   await dialog.locator('[data-submit]').click();
+  await dialog.locator('[data-submit]').click({ force: true });
   await page.waitForFunction(() => !document.querySelector('#action-dialog').open);
   const outcome = page.locator('[data-outcome]');
   await page.waitForFunction(() => /Appended event #\d+/.test(document.querySelector('[data-outcome]').textContent));
+  await page.unroute(ACTIONS, slow);
+  assert.equal(posts.stop().length, 1, 'one request for a submit clicked twice');
   return Number(await outcome.getAttribute('data-event-id'));
 }
 
@@ -129,6 +165,8 @@ test('the failed run: back before the failure, then paused, overridden, resumed 
     assert.equal(refused.status, 409, `the server refuses ${action} too`);
   }
   const events = (await call(server, `/api/v1/runs/${FLAKY}/events`)).body.events;
+  const operators = events.filter((e) => e.by === BY).map((e) => e.kind);
+  assert.deepEqual(operators, ['run_paused', 'manual_override', 'run_resumed'], 'one event per submit clicked twice');
   const byId = new Map(events.map((e) => [e.event_id, e]));
   assert.equal(byId.get(paused).kind, 'run_paused');
   assert.equal(byId.get(overridden).kind, 'manual_override');
@@ -157,4 +195,140 @@ test('the 1,000-step, 10,000-event run renders, its events paged', async () => {
   await page.waitForFunction(() => document.querySelectorAll('svg.dag g.node.st-pending').length > 0);
   await shot('thousand-halfway');
   assert.deepEqual(page.errors, []);
+});
+
+/** The timeline's pager: `[page shown, pages]`. */
+async function timelinePage() {
+  const text = await page.locator('.timeline .pager span').textContent();
+  return text.match(/page (\d+) of (\d+)/).slice(1).map(Number);
+}
+
+const SLOW = `ui-slow-${suffix}`;
+
+test('a slow run: a pause asked while its step works is pending until it finishes', async () => {
+  const started = await call(server, '/api/v1/runs', { method: 'POST', body: { workflow: 'slow', run_id: SLOW } });
+  assert.equal(started.status, 201);
+  await visit(page, server, `#/runs/${SLOW}`);
+  await page.locator('.travel input[type=range]:not([disabled])').waitFor();
+  await page.waitForFunction(() => document.querySelector('svg.dag g.node[data-step="work"]')?.classList.contains('st-running'));
+  // A reason of 1,100 × "é" is 1,100 characters but 2,200 bytes: refused in the dialog, as the server would.
+  await page.locator('[data-action=pause]').click();
+  const dialog = page.locator('#action-dialog');
+  await dialog.locator('input[name=by]').fill(BY);
+  await dialog.locator('input[name=reason]').fill('é'.repeat(1100));
+  const posts = watchPosts();
+  await dialog.locator('[data-submit]').click();
+  assert.match(await dialog.locator('[data-error]').textContent(), /reason is 2200 bytes/);
+  assert.ok(await dialog.evaluate((d) => d.open), 'the dialog stays open');
+  assert.deepEqual(posts.stop(), [], 'nothing sent');
+  await dialog.locator('button[value=cancel]').click();
+
+  await act(page.locator('[data-action=pause]'), 'hold while work finishes');
+  await page.locator('[data-pausing]').waitFor();
+  assert.equal(await page.locator('[data-pausing]').textContent(), 'pausing (waiting for 1 step)');
+  await shot('slow-pausing');
+  await page.waitForFunction(() => document.querySelector('.head .badge')?.textContent === 'paused', null, { timeout: 30_000 });
+  assert.equal(await page.locator('[data-pausing]').count(), 0);
+  assert.deepEqual(page.errors, []);
+});
+
+test('the slow run resumed: the timeline follows it live past its first page', async () => {
+  await act(page.locator('[data-action=resume]'), 'go on');
+  await page.waitForFunction(() => document.querySelectorAll('table.events tbody tr').length > 0
+    && /page ([2-9]|\d\d+) of/.test(document.querySelector('.timeline .pager span').textContent), null, { timeout: 60_000 });
+  const [shown, pages] = await timelinePage();
+  assert.equal(shown, pages, 'at "Now", the timeline shows its last page');
+  const lastRow = await page.locator('table.events tbody tr').last().getAttribute('class');
+  assert.match(lastRow ?? '', /current/, 'the newest event is marked');
+  await shot('slow-live');
+  assert.deepEqual(page.errors, []);
+});
+
+test('a lost event stream is said until it is back', async () => {
+  const stream = (url) => url.pathname.endsWith('/events/stream');
+  await page.route(stream, (route) => route.abort('connectionrefused'));
+  await visit(page, server, `#/runs/${FLAKY}`);
+  const notice = page.locator('[data-connection]');
+  await notice.waitFor({ state: 'visible' });
+  assert.match(await notice.textContent(), /Connection to the server lost.*retrying/);
+  await shot('connection-lost');
+  await page.unroute(stream);
+  await notice.waitFor({ state: 'hidden', timeout: 5_000 });
+});
+
+test('an ?at= link to no event of this run says so', async () => {
+  const thousand = (await call(server, `/api/v1/runs/${THOUSAND}/events?limit=5`)).body.events;
+  const flaky = (await call(server, `/api/v1/runs/${FLAKY}/events`)).body.events.map((e) => e.event_id);
+  const other = thousand.find((e) => !flaky.includes(e.event_id)).event_id;
+  for (const at of [String(other), '999999', 'abc']) {
+    await visit(page, server, `#/runs/${FLAKY}?at=${at}`);
+    const notice = page.locator('[data-notice]');
+    await notice.waitFor({ state: 'visible' });
+    assert.equal(await notice.textContent(), `Event ${at} is not an event of this run: the run is shown now.`);
+  }
+  await shot('bad-at');
+  await visit(page, server, `#/runs/${FLAKY}?at=${flaky[1]}`);
+  await page.locator('.travel input[type=range]:not([disabled])').waitFor();
+  assert.match(await page.locator('[data-when]').textContent(), /^As it stood after event 2 of/);
+  assert.ok(await page.locator('[data-notice]').isHidden());
+});
+
+test('a compensated step links the log of its compensation and says what it undid', async () => {
+  await visit(page, server, `#/runs/${UNDO}`);
+  await page.locator('.travel input[type=range]:not([disabled])').waitFor();
+  await node('book').click();
+  const detail = page.locator('[data-detail=book]');
+  assert.match(await detail.innerText(), /Compensation\s+ran: the work of try 1 was undone/);
+  await detail.locator('[data-compensation-log]').click();
+  await page.waitForFunction(() => /unbooked/.test(document.querySelector('[data-detail=book] [data-log]').textContent));
+  await detail.locator('[data-attempt-log]').click();
+  await page.waitForFunction(() => /^booked/.test(document.querySelector('[data-detail=book] [data-log]').textContent));
+  await shot('undo-compensated');
+  assert.deepEqual(page.errors, []);
+});
+
+test('archived runs: listed on asking, marked, and their page says so', async () => {
+  // The server here runs no gc: its answers are marked archived as a server's after gc are.
+  const archive = async (route) => {
+    const answer = await route.fetch();
+    const body = await answer.json();
+    for (const run of body.runs ?? [body]) run.archived = run.run_id === UNDO;
+    await route.fulfill({ response: answer, json: body });
+  };
+  const runs = (url) => url.pathname.startsWith('/api/v1/runs') && !url.pathname.includes('/events');
+  await page.route(runs, archive);
+  await visit(page, server, '#/runs');
+  await page.locator(`tr[data-run="${UNDO}"]`).waitFor();
+  const asked = page.waitForRequest((r) => r.url().includes('all=true'));
+  await page.locator('input[name=all]').check();
+  await asked;
+  await page.locator('table.runs[data-filter="||all"]').waitFor();
+  assert.match(page.url(), /all=true/);
+  assert.equal(await page.locator(`tr[data-run="${UNDO}"] .tag`).textContent(), 'archived');
+  await shot('runs-archived');
+  await visit(page, server, `#/runs/${UNDO}`);
+  await page.locator('[data-archived]').waitFor();
+  await shot('undo-archived');
+  await page.unroute(runs);
+});
+
+test('a 200-character run id and the run page fit a 375 px screen', async () => {
+  const LONG = `ui-long-${suffix}-`.padEnd(200, 'x');
+  const long = await settledRun(server, 'undo', LONG);
+  assert.equal(long.state, 'rolled_back');
+  const wide = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  await visit(page, server, '#/runs');
+  await page.locator(`tr[data-run="${LONG}"]`).waitFor();
+  assert.ok(await wide() <= 0, `the runs page is ${await wide()} px wider than the window`);
+  await page.setViewportSize({ width: 375, height: 800 });
+  try {
+    assert.ok(await wide() <= 0, `the runs page at 375 px is ${await wide()} px too wide`);
+    await shot('runs-375');
+    await visit(page, server, `#/runs/${FLAKY}`);
+    await page.locator('.travel input[type=range]:not([disabled])').waitFor();
+    assert.ok(await wide() <= 0, `the run page at 375 px is ${await wide()} px too wide`);
+    await shot('flaky-375');
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 1000 });
+  }
 });

@@ -24,6 +24,10 @@ async fn pause_holds_a_run_resume_lifts_it_and_finished_runs_refuse_both() {
     let pause_id = paused.json()["event_id"].as_u64().unwrap();
     let run = server.run("g").await;
     assert_eq!(run["allowed"]["pause"], false);
+    // Running until its step at work finishes, the pause asked said.
+    assert_eq!(run["state"], "running");
+    assert_eq!(run["pausing"]["by"], "tester", "{run}");
+    assert_eq!(run["pausing"]["event_id"], pause_id, "{run}");
     assert!(
         run["refused"]["pause"].as_str().unwrap().contains("tester"),
         "{run}"
@@ -49,6 +53,7 @@ async fn pause_holds_a_run_resume_lifts_it_and_finished_runs_refuse_both() {
         held["steps"]["after"]["state"], "pending",
         "nothing new starts while paused"
     );
+    assert_eq!(held["pausing"], Value::Null, "paused now: {held}");
     let events = server
         .client
         .get("/api/v1/runs/g/events")

@@ -2,7 +2,7 @@
 //! schedule, the finished runs its policy lets go; they leave the runs list and are answered
 //! from the archive as before, while the server keeps driving runs.
 
-use crate::harness::TestServer;
+use crate::harness::{kept, TestServer};
 use apollo11_runtime::inspect::Retention;
 use apollo11_server::GcSchedule;
 use serde_json::Value;
@@ -17,7 +17,7 @@ async fn answers(server: &TestServer, run: &str) -> Vec<Value> {
     ] {
         let answer = server.client.get(&path).await.unwrap();
         assert_eq!(answer.status, 200, "{path}: {}", answer.message());
-        answers.push(answer.json());
+        answers.push(kept(answer.json()));
     }
     answers
 }

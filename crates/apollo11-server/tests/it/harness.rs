@@ -182,6 +182,17 @@ pub async fn wait_for(
     }
 }
 
+/// An answer with what archiving a run changes taken out (`allowed`, `refused`, `archived`
+/// of a run object): the rest is answered from an archive as it was from the live log.
+pub fn kept(mut answer: Value) -> Value {
+    if let Some(object) = answer.as_object_mut() {
+        for key in ["allowed", "refused", "archived"] {
+            object.remove(key);
+        }
+    }
+    answer
+}
+
 /// Asserts an answer is the error object with `status` and `code`.
 pub fn assert_error(answer: &apollo11_server::client::Answer, status: u16, code: &str) {
     let body = answer.json();

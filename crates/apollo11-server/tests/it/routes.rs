@@ -88,6 +88,11 @@ async fn a_run_started_over_the_api_succeeds_and_every_read_route_shows_it() {
         Some("text/plain; charset=utf-8")
     );
     assert_eq!(String::from_utf8_lossy(&text.body), "hello from a\n");
+    assert_eq!(
+        text.header("x-log-bytes"),
+        Some("13"),
+        "the whole log's size"
+    );
 
     let events = server
         .client
