@@ -242,6 +242,12 @@ impl FileLog {
         self.blocking(|files| crate::archive::runs(files.fs.as_ref(), &files.dir))
             .await
     }
+
+    /// Whether the live log holds `run_id` (a run `gc` moved out of it does not): a lookup in
+    /// the index, no read.
+    pub fn holds_live(&self, run_id: &RunId) -> bool {
+        self.files.live(run_id, |_| ()).is_some()
+    }
 }
 
 impl Files {

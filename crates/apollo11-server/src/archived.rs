@@ -13,19 +13,13 @@ use std::collections::HashSet;
 
 /// Whether only the archive holds `run_id` (never, with a shared store: it has no archive).
 pub(crate) async fn is_archived(state: &AppState, run_id: &RunId) -> Result<bool, ApiError> {
-    if !matches!(state.ready, Readiness::File(_)) {
+    let Readiness::File(log) = &state.ready else {
+        return Ok(false);
+    };
+    if log.holds_live(run_id) {
         return Ok(false);
     }
-    if state
-        .store
-        .list_runs()
-        .await?
-        .iter()
-        .any(|s| &s.run_id == run_id)
-    {
-        return Ok(false);
-    }
-    Ok(!state.store.read_run(run_id, Seq(1)).await?.is_empty())
+    Ok(state.store.read_event(run_id, Seq(1)).await?.is_some())
 }
 
 /// 409 for an action on an archived run: it takes no more events.
