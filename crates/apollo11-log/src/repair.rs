@@ -33,11 +33,12 @@ pub struct RepairPlan {
     /// Derived files removed (relative to the data directory): index files that describe cut
     /// data or a segment that will grow, snapshots past the new end or found damaged.
     pub drops: Vec<String>,
-    /// Archive files set aside (renamed `<name>.damaged`, never removed): damaged ones, and
-    /// ones holding an id the live log holds for another run. Their runs are no longer read.
+    /// Archive files set aside (renamed `<name>.damaged`, never removed nor overwritten):
+    /// damaged ones, and ones holding an id the live log holds for another run. Their runs are
+    /// no longer read.
     pub set_aside: Vec<SetAside>,
-    /// The highest id an archive file kept holds, when it is past the events kept: the ids up
-    /// to it are reserved (a compacted segment holding no events), never given again.
+    /// The highest id an archive file holds (one set aside too, when its table reads), when it
+    /// is past the events kept: the ids up to it are reserved (a compacted segment holding no events), never given again.
     pub reserve: Option<u64>,
 }
 
@@ -58,6 +59,12 @@ pub struct SetAside {
     pub damage: Damage,
     /// The runs its table names (lost with it), `None` when the table itself is damaged.
     pub runs: Option<Vec<RunId>>,
+    /// The highest event id its table names, when it reads: reserved like those of the
+    /// archive files kept, so that the file renamed back later holds no id given again.
+    pub last_event_id: Option<u64>,
+    /// What it is renamed to (relative to the data directory): `<name>.damaged`, or
+    /// `<name>.damaged.N` when that is taken (an earlier one may be the only copy of its runs).
+    pub to: String,
 }
 
 /// One segment file a repair cuts.
@@ -203,7 +210,7 @@ fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, St
         .iter()
         .filter(|s| s.problem.is_some())
         .map(|s| s.file.clone());
-    let set_aside = archives_set_aside(fs, dir, report);
+    let set_aside = archives_set_aside(fs, dir, report)?;
     let reserve = archived_past(report, &set_aside);
     let Some(damage) = report.damage.clone() else {
         // A torn tail is cut before the reserve segment goes after it, as a writing open
@@ -268,45 +275,55 @@ fn segment_cut(
     })
 }
 
-/// The archive files `report` found damaged, with the runs each names if its table reads.
-fn archives_set_aside(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Vec<SetAside> {
-    (report.archive_problems.iter())
-        .map(|damage| SetAside {
+/// The archive files `report` found damaged, with what each table names when it reads and
+/// the name each is set aside as.
+fn archives_set_aside(
+    fs: &dyn Fs,
+    dir: &Path,
+    report: &VerifyReport,
+) -> Result<Vec<SetAside>, StoreError> {
+    let folder = dir.join(crate::archive::DIR);
+    let mut taken = match fs.list(&folder) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        listed => listed.map_err(|e| StoreError::io(format!("listing {}", folder.display()), e))?,
+    };
+    let mut out = Vec::new();
+    for damage in &report.archive_problems {
+        let table = crate::archive::table_of(fs, &dir.join(&damage.file)).ok();
+        let to = unused_name(&format!("{}.damaged", damage.file), &taken)?;
+        taken.push(crate::archive::name_in_folder(&to).to_owned());
+        out.push(SetAside {
             damage: damage.clone(),
-            runs: crate::archive::run_ids_of(fs, &dir.join(&damage.file)).ok(),
-        })
-        .collect()
+            runs: (table.as_ref()).map(|t| t.iter().map(|e| e.run_id.clone()).collect()),
+            last_event_id: (table.as_ref()).and_then(|t| t.iter().map(|e| e.last_event_id).max()),
+            to,
+        });
+    }
+    Ok(out)
 }
 
-/// The highest id the archive files kept hold, when it is past the events `report` keeps.
+/// The highest id the archive files hold (those set aside too, when their table reads), when
+/// it is past the events `report` keeps.
 fn archived_past(report: &VerifyReport, set_aside: &[SetAside]) -> Option<u64> {
-    (report.archives.iter())
+    let kept = (report.archives.iter())
         .filter(|a| !set_aside.iter().any(|s| s.damage.file == a.file))
-        .map(|a| a.last_event_id)
+        .map(|a| a.last_event_id);
+    (kept.chain(set_aside.iter().filter_map(|s| s.last_event_id)))
         .max()
         .filter(|&top| top > report.events)
 }
 
-/// Renames each archive file of `files` to `<name>.damaged` (`.damaged.N` when that is
-/// taken: an earlier one may be the only copy of its runs), the folder synced; returns the
-/// new names.
+/// Renames each archive file of `files` to its new name, the folder synced; returns those.
 fn set_aside(fs: &dyn Fs, dir: &Path, files: &[SetAside]) -> Result<Vec<String>, StoreError> {
-    let folder = dir.join(crate::archive::DIR);
-    let mut taken = (fs.list(&folder))
-        .map_err(|e| StoreError::io(format!("listing {}", folder.display()), e))?;
-    let mut renamed = Vec::new();
     for file in files {
-        let from = &file.damage.file;
-        let to = unused_name(&format!("{from}.damaged"), &taken)?;
-        fs.rename(&dir.join(from), &dir.join(&to))
+        let (from, to) = (&file.damage.file, &file.to);
+        fs.rename(&dir.join(from), &dir.join(to))
             .map_err(|e| StoreError::io(format!("renaming {from} to {to}"), e))?;
-        taken.push(crate::archive::name_in_folder(&to).to_owned());
-        renamed.push(to);
     }
-    if !renamed.is_empty() {
-        sync_dir_of(fs, &dir.join(&renamed[0]))?;
+    if let Some(first) = files.first() {
+        sync_dir_of(fs, &dir.join(&first.to))?;
     }
-    Ok(renamed)
+    Ok(files.iter().map(|f| f.to.clone()).collect())
 }
 
 /// The first of `base`, `base.1`, `base.2`... (relative to the data directory) whose name is

@@ -9,7 +9,7 @@ mod ids;
 mod read;
 
 pub(crate) use ids::{against, past_end, remove_leftovers, reserve};
-pub(crate) use read::run_ids_of;
+pub(crate) use read::{run_ids_of, table_of};
 pub use read::{check, read_run, runs, ArchivedRun, Checked};
 
 use crate::codec::encode_event;

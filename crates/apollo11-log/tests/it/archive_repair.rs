@@ -155,3 +155,20 @@ async fn verify_reports_ids_past_the_end_beside_an_empty_last_segment() {
     assert_eq!(past, Some(&second), "{report:?}");
     assert!(!report.is_clean());
 }
+
+/// A damaged archive file holding ids past the log's end, its table still read: `repair`
+/// sets it aside and reserves its ids too, so that it holds none given again if it is ever
+/// renamed back.
+#[tokio::test]
+async fn the_ids_of_an_archive_file_set_aside_are_reserved() {
+    let (source, [first, _]) = two_archives().await;
+    let fs = short_log_with(&source, &first).await;
+    flip(fs.as_ref(), &Path::new("/data").join(&first), 40);
+    let top = verify_with(source.clone(), "/data").unwrap().archives[0].last_event_id;
+    let repaired = repair_with(fs.clone(), "/data").unwrap();
+    assert_eq!(repaired.set_aside, [format!("{first}.damaged")]);
+    assert!(repaired.reserved.is_some(), "{repaired:?}");
+    let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
+    let fresh = append(&log, "fresh", vec![created()]).await;
+    assert_eq!(fresh[0], top + 1);
+}
