@@ -331,7 +331,11 @@ fn set_aside(fs: &dyn Fs, dir: &Path, files: &[SetAside]) -> Result<Vec<String>,
 fn unused_name(base: &str, taken: &[String]) -> Result<String, StoreError> {
     (0..1000)
         .map(|n| nth_name(base, n))
-        .find(|name| !taken.iter().any(|t| t == crate::archive::name_in_folder(name)))
+        .find(|name| {
+            !taken
+                .iter()
+                .any(|t| t == crate::archive::name_in_folder(name))
+        })
         .ok_or_else(|| StoreError::Invalid {
             what: base.to_owned(),
             reason: format!("1000 files named {base}.N exist: move some away"),

@@ -9,8 +9,8 @@ mod ids;
 mod read;
 
 pub(crate) use ids::{against, past_end, remove_leftovers, reserve};
-pub(crate) use read::{run_ids_of, table_of};
 pub use read::{check, read_run, runs, ArchivedRun, Checked};
+pub(crate) use read::{run_ids_of, table_of};
 
 use crate::codec::encode_event;
 use crate::files::sync_dir_of;

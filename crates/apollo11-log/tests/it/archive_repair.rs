@@ -37,14 +37,20 @@ async fn an_archive_file_set_aside_is_never_overwritten() {
     assert_eq!(repaired.set_aside, [first_aside.clone()]);
     let kept = read(fs.as_ref(), &Path::new("/data").join(&first_aside));
     let second = collect_and_damage(&fs, &DONE[1..]);
-    assert_ne!(second, first, "a gc took the generation of a file set aside");
+    assert_ne!(
+        second, first,
+        "a gc took the generation of a file set aside"
+    );
     let by_hand = Path::new("/data").join(format!("{second}.damaged"));
     fs.open(&by_hand, apollo11_log::Mode::CreateNew).unwrap();
     write(fs.as_ref(), &by_hand, b"kept by hand");
     let repaired = repair_with(fs.clone(), "/data").unwrap();
     assert_eq!(repaired.set_aside, [format!("{second}.damaged.1")]);
     assert_eq!(read(fs.as_ref(), &by_hand), b"kept by hand");
-    assert_eq!(read(fs.as_ref(), &Path::new("/data").join(&first_aside)), kept);
+    assert_eq!(
+        read(fs.as_ref(), &Path::new("/data").join(&first_aside)),
+        kept
+    );
     let mut expected = [
         in_folder(&first_aside),
         format!("{}.damaged", in_folder(&second)),
@@ -122,7 +128,10 @@ async fn a_torn_tail_is_cut_before_archived_ids_are_reserved() {
     let (source, [first, _]) = two_archives().await;
     let fs = short_log_with(&source, &first).await;
     let report = verify_with(fs.clone(), "/data").unwrap();
-    assert!(report.torn_tail.is_some() && report.ids_past_end.is_some(), "{report:?}");
+    assert!(
+        report.torn_tail.is_some() && report.ids_past_end.is_some(),
+        "{report:?}"
+    );
     let refused = FileLog::open_with(fs.clone(), "/data", small());
     assert!(matches!(&refused, Err(StoreError::Corrupted { file, .. }) if *file == first));
     let repaired = repair_with(fs.clone(), "/data").unwrap();
