@@ -373,8 +373,8 @@ fn plan_lines(plan: &RepairPlan) -> Vec<String> {
             None => "its table is damaged: the runs lost are unknown".into(),
         };
         lines.push(format!(
-            "  set aside  {} as {}.damaged (at offset {}: {}; {runs})",
-            d.file, d.file, d.offset, d.reason
+            "  set aside  {} as {} (at offset {}: {}; {runs})",
+            d.file, a.to, d.offset, d.reason
         ));
     }
     if let Some(up_to) = plan.reserve {

@@ -29,6 +29,15 @@ pub fn sync_dir_of(fs: &dyn Fs, path: &Path) -> Result<(), StoreError> {
         .map_err(|e| StoreError::io(format!("syncing directory {}", dir.display()), e))
 }
 
+/// The `n`th name a file kept aside is tried under: `base`, then `base.N`.
+pub(crate) fn nth_name(base: &str, n: u32) -> String {
+    if n == 0 {
+        base.to_owned()
+    } else {
+        format!("{base}.{n}")
+    }
+}
+
 /// Saves `bytes` cut from `file` at `offset` as `<file>.<offset>.torn` (`.torn.N` if that
 /// exists), synced. Returns the name used.
 pub fn keep_torn(
@@ -39,11 +48,7 @@ pub fn keep_torn(
 ) -> Result<String, StoreError> {
     let base = format!("{}.{offset}.torn", file.display());
     for n in 0..1000 {
-        let name = if n == 0 {
-            base.clone()
-        } else {
-            format!("{base}.{n}")
-        };
+        let name = nth_name(&base, n);
         let path = Path::new(&name);
         match fs.open(path, Mode::CreateNew) {
             Ok(torn) => {

@@ -8,12 +8,12 @@
 //! exactly that plan, so a front end can show it and ask before anything is cut.
 
 use crate::cold::open_segment;
-use crate::files::{keep_torn, sync_dir_of, write_atomically};
+use crate::files::{keep_torn, nth_name, sync_dir_of, write_atomically};
 use crate::fs::{Fs, Mode, RealFs};
 use crate::recover::{list_segments_dir, Damage};
 use crate::segment::parse_file_name;
 use crate::snapshot;
-use crate::verify::{verify_with, VerifyReport};
+use crate::verify::{verify_with, SegmentReport, VerifyReport};
 use apollo11_core::RunId;
 use apollo11_store::StoreError;
 use std::path::Path;
@@ -33,11 +33,12 @@ pub struct RepairPlan {
     /// Derived files removed (relative to the data directory): index files that describe cut
     /// data or a segment that will grow, snapshots past the new end or found damaged.
     pub drops: Vec<String>,
-    /// Archive files set aside (renamed `<name>.damaged`, never removed): damaged ones, and
-    /// ones holding an id the live log holds for another run. Their runs are no longer read.
+    /// Archive files set aside (renamed `<name>.damaged`, never removed nor overwritten):
+    /// damaged ones, and ones holding an id the live log holds for another run. Their runs are
+    /// no longer read.
     pub set_aside: Vec<SetAside>,
-    /// The highest id an archive file kept holds, when it is past the events kept: the ids up
-    /// to it are reserved (a compacted segment holding no events), never given again.
+    /// The highest id an archive file holds (one set aside too, when its table reads), when it
+    /// is past the events kept: the ids up to it are reserved (a compacted segment holding no events), never given again.
     pub reserve: Option<u64>,
 }
 
@@ -58,6 +59,12 @@ pub struct SetAside {
     pub damage: Damage,
     /// The runs its table names (lost with it), `None` when the table itself is damaged.
     pub runs: Option<Vec<RunId>>,
+    /// The highest event id its table names, when it reads: reserved like those of the
+    /// archive files kept, so that the file renamed back later holds no id given again.
+    pub last_event_id: Option<u64>,
+    /// What it is renamed to (relative to the data directory): `<name>.damaged`, or
+    /// `<name>.damaged.N` when that is taken (an earlier one may be the only copy of its runs).
+    pub to: String,
 }
 
 /// One segment file a repair cuts.
@@ -122,11 +129,8 @@ pub fn plan_repair(dir: impl AsRef<Path>) -> Result<RepairPlan, StoreError> {
 ///
 /// [`StoreError::Locked`] when another process holds the data directory; what
 /// [`plan_repair_with`] returns; [`StoreError::Io`] when a cut, move or removal fails (the
-/// repair can be run again).
-///
-/// # Panics
-///
-/// If the log still holds damage after the cut: a bug in the repair, never left unsaid.
+/// repair can be run again); [`StoreError::Invalid`] naming the file when the log still holds
+/// damage after the repair (a bug in it, never left unsaid).
 pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
     let dir = dir.as_ref();
     let lock = crate::log::take_lock(fs.as_ref(), dir, &crate::LockHolder::this_process(None))?;
@@ -155,13 +159,20 @@ pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairRepor
         .map(|up_to| crate::archive::reserve(fs.as_ref(), dir, plan.events_kept, up_to))
         .transpose()?;
     let after = verify_with(fs, dir)?;
-    assert!(
-        after.damage.is_none() && after.ids_past_end.is_none() && after.archive_problems.is_empty(),
-        "repair left damage: {:?} {:?} {:?}",
-        after.damage,
-        after.ids_past_end,
-        after.archive_problems
-    );
+    if let Some(left) = (after.damage.iter())
+        .chain(&after.ids_past_end)
+        .chain(&after.archive_problems)
+        .next()
+    {
+        return Err(StoreError::Invalid {
+            what: left.file.clone(),
+            reason: format!(
+                "damage left after a repair, at offset {}: {} (a bug in the repair; what it \
+                 did is done: run it again)",
+                left.offset, left.reason
+            ),
+        });
+    }
     Ok(RepairReport {
         damage: plan.damage,
         events_kept: after.events,
@@ -176,10 +187,6 @@ pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairRepor
 /// [`repair_with`] on the real file system.
 ///
 /// # Errors
-///
-/// As [`repair_with`].
-///
-/// # Panics
 ///
 /// As [`repair_with`].
 pub fn repair(dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
@@ -203,12 +210,18 @@ fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, St
         .iter()
         .filter(|s| s.problem.is_some())
         .map(|s| s.file.clone());
-    let set_aside = archives_set_aside(fs, dir, report);
+    let set_aside = archives_set_aside(fs, dir, report)?;
     let reserve = archived_past(report, &set_aside);
     let Some(damage) = report.damage.clone() else {
+        // A torn tail is cut before the reserve segment goes after it, as a writing open
+        // would cut it: left there, it would be in a segment that is not the last (damage).
+        let torn = reserve.and(report.torn_tail.as_ref());
+        let segment = torn.and_then(|t| report.segments.iter().find(|s| s.file == t.file));
+        let cut = segment.map(|s| segment_cut(fs, dir, s, torn)).transpose()?;
         return Ok(RepairPlan {
             events_kept: report.events,
             event_count: report.event_count(),
+            cuts: cut.into_iter().collect(),
             drops: damaged_snapshots.collect(),
             set_aside,
             reserve,
@@ -219,22 +232,9 @@ fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, St
     let mut cutting = false;
     for segment in &report.segments {
         cutting |= segment.file == damage.file;
-        if !cutting {
-            continue;
+        if cutting {
+            cuts.push(segment_cut(fs, dir, segment, Some(&damage))?);
         }
-        // Damage in the header takes the whole segment; elsewhere, keep what is intact.
-        let at = match (segment.file == damage.file, damage.offset) {
-            (true, 0) | (false, _) => 0,
-            (true, offset) => segment.bytes.min(offset),
-        };
-        let rest = rest_of(fs, &dir.join(&segment.file), at)?;
-        cuts.push(SegmentCut {
-            file: segment.file.clone(),
-            at,
-            bytes: rest.len() as u64,
-            // A compressed segment is kept whole.
-            kept: segment.stored_bytes.is_some() || rest.iter().any(|&b| b != 0),
-        });
     }
     let mut drops = derived_drops(fs, dir, &cuts, report.events)?;
     for file in damaged_snapshots {
@@ -253,39 +253,93 @@ fn plan(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Result<RepairPlan, St
     })
 }
 
-/// The archive files `report` found damaged, with the runs each names if its table reads.
-fn archives_set_aside(fs: &dyn Fs, dir: &Path, report: &VerifyReport) -> Vec<SetAside> {
-    (report.archive_problems.iter())
-        .map(|damage| SetAside {
-            damage: damage.clone(),
-            runs: crate::archive::run_ids_of(fs, &dir.join(&damage.file)).ok(),
-        })
-        .collect()
+/// The cut of `segment`, at `damage` when that is in it, else whole.
+fn segment_cut(
+    fs: &dyn Fs,
+    dir: &Path,
+    segment: &SegmentReport,
+    damage: Option<&Damage>,
+) -> Result<SegmentCut, StoreError> {
+    // Damage in the header takes the whole segment; elsewhere, keep what is intact.
+    let at = match damage.filter(|d| d.file == segment.file) {
+        None => 0,
+        Some(d) => segment.bytes.min(d.offset),
+    };
+    let rest = rest_of(fs, &dir.join(&segment.file), at)?;
+    Ok(SegmentCut {
+        file: segment.file.clone(),
+        at,
+        bytes: rest.len() as u64,
+        // A compressed segment is kept whole.
+        kept: segment.stored_bytes.is_some() || rest.iter().any(|&b| b != 0),
+    })
 }
 
-/// The highest id the archive files kept hold, when it is past the events `report` keeps.
+/// The archive files `report` found damaged, with what each table names when it reads and
+/// the name each is set aside as.
+fn archives_set_aside(
+    fs: &dyn Fs,
+    dir: &Path,
+    report: &VerifyReport,
+) -> Result<Vec<SetAside>, StoreError> {
+    let folder = dir.join(crate::archive::DIR);
+    let mut taken = match fs.list(&folder) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        listed => listed.map_err(|e| StoreError::io(format!("listing {}", folder.display()), e))?,
+    };
+    let mut out = Vec::new();
+    for damage in &report.archive_problems {
+        let table = crate::archive::table_of(fs, &dir.join(&damage.file)).ok();
+        let to = unused_name(&format!("{}.damaged", damage.file), &taken)?;
+        taken.push(crate::archive::name_in_folder(&to).to_owned());
+        out.push(SetAside {
+            damage: damage.clone(),
+            runs: (table.as_ref()).map(|t| t.iter().map(|e| e.run_id.clone()).collect()),
+            last_event_id: (table.as_ref()).and_then(|t| t.iter().map(|e| e.last_event_id).max()),
+            to,
+        });
+    }
+    Ok(out)
+}
+
+/// The highest id the archive files hold (those set aside too, when their table reads), when
+/// it is past the events `report` keeps.
 fn archived_past(report: &VerifyReport, set_aside: &[SetAside]) -> Option<u64> {
-    (report.archives.iter())
+    let kept = (report.archives.iter())
         .filter(|a| !set_aside.iter().any(|s| s.damage.file == a.file))
-        .map(|a| a.last_event_id)
+        .map(|a| a.last_event_id);
+    (kept.chain(set_aside.iter().filter_map(|s| s.last_event_id)))
         .max()
         .filter(|&top| top > report.events)
 }
 
-/// Renames each archive file of `files` to `<name>.damaged` (the folder synced); returns the
-/// new names.
+/// Renames each archive file of `files` to its new name, the folder synced; returns those.
 fn set_aside(fs: &dyn Fs, dir: &Path, files: &[SetAside]) -> Result<Vec<String>, StoreError> {
-    let mut renamed = Vec::new();
     for file in files {
-        let (from, to) = (&file.damage.file, format!("{}.damaged", file.damage.file));
-        fs.rename(&dir.join(from), &dir.join(&to))
+        let (from, to) = (&file.damage.file, &file.to);
+        fs.rename(&dir.join(from), &dir.join(to))
             .map_err(|e| StoreError::io(format!("renaming {from} to {to}"), e))?;
-        renamed.push(to);
     }
-    if !renamed.is_empty() {
-        sync_dir_of(fs, &dir.join(&renamed[0]))?;
+    if let Some(first) = files.first() {
+        sync_dir_of(fs, &dir.join(&first.to))?;
     }
-    Ok(renamed)
+    Ok(files.iter().map(|f| f.to.clone()).collect())
+}
+
+/// The first of `base`, `base.1`, `base.2`... (relative to the data directory) whose name is
+/// not one of `taken` (names in the archive folder).
+fn unused_name(base: &str, taken: &[String]) -> Result<String, StoreError> {
+    (0..1000)
+        .map(|n| nth_name(base, n))
+        .find(|name| {
+            !taken
+                .iter()
+                .any(|t| t == crate::archive::name_in_folder(name))
+        })
+        .ok_or_else(|| StoreError::Invalid {
+            what: base.to_owned(),
+            reason: format!("1000 files named {base}.N exist: move some away"),
+        })
 }
 
 /// The bytes of the segment at `path` from `at` on (of a compressed one, those that

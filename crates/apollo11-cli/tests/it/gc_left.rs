@@ -47,9 +47,10 @@ fn repair_yes_finishes_a_gc_swap_a_crash_interrupted() {
     )
     .unwrap();
     write_manifest(crashed.data.path(), 1, &rewritten);
-    // Planning alone cannot finish it (no lock): refused, nothing changed.
+    // Planning alone cannot finish it (no lock): refused as any invalid request, nothing
+    // changed.
     let planned = crashed.run(&["repair"]);
-    assert_eq!(planned.code, 1, "{}", planned.stderr);
+    assert_eq!(planned.code, 2, "{}", planned.stderr);
     let repaired = crashed.run(&["repair", "--yes"]);
     assert_eq!(repaired.code, 0, "{}{}", repaired.stdout, repaired.stderr);
     assert!(

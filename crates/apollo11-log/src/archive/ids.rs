@@ -23,8 +23,9 @@ pub(crate) struct Against {
     pub generations: Generations,
     /// The highest event id archived, past the live log's end, and the file holding it.
     pub past_end: Option<(String, u64)>,
-    /// The first archived run whose last event id the live log holds for another run.
-    pub clash: Option<Damage>,
+    /// Per archive file, its first run whose last event id the live log holds for another
+    /// run: every such file, so that `repair` sets them all aside at once.
+    pub clashes: Vec<Damage>,
     /// Files every run of which the live log still holds whole: copies a `gc` stopped before
     /// its swap left (no manifest names them once an open finished the swaps), which nothing
     /// reads. Their runs are not in `generations`.
@@ -35,7 +36,7 @@ impl Against {
     /// The damage to report: an id held twice first, then ids past the end.
     pub(crate) fn damage(&self, last_event_id: u64) -> Option<Damage> {
         let past = (self.past_end.as_ref()).map(|(file, id)| past_end(file, *id, last_event_id));
-        self.clash.clone().or(past)
+        self.clashes.first().cloned().or(past)
     }
 }
 
@@ -58,6 +59,25 @@ pub(crate) fn past_end(file: &str, id: u64, last_event_id: u64) -> Damage {
              events are missing, and their ids would be given again; `repair` reserves them"
         ),
     }
+}
+
+/// The first run of the archive file `name`'s `table` whose last event id the live log
+/// `index` holds for another run.
+fn first_clash(index: &Index, name: &str, table: &[ArchivedRun]) -> Option<Damage> {
+    table.iter().find_map(|entry| {
+        let id = entry.last_event_id;
+        let (segment, position) = index.locate(id).ok()?;
+        let run = index.run_of(segment, position);
+        (run != entry.run_id.as_str()).then(|| Damage {
+            file: name.to_owned(),
+            offset: entry.offset,
+            reason: format!(
+                "event {id} is run `{}`'s here and run `{run}`'s in the live log: two events \
+                 share the id",
+                entry.run_id
+            ),
+        })
+    })
 }
 
 /// Reads the tables of the archive files at `paths` and compares them with the live log
@@ -83,27 +103,13 @@ pub(crate) fn against(
         let generation = super::generation_of(path).expect("archive files only");
         let runs: Vec<RunId> = table.iter().map(|entry| entry.run_id.clone()).collect();
         out.generations.add(&runs, generation);
-        for entry in table {
+        for entry in &table {
             let id = entry.last_event_id;
             if id > index.last_event_id && out.past_end.as_ref().is_none_or(|(_, top)| id > *top) {
                 out.past_end = Some((name.clone(), id));
             }
-            let holder = index.locate(id).ok().map(|(s, p)| index.run_of(s, p));
-            match holder {
-                Some(run) if run != entry.run_id.as_str() && out.clash.is_none() => {
-                    out.clash = Some(Damage {
-                        file: name.clone(),
-                        offset: entry.offset,
-                        reason: format!(
-                            "event {id} is run `{}`'s here and run `{run}`'s in the live log: \
-                             two events share the id",
-                            entry.run_id
-                        ),
-                    });
-                }
-                _ => {}
-            }
         }
+        out.clashes.extend(first_clash(index, &name, &table));
     }
     Ok(out)
 }

@@ -9,8 +9,8 @@ mod ids;
 mod read;
 
 pub(crate) use ids::{against, past_end, remove_leftovers, reserve};
-pub(crate) use read::run_ids_of;
 pub use read::{check, read_run, runs, ArchivedRun, Checked};
+pub(crate) use read::{run_ids_of, table_of};
 
 use crate::codec::encode_event;
 use crate::files::sync_dir_of;
@@ -138,6 +138,13 @@ pub(crate) fn name_of(path: &Path) -> String {
     format!("{DIR}/{}", file_name.unwrap_or_default())
 }
 
+/// The name in the archive folder of `name`, relative to the data directory.
+pub(crate) fn name_in_folder(name: &str) -> &str {
+    (name.strip_prefix(DIR))
+        .and_then(|n| n.strip_prefix('/'))
+        .unwrap_or(name)
+}
+
 /// The archive file of `generation` in the data directory `dir`.
 pub(crate) fn path_of(dir: &Path, generation: u64) -> PathBuf {
     dir.join(DIR).join(file_name(generation))
@@ -147,6 +154,22 @@ pub(crate) fn path_of(dir: &Path, generation: u64) -> PathBuf {
 fn parse_file_name(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(".arc")?;
     (digits.len() == 20).then(|| digits.parse().ok()).flatten()
+}
+
+/// The generation a name in the archive folder is numbered with: `<20 digits>.` then anything
+/// (`.arc`, `.arc.damaged`, `.gc`, `.arc.tmp`).
+fn numbered(name: &str) -> Option<u64> {
+    let (digits, _) = name.split_once('.')?;
+    (digits.len() == 20).then(|| digits.parse().ok()).flatten()
+}
+
+/// The highest generation any name in the archive folder `folder` is numbered with: a new
+/// archive file takes the next, so that it never takes the name of a file set aside, a
+/// manifest or a temp file (a later `repair` would set it aside onto an earlier one).
+fn newest_generation(fs: &dyn Fs, folder: &Path) -> Result<Option<u64>, StoreError> {
+    let names = (fs.list(folder))
+        .map_err(|e| StoreError::io(format!("listing {}", folder.display()), e))?;
+    Ok(names.iter().filter_map(|n| numbered(n)).max())
 }
 
 /// The archive files of `dir`, oldest first (none when there is no archive folder).
@@ -209,8 +232,7 @@ fn write(
     fs.create_dir_all(&folder)
         .map_err(|e| io("creating", &folder, e))?;
     sync_dir_of(fs, &folder)?;
-    let newest = files(fs, dir)?.last().and_then(|p| generation_of(p));
-    let generation = newest.map_or(1, |g| g + 1);
+    let generation = newest_generation(fs, &folder)?.map_or(1, |g| g + 1);
     let name = file_name(generation);
     let path = folder.join(&name);
     let tmp = path.with_extension("arc.tmp");

@@ -165,7 +165,7 @@ fn verify_once(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport, StoreError> {
         .map(|checked| dir.join(&checked.file))
         .collect();
     let against = crate::archive::against(fs, &intact, &index)?;
-    report.archive_problems.extend(against.clash);
+    report.archive_problems.extend(against.clashes);
     // An unfinished swap's archive file holds runs still live too, until the swap is done.
     report.leftover_archives = (against.leftovers.iter())
         .map(|path| crate::archive::name_of(path))
@@ -250,8 +250,9 @@ fn verify_segments(
 }
 
 /// The archive file holding the highest archived id, when that is past the log's last intact
-/// event and no segment after that is listed now (a writer may have rolled since, and `gc`
-/// archived from the segment it sealed).
+/// event and no segment listed now starts past the id after it (a writer may have appended
+/// and rolled since, and `gc` archived from the segment it sealed; an empty last segment
+/// starting right after the last event, as a roll leaves, is no sign of that).
 fn ids_past_end(
     fs: &dyn Fs,
     dir: &Path,
@@ -263,6 +264,6 @@ fn ids_past_end(
     };
     let later = (segment_names(fs, dir)?.iter())
         .filter_map(|name| crate::segment::parse_file_name(name))
-        .any(|base| base > report.events);
+        .any(|base| base > report.events + 1);
     Ok((!later).then(|| crate::archive::past_end(&top.file, top.last_event_id, report.events)))
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// Flips the lowest bit of the byte at `at` of the file at `path`, synced.
-fn flip(fs: &dyn Fs, path: &Path, at: u64) {
+pub(crate) fn flip(fs: &dyn Fs, path: &Path, at: u64) {
     let file = fs.open(path, apollo11_log::Mode::Write).unwrap();
     let mut byte = [0u8];
     file.read_exact_at(&mut byte, at).unwrap();
@@ -21,8 +21,18 @@ fn flip(fs: &dyn Fs, path: &Path, at: u64) {
     file.sync_data().unwrap();
 }
 
-fn archive_names(fs: &dyn Fs) -> Vec<String> {
+pub(crate) fn archive_names(fs: &dyn Fs) -> Vec<String> {
     fs.list(Path::new("/data/archive")).unwrap_or_default()
+}
+
+/// Copies the archive file `archive` (relative to the data directory) of the log in `/data`
+/// of `from` into the log in `/data` of `to`, under the same name.
+pub(crate) fn copy_in(from: &dyn Fs, to: &dyn Fs, archive: &str) {
+    let path = Path::new("/data").join(archive);
+    to.create_dir_all(Path::new("/data/archive")).unwrap();
+    let file = to.open(&path, apollo11_log::Mode::CreateNew).unwrap();
+    file.write_all_at(&read(from, &path), 0).unwrap();
+    file.sync_data().unwrap();
 }
 
 /// A `gc` stopped once its archive file was in place (a copy of the done runs, no
@@ -82,20 +92,12 @@ async fn an_id_held_by_an_archive_and_the_live_log_for_other_runs_is_damage() {
     let written = log.collect(&ids(&DONE)).unwrap();
     drop(log);
     let archive = written.archive.unwrap();
-    let bytes = read(source.as_ref(), &Path::new("/data").join(&archive));
     // Another log whose ids are another run's: the archive copied into it.
     let fs = Arc::new(SimFs::new());
     let log = FileLog::open_with(fs.clone(), "/data", small()).unwrap();
     append(&log, "other", vec![created(); 80]).await;
     drop(log);
-    fs.create_dir_all(Path::new("/data/archive")).unwrap();
-    let file = (fs.open(
-        &Path::new("/data").join(&archive),
-        apollo11_log::Mode::CreateNew,
-    ))
-    .unwrap();
-    file.write_all_at(&bytes, 0).unwrap();
-    drop(file);
+    copy_in(source.as_ref(), fs.as_ref(), &archive);
     let refused = FileLog::open_with(fs.clone(), "/data", small());
     assert!(
         matches!(&refused, Err(StoreError::Corrupted { file, .. }) if *file == archive),

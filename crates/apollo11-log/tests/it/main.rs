@@ -2,6 +2,7 @@
 
 mod archive;
 mod archive_left;
+mod archive_repair;
 mod basics;
 mod bitflip;
 mod blocking;

@@ -1,12 +1,15 @@
-//! A run only the data dir's archive files hold (as after `gc` moved it out of the live log;
-//! here its archive file, written from another data dir, is copied in): the server answers
-//! about it from the archive as the server it ran on did, lists it with `?all=true`, and
-//! refuses every action on it with 409, as its `allowed` says.
+//! A run only the data dir's archive files hold (`gc` moved it out of the live log while no
+//! server ran): a server started on that data dir answers about it from the archive as the
+//! server it ran on did, lists it with `?all=true`, and refuses every action on it with 409,
+//! as its `allowed` says.
 
 use crate::harness::{assert_error, kept, TestServer};
 use apollo11_core::RunId;
 use apollo11_log::{FileLog, Options};
 use serde_json::{json, Value};
+
+/// Segments small enough that a few runs seal the one `old` is in.
+const SEGMENT_BYTES: u64 = 4096;
 
 /// The answers about `run` that an archive must keep: the run object, at its first event
 /// too, and its events.
@@ -24,40 +27,45 @@ async fn answers(server: &TestServer, run: &str) -> Vec<Value> {
     answers
 }
 
-/// A server with a live run `new` and a run `old` of `quick` only its archive holds, and the
-/// answers about `old` of the server it ran on.
+/// The server's log on [`SEGMENT_BYTES`] segments.
+fn small(config: &mut apollo11_server::ServerConfig) {
+    config.options.segment_bytes_max = SEGMENT_BYTES;
+}
+
+/// A server on a data dir where only the archive holds the run `old` of `quick` (the live
+/// runs after it: `later1` to `later3`), and the answers about `old` of the server it ran on.
 async fn with_archived_run() -> (TestServer, Vec<Value>) {
-    let mut source = TestServer::start().await;
-    source.start_run("quick", "old").await;
-    source
-        .wait_for("old", "succeeded", |r| r["state"] == "succeeded")
-        .await;
+    let mut source = TestServer::start_configured(None, small).await;
+    for run in ["old", "later1", "later2", "later3"] {
+        source.start_run("quick", run).await;
+        source
+            .wait_for(run, "succeeded", |r| r["state"] == "succeeded")
+            .await;
+    }
     let expected = answers(&source, "old").await;
-    // The data dir outlives the server: the archive is written once it let go of it.
+    // The data dir outlives the server: `gc` runs once it let go of it.
     let data = std::mem::replace(&mut source.data, tempfile::tempdir().unwrap());
     source.stop().await;
-    let log = FileLog::open(data.path(), Options::default()).unwrap();
-    let written = log.write_archive(&[RunId::from("old")]).unwrap();
+    let options = Options {
+        segment_bytes_max: SEGMENT_BYTES,
+        ..Options::default()
+    };
+    let log = FileLog::open(data.path(), options).unwrap();
+    let collected = log.collect(&[RunId::from("old")]).unwrap();
+    assert_eq!(collected.moved, [RunId::from("old")], "{collected:?}");
     drop(log);
 
-    let target = TestServer::start().await;
-    target.start_run("quick", "new").await;
-    let missing = target.client.get("/api/v1/runs/old").await.unwrap();
-    assert_eq!(missing.status, 404, "{}", missing.message());
-    std::fs::create_dir(target.data.path().join("archive")).unwrap();
-    std::fs::copy(
-        data.path().join(&written.file),
-        target.data.path().join(&written.file),
-    )
-    .unwrap();
-    (target, expected)
+    (TestServer::start_on(data, None, small).await, expected)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_archived_run_is_answered_from_the_archive() {
-    let (target, expected) = with_archived_run().await;
-    assert_eq!(answers(&target, "old").await, expected);
-    target.stop().await;
+    let (server, expected) = with_archived_run().await;
+    let listed = server.client.get("/api/v1/runs").await.unwrap().json();
+    let runs = listed["runs"].as_array().unwrap();
+    assert!(runs.iter().all(|r| r["run_id"] != "old"), "{listed}");
+    assert_eq!(answers(&server, "old").await, expected);
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,7 +95,7 @@ async fn an_archived_run_allows_no_action_and_each_is_refused_with_409() {
         409,
         "conflict",
     );
-    let live = target.run("new").await;
+    let live = target.run("later3").await;
     assert_eq!(live["archived"], false);
     assert_eq!(live["allowed"]["override"], true);
     target.stop().await;
@@ -109,17 +117,18 @@ async fn listed(server: &TestServer, query: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runs_list_has_archived_runs_with_all_true_marked_and_paged() {
     let (target, _) = with_archived_run().await;
-    assert_eq!(listed(&target, "").await, ["new"]);
-    assert_eq!(listed(&target, "?all=false").await, ["new"]);
+    let live = ["later3", "later2", "later1"];
+    assert_eq!(listed(&target, "").await, live);
+    assert_eq!(listed(&target, "?all=false").await, live);
     assert_eq!(
         listed(&target, "?all=true").await,
-        ["new", "old (archived)"]
+        ["later3", "later2", "later1", "old (archived)"]
     );
     assert!(listed(&target, "?all=true&workflow=none").await.is_empty());
-    let first = target.client.get("/api/v1/runs?all=true&limit=1").await;
+    let first = target.client.get("/api/v1/runs?all=true&limit=3").await;
     let first = first.unwrap().json();
     let cursor = first["next_cursor"].as_str().expect("a second page");
-    let query = format!("?all=true&limit=1&cursor={cursor}");
+    let query = format!("?all=true&limit=3&cursor={cursor}");
     assert_eq!(listed(&target, &query).await, ["old (archived)"]);
     let bad = target.client.get("/api/v1/runs?all=yes").await.unwrap();
     assert_error(&bad, 400, "invalid");

@@ -90,7 +90,16 @@ impl TestServer {
         token: Option<&str>,
         configure: impl FnOnce(&mut ServerConfig),
     ) -> TestServer {
-        let data = tempfile::tempdir().unwrap();
+        TestServer::start_on(tempfile::tempdir().unwrap(), token, configure).await
+    }
+
+    /// A server on the data dir `data` (one a server used before, say), requiring `token` if
+    /// given, its config changed by `configure`.
+    pub async fn start_on(
+        data: tempfile::TempDir,
+        token: Option<&str>,
+        configure: impl FnOnce(&mut ServerConfig),
+    ) -> TestServer {
         let workflows = tempfile::tempdir().unwrap();
         write_workflows(workflows.path());
         let mut config = ServerConfig::new(data.path().to_owned(), "127.0.0.1:0".parse().unwrap());
