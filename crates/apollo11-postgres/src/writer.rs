@@ -198,7 +198,10 @@ async fn planned(
     let batch = Batch::new(appends, verdicts, &runs);
     let client = pool.get().await.map_err(|e| self::pool(DOING, e))?;
     let mut tx = Open(Some(client));
-    let (lock, write) = (tx.prepare(&sql.lock_runs).await?, tx.prepare(&sql.write_events).await?);
+    let (lock, write) = (
+        tx.prepare(&sql.lock_runs).await?,
+        tx.prepare(&sql.write_events).await?,
+    );
     let client = tx.client();
     let names = names(appends);
     let lock_params: [&(dyn ToSql + Sync); 1] = [&names];
@@ -320,7 +323,10 @@ async fn lock_runs(
     appends: &[Append],
 ) -> Result<HashMap<RunId, RunState>, StoreError> {
     let names = names(appends);
-    let (lock, read) = (tx.prepare(&sql.lock_runs).await?, tx.prepare(&sql.run_states).await?);
+    let (lock, read) = (
+        tx.prepare(&sql.lock_runs).await?,
+        tx.prepare(&sql.run_states).await?,
+    );
     let client = tx.client();
     let params: [&(dyn ToSql + Sync); 1] = [&names];
     let ((), _, rows) = tokio::try_join!(

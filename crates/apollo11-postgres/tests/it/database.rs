@@ -4,8 +4,8 @@ use apollo11_core::{EventKind, Payload, RunId, Seq};
 use apollo11_postgres::{test_url, PgOptions, PgStore, SCHEMA_VERSION};
 use apollo11_store::conformance::event;
 use apollo11_store::{EventStore, LeaseStore, StoreError};
-use std::time::Duration;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn created() -> apollo11_store::NewEvent {
     event(
