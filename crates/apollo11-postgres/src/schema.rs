@@ -51,6 +51,21 @@ CREATE TABLE {s}.instances (
     expires_at timestamptz NOT NULL
 );
 "#,
+    // A batch written without locking its runs first checks, in the same statement, that
+    // each is where its writer last left it; when one is not, this ends the statement with
+    // SQLSTATE A1R01 (`sql::RUNS_MOVED`) and nothing of the batch is written.
+    r#"
+CREATE OR REPLACE FUNCTION {s}.runs_moved(moved bigint, planned bigint) RETURNS bigint
+LANGUAGE plpgsql AS $f$
+BEGIN
+    IF moved <> planned THEN
+        RAISE EXCEPTION '% of the batch''s % runs were not where its writer planned them',
+            planned - moved, planned USING ERRCODE = 'A1R01';
+    END IF;
+    RETURN moved;
+END
+$f$;
+"#,
 ];
 
 /// The version this build writes: the number of migrations.

@@ -7,16 +7,22 @@ use crate::schema::quote;
 #[derive(Debug)]
 pub struct Sql {
     /// Creates the rows of runs not seen before and locks every run of a batch, in run id
-    /// order (so that two batches never wait on each other in a cycle): `(run_id, last_seq,
-    /// epoch)`.
+    /// order (so that two batches never wait on each other in a cycle), without writing a
+    /// new version of the rows that exist: `ON CONFLICT DO UPDATE ... WHERE false` locks the
+    /// row it finds and leaves it as it is.
     pub lock_runs: String,
+    /// The runs of `$1` as they are: `(run_id, last_seq, epoch)`; after [`Sql::lock_runs`],
+    /// as they stay until the transaction ends.
+    pub run_states: String,
     /// Writes a batch's events in one statement: takes `$11` ids from `event_ids`, inserts
     /// the rows of [`UNNEST_EVENTS`] (the `n`th gets the `n`th id), moves each run of `$12`
-    /// on to its last seq `$13` and the id of its last row `$14`, and tells the change feeds
-    /// of every instance on channel `$15` that events up to the batch's last id were
-    /// committed: returns the id before the batch's first. The row of `event_ids` is taken
-    /// here, the transaction's last statement, and stays locked to the commit, so batches
-    /// commit in the order of their ids and a reader never sees a later id before an earlier.
+    /// on to its last seq `$13` and the id of its last row `$14` if it is still at seq `$16`
+    /// and, where `$17` is not null, at epoch `$17` (else the statement fails with
+    /// [`RUNS_MOVED`] and writes nothing), and tells the change feeds of every instance on
+    /// channel `$15` that events up to the batch's last id were committed: returns the id
+    /// before the batch's first. The row of `event_ids` is taken here, the transaction's
+    /// last statement, and stays locked to the commit, so batches commit in the order of
+    /// their ids and a reader never sees a later id before an earlier.
     pub write_events: String,
     /// A run's events from a seq: by the `(run_id, seq)` index.
     pub read_run: String,
@@ -66,6 +72,10 @@ const LEASE_COLUMNS: &str =
 /// expired.
 const UNCLAIMED: &str = "last_seq > 0 AND NOT parked AND (owner IS NULL OR expires_at <= now())";
 
+/// The SQLSTATE of a batch whose runs were not where its writer planned them (see
+/// [`Sql::write_events`]): nothing of it was written.
+pub const RUNS_MOVED: &str = "A1R01";
+
 /// Snapshots kept besides the newest: a few, in case the newest is being read while replaced.
 pub const KEPT_SNAPSHOTS: i64 = 3;
 
@@ -77,8 +87,10 @@ impl Sql {
         Sql {
             lock_runs: format!(
                 "INSERT INTO {s}.runs (run_id) SELECT unnest($1::text[]) ORDER BY 1 \
-                 ON CONFLICT (run_id) DO UPDATE SET run_id = excluded.run_id \
-                 RETURNING run_id, last_seq, epoch"
+                 ON CONFLICT (run_id) DO UPDATE SET run_id = excluded.run_id WHERE false"
+            ),
+            run_states: format!(
+                "SELECT run_id, last_seq, epoch FROM {s}.runs WHERE run_id = ANY($1::text[])"
             ),
             write_events: format!(
                 "WITH ids AS (UPDATE {s}.event_ids SET last = last + $11 \
@@ -88,9 +100,14 @@ impl Sql {
                      u.at_ms, u.instance, u.payload, u.blob_sha256, u.blob_bytes \
                    FROM ids, {UNNEST_EVENTS}), \
                  moved AS (UPDATE {s}.runs AS r SET last_seq = e.seq, last_event_id = ids.before + e.n \
-                   FROM ids, unnest($12::text[], $13::bigint[], $14::bigint[]) AS e(run_id, seq, n) \
-                   WHERE r.run_id = e.run_id) \
-                 SELECT before, pg_notify($15, (before + $11)::text) FROM ids"
+                   FROM ids, unnest($12::text[], $13::bigint[], $14::bigint[], $16::bigint[], \
+                     $17::bigint[]) AS e(run_id, seq, n, was, epoch) \
+                   WHERE r.run_id = e.run_id AND r.last_seq = e.was \
+                     AND (e.epoch IS NULL OR r.epoch = e.epoch) \
+                   RETURNING 1) \
+                 SELECT before, pg_notify($15, (before + $11)::text), \
+                   {s}.runs_moved((SELECT count(*) FROM moved), cardinality($12::text[])) \
+                 FROM ids"
             ),
             read_run: format!(
                 "SELECT {EVENT_COLUMNS} FROM {s}.events WHERE run_id = $1 AND seq >= $2 ORDER BY seq"

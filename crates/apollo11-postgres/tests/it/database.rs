@@ -3,8 +3,9 @@
 use apollo11_core::{EventKind, Payload, RunId, Seq};
 use apollo11_postgres::{test_url, PgOptions, PgStore, SCHEMA_VERSION};
 use apollo11_store::conformance::event;
-use apollo11_store::{EventStore, StoreError};
+use apollo11_store::{EventStore, LeaseStore, StoreError};
 use std::sync::Arc;
+use std::time::Duration;
 
 fn created() -> apollo11_store::NewEvent {
     event(
@@ -163,7 +164,7 @@ async fn an_append_whose_connection_the_server_kills_is_unavailable_and_its_retr
         .get::<_, i64>(0)
         == 0
     {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     killer
         .execute(
@@ -204,7 +205,7 @@ async fn a_bad_url_or_schema_or_unreachable_server_says_what_is_wrong() {
         .to_string();
     assert!(e.starts_with("invalid database url"), "{e}");
     let nobody = PgOptions {
-        connect_timeout: std::time::Duration::from_secs(2),
+        connect_timeout: Duration::from_secs(2),
         ..PgOptions::new("postgres://postgres@127.0.0.1:1/test")
     };
     let e = PgStore::open(nobody).await.unwrap_err();
@@ -230,4 +231,69 @@ async fn an_instance_name_with_a_nul_byte_is_refused_alone() {
         .append(&RunId::from("r"), Seq(1), vec![created()])
         .await
         .unwrap();
+}
+
+/// Each store's writer remembers where it left the runs it wrote and plans its next batch
+/// against that without reading them: another instance moving a run (an append, a lease
+/// taken over) must never let a stale append in, nor refuse a good one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_last_saw_a_run_is_not_fooled_when_another_instance_moves_it() {
+    let Some(url) = test_url() else { return };
+    let a = PgStore::open_scratch(&url).await.unwrap();
+    let mut options = PgOptions::new(&url);
+    options.schema = a.schema().to_owned();
+    let b = PgStore::open(options).await.unwrap();
+    let run = RunId::from("r");
+    a.append(&run, Seq(1), vec![created()]).await.unwrap();
+    a.append(&run, Seq(2), vec![created()]).await.unwrap();
+    // b appends seq 3: a last saw the run at seq 2.
+    b.append(&run, Seq(3), vec![created()]).await.unwrap();
+    let e = a.append(&run, Seq(3), vec![created()]).await.unwrap_err();
+    assert!(
+        matches!(e, StoreError::Conflict { actual: Seq(3), .. }),
+        "{e:?}"
+    );
+    a.append(&run, Seq(4), vec![created()]).await.unwrap();
+    // a holds the lease (epoch 1) and appends under it; b takes the run over (epoch 2)
+    // and appends; a's appends at epoch 1 are fenced off, whatever seq they carry.
+    let held = a
+        .acquire(&run, "a", Duration::from_millis(200))
+        .await
+        .unwrap()
+        .unwrap();
+    a.append_fenced(&held.fence(), Seq(5), vec![created()])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let taken = b
+        .acquire(&run, "b", Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.epoch, held.epoch + 1);
+    for seq in [6, 7] {
+        let e = a
+            .append_fenced(&held.fence(), Seq(seq), vec![created()])
+            .await
+            .unwrap_err();
+        assert!(matches!(e, StoreError::Fenced { .. }), "seq {seq}: {e:?}");
+    }
+    // a's own new lease: its writer last saw the old epoch, the append still goes in.
+    b.release(&taken).await.unwrap();
+    let again = a
+        .acquire(&run, "a", Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    a.append_fenced(&again.fence(), Seq(6), vec![created()])
+        .await
+        .unwrap();
+    let seqs: Vec<u32> = a
+        .read_run(&run, Seq(1))
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq.0)
+        .collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 6]);
 }
