@@ -93,12 +93,9 @@ impl PgStore {
         config.application_name(&options.application_name);
         // A client frozen inside a transaction (SIGSTOP, a VM paused, swapping) would hold
         // the row of `event_ids` and every append of every instance would wait for it: the
-        // server ends such a session instead, and its transaction writes nothing. Every
-        // statement is prepared once per connection and planned once (a generic plan): left
-        // to choose, the server planned the batch's write anew at each execution, a fifth of
-        // its time.
+        // server ends such a session instead, and its transaction writes nothing.
         let options_text = format!(
-            "{} -c idle_in_transaction_session_timeout={} -c plan_cache_mode=force_generic_plan",
+            "{} -c idle_in_transaction_session_timeout={}",
             config.get_options().unwrap_or_default(),
             IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
         );

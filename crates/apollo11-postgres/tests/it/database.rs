@@ -248,11 +248,21 @@ async fn a_writer_that_last_saw_a_run_is_not_fooled_when_another_instance_moves_
     a.append(&run, Seq(2), vec![created()]).await.unwrap();
     // b appends seq 3: a last saw the run at seq 2.
     b.append(&run, Seq(3), vec![created()]).await.unwrap();
+    let sessions = || async {
+        let pids =
+            "SELECT array_agg(pid ORDER BY pid) FROM pg_stat_activity WHERE application_name = $1";
+        let admin = admin(&url).await;
+        let pids: Vec<i32> = admin.query_one(pids, &[&a.schema()]).await.unwrap().get(0);
+        pids
+    };
+    let before = sessions().await;
     let e = a.append(&run, Seq(3), vec![created()]).await.unwrap_err();
     assert!(
         matches!(e, StoreError::Conflict { actual: Seq(3), .. }),
         "{e:?}"
     );
+    // The batch the database refused left its connection usable, and pooled.
+    assert_eq!(sessions().await, before);
     a.append(&run, Seq(4), vec![created()]).await.unwrap();
     // a holds the lease (epoch 1) and appends under it; b takes the run over (epoch 2)
     // and appends; a's appends at epoch 1 are fenced off, whatever seq they carry.
