@@ -118,15 +118,35 @@ fn write_workspace(root: &Path, dir: &Path, members: &[String]) -> Result<()> {
     for (library, member) in LIBRARIES.iter().zip(members) {
         manifest.push_str(&format!("{library} = {{ path = \"{member}\" }}\n"));
     }
+    manifest.push('\n');
+    manifest.push_str(&profiles(root)?);
     std::fs::write(dir.join("Cargo.toml"), manifest)?;
     std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock"))?;
     Ok(())
 }
 
+/// The workspace's `[profile.*]` tables (the end of its Cargo.toml), so that the packed
+/// crates' dependencies are built as the workspace's tests built them, and reused: with
+/// cargo's default profile every dependency was built again, about six of CI's minutes.
+fn profiles(root: &Path) -> Result<String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml"))?;
+    let start = manifest
+        .find("\n[profile.")
+        .context("the workspace's Cargo.toml has no [profile.*] table")?;
+    let tables = &manifest[start + 1..];
+    ensure!(
+        tables
+            .lines()
+            .filter(|l| l.starts_with('['))
+            .all(|l| l.starts_with("[profile.")),
+        "the workspace's Cargo.toml must end with its [profile.*] tables"
+    );
+    Ok(tables.to_owned())
+}
+
 /// Cargo in `dir`, a workspace of its own, building into the repository's target dir with
-/// the profile a packaged crate has (none of the workspace's own): the dependencies
-/// `cargo package` built to verify the packages are built already. Not incremental: these
-/// builds are made once, and their incremental caches would only fill the disk.
+/// the workspace's profiles (see [`profiles`]). Not incremental: these builds are made
+/// once, and their incremental caches would only fill the disk.
 fn outside(dir: &Path, target: &Path) -> Command {
     let mut command = cargo();
     command
