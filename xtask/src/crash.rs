@@ -98,20 +98,10 @@ impl Place {
 }
 
 pub fn run(root: &Path, args: Args) -> Result<()> {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "apollo11-runtime",
-            "--example",
-            "crash_child",
-        ])
-        .current_dir(root)
-        .status()?;
-    if !status.success() {
-        bail!("building the crash child failed");
-    }
+    crate::build_loaded(
+        root,
+        &["-p", "apollo11-runtime", "--example", "crash_child"],
+    )?;
     let target = crate::tidy::target_dir(root)?;
     let child_bin = target.join("debug/examples/crash_child");
     let dir = args

@@ -52,11 +52,7 @@ pub fn ms_now() -> u64 {
 impl Cluster {
     /// Builds `apollo11`, picks a fresh schema and writes the workflow folder.
     pub fn new(root: &Path, url: &str, ttl: Duration) -> Result<Cluster> {
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--quiet", "-p", "apollo11-cli"])
-            .current_dir(root)
-            .status()?;
-        ensure!(status.success(), "building apollo11 failed");
+        crate::build_loaded(root, &["-p", "apollo11-cli"])?;
         let target = crate::tidy::target_dir(root)?;
         let schema = format!(
             "failover_{:x}",

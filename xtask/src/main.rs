@@ -147,6 +147,28 @@ fn ci() -> Result<()> {
     failover::run(&root, &[])
 }
 
+/// The profile of the binaries xtask runs under load (the crash child, the simulator, the
+/// servers of the browser, API and failover tests, the soak's): `test`, our crates optimized
+/// a little as the tests build them (Cargo.toml), not `dev`'s quick builds for `cargo run`.
+/// Its binaries land in `target/debug/` like `dev`'s.
+const LOADED: &str = "test";
+
+/// `cargo build` of `what` (`-p PACKAGE`, maybe `--example NAME`) in the [`LOADED`] profile.
+fn build_loaded(root: &std::path::Path, what: &[&str]) -> Result<()> {
+    let mut args = vec!["build", "--quiet", "--locked", "--profile", LOADED];
+    args.extend_from_slice(what);
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(&args)
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("cargo {} failed: {status}", args.join(" "));
+    }
+    Ok(())
+}
+
 fn cargo(args: &[&str]) -> Result<()> {
     eprintln!("$ cargo {}", args.join(" "));
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))

@@ -14,7 +14,7 @@ pub const CI_SEEDS: &str = "500";
 /// shared machine (docs/testing.md), so about 40 s.
 pub const CI_PG_SEEDS: &str = "40";
 
-/// Builds the simulator (release with `--release`) and runs it with the other arguments.
+/// Builds the simulator (release with `--release`, else the profile of [`crate::LOADED`]) and runs it with the other arguments.
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let release = args.iter().any(|a| a == "--release");
     let passed = args.iter().filter(|a| *a != "--release");
@@ -22,9 +22,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     command
         .current_dir(root)
         .args(["run", "--quiet", "--locked", "-p", "apollo11-sim"]);
-    if release {
-        command.arg("--release");
-    }
+    command.args(["--profile", if release { "release" } else { crate::LOADED }]);
     let status = command
         .arg("--")
         .args(passed)

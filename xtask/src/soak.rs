@@ -70,11 +70,11 @@ impl Args {
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let args = Args::parse(args)?;
     let profile = if args.release { "release" } else { "debug" };
-    let mut build = vec!["build", "-p", "apollo11-cli", "--locked"];
     if args.release {
-        build.push("--release");
+        crate::cargo(&["build", "-p", "apollo11-cli", "--locked", "--release"])?;
+    } else {
+        crate::build_loaded(root, &["-p", "apollo11-cli"])?;
     }
-    crate::cargo(&build)?;
     let out = crate::tidy::target_dir(root)?.join("soak");
     let unix = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)?

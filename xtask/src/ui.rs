@@ -21,7 +21,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         [flag] if flag == "--paint" => "paint.mjs",
         _ => bail!("usage: cargo xtask ui [--paint]"),
     };
-    crate::cargo(&["build", "-p", "apollo11-cli", "--locked"])?;
+    crate::build_loaded(root, &["-p", "apollo11-cli"])?;
     let browser = root.join(BROWSER);
     command(
         Command::new("npm")
