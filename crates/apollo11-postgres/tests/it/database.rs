@@ -7,7 +7,7 @@ use apollo11_store::{EventStore, LeaseStore, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn created() -> apollo11_store::NewEvent {
+pub(crate) fn created() -> apollo11_store::NewEvent {
     event(
         None,
         EventKind::RunCreated {

@@ -3,6 +3,7 @@
 //! indexes). Each test has a scratch schema of its own, dropped at its end.
 
 mod database;
+mod order;
 
 use apollo11_postgres::{test_url, PgStore};
 use std::sync::Arc;
