@@ -157,22 +157,22 @@ const LOADED: &str = "test";
 fn build_loaded(root: &std::path::Path, what: &[&str]) -> Result<()> {
     let mut args = vec!["build", "--quiet", "--locked", "--profile", LOADED];
     args.extend_from_slice(what);
-    eprintln!("$ cargo {}", args.join(" "));
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(&args)
-        .current_dir(root)
-        .status()
-        .with_context(|| format!("running cargo {}", args.join(" ")))?;
-    if !status.success() {
-        bail!("cargo {} failed: {status}", args.join(" "));
-    }
-    Ok(())
+    cargo_in(Some(root), &args)
 }
 
 fn cargo(args: &[&str]) -> Result<()> {
+    cargo_in(None, args)
+}
+
+/// Cargo with `args`, in `dir` if given.
+fn cargo_in(dir: Option<&std::path::Path>, args: &[&str]) -> Result<()> {
     eprintln!("$ cargo {}", args.join(" "));
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(args)
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.args(args);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    let status = command
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {
