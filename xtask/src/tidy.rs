@@ -1,6 +1,7 @@
 //! Architecture checks that a reviewer would otherwise have to remember: dependencies point
-//! down the layers of the code map in docs/ARCHITECTURE.md, the pure crates stay pure, and
-//! the docs stand alone (`docs.rs`). Runs as `cargo xtask tidy` and as a test under
+//! down the layers of the code map in docs/ARCHITECTURE.md, the pure crates stay pure, the
+//! docs stand alone (`docs.rs`), and no doc or source names the work's sessions or issues by
+//! number (history is `git log`). Runs as `cargo xtask tidy` and as a test under
 //! `cargo test`.
 
 use anyhow::{bail, Context, Result};
