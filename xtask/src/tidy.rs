@@ -1,6 +1,7 @@
 //! Architecture checks that a reviewer would otherwise have to remember: dependencies point
-//! down the layers of the code map in docs/ARCHITECTURE.md, the pure crates stay pure, and
-//! the docs stand alone (`docs.rs`). Runs as `cargo xtask tidy` and as a test under
+//! down the layers of the code map in docs/ARCHITECTURE.md, the pure crates stay pure, the
+//! docs stand alone (`docs.rs`), and no doc or source names the work's sessions or issues by
+//! number (history is `git log`). Runs as `cargo xtask tidy` and as a test under
 //! `cargo test`.
 
 use anyhow::{bail, Context, Result};
@@ -131,6 +132,7 @@ pub fn check(root: &Path) -> Result<()> {
     let mut problems = layering_problems(&metadata);
     problems.extend(purity_problems(root, &metadata)?);
     problems.extend(crate::docs::problems(root)?);
+    problems.extend(diary_problems(root)?);
     if !problems.is_empty() {
         bail!(
             "tidy found {} problem(s):\n  {}",
@@ -277,6 +279,110 @@ pub fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// Where the diary check looks: tracked Markdown anywhere, and Rust sources under these
+/// folders (comments and test names included).
+const DIARY_RUST_DIRS: &[&str] = &["crates/", "xtask/", "tests/", "bench-peers/", "fuzz/"];
+
+/// Folders of data, not prose: fuzz inputs, installed packages, build output.
+const DIARY_SKIPPED_DIRS: &[&str] = &["corpus", "seeds", "regressions", "node_modules", "target"];
+
+/// Phrases that date a text by the work that made it. Built from parts so that this file
+/// does not contain them itself.
+fn diary_phrases() -> [String; 4] {
+    let session = "session";
+    [
+        ["this ", session].concat(),
+        ["last ", session].concat(),
+        ["earlier ", session].concat(),
+        ["changed in ", session].concat(),
+    ]
+}
+
+/// Tracked files that speak of the work's history instead of the product: a session or an
+/// issue by number, or one of [`diary_phrases`]. History is `git log`.
+fn diary_problems(root: &Path) -> Result<Vec<String>> {
+    let listed = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root)
+        .output()
+        .context("running git ls-files")?;
+    let mut problems = Vec::new();
+    for file in listed.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+        let file = String::from_utf8_lossy(file);
+        if !diary_checked(&file) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(root.join(file.as_ref())) else {
+            continue; // deleted in the worktree
+        };
+        problems.extend(diary_mentions(&file, &text));
+    }
+    Ok(problems)
+}
+
+/// Whether the diary check reads a tracked file: `*.md` anywhere, `*.rs` under
+/// [`DIARY_RUST_DIRS`], neither inside one of [`DIARY_SKIPPED_DIRS`].
+fn diary_checked(file: &str) -> bool {
+    let mut folders = file.split('/').rev().skip(1);
+    if folders.any(|f| DIARY_SKIPPED_DIRS.contains(&f)) {
+        return false;
+    }
+    file.ends_with(".md")
+        || (file.ends_with(".rs") && DIARY_RUST_DIRS.iter().any(|d| file.starts_with(d)))
+}
+
+/// Each line of `text` that names a session or an issue by number (`\b(session|issue)s?
+/// #?[0-9]+`, any case) or holds one of [`diary_phrases`].
+fn diary_mentions(file: &str, text: &str) -> Vec<String> {
+    let phrases = diary_phrases();
+    let mut problems = Vec::new();
+    for (line_no, line) in text.lines().enumerate() {
+        let lower = line.to_ascii_lowercase();
+        let found = numbered_mention(&lower)
+            .or_else(|| phrases.iter().find(|p| lower.contains(p.as_str())).cloned());
+        if let Some(found) = found {
+            problems.push(format!(
+                "{file}:{}: mentions `{found}`: say what the product does, not when it changed (history is git log)",
+                line_no + 1
+            ));
+        }
+    }
+    problems
+}
+
+/// The first `session N`, `sessions N`, `issue N`, `issue #N` (`issues` too) of a
+/// lowercased line, not preceded by a letter, digit or `_`.
+fn numbered_mention(lower: &str) -> Option<String> {
+    let bytes = lower.as_bytes();
+    for word in ["session", "issue"] {
+        for (start, _) in lower.match_indices(word) {
+            let word_char = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+            if start > 0 && word_char(bytes[start - 1]) {
+                continue;
+            }
+            let mut at = start + word.len();
+            if bytes.get(at) == Some(&b's') {
+                at += 1;
+            }
+            if bytes.get(at) != Some(&b' ') {
+                continue;
+            }
+            at += 1;
+            if bytes.get(at) == Some(&b'#') {
+                at += 1;
+            }
+            let digits = bytes[at.min(bytes.len())..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            if digits > 0 {
+                return Some(lower[start..at + digits].to_owned());
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +390,53 @@ mod tests {
     #[test]
     fn workspace_is_tidy() {
         check(&workspace_root().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_session_or_issue_by_number_is_reported_with_its_line() {
+        let (session, issue) = ("Sess".to_owned() + "ion", "iss".to_owned() + "ue");
+        let text = format!(
+            "The writer overlaps the sync.\nMeasured in {session} 24.\nSee ({issue} #16).\n\
+             Two {issue}s 3 and 4.\nThe {}{session}'s run.\n",
+            "last "
+        );
+        let found = diary_mentions("a.md", &text);
+        let session = session.to_lowercase();
+        let expected = [
+            (2, format!("{session} 24")),
+            (3, format!("{issue} #16")),
+            (4, format!("{issue}s 3")),
+            (5, format!("last {session}")),
+        ];
+        assert_eq!(found.len(), expected.len(), "{found:?}");
+        for (problem, (line, mention)) in found.iter().zip(expected) {
+            let start = format!("a.md:{line}: mentions `{mention}`");
+            assert!(problem.starts_with(&start), "{found:?}");
+        }
+    }
+
+    #[test]
+    fn text_without_a_numbered_session_or_issue_passes() {
+        let (session, issue) = ("session".to_owned(), "issue".to_owned());
+        let text = format!(
+            "A {session} cookie.\nThe {session}_1 table, re{issue} 5 times.\n\
+             An {issue} with no number; {issue}s: 3.\nThe database {session} ends.\n"
+        );
+        assert_eq!(diary_mentions("a.md", &text), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_diary_check_reads_prose_and_sources_but_not_data() {
+        assert!(diary_checked("BENCHMARKS.md"));
+        assert!(diary_checked("docs/testing.md"));
+        assert!(diary_checked("crates/apollo11-log/src/log.rs"));
+        assert!(diary_checked("xtask/src/tidy.rs"));
+        assert!(!diary_checked("examples/five-stage/steps.rs"));
+        assert!(!diary_checked("fuzz/corpus/segment/notes.md"));
+        assert!(!diary_checked(
+            "crates/apollo11-server/ui/node_modules/x/README.md"
+        ));
+        assert!(!diary_checked("crates/apollo11-log/Cargo.toml"));
     }
 
     #[test]
