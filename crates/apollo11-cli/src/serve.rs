@@ -62,6 +62,7 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
         apollo11_server::metrics::install()
             .map_err(|e| Exit::fail(1, format!("cannot record metrics: {e}")))?,
     );
+    apollo11_postgres::metrics::describe();
     let server = Server::bind(config).await.map_err(serve_exit)?;
     let events = match &dir.shared {
         Some(shared) => format!(

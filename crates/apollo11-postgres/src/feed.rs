@@ -3,6 +3,7 @@
 //! bounded broadcast channel; a subscriber that falls the channel's length behind is told so.
 //! Without a listening connection (lost, or not yet made) the task polls, and reconnects.
 
+use crate::metrics;
 use crate::read::{last_event_id, read_from};
 use crate::sql::Sql;
 use apollo11_core::{limits, EventId};
@@ -62,20 +63,82 @@ pub fn spawn(
 
 async fn run(feed: Arc<Feed>, pool: Pool, sql: Arc<Sql>, config: tokio_postgres::Config) {
     let mut listener = None;
+    let (mut listening, mut reading) = (Streak::new(LISTEN), Streak::new(READ));
     loop {
         if listener.is_none() {
-            listener = listen(&config, &sql.channel).await.ok();
+            listener = listening.settle(listen(&config, &sql.channel).await);
         }
         match &mut listener {
             Some((_, notified)) => {
                 if let Ok(None) = tokio::time::timeout(QUIET_CHECK, notified.recv()).await {
+                    listening.failed("the listening connection ended");
                     listener = None;
                 }
             }
             None => tokio::time::sleep(Duration::from_millis(POLL_INTERVAL_MS)).await,
         }
         // A failed read is tried again on the next round; subscribers only wait.
-        let _ = publish(&feed, &pool, &sql).await;
+        reading.settle(publish(&feed, &pool, &sql).await);
+    }
+}
+
+/// One of the feed's recurring jobs, and the metric that counts its failures.
+struct Job {
+    what: &'static str,
+    metric: &'static str,
+}
+
+const LISTEN: Job = Job {
+    what: "LISTEN on the change feed's channel",
+    metric: metrics::FEED_LISTEN_FAILURES_TOTAL,
+};
+
+const READ: Job = Job {
+    what: "read new events for the change feed",
+    metric: metrics::FEED_READ_FAILURES_TOTAL,
+};
+
+/// Failures of a job in a row: each is counted, the first of a streak is logged as a
+/// warning and the success that ends it as information, so a database down for an hour
+/// logs two lines, not one per round.
+struct Streak {
+    job: Job,
+    failing: bool,
+}
+
+impl Streak {
+    fn new(job: Job) -> Streak {
+        Streak {
+            job,
+            failing: false,
+        }
+    }
+
+    /// `result`'s value, after counting and logging it.
+    fn settle<T, E: std::fmt::Display>(&mut self, result: Result<T, E>) -> Option<T> {
+        match result {
+            Ok(value) => {
+                if std::mem::take(&mut self.failing) {
+                    tracing::info!("could {} again", self.job.what);
+                }
+                Some(value)
+            }
+            Err(e) => {
+                self.failed(e);
+                None
+            }
+        }
+    }
+
+    fn failed(&mut self, cause: impl std::fmt::Display) {
+        ::metrics::counter!(self.job.metric).increment(1);
+        if !std::mem::replace(&mut self.failing, true) {
+            tracing::warn!(
+                "could not {}: {cause}; the feed reads the store every {POLL_INTERVAL_MS} ms \
+                 meanwhile and tries again",
+                self.job.what
+            );
+        }
     }
 }
 
@@ -88,9 +151,16 @@ async fn listen(
     let (client, mut connection) = config.connect(NoTls).await?;
     let (tell, notified) = mpsc::channel(1);
     tokio::spawn(async move {
-        while let Some(Ok(message)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-            if let AsyncMessage::Notification(_) = message {
-                if let Err(mpsc::error::TrySendError::Closed(())) = tell.try_send(()) {
+        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            match message {
+                Ok(AsyncMessage::Notification(_)) => {
+                    if let Err(mpsc::error::TrySendError::Closed(())) = tell.try_send(()) {
+                        break;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!("the change feed's listening connection failed: {e}");
                     break;
                 }
             }

@@ -4,6 +4,7 @@
 mod error;
 mod feed;
 mod lease;
+pub mod metrics;
 mod plan;
 mod read;
 mod rows;
