@@ -135,8 +135,7 @@ pub async fn start(
     State(state): Shared,
     Body(body): Body<StartBody>,
 ) -> Result<Response, ApiError> {
-    let run_id =
-        drive::detached(async move {
+    let run_id = drive::detached(async move {
         let digest = body.digest.as_deref();
         drive::start(&state, &body.workflow, body.run_id, digest).await
     })

@@ -52,7 +52,8 @@ class RunPage {
       this.moveTo(at);
     } else {
       this.timeline.show(this.events.length - 1);
-      this.show(this.live); // with the errors only the events recorded
+      // The events loaded may hold errors the run object forgot: shown again only then.
+      if (withRecordedErrors(this.live, this.events, this.events.length - 1) !== this.live) this.show(this.live);
     }
     const last = this.events.at(-1)?.event_id ?? 0;
     follow(`${this.base}/events/stream`, last, (e) => this.arrived(e), this.abort.signal, (problem) => this.linked(problem));

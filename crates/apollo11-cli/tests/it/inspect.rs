@@ -59,13 +59,14 @@ async fn status_at_every_event_equals_the_fold_of_the_events_up_to_it() {
     );
 }
 
+/// A workflow of one step that succeeds.
+const ONE_STEP: &str =
+    "[workflow]\nname = \"w\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n";
+
 #[test]
 fn status_at_an_event_before_the_run_existed_says_so() {
     let cli = Cli::new();
-    let wf = cli.workflow(
-        "wf.toml",
-        "[workflow]\nname = \"w\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n",
-    );
+    let wf = cli.workflow("wf.toml", ONE_STEP);
     for run in ["first", "second"] {
         assert_eq!(
             cli.run(&["run", wf.to_str().unwrap(), "--run-id", run])
@@ -92,10 +93,7 @@ fn status_at_an_event_before_the_run_existed_says_so() {
 #[test]
 fn events_says_where_a_try_was_placed_in_words_and_json_keeps_the_handle() {
     let cli = Cli::new();
-    let wf = cli.workflow(
-        "wf.toml",
-        "[workflow]\nname = \"w\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n",
-    );
+    let wf = cli.workflow("wf.toml", ONE_STEP);
     assert_eq!(
         cli.run(&["run", wf.to_str().unwrap(), "--run-id", "p"])
             .code,

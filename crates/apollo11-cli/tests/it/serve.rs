@@ -206,13 +206,22 @@ fn run_of_a_file_the_server_defines_otherwise_is_refused_unless_the_served_one_i
         "nothing was started"
     );
 
-    let served = cli.run(&["run", mine.to_str().unwrap(), "--run-id", "s", "--use-served"]);
+    let served = cli.run(&[
+        "run",
+        mine.to_str().unwrap(),
+        "--run-id",
+        "s",
+        "--use-served",
+    ]);
     assert_eq!(served.code, 0, "{}{}", served.stdout, served.stderr);
     assert_eq!(
         std::fs::read_to_string(cli.file("said")).unwrap(),
         "served\n"
     );
-    assert!(!elsewhere.join("said").exists(), "the file's command never ran");
+    assert!(
+        !elsewhere.join("said").exists(),
+        "the file's command never ran"
+    );
     server.kill().unwrap();
     server.wait().unwrap();
 }
