@@ -127,7 +127,8 @@ impl Remote {
                 2,
                 format!(
                     "{} defines workflow `{}` otherwise than the server at {} (which holds the \
-                     data dir) serves it: {}. Start the served definition with --use-served, or \
+                     data dir) serves it: {} (a digest covers the steps, their commands and \
+                     the folder they run in). Start the served definition with --use-served, or \
                      change the server's file and reload its workflows \
                      (POST /api/v1/workflows/reload)",
                     out::shown(&path.display().to_string(), out::DETAIL_CHARS_MAX),
