@@ -72,6 +72,10 @@ enum Command {
         /// Print the final status as JSON instead of a live view.
         #[arg(long)]
         json: bool,
+        /// When a server holds the data dir: start the workflow of the file's name as the
+        /// server defines it, even when the file defines it otherwise.
+        #[arg(long)]
+        use_served: bool,
     },
     /// Continue an interrupted or paused run with the definition it started with.
     Resume {
@@ -311,7 +315,11 @@ async fn dispatch(cli: Cli) -> Exit {
             workflow,
             run_id,
             json,
-        } => run::start(&dir, &workflow, run_id, json, token).await,
+            use_served,
+        } => {
+            let remote = run::RemoteStart { token, use_served };
+            run::start(&dir, &workflow, run_id, json, remote).await
+        }
         Command::Resume { run_id, json } => run::resume(&dir, &run_id, json, token).await,
         Command::Status { run_id, at, json } => inspect::status(&dir, &run_id, at, json).await,
         Command::Events { run_id, json } => inspect::events(&dir, &run_id, json).await,

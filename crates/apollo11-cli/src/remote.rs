@@ -4,6 +4,7 @@
 
 use crate::data::{damaged, open_writer, DataDir};
 use crate::{out, Exit};
+use apollo11_core::WorkflowSpec;
 use apollo11_log::LockHolder;
 use apollo11_server::client::{segment, Answer, Client};
 use apollo11_store::DynStore;
@@ -106,11 +107,38 @@ impl Remote {
         format!("{}/steps/{}", Remote::run_path(run_id), segment(step))
     }
 
-    /// Starts a run of workflow `name` on the server.
-    pub async fn start(&self, name: &str, run_id: Option<String>) -> Result<String, Exit> {
+    /// Starts a run of workflow `name` on the server; with `file`, the caller's workflow file,
+    /// only when the server's definition is the file's (else exit 2, saying how to go on).
+    pub async fn start(
+        &self,
+        name: &str,
+        run_id: Option<String>,
+        file: Option<(&Path, &WorkflowSpec)>,
+    ) -> Result<String, Exit> {
+        let digest = file.map(|(_, spec)| apollo11_server::digest(spec));
+        let body = json!({"workflow": name, "run_id": run_id, "digest": digest});
         let answer = self
-            .post("/api/v1/runs", json!({"workflow": name, "run_id": run_id}))
-            .await?;
+            .client
+            .post("/api/v1/runs", &body)
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if let (412, Some((path, _))) = (answer.status, file) {
+            return Err(Exit::fail(
+                2,
+                format!(
+                    "{} defines workflow `{}` otherwise than the server at {} (which holds the \
+                     data dir) serves it: {} (a digest covers the steps, their commands and \
+                     the folder they run in). Start the served definition with --use-served, or \
+                     change the server's file and reload its workflows \
+                     (POST /api/v1/workflows/reload)",
+                    out::shown(&path.display().to_string(), out::DETAIL_CHARS_MAX),
+                    out::name(name),
+                    self.address,
+                    answer.message()
+                ),
+            ));
+        }
+        let answer = self.answered(answer)?;
         Ok(answer["run_id"].as_str().unwrap_or_default().to_owned())
     }
 

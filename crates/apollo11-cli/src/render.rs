@@ -144,7 +144,10 @@ pub fn event_line(e: &EventView) -> String {
             format!(" by {}: {}", out::name(by), detail(reason))
         }
         EventDetail::Placed { host, handle } => {
-            format!(" on {} at {}", out::name(host), detail(handle))
+            apollo11_shell::shell::place_words(&out::name(host), handle).map_or_else(
+                || format!(" on {} at {}", out::name(host), detail(handle)),
+                |words| format!(" {}", detail(&words)),
+            )
         }
         EventDetail::None {} => String::new(),
     };

@@ -12,22 +12,30 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
+/// How `run` reaches a server holding the data dir: with the token of `--token-file`, and
+/// whether it starts the served definition when the file's is another (`--use-served`).
+pub struct RemoteStart<'a> {
+    pub token: Option<&'a Path>,
+    pub use_served: bool,
+}
+
 pub async fn start(
     dir: &DataDir,
     file: &Path,
     run_id: Option<String>,
     json: bool,
-    token_file: Option<&Path>,
+    remote: RemoteStart<'_>,
 ) -> Result<Exit, Exit> {
     let mut interrupts = Interrupts::install()?;
     let spec = definition::load(file).map_err(|e| Exit::fail(2, e.to_string()))?;
     if let Some(id) = &run_id {
         crate::run_id_arg("--run-id", id)?;
     }
-    let store = match open_or_reach(dir, token_file).await? {
+    let store = match open_or_reach(dir, remote.token).await? {
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {
-            let run_id = server.start(&spec.name, run_id).await?;
+            let mine = (!remote.use_served).then_some((file, &spec));
+            let run_id = server.start(&spec.name, run_id, mine).await?;
             return follow_remote(&server, &run_id, json, &mut interrupts).await;
         }
     };

@@ -31,16 +31,21 @@ pub async fn detached<T: Send + 'static>(
     })?
 }
 
-/// Starts a run of workflow `name` (under `run_id`, or a new id), driven until it ends.
+/// Starts a run of workflow `name` (under `run_id`, or a new id), driven until it ends;
+/// with a `digest`, only when the registered definition has it.
 pub async fn start(
     state: &AppState,
     name: &str,
     run_id: Option<String>,
+    digest: Option<&str>,
 ) -> Result<RunId, ApiError> {
     let registry = state.registry();
     let registered = registry
         .get(name)
         .ok_or_else(|| ApiError::not_found(format!("no workflow `{name}` is registered")))?;
+    if let Some(sent) = digest {
+        registered.check_digest(sent)?;
+    }
     let handle = match run_id {
         Some(id) => {
             check_name(NameKind::Run, &id)

@@ -56,6 +56,7 @@ impl ApiError {
             StatusCode::UNAUTHORIZED => "unauthorized",
             StatusCode::NOT_FOUND => "not_found",
             StatusCode::CONFLICT => "conflict",
+            StatusCode::PRECONDITION_FAILED => "definition_differs",
             StatusCode::PAYLOAD_TOO_LARGE => "too_large",
             StatusCode::INTERNAL_SERVER_ERROR => "damaged",
             StatusCode::SERVICE_UNAVAILABLE => "unavailable",

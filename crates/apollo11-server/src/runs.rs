@@ -126,6 +126,8 @@ impl Cursor {
 pub struct StartBody {
     workflow: String,
     run_id: Option<String>,
+    /// The digest of the definition the client means; another registered is refused.
+    digest: Option<String>,
 }
 
 /// `POST /api/v1/runs`.
@@ -133,9 +135,11 @@ pub async fn start(
     State(state): Shared,
     Body(body): Body<StartBody>,
 ) -> Result<Response, ApiError> {
-    let run_id =
-        drive::detached(async move { drive::start(&state, &body.workflow, body.run_id).await })
-            .await?;
+    let run_id = drive::detached(async move {
+        let digest = body.digest.as_deref();
+        drive::start(&state, &body.workflow, body.run_id, digest).await
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
 }
 

@@ -2,6 +2,7 @@
 //! `*/workflow.toml`, or `*.toml` directly in it), loaded and validated at start and on
 //! reload, known by their `[workflow] name`.
 
+use crate::ApiError;
 use apollo11_core::WorkflowSpec;
 use apollo11_runtime::Workflow;
 use apollo11_shell::{definition, shell};
@@ -16,8 +17,38 @@ pub struct Registered {
     pub file: String,
     /// Its definition.
     pub spec: WorkflowSpec,
+    /// Its definition's [`digest`].
+    pub digest: String,
     /// Its code, ready to start runs.
     pub workflow: Arc<Workflow>,
+}
+
+impl Registered {
+    /// Refuses (412) to start this workflow for a client whose definition of it, of digest
+    /// `sent`, is another.
+    pub fn check_digest(&self, sent: &str) -> Result<(), ApiError> {
+        if sent == self.digest {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            axum::http::StatusCode::PRECONDITION_FAILED,
+            format!(
+                "workflow `{}` of this server ({}, definition digest {}) is not the \
+                 definition asked for (digest {sent}): nothing was started",
+                self.spec.name, self.file, self.digest
+            ),
+        ))
+    }
+}
+
+/// The digest of a definition: the SHA-256 (hex) of its JSON, as a run pins it. Two
+/// definitions of one digest have the same schedule, commands and folder.
+///
+/// # Panics
+///
+/// Never: a definition always serializes.
+pub fn digest(spec: &WorkflowSpec) -> String {
+    apollo11_store::sha256_hex(&serde_json::to_vec(spec).expect("a definition serializes"))
 }
 
 /// The registered workflows, by name.
@@ -54,6 +85,7 @@ impl Registry {
             }
             let registered = Registered {
                 file,
+                digest: digest(&spec),
                 spec,
                 workflow: Arc::new(workflow),
             };
@@ -86,8 +118,8 @@ fn workflow_json(registered: &Registered) -> Value {
                 "compensate": s.has_compensation})
         })
         .collect();
-    json!({"name": spec.name, "file": registered.file, "on_failure": spec.on_failure,
-        "steps": steps})
+    json!({"name": spec.name, "file": registered.file, "digest": registered.digest,
+        "on_failure": spec.on_failure, "steps": steps})
 }
 
 /// The workflow files of `dir`, in name order.

@@ -52,13 +52,16 @@ export function pauseText(paused) {
   }
 }
 
-/** One step's details, with its log shown on demand (at once when `withLog`). */
+/** One step's details, with a log shown on demand: any try's, or its compensation's. */
 export function stepDetail(name, step, { withLog, onOverride, overridable }) {
   const log = el('pre', { class: 'log', hidden: true, 'data-log': true });
   const cut = el('p', { class: 'muted', 'data-log-cut': true, hidden: true });
-  const showLog = async (url) => {
+  const of = el('p', { class: 'muted', 'data-log-of': true, hidden: true });
+  const showLog = async (url, words) => {
     log.hidden = false;
     cut.hidden = true;
+    of.hidden = false;
+    of.textContent = `${words}:`;
     log.textContent = 'Loading the log…';
     try {
       const { text, bytes } = await fetchLog(url);
@@ -72,7 +75,8 @@ export function stepDetail(name, step, { withLog, onOverride, overridable }) {
   // `step.log` is the compensation's log once one ran; the attempt's own is the same without it.
   const compensated = step.log?.endsWith('&compensation=true');
   const attemptLog = compensated ? step.log.slice(0, -'&compensation=true'.length) : step.log;
-  const link = (url, words, data) => el('a', { href: url, class: 'button', [data]: true, onclick: (e) => { e.preventDefault(); showLog(url); } }, words);
+  const link = (url, words, data) => el('a', { href: url, class: 'button', [data]: true, onclick: (e) => { e.preventDefault(); showLog(url, words); } }, words);
+  const lastTry = `Log of try ${step.attempt}`;
   const facts = [
     ['State', badge(step.state)],
     ['Try', String(step.attempt)],
@@ -81,17 +85,37 @@ export function stepDetail(name, step, { withLog, onOverride, overridable }) {
     ['Started', time(step.started_at)],
     ['Duration', duration(step.duration_ms)],
     ['Compensation', compensation(step)],
-    ['Last error', step.error ?? '—'],
+    ['Last error', lastError(step)],
   ];
-  if (withLog && step.log) showLog(step.log);
+  if (withLog && step.log) showLog(step.log, compensated ? 'Log of its compensation' : lastTry);
   return el('section', { class: 'detail', 'data-detail': name },
     el('h2', {}, `Step ${name}`),
     el('dl', { class: 'facts' }, facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
     el('div', { class: 'buttons' },
-      step.log ? link(attemptLog, `Log of try ${step.attempt}`, 'data-attempt-log') : null,
+      step.log ? link(attemptLog, lastTry, 'data-attempt-log') : null,
+      step.log ? tryPicker(attemptLog, step.attempt, showLog) : null,
       compensated ? link(step.log, 'Log of its compensation', 'data-compensation-log') : null,
       el('button', { disabled: !overridable, onclick: () => onOverride(name) }, 'Override…')),
-    cut, log);
+    of, cut, log);
+}
+
+/** A choice of the try whose log to show, when there was more than one: `showLog(url, words)`. */
+function tryPicker(lastLog, tries, showLog) {
+  if (tries < 2) return null;
+  const url = (n) => lastLog.replace(/attempt=\d+$/, `attempt=${n}`);
+  const options = Array.from({ length: tries }, (_, i) => tries - i)
+    .map((n) => el('option', { value: n, selected: n === tries }, `try ${n}`));
+  const pick = el('select', { name: 'log-try', 'data-log-try': true, 'aria-label': 'the try whose log to show',
+    onchange: (e) => showLog(url(e.target.value), `Log of try ${e.target.value}`) }, options);
+  return el('label', { class: 'log-try' }, 'Log of any try: ', pick);
+}
+
+/** The last error recorded, and what an operator did after it (an override). */
+function lastError(step) {
+  if ((step.error ?? null) === null) return '—';
+  if (!step.error_then) return step.error;
+  return el('span', { 'data-last-error': true }, `${step.error} (try ${step.error_try})`,
+    el('br'), el('span', { class: 'muted', 'data-error-then': true }, step.error_then));
 }
 
 /** What a step's compensation did: none declared, not run, at work, undone, or failed. */

@@ -9,6 +9,7 @@ import { Dag } from './dag.js';
 import { header, stepDetail } from './facts.js';
 import { debounce, el, label, throttle } from './format.js';
 import { href } from './nav.js';
+import { withRecordedErrors } from './recorded.js';
 import { Steps } from './steps.js';
 import { Timeline } from './timeline.js';
 
@@ -47,8 +48,13 @@ class RunPage {
       this.notice.hidden = false;
       this.notice.textContent = `Event ${this.startAt} is not an event of this run: the run is shown now.`;
     }
-    if (at >= 0 && at < this.events.length - 1) this.moveTo(at);
-    else this.timeline.show(this.events.length - 1);
+    if (at >= 0 && at < this.events.length - 1) {
+      this.moveTo(at);
+    } else {
+      this.timeline.show(this.events.length - 1);
+      // The events loaded may hold errors the run object forgot: shown again only then.
+      if (withRecordedErrors(this.live, this.events, this.events.length - 1) !== this.live) this.show(this.live);
+    }
     const last = this.events.at(-1)?.event_id ?? 0;
     follow(`${this.base}/events/stream`, last, (e) => this.arrived(e), this.abort.signal, (problem) => this.linked(problem));
   }
@@ -101,9 +107,11 @@ class RunPage {
   }
 
   /** Shows `view` (now or past) everywhere; the actions always follow the run now. */
-  show(view) {
+  show(shown) {
+    const now = shown === this.live;
+    const view = withRecordedErrors(shown, this.events, this.index ?? this.events.length - 1);
     this.shown = view;
-    this.head.replaceChildren(...header(view, view === this.live));
+    this.head.replaceChildren(...header(view, now));
     this.dag.update(view);
     this.steps.update(view, this.live.allowed.override);
     this.renderDetail();

@@ -56,7 +56,7 @@ export class Steps {
 
   row(name) {
     const step = this.view.steps[name];
-    const error = step.error ?? '';
+    const error = step.error_then ? `${step.error} — ${step.error_then}` : step.error ?? '';
     return el('tr', { 'data-step': name, class: name === this.selected ? 'selected' : null },
       el('td', {}, el('button', { class: 'link', onclick: () => this.actions.onSelect(name) }, name)),
       el('td', {}, badge(step.state)),

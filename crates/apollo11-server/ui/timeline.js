@@ -17,8 +17,25 @@ export function why(event) {
   if (event.reason !== undefined) return event.to ? `to ${event.to}: ${event.reason}` : event.reason;
   if (event.error !== undefined) return `${event.error}${event.retryable ? '' : ' (not retryable)'}`;
   if (event.workflow !== undefined) return `workflow ${event.workflow}`;
-  if (event.host !== undefined) return `on ${event.host}, ${event.handle}`;
+  if (event.host !== undefined) return placeWords(event.host, event.handle);
   return '';
+}
+
+/**
+ * Where a try was placed, in words: a shell step's process group (`{"pgid", "boot",
+ * "start"}`) as `pid 10268 on HOST (boot 8c1f2a3b)`, any other handle as it is.
+ */
+export function placeWords(host, handle) {
+  let group = null;
+  try {
+    group = JSON.parse(handle);
+  } catch {
+    // Another step executor's handle: shown as it is.
+  }
+  if (Number.isInteger(group?.pgid) && typeof group.boot === 'string') {
+    return `pid ${group.pgid} on ${host} (boot ${group.boot.slice(0, 8)})`;
+  }
+  return `on ${host}: ${handle}`;
 }
 
 /** The timeline of `events` (an array that grows); `onPick(index)` on a click on a row. */

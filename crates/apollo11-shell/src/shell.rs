@@ -25,6 +25,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+/// Where a shell step's try was placed, in words (`pid 10268 on db1 (boot 8c1f2a3b)`);
+/// `None` for a handle that names no process group (another step executor's).
+pub fn place_words(host: &str, handle: &str) -> Option<String> {
+    serde_json::from_str::<group::Group>(handle)
+        .ok()
+        .map(|g| g.words(host))
+}
+
 /// One step of a workflow file.
 pub struct ShellStep {
     run: String,

@@ -59,13 +59,14 @@ async fn status_at_every_event_equals_the_fold_of_the_events_up_to_it() {
     );
 }
 
+/// A workflow of one step that succeeds.
+const ONE_STEP: &str =
+    "[workflow]\nname = \"w\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n";
+
 #[test]
 fn status_at_an_event_before_the_run_existed_says_so() {
     let cli = Cli::new();
-    let wf = cli.workflow(
-        "wf.toml",
-        "[workflow]\nname = \"w\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n",
-    );
+    let wf = cli.workflow("wf.toml", ONE_STEP);
     for run in ["first", "second"] {
         assert_eq!(
             cli.run(&["run", wf.to_str().unwrap(), "--run-id", run])
@@ -87,4 +88,35 @@ fn status_at_an_event_before_the_run_existed_says_so() {
         cli.run(&["status", "second", "--at", &at, "--json"]).code,
         0
     );
+}
+
+#[test]
+fn events_says_where_a_try_was_placed_in_words_and_json_keeps_the_handle() {
+    let cli = Cli::new();
+    let wf = cli.workflow("wf.toml", ONE_STEP);
+    assert_eq!(
+        cli.run(&["run", wf.to_str().unwrap(), "--run-id", "p"])
+            .code,
+        0
+    );
+    let placed = cli
+        .events_json("p")
+        .into_iter()
+        .find(|e| e["kind"] == "placed")
+        .expect("a placed event");
+    let handle: serde_json::Value =
+        serde_json::from_str(placed["handle"].as_str().unwrap()).unwrap();
+    let pid = handle["pgid"].as_i64().unwrap();
+    let boot = &handle["boot"].as_str().unwrap()[..8];
+    let host = placed["host"].as_str().unwrap();
+    let text = cli.run(&["events", "p"]).stdout;
+    let line = text
+        .lines()
+        .find(|l| l.contains("placed("))
+        .unwrap_or_else(|| panic!("no placed line in {text}"));
+    assert!(
+        line.ends_with(&format!("placed(1) pid {pid} on {host} (boot {boot})")),
+        "{line}"
+    );
+    assert!(!line.contains('{'), "no raw handle: {line}");
 }

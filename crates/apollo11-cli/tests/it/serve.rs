@@ -171,3 +171,57 @@ fn serve_refuses_a_lease_ttl_that_is_not_a_duration_or_out_of_range() {
         assert!(out.stderr.contains(says), "{ttl}: {}", out.stderr);
     }
 }
+
+const WHICH: &str = r#"[workflow]
+name = "which"
+[[steps]]
+name = "say"
+run = "echo served > said"
+idempotency = "natural"
+"#;
+
+#[test]
+fn run_of_a_file_the_server_defines_otherwise_is_refused_unless_the_served_one_is_asked_for() {
+    let cli = Cli::new();
+    cli.workflow("which.toml", WHICH);
+    let elsewhere = cli.file("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let mine = elsewhere.join("which.toml");
+    std::fs::write(&mine, WHICH.replace("echo served", "echo mine")).unwrap();
+    let (mut server, address) = serve(&cli);
+
+    let refused = cli.run(&["run", mine.to_str().unwrap(), "--run-id", "refused-run"]);
+    assert_eq!(refused.code, 2, "{}{}", refused.stdout, refused.stderr);
+    for says in [
+        mine.to_str().unwrap(),
+        "workflow `which`",
+        &format!("the server at {address}"),
+        "which.toml, definition digest",
+        "--use-served",
+    ] {
+        assert!(refused.stderr.contains(says), "{says}: {}", refused.stderr);
+    }
+    assert!(
+        !cli.run(&["runs"]).stdout.contains("refused-run"),
+        "nothing was started"
+    );
+
+    let served = cli.run(&[
+        "run",
+        mine.to_str().unwrap(),
+        "--run-id",
+        "s",
+        "--use-served",
+    ]);
+    assert_eq!(served.code, 0, "{}{}", served.stdout, served.stderr);
+    assert_eq!(
+        std::fs::read_to_string(cli.file("said")).unwrap(),
+        "served\n"
+    );
+    assert!(
+        !elsewhere.join("said").exists(),
+        "the file's command never ran"
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

@@ -332,3 +332,67 @@ test('a 200-character run id and the run page fit a 375 px screen', async () => 
     await page.setViewportSize({ width: 1400, height: 1000 });
   }
 });
+
+/** Overrides `step` of run `runId` to `to` through the API; waits (30 s at most) for the run to settle after it. */
+async function overrideAndSettle(runId, step, to) {
+  const path = `/api/v1/runs/${runId}/steps/${step}/override`;
+  const answer = await call(server, path, { method: 'POST', body: { to, by: BY, reason: `set ${step} to ${to}` } });
+  assert.equal(answer.status, 200, JSON.stringify(answer.body));
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const { body } = await call(server, `/api/v1/runs/${runId}`);
+    if (body.state === 'succeeded') return body;
+    if (Date.now() > deadline) throw new Error(`run ${runId} is ${body.state} 30 s after the override`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** Opens the page of run `runId` and the details of its step `step`. */
+async function openStep(runId, step) {
+  await visit(page, server, `#/runs/${runId}`);
+  await page.locator('.travel input[type=range]:not([disabled])').waitFor();
+  await node(step).click();
+  return page.locator(`[data-detail=${step}]`);
+}
+
+test('every try of a step has its log: the first, failed, one too', async () => {
+  const id = `ui-tries-${suffix}`;
+  await settledRun(server, 'flaky', id);
+  await overrideAndSettle(id, 'flaky', 'pending');
+  const detail = await openStep(id, 'flaky');
+  const pick = detail.locator('select[data-log-try]');
+  assert.deepEqual(await pick.locator('option').allTextContents(), ['try 2', 'try 1']);
+  await pick.selectOption('1');
+  await page.waitForFunction(() => /first try fails on purpose/.test(document.querySelector('[data-detail=flaky] [data-log]').textContent));
+  assert.equal(await detail.locator('[data-log-of]').textContent(), 'Log of try 1:');
+  await pick.selectOption('2');
+  await page.waitForFunction(() => /a later try: ok/.test(document.querySelector('[data-detail=flaky] [data-log]').textContent));
+  await shot('tries-logs');
+  assert.deepEqual(page.errors, []);
+});
+
+test('a step skipped after it failed still shows its last error, the skip after it', async () => {
+  const id = `ui-skipped-${suffix}`;
+  await settledRun(server, 'flaky', id);
+  const failure = (await call(server, `/api/v1/runs/${id}/events`)).body.events.find((e) => e.kind === 'failed' && e.step === 'flaky');
+  await overrideAndSettle(id, 'flaky', 'skipped');
+  const detail = await openStep(id, 'flaky');
+  const shown = await detail.locator('dt:text-is("Last error") + dd').innerText();
+  assert.ok(shown.startsWith(`${failure.error} (try 1)`), shown);
+  assert.match(shown, new RegExp(`then overridden to skipped by ${BY}: set flaky to skipped`));
+  assert.match(await page.locator('table.steps tr[data-step=flaky] td.error-text').getAttribute('title'), /then overridden to skipped/);
+  await shot('skipped-last-error');
+  assert.deepEqual(page.errors, []);
+});
+
+test('the timeline says where a try was placed in words, not as the raw handle', async () => {
+  const id = `ui-placed-${suffix}`;
+  await settledRun(server, 'undo', id);
+  const placed = (await call(server, `/api/v1/runs/${id}/events`)).body.events.find((e) => e.kind === 'placed');
+  const group = JSON.parse(placed.handle);
+  await visit(page, server, `#/runs/${id}`);
+  const row = page.locator(`table.events tr[data-event="${placed.event_id}"] td.why`);
+  await row.waitFor();
+  assert.equal(await row.textContent(), `pid ${group.pgid} on ${placed.host} (boot ${group.boot.slice(0, 8)})`);
+  assert.deepEqual(page.errors, []);
+});

@@ -419,3 +419,47 @@ async fn the_ui_files_are_served_from_the_binary() {
     );
     server.stop().await;
 }
+
+/// A start that names the digest of its definition starts only the definition of that
+/// digest: another is refused (412) and starts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_with_another_definitions_digest_is_refused_and_starts_nothing() {
+    let server = TestServer::start().await;
+    let listed = server.client.get("/api/v1/workflows").await.unwrap().json();
+    let quick = &listed["workflows"][1];
+    assert_eq!(quick["name"], "quick");
+    let digest = quick["digest"].as_str().unwrap().to_owned();
+    assert_eq!(digest.len(), 64, "{digest}");
+    let other = "0".repeat(64);
+    let refused = server
+        .client
+        .post(
+            "/api/v1/runs",
+            &json!({"workflow": "quick", "run_id": "other", "digest": other}),
+        )
+        .await
+        .unwrap();
+    assert_error(&refused, 412, "definition_differs");
+    for says in ["workflow `quick`", "quick.toml", &digest, &other] {
+        assert!(
+            refused.message().contains(says),
+            "{says}: {}",
+            refused.message()
+        );
+    }
+    let none = server.client.get("/api/v1/runs/other").await.unwrap();
+    assert_eq!(none.status, 404, "nothing was started");
+    let started = server
+        .client
+        .post(
+            "/api/v1/runs",
+            &json!({"workflow": "quick", "run_id": "same", "digest": digest}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(started.status, 201, "{}", started.message());
+    server
+        .wait_for("same", "succeeded", |r| r["state"] == "succeeded")
+        .await;
+    server.stop().await;
+}

@@ -76,6 +76,13 @@ impl Group {
         serde_json::to_string(self).expect("a group serializes")
     }
 
+    /// The group on `host` in words: its leader's pid, the host and the boot it ran in (the
+    /// boot id's first 8 characters).
+    pub fn words(&self, host: &str) -> String {
+        let boot: String = self.boot.chars().take(8).collect();
+        format!("pid {} on {host} (boot {boot})", self.pgid)
+    }
+
     /// Processes of the group that still run (zombies have ended; their parent may be slow
     /// to reap them).
     fn live_members(&self) -> Vec<i32> {
@@ -155,6 +162,16 @@ mod tests {
             ..Group::led_by(std::process::id()).unwrap()
         };
         assert!(reused.is_gone().unwrap());
+    }
+
+    #[test]
+    fn a_group_in_words_names_its_pid_and_boot() {
+        let group = Group {
+            pgid: 10268,
+            boot: "8c1f2a3b-aaaa-bbbb-cccc-0123456789ab".into(),
+            start: 7,
+        };
+        assert_eq!(group.words("db1"), "pid 10268 on db1 (boot 8c1f2a3b)");
     }
 
     #[tokio::test]
