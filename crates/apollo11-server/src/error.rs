@@ -76,10 +76,38 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// What an API user is told of a store error that names a file of the server: the same
+/// without the path, which goes to the server's log. `None` for the errors that name none.
+fn without_path(e: &StoreError) -> Option<String> {
+    let public = match e {
+        StoreError::Corrupted { offset, reason, .. } => {
+            format!("corrupted data in a file of the data dir at offset {offset}: {reason}")
+        }
+        StoreError::Io { source, .. } => {
+            format!("the data dir cannot be read or written: {source}")
+        }
+        StoreError::Locked { .. } => "the data dir is locked by another writer".to_owned(),
+        StoreError::GcInProgress { .. } => {
+            "a gc is in progress; retry, or a writing open will finish it".to_owned()
+        }
+        StoreError::Poisoned { .. } => {
+            "the store stopped after a durability failure and accepts nothing more".to_owned()
+        }
+        _ => return None,
+    };
+    tracing::error!(error = %e, "store error answered without its file");
+    Some(format!("{public} (the server's log names the file)"))
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
+        if let Some(public) = without_path(&e) {
+            return match e {
+                StoreError::Corrupted { .. } => ApiError::damaged(public),
+                _ => ApiError::unavailable(public),
+            };
+        }
         match e {
-            StoreError::Corrupted { .. } => ApiError::damaged(e.to_string()),
             // Something the log points at is gone: the data dir is damaged.
             StoreError::NotFound { .. } => ApiError::damaged(format!(
                 "{e}, but the log refers to it: the data dir is damaged"
