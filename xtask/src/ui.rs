@@ -60,7 +60,12 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         &format!("node {script}"),
     )?;
     if script == "ui.test.mjs" {
-        attacks(&target.join("debug/apollo11"), &scratch.0, &workflows, &browser)?;
+        attacks(
+            &target.join("debug/apollo11"),
+            &scratch.0,
+            &workflows,
+            &browser,
+        )?;
     }
     Ok(())
 }

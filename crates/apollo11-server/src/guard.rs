@@ -106,7 +106,11 @@ pub async fn require_host(
 
 /// Refuses a mutation that is not JSON or comes from a page of another site.
 pub async fn require_same_site_json(request: Request, next: Next) -> Result<Response, ApiError> {
-    same_origin(request.headers())?;
+    let host = match request.headers().get(header::HOST) {
+        Some(host) => host.to_str().ok().map(str::to_owned),
+        None => request.uri().authority().map(|a| a.as_str().to_owned()),
+    };
+    same_origin(request.headers(), host.as_deref())?;
     json_body(request.headers())?;
     Ok(next.run(request).await)
 }
@@ -130,13 +134,12 @@ fn json_body(headers: &HeaderMap) -> Result<(), ApiError> {
     ))
 }
 
-/// 403 when an `Origin` is given and is not the site of the request's `Host`.
-fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+/// 403 when an `Origin` is given and is not the site of the request's `host`.
+fn same_origin(headers: &HeaderMap, host: Option<&str>) -> Result<(), ApiError> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
     let origin = String::from_utf8_lossy(origin.as_bytes()).into_owned();
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let site = origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"));

@@ -33,11 +33,7 @@ async fn workflows_are_listed_and_reloaded_and_a_bad_file_keeps_the_previous_set
         "[workflow]\nname = \"bad\"\n[[steps]]\nname = \"x\"\nrun = 3\n",
     )
     .unwrap();
-    let refused = server
-        .client
-        .post("/api/v1/workflows/reload", &json!({}))
-        .await
-        .unwrap();
+    let refused = server.reload().await;
     assert_error(&refused, 400, "invalid");
     assert!(
         refused.message().contains("bad.toml:5:"),
@@ -47,11 +43,7 @@ async fn workflows_are_listed_and_reloaded_and_a_bad_file_keeps_the_previous_set
     let still = server.client.get("/api/v1/workflows").await.unwrap().json();
     assert_eq!(still["workflows"].as_array().unwrap().len(), 3);
     std::fs::write(&bad, "[workflow]\nname = \"bad\"\n[[steps]]\nname = \"x\"\nrun = \"true\"\nidempotency = \"natural\"\n").unwrap();
-    let reloaded = server
-        .client
-        .post("/api/v1/workflows/reload", &json!({}))
-        .await
-        .unwrap();
+    let reloaded = server.reload().await;
     assert_eq!(reloaded.status, 200, "{}", reloaded.message());
     assert_eq!(reloaded.json()["workflows"].as_array().unwrap().len(), 4);
     server.stop().await;

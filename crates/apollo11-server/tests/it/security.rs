@@ -147,6 +147,15 @@ async fn post_as(client: &Client, path: &str, headers: &[(&str, &str)], body: &s
         .unwrap()
 }
 
+/// Starts the run `held` of `stuck`, waits until it pauses, and returns its count of events.
+async fn held(server: &TestServer) -> usize {
+    server.start_run("stuck", "held").await;
+    server
+        .wait_for("held", "paused", |r| r["state"] == "paused")
+        .await;
+    events_of(&server.client, "held").await
+}
+
 /// The events of run `r` (the run must exist).
 async fn events_of(client: &Client, run: &str) -> usize {
     let answer = client
@@ -160,11 +169,7 @@ async fn events_of(client: &Client, run: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mutation_without_a_json_content_type_is_refused_with_415_and_does_nothing() {
     let server = TestServer::start().await;
-    server.start_run("stuck", "held").await;
-    server
-        .wait_for("held", "paused", |r| r["state"] == "paused")
-        .await;
-    let before = events_of(&server.client, "held").await;
+    let before = held(&server).await;
     let start = r#"{"workflow":"quick","run_id":"forged"}"#;
     let note = r#"{"by":"csrf-attacker","reason":"forged"}"#;
     let forced = r#"{"to":"succeeded","by":"csrf-attacker","reason":"forged"}"#;
@@ -359,17 +364,16 @@ async fn a_mutation_from_another_origin_is_refused_with_403() {
 async fn the_bearer_scheme_is_accepted_in_any_case() {
     let server = TestServer::start_with(Some(TOKEN)).await;
     let anonymous = Client::new(server.client.address().to_owned(), None);
+    let runs = |authorization: String| {
+        let anonymous = anonymous.clone();
+        async move {
+            let headers = [("authorization", authorization.as_str())];
+            let runs = anonymous.send(Method::GET, "/api/v1/runs", &headers, Bytes::new());
+            runs.await.unwrap()
+        }
+    };
     for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
-        let value = format!("{scheme} {TOKEN}");
-        let answer = anonymous
-            .send(
-                Method::GET,
-                "/api/v1/runs",
-                &[("authorization", &value)],
-                Bytes::new(),
-            )
-            .await
-            .unwrap();
+        let answer = runs(format!("{scheme} {TOKEN}")).await;
         assert_eq!(answer.status, 200, "{scheme}: {}", answer.message());
     }
     for wrong in [
@@ -377,16 +381,7 @@ async fn the_bearer_scheme_is_accepted_in_any_case() {
         format!("Bearer{TOKEN}"),
         TOKEN.to_owned(),
     ] {
-        let answer = anonymous
-            .send(
-                Method::GET,
-                "/api/v1/runs",
-                &[("authorization", &wrong)],
-                Bytes::new(),
-            )
-            .await
-            .unwrap();
-        assert_error(&answer, 401, "unauthorized");
+        assert_error(&runs(wrong).await, 401, "unauthorized");
     }
     server.stop().await;
 }
@@ -433,11 +428,7 @@ async fn names_and_operators_that_disguise_themselves_are_refused_naming_the_cha
         let path = format!("/api/v1/runs/{}", apollo11_server::client::segment(run_id));
         assert_error(&server.client.get(&path).await.unwrap(), 400, "invalid");
     }
-    server.start_run("stuck", "held").await;
-    server
-        .wait_for("held", "paused", |r| r["state"] == "paused")
-        .await;
-    let before = events_of(&server.client, "held").await;
+    let before = held(&server).await;
     for by in [
         "\u{202e}nimda",
         "admin\u{200d}",
@@ -476,11 +467,7 @@ async fn names_and_operators_that_disguise_themselves_are_refused_naming_the_cha
         "[workflow]\nname = \"quick\u{200b}\"\n[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n",
     )
     .unwrap();
-    let refused = server
-        .client
-        .post("/api/v1/workflows/reload", &json!({}))
-        .await
-        .unwrap();
+    let refused = server.reload().await;
     assert_error(&refused, 400, "invalid");
     assert!(
         refused.message().contains("U+200B"),
@@ -520,11 +507,7 @@ async fn answers_name_the_run_step_or_file_but_no_path_of_the_server() {
         "[workflow]\nname = \"bad\"\n[[steps]]\nname = \"x\"\nrun = 3\n",
     )
     .unwrap();
-    let answer = server
-        .client
-        .post("/api/v1/workflows/reload", &json!({}))
-        .await
-        .unwrap();
+    let answer = server.reload().await;
     assert_error(&answer, 400, "invalid");
     let message = private(&answer);
     assert!(message.starts_with("bad.toml:5:"), "{message}");
