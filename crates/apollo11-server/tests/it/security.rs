@@ -156,6 +156,12 @@ async fn held(server: &TestServer) -> usize {
     events_of(&server.client, "held").await
 }
 
+/// The port the server listens on.
+fn port_of(server: &TestServer) -> String {
+    let (_, port) = server.client.address().rsplit_once(':').unwrap();
+    port.to_owned()
+}
+
 /// The events of run `r` (the run must exist).
 async fn events_of(client: &Client, run: &str) -> usize {
     let answer = client
@@ -225,13 +231,7 @@ async fn a_request_under_another_host_name_is_refused_with_403_and_reads_nothing
     })
     .await;
     server.start_run("quick", "secret-run").await;
-    let port = server
-        .client
-        .address()
-        .rsplit_once(':')
-        .unwrap()
-        .1
-        .to_owned();
+    let port = port_of(&server);
     let at = |host: &str| format!("{host}:{port}");
     for host in [
         at("attacker.example"),
@@ -319,13 +319,7 @@ async fn a_mutation_from_another_origin_is_refused_with_403() {
     let server = TestServer::start().await;
     let json = ("content-type", "application/json");
     let start = r#"{"workflow":"quick","run_id":"from-elsewhere"}"#;
-    let port = server
-        .client
-        .address()
-        .rsplit_once(':')
-        .unwrap()
-        .1
-        .to_owned();
+    let port = port_of(&server);
     for origin in [
         "http://attacker.example".to_owned(),
         format!("http://attacker.example:{port}"),
