@@ -139,3 +139,49 @@ impl From<EngineError> for ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_are_answered_without_the_paths_they_name() {
+        let file = "/srv/apollo11/data/segments/00000001.seg";
+        let corrupted = || StoreError::Corrupted {
+            file: file.into(),
+            offset: 42,
+            reason: "bad CRC".into(),
+        };
+        let errors = [
+            StoreError::io(format!("reading {file}"), std::io::Error::other("EIO")),
+            corrupted(),
+            StoreError::Locked {
+                path: file.into(),
+                holder: Some("pid 7".into()),
+            },
+            StoreError::GcInProgress {
+                manifest: file.into(),
+            },
+            StoreError::Poisoned {
+                cause: format!("syncing {file}: EIO"),
+            },
+        ];
+        for e in errors {
+            let shown = e.to_string();
+            let answered = ApiError::from(e);
+            assert!(!answered.message.contains("/srv"), "{shown}: {answered:?}");
+            assert!(
+                answered.message.contains("the server's log"),
+                "{answered:?}"
+            );
+        }
+        let io = ApiError::from(StoreError::io(file, std::io::Error::other("EIO")));
+        assert!(io.message.contains("EIO"), "{io:?}");
+        let damaged = ApiError::from(corrupted());
+        assert_eq!(damaged.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(
+            damaged.message.contains("offset 42: bad CRC"),
+            "{damaged:?}"
+        );
+    }
+}
