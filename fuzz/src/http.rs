@@ -77,7 +77,9 @@ async fn start() -> Router {
         .router();
     for (workflow, run) in [("ok", "done"), ("stuck", "held")] {
         let body = format!("{{\"workflow\":\"{workflow}\",\"run_id\":\"{run}\"}}");
-        let request = with_token(Request::post("/api/v1/runs")).body(Body::from(body));
+        let request = with_token(Request::post("/api/v1/runs"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body));
         let answer = router.clone().oneshot(request.expect("a request")).await;
         assert_eq!(answer.expect("infallible").status(), StatusCode::CREATED);
     }

@@ -2,8 +2,10 @@
 //! installs the browser test's one package (`npm ci`), starts `apollo11 serve` on a free
 //! loopback port with a temporary data dir, the test's workflows and a token, waits for
 //! `/healthz`, then runs `ui.test.mjs` (or, with `--paint`, `paint.mjs`, which prints its
-//! figures as JSON) against it with Debian's Chromium; stops the server and removes the
-//! temporary dir whatever happened. Screenshots land in `target/ui-screenshots/`.
+//! figures as JSON) against it with Debian's Chromium; then (not with `--paint`)
+//! `attack.test.mjs`, other sites' pages against a second server, without a token; stops the
+//! servers and removes the temporary dir whatever happened. Screenshots land in
+//! `target/ui-screenshots/`.
 
 use crate::serve::{command, Scratch, Serve};
 use anyhow::{bail, Context, Result};
@@ -56,5 +58,27 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             .env("APOLLO11_UI_SHOTS", target.join("ui-screenshots"))
             .current_dir(&browser),
         &format!("node {script}"),
+    )?;
+    if script == "ui.test.mjs" {
+        attacks(
+            &target.join("debug/apollo11"),
+            &scratch.0,
+            &workflows,
+            &browser,
+        )?;
+    }
+    Ok(())
+}
+
+/// `attack.test.mjs` against a server of its own without a token: the one a page of another
+/// site could reach with no secret to guess.
+fn attacks(apollo11: &Path, scratch: &Path, workflows: &Path, browser: &Path) -> Result<()> {
+    let server = Serve::start(apollo11, &scratch.join("open"), workflows, None, None)?;
+    command(
+        Command::new("node")
+            .arg("attack.test.mjs")
+            .arg(format!("http://{}", server.addr))
+            .current_dir(browser),
+        "node attack.test.mjs",
     )
 }

@@ -203,6 +203,10 @@ enum Command {
         /// `[retention]` policy lets go, as `gc` does, on this server's own writer.
         #[arg(long, value_name = "DURATION", value_parser = serve::parse_gc_every)]
         gc_every: Option<std::time::Duration>,
+        /// Answer requests whose Host is NAME (or NAME:PORT), beside the listen address
+        /// (and localhost on loopback): the name a proxy or DNS gives this server. Repeatable.
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_host: Vec<String>,
     },
 }
 
@@ -373,6 +377,7 @@ async fn dispatch(cli: Cli) -> Exit {
             workflows,
             lease_ttl,
             gc_every,
+            allow_host,
         } => {
             let options = serve::ServeOptions {
                 listen,
@@ -380,6 +385,7 @@ async fn dispatch(cli: Cli) -> Exit {
                 token_file: cli.token_file.clone(),
                 lease_ttl,
                 gc_every,
+                allow_host,
             };
             serve::serve(&dir, options).await
         }

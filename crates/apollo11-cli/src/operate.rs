@@ -26,7 +26,7 @@ pub async fn override_step(
         )
     })?;
     label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
-    label("--by", by, limits::LABEL_BYTES_MAX)?;
+    apollo11_server::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
     let store = match open_or_reach(dir, token_file).await? {
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {
@@ -73,7 +73,7 @@ pub async fn act(
     token_file: Option<&Path>,
 ) -> Result<Exit, Exit> {
     label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
-    label("--by", by, limits::LABEL_BYTES_MAX)?;
+    apollo11_server::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
     let store = match open_or_reach(dir, token_file).await? {
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {

@@ -18,6 +18,8 @@ pub struct ServeOptions {
     pub lease_ttl: Duration,
     /// How often to archive what the data dir's retention policy lets go.
     pub gc_every: Option<Duration>,
+    /// More names a request's Host may give this server (`--allow-host`).
+    pub allow_host: Vec<String>,
 }
 
 pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
@@ -27,6 +29,7 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
         token_file,
         lease_ttl,
         gc_every,
+        allow_host,
     } = options;
     let mut interrupts = Interrupts::install()?;
     let token = token_file
@@ -52,6 +55,7 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
     config.token = token;
     config.store = dir.open_shared().await?;
     config.lease_ttl = lease_ttl;
+    config.allowed_hosts = allow_host;
     config.gc = gc_every
         .map(|every| {
             let policy = crate::gc::file_log_policy(dir, None, None)?;

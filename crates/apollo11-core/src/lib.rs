@@ -12,6 +12,6 @@ pub mod strategies;
 
 pub use event::{Event, EventKind, EventRef, KindTag, OverrideTarget};
 pub use ids::{EventId, RunId, Seq, StepName};
-pub use names::{check_name, NameError, NameKind, NameProblem};
+pub use names::{check_name, disguise, Disguise, NameError, NameKind, NameProblem};
 pub use payload::{BlobRef, Payload, PayloadRef};
 pub use spec::{Backoff, Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, WorkflowSpec};

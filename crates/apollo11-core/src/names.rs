@@ -2,7 +2,10 @@
 //! names. A run's files live under a folder named by its run id and a step's files under a
 //! name made from the step's name, and the idempotency key is `run_id/step`; a name that
 //! could climb out of a folder, hide in one, or make two keys equal is refused wherever it
-//! enters (a workflow file, a flag, a request, the store), by this one function.
+//! enters (a workflow file, a flag, a request, the store), by this one function. A name is
+//! also shown (the web UI, the command line), so one that could pass for another is refused
+//! too: bidirectional controls and other invisible format characters, spaces other than the
+//! ASCII space, and a space at either end ([`disguise`]).
 
 use crate::limits::NAME_BYTES_MAX;
 use std::fmt;
@@ -57,6 +60,78 @@ pub enum NameProblem {
     Separator,
     /// It contains NUL or another control character.
     Control,
+    /// It contains a character that disguises what is shown ([`disguise`]).
+    Disguised(Disguise),
+}
+
+/// A character that makes a text look like another: where it is and what it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Disguise {
+    /// Its position, in characters from 1.
+    pub at: usize,
+    /// The character.
+    pub ch: char,
+}
+
+impl fmt::Display for Disguise {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.ch {
+            ' ' => "a space at its start or end",
+            c if is_format(c) => {
+                "an invisible format character (bidirectional control, zero-width)"
+            }
+            _ => "a space other than the ASCII space",
+        };
+        write!(
+            f,
+            "U+{:04X}, {what}, at character {}",
+            u32::from(self.ch),
+            self.at
+        )
+    }
+}
+
+/// The first character of `text` that disguises it when shown: a bidirectional control or
+/// another invisible format character (U+200B..U+200F, U+202A..U+202E, U+2060..U+206F,
+/// U+FEFF, ...), a space other than U+0020 (U+00A0, U+202F, U+2000..U+200A, U+3000, ...),
+/// or a space at its start or end.
+pub fn disguise(text: &str) -> Option<Disguise> {
+    let last = text.chars().count();
+    text.chars()
+        .enumerate()
+        .map(|(i, ch)| Disguise { at: i + 1, ch })
+        .find(|d| match d.ch {
+            ' ' => d.at == 1 || d.at == last,
+            c => is_format(c) || (c.is_whitespace() && !c.is_control()),
+        })
+}
+
+/// Unicode's format characters (general category Cf), which are invisible or reorder text.
+fn is_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+    )
 }
 
 impl fmt::Display for NameError {
@@ -81,6 +156,10 @@ impl fmt::Display for NameError {
                 f,
                 "the {what} `{shown}` contains a control character (NUL, newline, escape, ...)"
             ),
+            NameProblem::Disguised(d) => write!(
+                f,
+                "the {what} `{shown}` contains {d}: it could pass for another name when shown"
+            ),
         }
     }
 }
@@ -88,7 +167,8 @@ impl fmt::Display for NameError {
 impl std::error::Error for NameError {}
 
 /// Checks a run id, step name or workflow name: non-empty, at most [`NAME_BYTES_MAX`]
-/// bytes, not `.` or `..`, and free of `/`, `\`, NUL and every other control character.
+/// bytes, not `.` or `..`, free of `/`, `\`, NUL and every other control character, and of
+/// any character that disguises it ([`disguise`]).
 ///
 /// # Errors
 ///
@@ -105,7 +185,7 @@ pub fn check_name(kind: NameKind, name: &str) -> Result<(), NameError> {
     } else if name.chars().any(char::is_control) {
         Some(NameProblem::Control)
     } else {
-        None
+        disguise(name).map(NameProblem::Disguised)
     };
     match problem {
         None => Ok(()),
@@ -155,6 +235,50 @@ mod tests {
     }
 
     #[test]
+    fn names_that_disguise_themselves_are_refused_naming_the_character_and_where() {
+        let cases = [
+            ("invoice\u{202e}fdp.exe", '\u{202e}', 8),
+            ("a\u{202d}b", '\u{202d}', 2),
+            ("a\u{2066}b\u{2069}", '\u{2066}', 2),
+            ("a\u{200e}", '\u{200e}', 2),
+            ("\u{61c}a", '\u{61c}', 1),
+            ("de\u{200b}ploy", '\u{200b}', 3),
+            ("de\u{200c}ploy", '\u{200c}', 3),
+            ("de\u{200d}ploy", '\u{200d}', 3),
+            ("de\u{2060}ploy", '\u{2060}', 3),
+            ("\u{feff}deploy", '\u{feff}', 1),
+            ("de\u{ad}ploy", '\u{ad}', 3),
+            ("two\u{a0}words", '\u{a0}', 4),
+            ("two\u{202f}words", '\u{202f}', 4),
+            ("two\u{2007}words", '\u{2007}', 4),
+            ("two\u{3000}words", '\u{3000}', 4),
+            (" deploy", ' ', 1),
+            ("deploy ", ' ', 7),
+            ("  ", ' ', 1),
+        ];
+        for (name, ch, at) in cases {
+            let e = check_name(NameKind::Run, name).unwrap_err();
+            assert_eq!(
+                e.problem,
+                NameProblem::Disguised(Disguise { at, ch }),
+                "{name:?}"
+            );
+            let text = e.to_string();
+            let code = format!("U+{:04X}", u32::from(ch));
+            assert!(text.contains(&code), "{text}");
+            assert!(text.contains(&format!("at character {at}")), "{text}");
+        }
+        assert_eq!(
+            check_name(NameKind::Step, "a\u{202e}b")
+                .unwrap_err()
+                .to_string(),
+            "the step name `a\\u{202e}b` contains U+202E, an invisible format character \
+             (bidirectional control, zero-width), at character 2: it could pass for another \
+             name when shown"
+        );
+    }
+
+    #[test]
     fn ordinary_names_pass_up_to_the_limit() {
         let longest = "é".repeat(NAME_BYTES_MAX as usize / 2);
         for name in [
@@ -164,6 +288,9 @@ mod tests {
             ".hidden",
             "...",
             "ünïcode ok",
+            "two words",
+            "שלום",
+            "emoji 🚀",
             &longest,
         ] {
             check_name(NameKind::Run, name).unwrap();

@@ -6,7 +6,7 @@
 use crate::extract::{Body, Names};
 use crate::server::AppState;
 use crate::{archived, drive, ApiError};
-use apollo11_core::{limits, OverrideTarget};
+use apollo11_core::{disguise, limits, OverrideTarget};
 use apollo11_runtime::inspect::Pause;
 use apollo11_runtime::{EngineError, EventId, Refusal, RunAction, RunId};
 use axum::extract::State;
@@ -29,13 +29,23 @@ pub struct Note {
 
 impl Note {
     fn checked(&self) -> Result<(), ApiError> {
-        label("by", &self.by, limits::LABEL_BYTES_MAX)?;
-        label("reason", &self.reason, limits::ERROR_MESSAGE_BYTES_MAX)
+        check_operator("by", &self.by).map_err(ApiError::invalid)?;
+        check_note("reason", &self.reason, limits::ERROR_MESSAGE_BYTES_MAX)
+            .map_err(ApiError::invalid)
     }
 }
 
-fn label(field: &str, text: &str, max_bytes: u32) -> Result<(), ApiError> {
-    check_note(field, text, max_bytes).map_err(ApiError::invalid)
+/// Checks who acts (`by`, named `field` in the message): a note of at most
+/// `LABEL_BYTES_MAX` bytes that, like a name, has nothing that disguises it when shown
+/// (`apollo11_core::disguise`): an operator could otherwise pass for another.
+pub fn check_operator(field: &str, text: &str) -> Result<(), String> {
+    check_note(field, text, limits::LABEL_BYTES_MAX)?;
+    match disguise(text) {
+        Some(d) => Err(format!(
+            "{field} contains {d}: it could pass for another name when shown"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Checks an operator's note (`by`, `reason`, named `field` in the message): it is kept in

@@ -1,5 +1,5 @@
 //! The bearer token: with one configured, every `/api/v1` call and `/metrics` need
-//! `Authorization: Bearer TOKEN` (401 otherwise); `/healthz`, `/readyz` and the UI's files
+//! `Authorization: Bearer TOKEN`, the scheme in any case (401 otherwise); `/healthz`, `/readyz` and the UI's files
 //! do not.
 
 use crate::ApiError;
@@ -43,7 +43,7 @@ pub async fn require_token(
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(bearer);
         if !sent.is_some_and(|sent| same(sent.as_bytes(), token.as_bytes())) {
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -52,6 +52,14 @@ pub async fn require_token(
         }
     }
     Ok(next.run(request).await)
+}
+
+/// The token of a `Bearer` credential; the scheme's name is case-insensitive (RFC 7235).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
 }
 
 /// Compares in time independent of where the first difference is.

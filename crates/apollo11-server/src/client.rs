@@ -122,10 +122,13 @@ impl Client {
             .await
             .map_err(|e| fail(&e))?;
         tokio::spawn(connection);
-        let mut request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", &self.address);
+        let mut request = Request::builder().method(method).uri(path);
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+        {
+            request = request.header("host", &self.address);
+        }
         if let Some(token) = &self.token {
             request = request.header("authorization", format!("Bearer {token}"));
         }

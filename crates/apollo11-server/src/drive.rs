@@ -50,7 +50,7 @@ pub async fn start(
         Some(id) => {
             check_name(NameKind::Run, &id)
                 .map_err(|e| ApiError::invalid(format!("run_id: {e}")))?;
-            step_folders(&state.data_dir, &id, &registered.spec).map_err(ApiError::invalid)?;
+            step_folders_answered(&state.data_dir, &id, &registered.spec)?;
             state.engine.start(&registered.workflow, RunId(id)).await?
         }
         None => {
@@ -58,7 +58,7 @@ pub async fn start(
             let mut n = 1;
             loop {
                 let id = default_run_id(name, now_ms, n);
-                step_folders(&state.data_dir, &id, &registered.spec).map_err(ApiError::invalid)?;
+                step_folders_answered(&state.data_dir, &id, &registered.spec)?;
                 match state.engine.start(&registered.workflow, RunId(id)).await {
                     Err(EngineError::RunExists { .. }) if n < DEFAULT_ID_TRIES => n += 1,
                     other => break other?,
@@ -181,14 +181,57 @@ pub fn default_run_id(workflow: &str, now_ms: u64, n: u32) -> String {
 /// Creates the folder of each step of a run before its first event, so a name the file
 /// system refuses is an error now rather than a run that cannot start its steps.
 pub fn step_folders(data_dir: &Path, run_id: &str, spec: &WorkflowSpec) -> Result<(), String> {
+    create_step_folders(data_dir, run_id, spec).map_err(|e| e.to_string())
+}
+
+/// [`step_folders`] for an API answer: the folder's path goes to the server's log only.
+fn step_folders_answered(
+    data_dir: &Path,
+    run_id: &str,
+    spec: &WorkflowSpec,
+) -> Result<(), ApiError> {
+    create_step_folders(data_dir, run_id, spec).map_err(|e| {
+        tracing::warn!(error = %e, "run not started");
+        ApiError::invalid(format!(
+            "run `{run_id}`, step `{}`: cannot create its folder in the data dir: {}",
+            e.step, e.source
+        ))
+    })
+}
+
+/// A step folder that could not be created.
+struct FolderError {
+    run_id: String,
+    step: String,
+    folder: std::path::PathBuf,
+    source: std::io::Error,
+}
+
+impl std::fmt::Display for FolderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "run `{}`, step `{}`: cannot create {}: {}",
+            self.run_id,
+            self.step,
+            self.folder.display(),
+            self.source
+        )
+    }
+}
+
+fn create_step_folders(
+    data_dir: &Path,
+    run_id: &str,
+    spec: &WorkflowSpec,
+) -> Result<(), FolderError> {
     for step in &spec.steps {
         let folder = files::step_dir(data_dir, run_id, &step.name);
-        files::create_private_dir(&folder).map_err(|e| {
-            format!(
-                "run `{run_id}`, step `{}`: cannot create {}: {e}",
-                step.name,
-                folder.display()
-            )
+        files::create_private_dir(&folder).map_err(|source| FolderError {
+            run_id: run_id.to_owned(),
+            step: step.name.clone(),
+            folder,
+            source,
         })?;
     }
     Ok(())

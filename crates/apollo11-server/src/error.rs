@@ -77,10 +77,38 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// What an API user is told of a store error that names a file of the server: the same
+/// without the path, which goes to the server's log. `None` for the errors that name none.
+fn without_path(e: &StoreError) -> Option<String> {
+    let public = match e {
+        StoreError::Corrupted { offset, reason, .. } => {
+            format!("corrupted data in a file of the data dir at offset {offset}: {reason}")
+        }
+        StoreError::Io { source, .. } => {
+            format!("the data dir cannot be read or written: {source}")
+        }
+        StoreError::Locked { .. } => "the data dir is locked by another writer".to_owned(),
+        StoreError::GcInProgress { .. } => {
+            "a gc is in progress; retry, or a writing open will finish it".to_owned()
+        }
+        StoreError::Poisoned { .. } => {
+            "the store stopped after a durability failure and accepts nothing more".to_owned()
+        }
+        _ => return None,
+    };
+    tracing::error!(error = %e, "store error answered without its file");
+    Some(format!("{public} (the server's log names the file)"))
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
+        if let Some(public) = without_path(&e) {
+            return match e {
+                StoreError::Corrupted { .. } => ApiError::damaged(public),
+                _ => ApiError::unavailable(public),
+            };
+        }
         match e {
-            StoreError::Corrupted { .. } => ApiError::damaged(e.to_string()),
             // Something the log points at is gone: the data dir is damaged.
             StoreError::NotFound { .. } => ApiError::damaged(format!(
                 "{e}, but the log refers to it: the data dir is damaged"
@@ -110,5 +138,51 @@ impl From<EngineError> for ApiError {
             EngineError::Workflow(_) => ApiError::invalid(e.to_string()),
             other => ApiError::unavailable(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_are_answered_without_the_paths_they_name() {
+        let file = "/srv/apollo11/data/segments/00000001.seg";
+        let corrupted = || StoreError::Corrupted {
+            file: file.into(),
+            offset: 42,
+            reason: "bad CRC".into(),
+        };
+        let errors = [
+            StoreError::io(format!("reading {file}"), std::io::Error::other("EIO")),
+            corrupted(),
+            StoreError::Locked {
+                path: file.into(),
+                holder: Some("pid 7".into()),
+            },
+            StoreError::GcInProgress {
+                manifest: file.into(),
+            },
+            StoreError::Poisoned {
+                cause: format!("syncing {file}: EIO"),
+            },
+        ];
+        for e in errors {
+            let shown = e.to_string();
+            let answered = ApiError::from(e);
+            assert!(!answered.message.contains("/srv"), "{shown}: {answered:?}");
+            assert!(
+                answered.message.contains("the server's log"),
+                "{answered:?}"
+            );
+        }
+        let io = ApiError::from(StoreError::io(file, std::io::Error::other("EIO")));
+        assert!(io.message.contains("EIO"), "{io:?}");
+        let damaged = ApiError::from(corrupted());
+        assert_eq!(damaged.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(
+            damaged.message.contains("offset 42: bad CRC"),
+            "{damaged:?}"
+        );
     }
 }

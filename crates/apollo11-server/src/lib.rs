@@ -16,6 +16,7 @@ mod error;
 mod extract;
 mod fanout;
 mod gc;
+mod guard;
 mod logs;
 pub mod metrics;
 mod router;
@@ -25,7 +26,7 @@ mod stream;
 mod ui;
 mod workflows;
 
-pub use actions::check_note;
+pub use actions::{check_note, check_operator};
 pub use auth::{read_token, TOKEN_CHARS_MIN};
 pub use drive::{default_run_id, step_folders};
 pub use error::ApiError;

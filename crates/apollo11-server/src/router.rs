@@ -1,14 +1,17 @@
 //! The routes: one table ([`routes`]) from which the router is built and against which the
-//! OpenAPI document is checked; the token on `/api/v1`; the error object for unknown routes
-//! (404) and known routes asked with another method (405, with `Allow`).
+//! OpenAPI document is checked; the token on `/api/v1`; the `Host` of every request and the
+//! content type and origin of every mutation ([`crate::guard`]); the error object for
+//! unknown routes (404) and known routes asked with another method (405, naming the methods
+//! it answers, with `Allow`).
 
 use crate::auth::require_token;
+use crate::guard::{require_host, require_same_site_json, Hosts};
 use crate::server::AppState;
 use crate::{actions, logs, metrics, runs, stream, ui, ApiError};
 use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::http::{header, Method, StatusCode};
-use axum::middleware::{from_fn_with_state, map_response};
+use axum::middleware::{from_fn, from_fn_with_state, map_response};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::Router;
@@ -32,10 +35,14 @@ where
     T: 'static,
 {
     let filter = MethodFilter::try_from(method.clone()).expect("a method axum routes");
+    let mut handler = on(filter, handler);
+    if !method.is_safe() {
+        handler = handler.route_layer(from_fn(require_same_site_json));
+    }
     Route {
         method,
         path,
-        handler: on(filter, handler),
+        handler,
     }
 }
 
@@ -91,14 +98,20 @@ fn api_routes() -> Vec<Route> {
     ]
 }
 
-/// The router of `state`, with `token` required on the API routes when set.
-pub(crate) fn router(state: Shared, token: Option<String>) -> Router {
+/// The router of `state`, with `token` required on the API routes when set, answering
+/// requests whose `Host` is one of `hosts`.
+pub(crate) fn router(state: Shared, token: Option<String>, hosts: Hosts) -> Router {
     let token = Arc::new(token);
     let api = with(api_routes()).route_layer(from_fn_with_state(token, require_token));
-    api.merge(with(open_routes()))
+    let routed = api
+        .merge(with(open_routes()))
         .fallback(not_found)
+        .with_state(state);
+    // Outside the routes: axum adds `Allow` to a 405 after the layers of its route.
+    Router::new()
+        .fallback_service(routed)
         .layer(map_response(method_not_allowed))
-        .with_state(state)
+        .layer(from_fn_with_state(Arc::new(hosts), require_host))
 }
 
 fn with(routes: Vec<Route>) -> Router<Shared> {
@@ -116,7 +129,7 @@ async fn not_found(request: Request) -> ApiError {
 }
 
 /// axum answers a known path asked with another method with an empty 405 and `Allow`: the
-/// error object replaces the body, the headers stay.
+/// error object naming the allowed methods replaces the body, the headers stay.
 async fn method_not_allowed(response: Response) -> Response {
     if response.status() != StatusCode::METHOD_NOT_ALLOWED {
         return response;

@@ -4,7 +4,7 @@
 use crate::client::segment;
 use crate::extract::{Body, Names, Params};
 use crate::server::AppState;
-use crate::workflows::Registry;
+use crate::workflows::{without_dir, Registry};
 use crate::{archived, drive, ApiError};
 use apollo11_core::EventId;
 use apollo11_runtime::inspect::{archived_refusal, RunFilter, RunRow, RunView};
@@ -27,10 +27,14 @@ pub async fn workflows(State(state): Shared) -> Json<Value> {
 /// `POST /api/v1/workflows/reload`: the previous set stays when a file is invalid.
 pub async fn reload(State(state): Shared) -> Result<Json<Value>, ApiError> {
     let (dir, data_dir) = (state.workflows_dir.clone(), state.data_dir.clone());
-    let loaded = tokio::task::spawn_blocking(move || Registry::load(dir.as_deref(), &data_dir))
+    let from = dir.clone();
+    let loaded = tokio::task::spawn_blocking(move || Registry::load(from.as_deref(), &data_dir))
         .await
         .map_err(|e| ApiError::unavailable(format!("reloading: {e}")))?;
-    let registry = Arc::new(loaded.map_err(ApiError::invalid)?);
+    let registry = Arc::new(loaded.map_err(|e| {
+        tracing::warn!(error = %e, "workflows not reloaded");
+        ApiError::invalid(dir.as_deref().map_or(e.clone(), |dir| without_dir(&e, dir)))
+    })?);
     *state.registry.write().unwrap_or_else(|p| p.into_inner()) = registry.clone();
     Ok(Json(registry.to_json()))
 }

@@ -4,6 +4,7 @@
 
 use crate::drive;
 use crate::fanout::Fanout;
+use crate::guard::Hosts;
 use crate::router::router;
 use crate::workflows::Registry;
 use apollo11_log::{FileLog, Options};
@@ -47,6 +48,9 @@ pub struct ServerConfig {
     pub lease_ttl: std::time::Duration,
     /// Archive finished runs on a schedule (the file log only).
     pub gc: Option<crate::GcSchedule>,
+    /// More names (`NAME` or `NAME:PORT`) a request's `Host` may give this server, beside
+    /// its address (and the loopback names when it listens on loopback).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ServerConfig {
@@ -63,6 +67,7 @@ impl ServerConfig {
             instance: EngineConfig::default().instance,
             lease_ttl: DEFAULT_LEASE_TTL,
             gc: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -164,6 +169,7 @@ pub struct Server {
     listener: TcpListener,
     state: Arc<AppState>,
     token: Option<String>,
+    hosts: Hosts,
     closing: watch::Sender<bool>,
 }
 
@@ -188,6 +194,7 @@ impl Server {
         let address = listener
             .local_addr()
             .map_err(|e| ServeError::Io(format!("--listen {}: {e}", config.listen)))?;
+        let hosts = Hosts::new(address, &config.allowed_hosts).map_err(ServeError::Config)?;
         let registry = Registry::load(config.workflows.as_deref(), &config.data_dir)
             .map_err(ServeError::Config)?;
         let (store, leasing, ready) = match config.store.clone() {
@@ -238,6 +245,7 @@ impl Server {
             listener,
             state: Arc::new(state),
             token: config.token,
+            hosts,
             closing,
         })
     }
@@ -253,7 +261,7 @@ impl Server {
     /// without a socket: `tower::ServiceExt::oneshot` in tests and in the fuzz target of
     /// `fuzz/`. Runs interrupted before the server started are not resumed by it.
     pub fn router(&self) -> axum::Router {
-        router(self.state.clone(), self.token.clone())
+        router(self.state.clone(), self.token.clone(), self.hosts.clone())
     }
 
     /// Resumes the runs left interrupted (paused ones stay paused), then serves until

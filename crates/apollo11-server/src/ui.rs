@@ -1,11 +1,12 @@
 //! The web UI, served from the binary: every file of the crate's flat `ui/` folder is
 //! embedded at build time (`build.rs`). `GET /` is `index.html`; `GET /ui/{file}` the others,
-//! with the content type of their extension and `Cache-Control: no-cache`. Neither needs the
-//! token.
+//! with the content type of their extension and `Cache-Control: no-cache`; any other path
+//! under `/ui/` is a 404 naming it. Neither needs the token.
 
-use crate::extract::Names;
 use crate::ApiError;
-use axum::http::header;
+use axum::extract::rejection::PathRejection;
+use axum::extract::Path;
+use axum::http::{header, Uri};
 use axum::response::{IntoResponse, Response};
 
 /// The embedded files: `(name, bytes)`.
@@ -16,9 +17,15 @@ pub async fn index() -> Result<Response, ApiError> {
     serve("index.html")
 }
 
-/// `GET /ui/{file}`.
-pub async fn file(Names(names): Names) -> Result<Response, ApiError> {
-    serve(&names[0])
+/// `GET /ui/{file}`: the file's name decoded, or the path as asked when it does not decode.
+pub async fn file(
+    uri: Uri,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    match name {
+        Ok(Path(name)) => serve(&name),
+        Err(_) => Err(no_file(uri.path())),
+    }
 }
 
 fn serve(name: &str) -> Result<Response, ApiError> {
@@ -26,12 +33,16 @@ fn serve(name: &str) -> Result<Response, ApiError> {
         .iter()
         .find(|(file, _)| *file == name)
         .map(|(_, bytes)| *bytes)
-        .ok_or_else(|| ApiError::not_found(format!("no file `{name}` in the web UI")))?;
+        .ok_or_else(|| no_file(name))?;
     let headers = [
         (header::CONTENT_TYPE, content_type(name)),
         (header::CACHE_CONTROL, "no-cache"),
     ];
     Ok((headers, bytes).into_response())
+}
+
+fn no_file(name: &str) -> ApiError {
+    ApiError::not_found(format!("no file `{}` in the web UI", name.escape_debug()))
 }
 
 /// The content type of a file by its extension.

@@ -122,6 +122,15 @@ fn workflow_json(registered: &Registered) -> Value {
         "on_failure": spec.on_failure, "steps": steps})
 }
 
+/// A message of [`Registry::load`] as API users see it: each file named relative to the
+/// workflows folder `dir`, the folder itself by what it is, not by its path on the server.
+pub fn without_dir(message: &str, dir: &Path) -> String {
+    let dir = dir.display().to_string();
+    message
+        .replace(&format!("{dir}/"), "")
+        .replace(&dir, "the workflows folder")
+}
+
 /// The workflow files of `dir`, in name order.
 fn workflow_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let entries =

@@ -32,15 +32,22 @@ retry = { max_attempts = 1 }
 /// `apollo11 serve` on the test's data dir with its work folder as `--workflows`; returns
 /// the process and its address.
 fn serve(cli: &Cli) -> (Child, String) {
+    serve_with(cli, &[])
+}
+
+/// [`serve`] with more arguments.
+fn serve_with(cli: &Cli, more: &[&str]) -> (Child, String) {
     let workflows = cli.work.path().to_str().unwrap().to_owned();
+    let mut args = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--workflows",
+        &workflows,
+    ];
+    args.extend_from_slice(more);
     let mut child = cli
-        .command(&[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--workflows",
-            &workflows,
-        ])
+        .command(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -224,4 +231,45 @@ fn run_of_a_file_the_server_defines_otherwise_is_refused_unless_the_served_one_i
     );
     server.kill().unwrap();
     server.wait().unwrap();
+}
+
+/// The status of `GET /healthz` asked of `address` under the name `host`.
+fn healthz_as(address: &str, host: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer.get(9..12).unwrap_or_default().to_owned()
+}
+
+#[test]
+fn serve_answers_under_the_names_of_allow_host_only_and_refuses_one_that_is_no_host() {
+    let cli = Cli::new();
+    let bad = cli.run(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--allow-host",
+        "http://x/",
+    ]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("--allow-host `http://x/`"),
+        "{}",
+        bad.stderr
+    );
+    let (mut child, address) = serve_with(&cli, &["--allow-host", "apollo.internal"]);
+    let address = address.as_str();
+    let port = address.rsplit_once(':').unwrap().1;
+    assert_eq!(healthz_as(address, address), "200");
+    assert_eq!(healthz_as(address, "apollo.internal"), "200");
+    assert_eq!(healthz_as(address, &format!("localhost:{port}")), "200");
+    assert_eq!(
+        healthz_as(address, &format!("attacker.example:{port}")),
+        "403"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

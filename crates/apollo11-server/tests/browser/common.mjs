@@ -16,6 +16,7 @@ export function target() {
 /** A JSON call to the API: `{status, body}`. */
 export async function call({ base, token }, path, { method = 'GET', body } = {}) {
   const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
   const response = await fetch(base + path, { method, headers, body: body && JSON.stringify(body) });
   return { status: response.status, body: await response.json() };
 }
@@ -33,11 +34,11 @@ export async function settledRun(server, workflow, runId, seconds = 300) {
   }
 }
 
-/** Debian's Chromium (or `CHROMIUM`), headless. */
-export function launch() {
+/** Debian's Chromium (or `CHROMIUM`), headless, with `args` added to its command line. */
+export function launch(args = []) {
   return chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+    args: ['--no-sandbox', '--disable-dev-shm-usage', ...args],
   });
 }
 

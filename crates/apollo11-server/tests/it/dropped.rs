@@ -23,6 +23,7 @@ async fn a_start_whose_request_is_dropped_at_its_first_poll_still_runs_to_its_en
     let server = Server::bind(config).await.unwrap();
     let router = server.router();
     let start = Request::post("/api/v1/runs")
+        .header("content-type", "application/json")
         .body(Body::from(r#"{"workflow":"quick","run_id":"dropped"}"#))
         .unwrap();
     // The request polled exactly once, then dropped: the start is under way (its append handed

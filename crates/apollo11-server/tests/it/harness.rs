@@ -144,6 +144,13 @@ impl TestServer {
         assert_eq!(answer.status, 201, "{}", answer.message());
     }
 
+    /// `POST /api/v1/workflows/reload`.
+    pub async fn reload(&self) -> apollo11_server::client::Answer {
+        let empty = serde_json::json!({});
+        let answer = self.client.post("/api/v1/workflows/reload", &empty);
+        answer.await.unwrap()
+    }
+
     /// The run object.
     pub async fn run(&self, run_id: &str) -> Value {
         let answer = self

@@ -33,11 +33,7 @@ async fn workflows_are_listed_and_reloaded_and_a_bad_file_keeps_the_previous_set
         "[workflow]\nname = \"bad\"\n[[steps]]\nname = \"x\"\nrun = 3\n",
     )
     .unwrap();
-    let refused = server
-        .client
-        .post("/api/v1/workflows/reload", &json!({}))
-        .await
-        .unwrap();
+    let refused = server.reload().await;
     assert_error(&refused, 400, "invalid");
     assert!(
         refused.message().contains("bad.toml:5:"),
@@ -47,11 +43,7 @@ async fn workflows_are_listed_and_reloaded_and_a_bad_file_keeps_the_previous_set
     let still = server.client.get("/api/v1/workflows").await.unwrap().json();
     assert_eq!(still["workflows"].as_array().unwrap().len(), 3);
     std::fs::write(&bad, "[workflow]\nname = \"bad\"\n[[steps]]\nname = \"x\"\nrun = \"true\"\nidempotency = \"natural\"\n").unwrap();
-    let reloaded = server
-        .client
-        .post("/api/v1/workflows/reload", &json!({}))
-        .await
-        .unwrap();
+    let reloaded = server.reload().await;
     assert_eq!(reloaded.status, 200, "{}", reloaded.message());
     assert_eq!(reloaded.json()["workflows"].as_array().unwrap().len(), 4);
     server.stop().await;
@@ -160,7 +152,12 @@ async fn a_run_started_over_the_api_succeeds_and_every_read_route_shows_it() {
     assert_error(&extra, 400, "invalid");
     let not_json = server
         .client
-        .send(Method::POST, "/api/v1/runs", &[], Bytes::from_static(b"{"))
+        .send(
+            Method::POST,
+            "/api/v1/runs",
+            &[("content-type", "application/json")],
+            Bytes::from_static(b"{"),
+        )
         .await
         .unwrap();
     assert_error(&not_json, 400, "invalid");
@@ -311,9 +308,14 @@ async fn unknown_routes_are_404_and_other_methods_405_with_allow() {
     assert_error(&delete, 405, "invalid");
     let allow = delete.header("allow").unwrap();
     assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
+    assert_eq!(delete.message(), format!("this route answers {allow} only"));
     let get_pause = server.client.get("/api/v1/runs/r/pause").await.unwrap();
     assert_error(&get_pause, 405, "invalid");
     assert_eq!(get_pause.header("allow"), Some("POST"));
+    assert_eq!(get_pause.message(), "this route answers POST only");
+    let post_ui = server.client.post("/ui/app.js", &json!({})).await.unwrap();
+    assert_error(&post_ui, 405, "invalid");
+    assert!(post_ui.message().contains("GET"), "{}", post_ui.message());
     let health = server.client.get("/healthz").await.unwrap();
     assert_eq!(
         (health.status, health.json()),
@@ -375,7 +377,8 @@ async fn answer(client: &Client, method: &str, path: &str) -> apollo11_server::c
             body: Bytes::new(),
         };
     }
-    client.send(method, path, &[], body).await.unwrap()
+    let json = [("content-type", "application/json")];
+    client.send(method, path, &json, body).await.unwrap()
 }
 
 /// `GET /` is `ui/index.html` and `GET /ui/{file}` every file of `ui/`, byte for byte, with
