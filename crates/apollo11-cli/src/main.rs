@@ -199,6 +199,19 @@ enum Command {
         /// `[retention]` policy lets go, as `gc` does, on this server's own writer.
         #[arg(long, value_name = "DURATION", value_parser = serve::parse_gc_every)]
         gc_every: Option<std::time::Duration>,
+        /// Connections served at once; past them a connection is answered 503 and closed.
+        /// Lowered to the file limit minus the descriptors kept for steps, logs and segments.
+        #[arg(long, value_name = "N", default_value_t = apollo11_server::DEFAULT_MAX_CONNECTIONS,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: u32,
+        /// How long a connection may take to send a request's head, or sit idle between
+        /// requests, before it is closed.
+        #[arg(long, value_name = "DURATION", default_value = "10s",
+              value_parser = serve::parse_header_timeout)]
+        header_timeout: std::time::Duration,
+        /// The listen backlog: connections the kernel queues before the server accepts them.
+        #[arg(long, value_name = "N", default_value_t = apollo11_server::DEFAULT_BACKLOG)]
+        listen_backlog: u32,
     },
 }
 
@@ -365,13 +378,21 @@ async fn dispatch(cli: Cli) -> Exit {
             workflows,
             lease_ttl,
             gc_every,
+            max_connections,
+            header_timeout,
+            listen_backlog,
         } => {
+            let mut conns = apollo11_server::ConnLimits::default();
+            conns.max_connections = max_connections;
+            conns.header_timeout = header_timeout;
+            conns.backlog = listen_backlog;
             let options = serve::ServeOptions {
                 listen,
                 workflows,
                 token_file: cli.token_file.clone(),
                 lease_ttl,
                 gc_every,
+                conns,
             };
             serve::serve(&dir, options).await
         }

@@ -4,7 +4,7 @@
 
 use crate::data::{check_layout, store_exit, DataDir};
 use crate::{out, run::Interrupts, Exit};
-use apollo11_server::{read_token, GcSchedule, ServeError, Server, ServerConfig};
+use apollo11_server::{read_token, ConnLimits, GcSchedule, ServeError, Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,6 +18,8 @@ pub struct ServeOptions {
     pub lease_ttl: Duration,
     /// How often to archive what the data dir's retention policy lets go.
     pub gc_every: Option<Duration>,
+    /// How connections are bounded.
+    pub conns: ConnLimits,
 }
 
 pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
@@ -27,6 +29,7 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
         token_file,
         lease_ttl,
         gc_every,
+        conns,
     } = options;
     let mut interrupts = Interrupts::install()?;
     let token = token_file
@@ -52,6 +55,7 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
     config.token = token;
     config.store = dir.open_shared().await?;
     config.lease_ttl = lease_ttl;
+    config.conns = conns;
     config.gc = gc_every
         .map(|every| {
             let policy = crate::gc::file_log_policy(dir, None, None)?;
@@ -110,6 +114,15 @@ pub fn parse_lease_ttl(text: &str) -> Result<Duration, String> {
 
 /// `--gc-every`: a humantime duration of a second or more.
 pub fn parse_gc_every(text: &str) -> Result<Duration, String> {
+    at_least_a_second(text)
+}
+
+/// `--header-timeout`: a humantime duration of a second or more.
+pub fn parse_header_timeout(text: &str) -> Result<Duration, String> {
+    at_least_a_second(text)
+}
+
+fn at_least_a_second(text: &str) -> Result<Duration, String> {
     let every = humantime::parse_duration(text).map_err(|e| format!("`{text}`: {e}"))?;
     if every < Duration::from_secs(1) {
         return Err(format!("`{text}`: 1s at least"));

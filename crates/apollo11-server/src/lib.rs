@@ -11,6 +11,7 @@ mod actions;
 mod archived;
 mod auth;
 pub mod client;
+mod conns;
 mod drive;
 mod error;
 mod extract;
@@ -27,6 +28,9 @@ mod workflows;
 
 pub use actions::check_note;
 pub use auth::{read_token, TOKEN_CHARS_MIN};
+pub use conns::{
+    fd_reserve, ConnLimits, DEFAULT_BACKLOG, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 pub use drive::{default_run_id, step_folders};
 pub use error::ApiError;
 pub use extract::BODY_BYTES_MAX;

@@ -4,6 +4,7 @@
 
 use crate::drive;
 use crate::fanout::Fanout;
+use crate::conns::{self, ConnLimits};
 use crate::router::router;
 use crate::workflows::Registry;
 use apollo11_log::{FileLog, Options};
@@ -47,6 +48,9 @@ pub struct ServerConfig {
     pub lease_ttl: std::time::Duration,
     /// Archive finished runs on a schedule (the file log only).
     pub gc: Option<crate::GcSchedule>,
+    /// How connections are bounded: their number, their time to send a request's head, the
+    /// listen backlog.
+    pub conns: ConnLimits,
 }
 
 impl ServerConfig {
@@ -63,6 +67,7 @@ impl ServerConfig {
             instance: EngineConfig::default().instance,
             lease_ttl: DEFAULT_LEASE_TTL,
             gc: None,
+            conns: ConnLimits::default(),
         }
     }
 }
@@ -165,6 +170,7 @@ pub struct Server {
     state: Arc<AppState>,
     token: Option<String>,
     closing: watch::Sender<bool>,
+    conns: ConnLimits,
 }
 
 impl Server {
@@ -182,8 +188,7 @@ impl Server {
                 config.listen
             )));
         }
-        let listener = TcpListener::bind(config.listen)
-            .await
+        let listener = conns::bind(config.listen, config.conns.backlog)
             .map_err(|e| ServeError::Io(format!("--listen {}: {e}", config.listen)))?;
         let address = listener
             .local_addr()
@@ -239,6 +244,7 @@ impl Server {
             state: Arc::new(state),
             token: config.token,
             closing,
+            conns: config.conns,
         })
     }
 
@@ -285,12 +291,12 @@ impl Server {
         };
         let app = self.router();
         let closing = self.closing;
-        let served = axum::serve(self.listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                let _ = closing.send(true);
-            })
-            .await;
+        let cap = conns::connection_cap(self.conns.max_connections);
+        let stopping = async move {
+            shutdown.await;
+            let _ = closing.send(true);
+        };
+        conns::serve(self.listener, app, self.conns, cap, stopping).await;
         if let Some(background) = background {
             background.abort();
             let _ = background.await;
@@ -300,6 +306,6 @@ impl Server {
         if let Ok(state) = Arc::try_unwrap(self.state) {
             state.engine.close().await;
         }
-        served.map_err(|e| ServeError::Io(format!("serving: {e}")))
+        Ok(())
     }
 }
