@@ -32,8 +32,18 @@ fn workflow() -> String {
     toml
 }
 
+/// A server process, killed when dropped (a failed assertion included).
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `apollo11 serve` under `prlimit --nofile`, and its address.
-fn serve_limited(cli: &Cli) -> (Child, String) {
+fn serve_limited(cli: &Cli) -> (Served, String) {
     let serve = cli.command(&[
         "serve",
         "--listen",
@@ -64,12 +74,17 @@ fn serve_limited(cli: &Cli) -> (Child, String) {
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
-    (child, address)
+    (Served(child), address)
+}
+
+/// A connection, or none if the server's backlog keeps it waiting over a second.
+fn connect(address: &str) -> std::io::Result<TcpStream> {
+    TcpStream::connect_timeout(&address.parse().unwrap(), Duration::from_secs(1))
 }
 
 /// One request on a connection of its own; the status, or why there is none within `wait`.
 fn request(address: &str, head: &str, body: &str, wait: Duration) -> Result<u16, String> {
-    let mut stream = TcpStream::connect(address).map_err(|e| format!("connect: {e}"))?;
+    let mut stream = connect(address).map_err(|e| format!("connect: {e}"))?;
     stream.set_read_timeout(Some(wait)).unwrap();
     let text = format!(
         "{head} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
@@ -97,7 +112,7 @@ fn open_fds(pid: u32) -> usize {
 /// Sockets that send a request's head a byte at a time, never finishing it.
 fn slow_sockets(address: &str) -> std::thread::JoinHandle<()> {
     let mut sockets: Vec<TcpStream> = (0..SLOW_SOCKETS)
-        .filter_map(|_| TcpStream::connect(address).ok())
+        .map_while(|_| connect(address).ok())
         .collect();
     std::thread::spawn(move || {
         for byte in b"GET /healthz HTTP/1.1\r\nHost: slow\r\nX-Slow: ".iter().cycle() {
@@ -114,8 +129,8 @@ fn slow_sockets(address: &str) -> std::thread::JoinHandle<()> {
 fn idle_and_slow_connections_neither_stall_the_server_nor_fail_its_steps() {
     let cli = Cli::new();
     cli.workflow("busy.toml", &workflow());
-    let (mut server, address) = serve_limited(&cli);
-    let pid = server.id();
+    let (server, address) = serve_limited(&cli);
+    let pid = server.0.id();
     let baseline = open_fds(pid);
     let started = request(
         &address,
@@ -125,10 +140,10 @@ fn idle_and_slow_connections_neither_stall_the_server_nor_fail_its_steps() {
     );
     assert!(matches!(started, Ok(200..=299)), "{started:?}");
 
-    let idle: Vec<TcpStream> = (0..IDLE_SOCKETS)
-        .filter_map(|_| TcpStream::connect(&address).ok())
-        .collect();
     let slow = slow_sockets(&address);
+    let idle: Vec<TcpStream> = (0..IDLE_SOCKETS)
+        .map_while(|_| connect(&address).ok())
+        .collect();
     let flooded = Instant::now();
     while flooded.elapsed() < Duration::from_secs(HEADER_TIMEOUT_S + 1) {
         let asked = Instant::now();
@@ -162,6 +177,4 @@ fn idle_and_slow_connections_neither_stall_the_server_nor_fail_its_steps() {
         request(&address, "GET /healthz", "", Duration::from_secs(3)),
         Ok(200)
     );
-    server.kill().unwrap();
-    server.wait().unwrap();
 }
