@@ -247,11 +247,7 @@ fn main() {
         }
     };
     traces::init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let runtime = apollo11_server::runtime().expect("a tokio runtime");
     let exit = runtime.block_on(dispatch(cli));
     // Dropping the runtime drops every task, which kills the process groups of steps that an
     // interrupt left running.

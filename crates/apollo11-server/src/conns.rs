@@ -25,6 +25,10 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The listen backlog by default (the kernel caps it at `net.core.somaxconn`).
 pub const DEFAULT_BACKLOG: u32 = 1024;
 
+/// Requests handled at once, over all connections; more wait for their turn. What a handler
+/// allocates (a run's events read and folded, its view and JSON) is bounded by it, so a burst
+/// of requests does not leave the process's heap grown.
+pub const REQUESTS_MAX: usize = 8;
 /// Refused connections being answered at once; past them a refused connection is closed
 /// unanswered.
 const REFUSALS_MAX: usize = 32;
@@ -126,6 +130,7 @@ pub(crate) async fn serve(
         Arc::new(Semaphore::new(cap)),
         Arc::new(Semaphore::new(REFUSALS_MAX)),
     );
+    let app = tower::limit::ConcurrencyLimit::new(app, REQUESTS_MAX);
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
     builder

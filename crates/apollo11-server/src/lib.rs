@@ -37,7 +37,7 @@ pub use extract::BODY_BYTES_MAX;
 pub use gc::GcSchedule;
 pub use logs::LOG_BYTES_MAX;
 pub use router::{routes, Route};
-pub use server::{ServeError, Server, ServerConfig, DEFAULT_LISTEN};
+pub use server::{runtime, ServeError, Server, ServerConfig, BLOCKING_THREADS_MAX, DEFAULT_LISTEN};
 pub use stream::KEEP_ALIVE;
 
 /// The OpenAPI 3.1 document of the API, served at `/api/v1/openapi.json`.

@@ -178,3 +178,40 @@ fn idle_and_slow_connections_neither_stall_the_server_nor_fail_its_steps() {
         Ok(200)
     );
 }
+
+fn threads(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_burst_of_reads_starts_no_more_threads_than_the_blocking_pool_holds() {
+    let cli = Cli::new();
+    let busy = cli.workflow("busy.toml", &workflow().replace("sleep 0.4; ", ""));
+    assert_eq!(cli.run(&["run", busy.to_str().unwrap(), "--run-id", "r"]).code, 0);
+    let (server, address) = serve_limited(&cli);
+    let pid = server.0.id();
+    let before = threads(pid);
+    let readers: Vec<_> = (0..300)
+        .map(|_| {
+            let address = address.clone();
+            std::thread::spawn(move || {
+                request(&address, "GET /api/v1/runs/r", "", Duration::from_secs(20))
+            })
+        })
+        .collect();
+    let mut peak = before;
+    while readers.iter().any(|r| !r.is_finished()) {
+        peak = peak.max(threads(pid));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    for reader in readers {
+        assert!(matches!(reader.join().unwrap(), Ok(200 | 503)));
+    }
+    let bound = before + apollo11_server::BLOCKING_THREADS_MAX;
+    assert!(peak <= bound, "{peak} threads in the burst, {before} before");
+}
