@@ -2,9 +2,9 @@
 //! address), owns the engine, resumes the runs it finds interrupted, and serves the API
 //! until it is told to stop.
 
+use crate::conns::{self, ConnLimits};
 use crate::drive;
 use crate::fanout::Fanout;
-use crate::conns::{self, ConnLimits};
 use crate::router::router;
 use crate::workflows::Registry;
 use apollo11_log::{FileLog, Options};

@@ -56,8 +56,6 @@ fn serve_limited(cli: &Cli, limit: u32) -> (Served, String) {
         "127.0.0.1:0",
         "--workflows",
         cli.work.path().to_str().unwrap(),
-
-
     ]);
     let mut child = std::process::Command::new("prlimit")
         .arg(format!("--nofile={limit}:{limit}"))
@@ -121,7 +119,10 @@ fn slow_sockets(address: &str) -> std::thread::JoinHandle<()> {
         .map_while(|_| connect(address).ok())
         .collect();
     std::thread::spawn(move || {
-        for byte in b"GET /healthz HTTP/1.1\r\nHost: slow\r\nX-Slow: ".iter().cycle() {
+        for byte in b"GET /healthz HTTP/1.1\r\nHost: slow\r\nX-Slow: "
+            .iter()
+            .cycle()
+        {
             sockets.retain_mut(|s| s.write_all(&[*byte]).is_ok());
             if sockets.is_empty() {
                 return;
@@ -172,7 +173,10 @@ fn idle_and_slow_connections_neither_stall_the_server_nor_fail_its_steps() {
         .set_read_timeout(Some(Duration::from_secs(1)))
         .unwrap();
     let ended = first.read_to_end(&mut Vec::new());
-    assert!(ended.is_ok(), "an idle socket is closed by the server: {ended:?}");
+    assert!(
+        ended.is_ok(),
+        "an idle socket is closed by the server: {ended:?}"
+    );
     wait_until("the run ends", || {
         cli.status_json("r")["state"] != "running"
     });
@@ -198,7 +202,11 @@ fn threads(pid: u32) -> usize {
 fn a_burst_of_reads_starts_no_more_threads_than_the_blocking_pool_holds() {
     let cli = Cli::new();
     let busy = cli.workflow("busy.toml", &workflow().replace("sleep 0.4; ", ""));
-    assert_eq!(cli.run(&["run", busy.to_str().unwrap(), "--run-id", "r"]).code, 0);
+    assert_eq!(
+        cli.run(&["run", busy.to_str().unwrap(), "--run-id", "r"])
+            .code,
+        0
+    );
     let (server, address) = serve_limited(&cli, 4 * FILE_LIMIT);
     let pid = server.0.id();
     let before = threads(pid);
@@ -216,7 +224,10 @@ fn a_burst_of_reads_starts_no_more_threads_than_the_blocking_pool_holds() {
         std::thread::sleep(Duration::from_millis(2));
     }
     let bound = before + apollo11_server::BLOCKING_THREADS_MAX;
-    assert!(peak <= bound, "{peak} threads in the burst, {before} before");
+    assert!(
+        peak <= bound,
+        "{peak} threads in the burst, {before} before"
+    );
     for reader in readers {
         let read = reader.join().unwrap();
         assert!(matches!(read, Ok(200 | 503)), "{read:?}");
