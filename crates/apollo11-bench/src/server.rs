@@ -114,7 +114,9 @@ pub async fn run(setup: &Setup) -> Result<Report> {
          by its own event stream, and a UI polls the runs list each second and the newest run \
          every 100 ms; {} alternated pairs (engine alone, then server), medians, ratio = median \
          of the pairs' server/alone. Stream delay: event stamp (whole ms, up to 2 ms early) to \
-         arrival, events stamped after the stream opened.",
+         arrival, events stamped after the stream opened. RSS: the whole process's, the load \
+         generator's connections included, before and right after two bursts of {BURST_CONNS} \
+         connections each reading one run's state at once, and 2 s later.",
         sizes.runs, sizes.seconds, sizes.pairs
     ));
     Ok(report)

@@ -3,8 +3,8 @@
 //! drives meanwhile finishes with every step run once, and the server closes the idle and
 //! slow connections itself after `--header-timeout`.
 
-use crate::harness::{record, wait_until, Cli};
-use std::io::{BufRead, BufReader, Read, Write};
+use crate::harness::{record, serving_address, wait_until, Cli};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -68,16 +68,7 @@ fn serve_limited(cli: &Cli, limit: u32) -> (Served, String) {
         .stderr(Stdio::null())
         .spawn()
         .expect("prlimit (util-linux) runs the server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
+    let address = serving_address(&mut child);
     (Served(child), address)
 }
 
