@@ -41,7 +41,7 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 /// The answer past the cap.
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 content-type: application/json\r\n\
-content-length: 84\r\n\
+content-length: 82\r\n\
 retry-after: 1\r\n\
 connection: close\r\n\
 \r\n\
