@@ -5,6 +5,7 @@
 //! UI attached costs against the engine alone, in alternated pairs in the same run.
 
 mod api;
+mod burst;
 mod drive;
 mod host;
 mod http;
@@ -23,6 +24,8 @@ const CONNS: u64 = 16;
 /// Offered rate of the open loop, and its connections.
 const OPEN_RATE: u64 = 1_000;
 const OPEN_CONNS: u64 = 64;
+/// Connections of the burst the memory figure follows.
+const BURST_CONNS: u64 = 1_000;
 /// Goals: run state p99 at the open rate, stream delay p99, throughput through the server
 /// against the engine alone.
 const STATE_P99_US: f64 = 5_000.0;
@@ -111,7 +114,9 @@ pub async fn run(setup: &Setup) -> Result<Report> {
          by its own event stream, and a UI polls the runs list each second and the newest run \
          every 100 ms; {} alternated pairs (engine alone, then server), medians, ratio = median \
          of the pairs' server/alone. Stream delay: event stamp (whole ms, up to 2 ms early) to \
-         arrival, events stamped after the stream opened.",
+         arrival, events stamped after the stream opened. RSS: the whole process's, the load \
+         generator's connections included, before and right after two bursts of {BURST_CONNS} \
+         connections each reading one run's state at once, and 2 s later.",
         sizes.runs, sizes.seconds, sizes.pairs
     ));
     Ok(report)
@@ -154,8 +159,40 @@ async fn reads(setup: &Setup, sizes: &Sizes, report: &mut Report) -> Result<()> 
         &l.sorted,
         goal(met, "p99 <= 5 ms"),
     ));
+    memory(hosted.addr, report).await?;
     hosted.stop().await?;
     std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// The process's RSS before, after two bursts of [`BURST_CONNS`] connections reading a run's
+/// state at once, and idle after them; the goal: idle at most twice the RSS before.
+async fn memory(addr: std::net::SocketAddr, report: &mut Report) -> Result<()> {
+    let rss = burst::burst(
+        addr,
+        BURST_CONNS,
+        format!("/api/v1/runs/{}", api::run_id(0)),
+    )
+    .await?;
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let text = format!(
+        "RSS {:.1} MiB before, {:.1} after the bursts, {:.1} idle; idle <= 2x before",
+        mib(rss.before),
+        mib(rss.after),
+        mib(rss.idle)
+    );
+    report.row(vec![
+        json!("RSS after a burst of GET /api/v1/runs/{id}"),
+        json!(format!("{BURST_CONNS} connections at once, twice")),
+        json!(2 * BURST_CONNS),
+        json!(null),
+        json!(null),
+        json!(null),
+        json!(null),
+        json!(null),
+        json!(null),
+        goal(rss.idle <= 2 * rss.before, &text),
+    ]);
     Ok(())
 }
 

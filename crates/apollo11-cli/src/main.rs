@@ -207,6 +207,19 @@ enum Command {
         /// (and localhost on loopback): the name a proxy or DNS gives this server. Repeatable.
         #[arg(long = "allow-host", value_name = "NAME")]
         allow_host: Vec<String>,
+        /// Connections served at once; past them a connection is answered 503 and closed.
+        /// Lowered to the file limit minus the descriptors kept for steps, logs and segments.
+        #[arg(long, value_name = "N", default_value_t = apollo11_server::DEFAULT_MAX_CONNECTIONS,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: u32,
+        /// How long a connection may take to send a request's head, or sit idle between
+        /// requests, before it is closed.
+        #[arg(long, value_name = "DURATION", default_value = "10s",
+              value_parser = serve::parse_header_timeout)]
+        header_timeout: std::time::Duration,
+        /// The listen backlog: connections the kernel queues before the server accepts them.
+        #[arg(long, value_name = "N", default_value_t = apollo11_server::DEFAULT_BACKLOG)]
+        listen_backlog: u32,
     },
 }
 
@@ -242,11 +255,7 @@ fn main() {
         }
     };
     traces::init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let runtime = apollo11_server::runtime().expect("a tokio runtime");
     let exit = runtime.block_on(dispatch(cli));
     // Dropping the runtime drops every task, which kills the process groups of steps that an
     // interrupt left running.
@@ -378,7 +387,14 @@ async fn dispatch(cli: Cli) -> Exit {
             lease_ttl,
             gc_every,
             allow_host,
+            max_connections,
+            header_timeout,
+            listen_backlog,
         } => {
+            let mut conns = apollo11_server::ConnLimits::default();
+            conns.max_connections = max_connections;
+            conns.header_timeout = header_timeout;
+            conns.backlog = listen_backlog;
             let options = serve::ServeOptions {
                 listen,
                 workflows,
@@ -386,6 +402,7 @@ async fn dispatch(cli: Cli) -> Exit {
                 lease_ttl,
                 gc_every,
                 allow_host,
+                conns,
             };
             serve::serve(&dir, options).await
         }

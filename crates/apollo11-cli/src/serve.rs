@@ -4,7 +4,7 @@
 
 use crate::data::{check_layout, store_exit, DataDir};
 use crate::{out, run::Interrupts, Exit};
-use apollo11_server::{read_token, GcSchedule, ServeError, Server, ServerConfig};
+use apollo11_server::{read_token, ConnLimits, GcSchedule, ServeError, Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,6 +20,8 @@ pub struct ServeOptions {
     pub gc_every: Option<Duration>,
     /// More names a request's Host may give this server (`--allow-host`).
     pub allow_host: Vec<String>,
+    /// How connections are bounded.
+    pub conns: ConnLimits,
 }
 
 pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
@@ -30,6 +32,7 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
         lease_ttl,
         gc_every,
         allow_host,
+        conns,
     } = options;
     let mut interrupts = Interrupts::install()?;
     let token = token_file
@@ -56,6 +59,7 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
     config.store = dir.open_shared().await?;
     config.lease_ttl = lease_ttl;
     config.allowed_hosts = allow_host;
+    config.conns = conns;
     config.gc = gc_every
         .map(|every| {
             let policy = crate::gc::file_log_policy(dir, None, None)?;
@@ -115,6 +119,15 @@ pub fn parse_lease_ttl(text: &str) -> Result<Duration, String> {
 
 /// `--gc-every`: a humantime duration of a second or more.
 pub fn parse_gc_every(text: &str) -> Result<Duration, String> {
+    at_least_a_second(text)
+}
+
+/// `--header-timeout`: a humantime duration of a second or more.
+pub fn parse_header_timeout(text: &str) -> Result<Duration, String> {
+    at_least_a_second(text)
+}
+
+fn at_least_a_second(text: &str) -> Result<Duration, String> {
     let every = humantime::parse_duration(text).map_err(|e| format!("`{text}`: {e}"))?;
     if every < Duration::from_secs(1) {
         return Err(format!("`{text}`: 1s at least"));

@@ -11,6 +11,7 @@ mod actions;
 mod archived;
 mod auth;
 pub mod client;
+mod conns;
 mod drive;
 mod error;
 mod extract;
@@ -28,13 +29,16 @@ mod workflows;
 
 pub use actions::{check_note, check_operator};
 pub use auth::{read_token, TOKEN_CHARS_MIN};
+pub use conns::{
+    fd_reserve, ConnLimits, DEFAULT_BACKLOG, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 pub use drive::{default_run_id, step_folders};
 pub use error::ApiError;
 pub use extract::BODY_BYTES_MAX;
 pub use gc::GcSchedule;
 pub use logs::LOG_BYTES_MAX;
 pub use router::{routes, Route};
-pub use server::{ServeError, Server, ServerConfig, DEFAULT_LISTEN};
+pub use server::{runtime, ServeError, Server, ServerConfig, BLOCKING_THREADS_MAX, DEFAULT_LISTEN};
 pub use stream::KEEP_ALIVE;
 pub use workflows::digest;
 

@@ -2,6 +2,7 @@
 //! address), owns the engine, resumes the runs it finds interrupted, and serves the API
 //! until it is told to stop.
 
+use crate::conns::{self, ConnLimits};
 use crate::drive;
 use crate::fanout::Fanout;
 use crate::guard::Hosts;
@@ -17,6 +18,25 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+/// Threads of the blocking pool at most (file reads of the log and of step logs): a burst of
+/// requests queues its reads on them instead of starting a thread each, and every thread
+/// costs a stack and, with glibc, a share of the malloc arenas that stay with the process.
+pub const BLOCKING_THREADS_MAX: usize = 8;
+
+/// The tokio runtime `apollo11` runs on: two workers, [`BLOCKING_THREADS_MAX`] blocking
+/// threads.
+///
+/// # Errors
+///
+/// The runtime's threads cannot be started.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(BLOCKING_THREADS_MAX)
+        .enable_all()
+        .build()
+}
 
 /// The address `apollo11 serve` binds by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8711";
@@ -51,6 +71,9 @@ pub struct ServerConfig {
     /// More names (`NAME` or `NAME:PORT`) a request's `Host` may give this server, beside
     /// its address (and the loopback names when it listens on loopback).
     pub allowed_hosts: Vec<String>,
+    /// How connections are bounded: their number, their time to send a request's head, the
+    /// listen backlog.
+    pub conns: ConnLimits,
 }
 
 impl ServerConfig {
@@ -68,6 +91,7 @@ impl ServerConfig {
             lease_ttl: DEFAULT_LEASE_TTL,
             gc: None,
             allowed_hosts: Vec::new(),
+            conns: ConnLimits::default(),
         }
     }
 }
@@ -171,6 +195,7 @@ pub struct Server {
     token: Option<String>,
     hosts: Hosts,
     closing: watch::Sender<bool>,
+    conns: ConnLimits,
 }
 
 impl Server {
@@ -188,8 +213,7 @@ impl Server {
                 config.listen
             )));
         }
-        let listener = TcpListener::bind(config.listen)
-            .await
+        let listener = conns::bind(config.listen, config.conns.backlog)
             .map_err(|e| ServeError::Io(format!("--listen {}: {e}", config.listen)))?;
         let address = listener
             .local_addr()
@@ -247,6 +271,7 @@ impl Server {
             token: config.token,
             hosts,
             closing,
+            conns: config.conns,
         })
     }
 
@@ -293,12 +318,12 @@ impl Server {
         };
         let app = self.router();
         let closing = self.closing;
-        let served = axum::serve(self.listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                let _ = closing.send(true);
-            })
-            .await;
+        let cap = conns::connection_cap(self.conns.max_connections);
+        let stopping = async move {
+            shutdown.await;
+            let _ = closing.send(true);
+        };
+        conns::serve(self.listener, app, self.conns, cap, stopping).await;
         if let Some(background) = background {
             background.abort();
             let _ = background.await;
@@ -308,6 +333,6 @@ impl Server {
         if let Ok(state) = Arc::try_unwrap(self.state) {
             state.engine.close().await;
         }
-        served.map_err(|e| ServeError::Io(format!("serving: {e}")))
+        Ok(())
     }
 }

@@ -1,5 +1,5 @@
-//! Where the system under test runs: on a tokio runtime of its own (two workers, as
-//! `apollo11` builds), on a thread of its own, so the load generator's tasks never queue
+//! Where the system under test runs: on a tokio runtime of its own (`apollo11`'s own,
+//! `apollo11_server::runtime`), on a thread of its own, so the load generator's tasks never queue
 //! behind its tasks or the other way round. The two still share the machine's cores.
 
 use anyhow::{anyhow, Context, Result};
@@ -9,10 +9,7 @@ use std::net::SocketAddr;
 use tokio::sync::oneshot;
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?)
+    Ok(apollo11_server::runtime()?)
 }
 
 /// Runs the future `make` returns on a runtime of its own and returns its result.

@@ -219,3 +219,17 @@ fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::Join
         String::from_utf8_lossy(&bytes).into_owned()
     })
 }
+
+/// The address a `serve` child prints on its first line of stdout (`serving … at http://ADDR/`).
+pub fn serving_address(child: &mut Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned()
+}

@@ -2,6 +2,7 @@
 
 mod blobs;
 mod bundles;
+mod connections;
 mod gc;
 mod gc_left;
 mod harness;

@@ -2,8 +2,7 @@
 //! the data dir: `run`, `pause`, `resume`, `override`, `rollback`; read-only commands read
 //! the data dir as before.
 
-use crate::harness::{wait_until, Cli};
-use std::io::{BufRead, BufReader};
+use crate::harness::{serving_address, wait_until, Cli};
 use std::process::{Child, Stdio};
 
 const GATED: &str = r#"[workflow]
@@ -53,16 +52,7 @@ fn serve_with(cli: &Cli, more: &[&str]) -> (Child, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
+    let address = serving_address(&mut child);
     (child, address)
 }
 
