@@ -53,7 +53,11 @@ fn seen(cli: &Cli) -> Vec<String> {
 fn kill_9_mid_step_spends_no_attempt_and_resume_runs_the_step_again() {
     let cli = Cli::new();
     let wf = cli.workflow("wf.toml", &one_attempt(1));
-    kill_9_once(&cli, &["run", wf.to_str().unwrap(), "--run-id", "r"], "slow.1");
+    kill_9_once(
+        &cli,
+        &["run", wf.to_str().unwrap(), "--run-id", "r"],
+        "slow.1",
+    );
     let out = cli.run(&["resume", "r"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let status = cli.status_json("r");
@@ -68,7 +72,14 @@ fn kill_9_mid_step_spends_no_attempt_and_resume_runs_the_step_again() {
         .collect();
     assert_eq!(
         kinds,
-        ["started", "placed", "interrupted", "started", "placed", "succeeded"]
+        [
+            "started",
+            "placed",
+            "interrupted",
+            "started",
+            "placed",
+            "succeeded"
+        ]
     );
 }
 
@@ -76,7 +87,11 @@ fn kill_9_mid_step_spends_no_attempt_and_resume_runs_the_step_again() {
 fn a_step_killed_with_the_engine_three_times_pauses_the_run_until_a_person_resumes_it() {
     let cli = Cli::new();
     let wf = cli.workflow("wf.toml", &one_attempt(3));
-    kill_9_once(&cli, &["run", wf.to_str().unwrap(), "--run-id", "r"], "slow.1");
+    kill_9_once(
+        &cli,
+        &["run", wf.to_str().unwrap(), "--run-id", "r"],
+        "slow.1",
+    );
     kill_9_once(&cli, &["resume", "r"], "slow.2");
     kill_9_once(&cli, &["resume", "r"], "slow.3");
     let out = cli.run(&["resume", "r"]);

@@ -89,7 +89,10 @@ fn marker_survives(signal: Signal, exit: i32) {
         .into_iter()
         .find(|e| e["kind"] == "interrupted")
         .unwrap();
-    assert_eq!(interrupted["payload"], serde_json::json!({"chunks_done": 7}));
+    assert_eq!(
+        interrupted["payload"],
+        serde_json::json!({"chunks_done": 7})
+    );
 }
 
 #[test]

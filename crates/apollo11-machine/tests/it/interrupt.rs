@@ -4,7 +4,9 @@
 use crate::decide::decide_at;
 use crate::sim::{Outcome, Sim};
 use crate::{pinned, spec};
-use apollo11_core::{EventKind, Idempotency as I, OnFailure, OverrideTarget, StepName, WorkflowSpec};
+use apollo11_core::{
+    EventKind, Idempotency as I, OnFailure, OverrideTarget, StepName, WorkflowSpec,
+};
 use apollo11_machine::{
     fold, pause_cause, Command, FailReason, History, PauseCause, Policy, RunAction, RunStatus,
     INTERRUPTIONS_MAX,
@@ -56,10 +58,7 @@ fn an_interrupted_attempt_of_a_one_attempt_step_is_run_again_not_rolled_back() {
     let b = sim.state().step("b");
     assert_eq!((b.attempt, b.interrupted, b.attempts_spent()), (1, 1, 0));
     assert_eq!(sim.run(), RunStatus::Succeeded);
-    assert_eq!(
-        sim.summary(),
-        "a=succeeded#1 b=succeeded#2 c=succeeded#1"
-    );
+    assert_eq!(sim.summary(), "a=succeeded#1 b=succeeded#2 c=succeeded#1");
     assert_eq!(sim.compensations, 0, "nothing was undone");
 }
 
@@ -84,7 +83,10 @@ fn a_log_that_recorded_an_interruption_as_a_failure_still_spends_the_attempt() {
 
 #[test]
 fn a_compensate_step_interrupted_is_compensated_then_run_again_within_one_attempt() {
-    let w = one_attempt(&[("charge", &[], I::Compensate, true), ("ship", &["charge"], I::Keyed, false)]);
+    let w = one_attempt(&[
+        ("charge", &[], I::Compensate, true),
+        ("ship", &["charge"], I::Keyed, false),
+    ]);
     let mut sim = Sim::new(&w, |_, _| Outcome::Ok(10));
     kill_during(&mut sim, "charge", 1);
     assert_eq!(
@@ -160,16 +162,18 @@ fn a_step_interrupted_three_times_in_a_row_pauses_the_run_until_a_person_resumes
     sim.operator(RunAction::Resume, "the disk is fixed");
     assert_eq!(sim.state().step("b").interrupted_in_a_row, 0);
     assert_eq!(sim.run(), RunStatus::Succeeded);
-    assert_eq!(
-        sim.summary(),
-        "a=succeeded#1 b=succeeded#4 c=succeeded#1"
-    );
+    assert_eq!(sim.summary(), "a=succeeded#1 b=succeeded#4 c=succeeded#1");
 }
 
 #[test]
 fn interruptions_in_a_row_start_again_after_a_try_that_ends_otherwise() {
     let w = chain();
-    let twice = |h: History| h.started("b").interrupted("b").started("b").interrupted("b");
+    let twice = |h: History| {
+        h.started("b")
+            .interrupted("b")
+            .started("b")
+            .interrupted("b")
+    };
     let h = twice(
         History::new("r")
             .created("test", pinned(&w))

@@ -108,8 +108,19 @@ async fn a_step_interrupted_three_times_in_a_row_pauses_the_run_until_it_is_resu
         "nothing compensated: {:?}",
         f.ledger()
     );
-    engine.unpause(&run, "alice", "the host is fixed").await.unwrap();
+    engine
+        .unpause(&run, "alice", "the host is fixed")
+        .await
+        .unwrap();
     let status = engine.resume(run).await.unwrap().outcome().await.unwrap();
     assert_eq!(status, RunStatus::Succeeded);
-    assert_eq!(engine.state(&RunId::from("r")).await.unwrap().step("b").attempt, 4);
+    assert_eq!(
+        engine
+            .state(&RunId::from("r"))
+            .await
+            .unwrap()
+            .step("b")
+            .attempt,
+        4
+    );
 }

@@ -123,9 +123,11 @@ async fn a_server_killed_with_sigkill_and_restarted_resumes_the_interrupted_run(
     let run = wait_for(&client, "g", "succeeded", |r| r["state"] == "succeeded").await;
     assert_eq!(run["steps"]["wait"]["attempt"], 2, "{run}");
     let events = client.get("/api/v1/runs/g/events").await.unwrap().json();
-    let interrupted = events["events"].as_array().unwrap().iter().any(|e| {
-        e["kind"] == "interrupted" && e["step"] == "wait" && e["attempt"] == 1
-    });
+    let interrupted = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "interrupted" && e["step"] == "wait" && e["attempt"] == 1);
     assert!(interrupted, "{events}");
     assert!(
         !workflows.path().join("unbooked").exists(),
