@@ -41,6 +41,19 @@ fn kill_9_once(cli: &Cli, args: &[&str], started: &str) {
     child.wait().unwrap();
 }
 
+/// Starts run `r` of `one_attempt(hang_until)` and kills `apollo11` in attempt 1 of `slow`.
+fn run_and_kill(cli: &Cli, hang_until: u32) {
+    let wf = cli.workflow("wf.toml", &one_attempt(hang_until));
+    let run = ["run", wf.to_str().unwrap(), "--run-id", "r"];
+    kill_9_once(cli, &run, "slow.1");
+}
+
+/// `apollo11 resume r`, which must exit with `code`.
+fn resume(cli: &Cli, code: i32) {
+    let out = cli.run(&["resume", "r"]);
+    assert_eq!(out.code, code, "{}{}", out.stdout, out.stderr);
+}
+
 fn seen(cli: &Cli) -> Vec<String> {
     std::fs::read_to_string(cli.file("seen"))
         .unwrap_or_default()
@@ -52,14 +65,8 @@ fn seen(cli: &Cli) -> Vec<String> {
 #[test]
 fn kill_9_mid_step_spends_no_attempt_and_resume_runs_the_step_again() {
     let cli = Cli::new();
-    let wf = cli.workflow("wf.toml", &one_attempt(1));
-    kill_9_once(
-        &cli,
-        &["run", wf.to_str().unwrap(), "--run-id", "r"],
-        "slow.1",
-    );
-    let out = cli.run(&["resume", "r"]);
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    run_and_kill(&cli, 1);
+    resume(&cli, 0);
     let status = cli.status_json("r");
     assert_eq!(status["state"], "succeeded", "{status}");
     assert_eq!(status["steps"]["slow"]["attempt"], 2, "{status}");
@@ -86,16 +93,10 @@ fn kill_9_mid_step_spends_no_attempt_and_resume_runs_the_step_again() {
 #[test]
 fn a_step_killed_with_the_engine_three_times_pauses_the_run_until_a_person_resumes_it() {
     let cli = Cli::new();
-    let wf = cli.workflow("wf.toml", &one_attempt(3));
-    kill_9_once(
-        &cli,
-        &["run", wf.to_str().unwrap(), "--run-id", "r"],
-        "slow.1",
-    );
+    run_and_kill(&cli, 3);
     kill_9_once(&cli, &["resume", "r"], "slow.2");
     kill_9_once(&cli, &["resume", "r"], "slow.3");
-    let out = cli.run(&["resume", "r"]);
-    assert_eq!(out.code, 1, "paused: {}{}", out.stdout, out.stderr);
+    resume(&cli, 1);
     let status = cli.status_json("r");
     assert_eq!(status["state"], "paused", "{status}");
     let reason = "step `slow` was interrupted 3 times in a row";
@@ -107,8 +108,7 @@ fn a_step_killed_with_the_engine_three_times_pauses_the_run_until_a_person_resum
         ["book", "slow 1", "slow 2", "slow 3"],
         "no compensation, no fourth attempt"
     );
-    let out = cli.run(&["resume", "r"]);
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    resume(&cli, 0);
     assert_eq!(cli.status_json("r")["steps"]["slow"]["attempt"], 4);
     assert_eq!(seen(&cli), ["book", "slow 1", "slow 2", "slow 3", "slow 4"]);
 }

@@ -72,6 +72,14 @@ fn clean_interrupted(mut h: History, times: u32) -> History {
     h
 }
 
+/// `clean` run again and succeeding, then `persist`.
+fn clean_then_persist(h: History) -> History {
+    h.started("clean")
+        .succeeded("clean", "rows=97")
+        .started("persist")
+        .succeeded("persist", "ok")
+}
+
 /// A diamond run whose `d` failed for good after `a`, `b` and `c` succeeded.
 fn diamond_failed_at_d(h: History) -> History {
     h.created("test", pinned(&diamond()))
@@ -125,16 +133,14 @@ fn goldens() -> Vec<Golden> {
         },
         Golden {
             name: "crash_mid_step_then_resume",
-            history: chain_run(History::new("crash"))
-                .started("collect")
-                .succeeded("collect", "rows=100")
-                .started("clean")
-                .wait(60_000)
-                .failed("clean", "interrupted", true)
-                .started("clean")
-                .succeeded("clean", "rows=97")
-                .started("persist")
-                .succeeded("persist", "ok"),
+            history: clean_then_persist(
+                chain_run(History::new("crash"))
+                    .started("collect")
+                    .succeeded("collect", "rows=100")
+                    .started("clean")
+                    .wait(60_000)
+                    .failed("clean", "interrupted", true),
+            ),
             status: RunStatus::Succeeded,
             steps: "collect=succeeded#1 clean=succeeded#2 persist=succeeded#1",
         },
@@ -160,12 +166,9 @@ fn goldens() -> Vec<Golden> {
         },
         Golden {
             name: "interrupted_spends_no_attempt",
-            history: clean_interrupted(History::new("interrupted"), 1)
-                .wait(1_000)
-                .started("clean")
-                .succeeded("clean", "rows=97")
-                .started("persist")
-                .succeeded("persist", "ok"),
+            history: clean_then_persist(
+                clean_interrupted(History::new("interrupted"), 1).wait(1_000),
+            ),
             status: RunStatus::Succeeded,
             steps: "collect=succeeded#1 clean=succeeded#2 persist=succeeded#1",
         },

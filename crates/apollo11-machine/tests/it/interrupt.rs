@@ -12,6 +12,15 @@ use apollo11_machine::{
     INTERRUPTIONS_MAX,
 };
 
+/// Run `r` of `w`: `a` succeeded, `b` started.
+fn b_started(w: &WorkflowSpec) -> History {
+    History::new("r")
+        .created("test", pinned(w))
+        .started("a")
+        .succeeded("a", "A")
+        .started("b")
+}
+
 /// `steps` under `on_failure = "rollback"`, each allowed one attempt.
 fn one_attempt(steps: &[(&str, &[&str], I, bool)]) -> WorkflowSpec {
     let mut w = spec(OnFailure::Rollback, steps);
@@ -66,12 +75,7 @@ fn an_interrupted_attempt_of_a_one_attempt_step_is_run_again_not_rolled_back() {
 fn a_log_that_recorded_an_interruption_as_a_failure_still_spends_the_attempt() {
     // Written before `Interrupted` existed: the failure counts, the run rolls back as then.
     let w = chain();
-    let h = History::new("r")
-        .created("test", pinned(&w))
-        .started("a")
-        .succeeded("a", "A")
-        .started("b")
-        .failed("b", "interrupted", true);
+    let h = b_started(&w).failed("b", "interrupted", true);
     assert_eq!(
         decide_at(&w, &h, 60_000, &[]),
         [Command::Compensate {
@@ -105,11 +109,7 @@ fn a_compensate_step_interrupted_is_compensated_then_run_again_within_one_attemp
 #[test]
 fn an_interrupted_compensation_try_spends_no_try() {
     let w = chain();
-    let h = History::new("r")
-        .created("test", pinned(&w))
-        .started("a")
-        .succeeded("a", "A")
-        .started("b")
+    let h = b_started(&w)
         .failed("b", "no", false)
         .compensating("a")
         .interrupted("a");
@@ -174,12 +174,7 @@ fn interruptions_in_a_row_start_again_after_a_try_that_ends_otherwise() {
             .started("b")
             .interrupted("b")
     };
-    let h = twice(
-        History::new("r")
-            .created("test", pinned(&w))
-            .started("a")
-            .succeeded("a", "A"),
-    );
+    let h = b_started(&w).interrupted("b").started("b").interrupted("b");
     let in_a_row = |h: &History| fold(h.run_id(), h.events()).step("b").interrupted_in_a_row;
     assert_eq!(in_a_row(&h), 2);
     let failed = twice(h.clone().started("b").failed("b", "flaky", true));
@@ -202,11 +197,7 @@ fn interruptions_in_a_row_start_again_after_a_try_that_ends_otherwise() {
 #[test]
 fn an_operator_pause_in_force_is_kept_rather_than_paused_again() {
     let w = chain();
-    let h = History::new("r")
-        .created("test", pinned(&w))
-        .started("a")
-        .succeeded("a", "A")
-        .started("b")
+    let h = b_started(&w)
         .interrupted("b")
         .started("b")
         .interrupted("b")
