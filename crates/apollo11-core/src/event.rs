@@ -161,7 +161,9 @@ pub enum EventKind {
     Succeeded,
     /// A step attempt failed.
     Failed {
-        /// What went wrong (`"timeout"` and `"interrupted"` are written by the engine).
+        /// What went wrong (`"timeout"` is written by the engine; so was `"interrupted"`
+        /// before [`EventKind::Interrupted`] existed, and such a failure still counts as an
+        /// attempt).
         error: String,
         /// False when the error must not be retried.
         retryable: bool,
@@ -182,7 +184,8 @@ pub enum EventKind {
     /// One try of a step's compensation failed; it is retried per the step's retry policy,
     /// and once no try is left (or the error is not retryable) the run waits for a person.
     CompensationFailed {
-        /// What went wrong (`"interrupted"` when a dead scheduler left the try unfinished).
+        /// What went wrong (`"interrupted"` in logs written before [`EventKind::Interrupted`]
+        /// existed, when a dead scheduler left the try unfinished: such a try still counts).
         error: String,
         /// False when trying the compensation again cannot help.
         retryable: bool,
@@ -220,6 +223,11 @@ pub enum EventKind {
         /// What finds the work there (for a shell step: its process group and boot).
         handle: String,
     },
+    /// The step's current attempt (or compensation try) was left unfinished by an engine
+    /// that stopped (a crash, a kill): the try ends, but it is not the step's failure, so it
+    /// spends none of the step's attempts or compensation tries. The payload is the marker
+    /// the step salvaged from the try, if any.
+    Interrupted,
 }
 
 /// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
@@ -267,6 +275,8 @@ pub enum KindTag {
     RollbackRequested,
     /// [`EventKind::Placed`].
     Placed,
+    /// [`EventKind::Interrupted`].
+    Interrupted,
 }
 
 impl KindTag {
@@ -285,6 +295,7 @@ impl KindTag {
             KindTag::RunResumed => "run_resumed",
             KindTag::RollbackRequested => "rollback_requested",
             KindTag::Placed => "placed",
+            KindTag::Interrupted => "interrupted",
         }
     }
 
@@ -302,7 +313,8 @@ impl KindTag {
             | KindTag::Compensated
             | KindTag::ManualOverride
             | KindTag::CompensationFailed
-            | KindTag::Placed => false,
+            | KindTag::Placed
+            | KindTag::Interrupted => false,
         }
     }
 }
@@ -329,6 +341,7 @@ impl EventKind {
             EventKind::RunResumed { .. } => KindTag::RunResumed,
             EventKind::RollbackRequested { .. } => KindTag::RollbackRequested,
             EventKind::Placed { .. } => KindTag::Placed,
+            EventKind::Interrupted => KindTag::Interrupted,
         }
     }
 

@@ -25,5 +25,6 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
         1 => "[a-z]{1,4}".prop_map(|by| EventKind::RunResumed { by, reason: "why".into() }),
         1 => "[a-z]{1,4}".prop_map(|by| EventKind::RollbackRequested { by, reason: "why".into() }),
         2 => "[a-z]{1,4}".prop_map(|host| EventKind::Placed { host, handle: "pgid 7".into() }),
+        2 => Just(EventKind::Interrupted),
     ]
 }

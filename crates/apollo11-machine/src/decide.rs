@@ -1,6 +1,7 @@
 //! `decide`: the scheduling brain as a pure function. The runtime calls it after every
 //! change, executes the commands, appends the events they produce, and calls it again.
 
+use crate::interrupt::interruptions_pause;
 use crate::rollback::{compensation_stuck, failed_for_good, rolling_back, status_with, to_undo};
 use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
 use apollo11_core::{EventKind, Idempotency, StepName};
@@ -19,9 +20,11 @@ pub struct Now<'a> {
     pub executing: &'a BTreeSet<StepName>,
 }
 
-/// Why the machine itself fails an attempt or a compensation try. The log records it as the
-/// event's error text (`"timeout"`, `"interrupted"`), as logs always have, so old logs fold
-/// the same.
+/// Why the machine itself ends an attempt or a compensation try. A timeout is the step's
+/// failure, recorded as the error text `"timeout"` of a `Failed` event; an interruption is
+/// not, and is recorded as an `Interrupted` event, which spends no attempt (logs written
+/// before it existed recorded a `Failed` event with the text `"interrupted"`, and still
+/// fold as they did).
 ///
 /// Exhaustive: front ends describe each reason (the plan tells an interrupted attempt from a
 /// timed-out one).
@@ -60,8 +63,8 @@ pub enum Command {
         /// The attempt to start.
         attempt: u32,
     },
-    /// Append `Failed {error: reason, retryable: true}` for an attempt that timed out (stop
-    /// it) or that a dead scheduler left running.
+    /// Append `Failed {error: "timeout", retryable: true}` for an attempt that timed out
+    /// (stop it), or `Interrupted` for one that a dead scheduler left running.
     Fail {
         /// The step.
         step: StepName,
@@ -78,13 +81,22 @@ pub enum Command {
         /// Its current attempt.
         attempt: u32,
     },
-    /// Append `CompensationFailed {error: "interrupted", retryable: true}` for a try of a
-    /// compensation that a dead scheduler left unfinished; it is retried like any failed try.
+    /// Append `Interrupted` for a try of a compensation that a dead scheduler left
+    /// unfinished; it is retried like a failed try, but spends no try.
     FailCompensation {
         /// The step.
         step: StepName,
         /// Its current attempt.
         attempt: u32,
+    },
+    /// Append `RunPaused {by: the engine, reason}`: a step's tries were interrupted
+    /// [`crate::INTERRUPTIONS_MAX`] times in a row, so it may be what takes the engine
+    /// down; a person looks before it runs again, and resumes the run.
+    Pause {
+        /// The step.
+        step: StepName,
+        /// Why, naming the step and its interruptions.
+        reason: String,
     },
     /// Nothing more is due before this time (a retry backoff or a timeout); decide again then.
     WakeAt {
@@ -107,25 +119,26 @@ impl Command {
             Command::Fail {
                 step,
                 attempt,
-                reason,
+                reason: FailReason::Timeout,
             } => {
                 let failed = EventKind::Failed {
-                    error: reason.as_str().to_owned(),
+                    error: FailReason::Timeout.as_str().to_owned(),
                     retryable: true,
                 };
                 Some((step, failed, *attempt))
+            }
+            Command::Fail {
+                step,
+                attempt,
+                reason: FailReason::Interrupted,
+            }
+            | Command::FailCompensation { step, attempt } => {
+                Some((step, EventKind::Interrupted, *attempt))
             }
             Command::Compensate { step, attempt } => {
                 Some((step, EventKind::Compensating, *attempt))
             }
-            Command::FailCompensation { step, attempt } => {
-                let failed = EventKind::CompensationFailed {
-                    error: FailReason::Interrupted.as_str().to_owned(),
-                    retryable: true,
-                };
-                Some((step, failed, *attempt))
-            }
-            Command::WakeAt { .. } | Command::Finish { .. } => None,
+            Command::Pause { .. } | Command::WakeAt { .. } | Command::Finish { .. } => None,
         }
     }
 }
@@ -153,6 +166,9 @@ pub(crate) fn decide_with(
     let status = status_with(state, dag, policy, f);
     if status.is_terminal() {
         return vec![Command::Finish { status }];
+    }
+    if let Some(pause) = interruptions_pause(state, dag, f) {
+        return vec![pause];
     }
     let mut commands = if state.anomaly.is_some()
         || f.anomalous()

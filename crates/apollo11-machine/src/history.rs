@@ -127,6 +127,13 @@ impl History {
         self.raw(Some(step), kind, attempt, Payload::Empty)
     }
 
+    /// `Interrupted`: an engine left the step's current attempt (or compensation try)
+    /// unfinished.
+    pub fn interrupted(self, step: &str) -> History {
+        let attempt = self.attempt(step);
+        self.raw(Some(step), EventKind::Interrupted, attempt, Payload::Empty)
+    }
+
     /// An operator's `RunPaused`.
     pub fn paused(self, by: &str, reason: &str) -> History {
         let kind = EventKind::RunPaused {

@@ -213,7 +213,7 @@ fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
         && step
             .last_error
             .as_ref()
-            .is_some_and(|e| !e.retryable || step.attempt >= policy.retry.max_attempts)
+            .is_some_and(|e| !e.retryable || step.attempts_spent() >= policy.retry.max_attempts)
 }
 
 /// Steps a rollback must still compensate or is compensating: every succeeded step with a

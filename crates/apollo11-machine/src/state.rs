@@ -121,6 +121,16 @@ pub struct StepState {
     /// forgotten at the step's next event, so it never names an earlier try.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub place: Option<Box<Place>>,
+    /// Attempts an engine left unfinished (`Interrupted`): started, but spending none of
+    /// the step's `max_attempts`. Omitted when 0, as below.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub interrupted: u32,
+    /// Tries of the step (attempts or compensation tries) interrupted one after another:
+    /// back to 0 when a try ends otherwise, an operator overrides the step, or a person
+    /// resumes the run or asks it to roll back. A step that keeps taking the engine down
+    /// pauses its run at [`crate::INTERRUPTIONS_MAX`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub interrupted_in_a_row: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -140,6 +150,8 @@ static NOT_STARTED: StepState = StepState {
     compensation_tries: 0,
     compensation_error: None,
     place: None,
+    interrupted: 0,
+    interrupted_in_a_row: 0,
 };
 
 /// An operator's action on a run, as the log recorded it.
@@ -276,10 +288,14 @@ impl RunState {
                     self.paused = Some(action(by, reason));
                 }
             }
-            EventKind::RunResumed { .. } => self.paused = None,
+            EventKind::RunResumed { .. } => {
+                self.paused = None;
+                self.forget_interruptions();
+            }
             EventKind::RollbackRequested { by, reason } => {
                 // Asking for a rollback is asking the run to act: it ends a pause.
                 self.paused = None;
+                self.forget_interruptions();
                 if self.rollback.is_none() {
                     self.rollback = Some(action(by, reason));
                 }
@@ -294,7 +310,15 @@ impl RunState {
             | EventKind::Compensated
             | EventKind::ManualOverride { .. }
             | EventKind::CompensationFailed { .. }
-            | EventKind::Placed { .. } => {}
+            | EventKind::Placed { .. }
+            | EventKind::Interrupted => {}
+        }
+    }
+
+    /// A person acted on the run: the interruptions each step had in a row are forgiven.
+    fn forget_interruptions(&mut self) {
+        for step in self.steps.values_mut() {
+            step.interrupted_in_a_row = 0;
         }
     }
 
@@ -377,12 +401,18 @@ impl StepState {
             Rule::Fail => {
                 self.finish_attempt(event);
                 if let EventKind::Failed { error, retryable } = &event.kind {
-                    self.last_error = Some(Box::new(Failure {
-                        error: error.clone(),
-                        retryable: *retryable,
-                        at_ms: event.at_ms,
-                    }));
+                    self.last_error = Some(failure(error, *retryable, event));
                 }
+            }
+            Rule::Interrupt => {
+                self.finish_attempt(event);
+                self.last_error = Some(interruption(event));
+                self.interrupted = self.interrupted.saturating_add(1);
+            }
+            Rule::InterruptCompensation => {
+                self.compensation_error = Some(interruption(event));
+                // The next try takes this one's number: an interrupted try is not spent.
+                self.compensation_tries = self.compensation_tries.saturating_sub(1);
             }
             Rule::Override => self.apply_override(event),
             Rule::Anomaly => self.anomaly = Some(Box::new(anomaly(event, from))),
@@ -395,17 +425,44 @@ impl StepState {
             }
             Rule::FailCompensation => {
                 if let EventKind::CompensationFailed { error, retryable } = &event.kind {
-                    self.compensation_error = Some(Box::new(Failure {
-                        error: error.clone(),
-                        retryable: *retryable,
-                        at_ms: event.at_ms,
-                    }));
+                    self.compensation_error = Some(failure(error, *retryable, event));
                 }
             }
             Rule::FinishCompensation => self.end_compensation(),
             Rule::StayAnomalous => {}
         }
+        self.count_interruptions(t.rule);
         t.rule
+    }
+
+    /// Counts the interruptions in a row: one more for a try an engine left unfinished, none
+    /// once a try ends any other way or an operator sets the step.
+    fn count_interruptions(&mut self, rule: Rule) {
+        match rule {
+            Rule::Interrupt | Rule::InterruptCompensation => {
+                self.interrupted_in_a_row = self.interrupted_in_a_row.saturating_add(1);
+            }
+            Rule::Succeed
+            | Rule::Fail
+            | Rule::FinishCompensation
+            | Rule::FailCompensation
+            | Rule::Override => self.interrupted_in_a_row = 0,
+            Rule::Start
+            | Rule::Retry
+            | Rule::Rerun
+            | Rule::CompensateFailure
+            | Rule::CompensateSuccess
+            | Rule::RetryCompensation
+            | Rule::Place
+            | Rule::PlaceCompensation
+            | Rule::Anomaly
+            | Rule::StayAnomalous => {}
+        }
+    }
+
+    /// Attempts that count against `max_attempts`: those started, but for the interrupted.
+    pub fn attempts_spent(&self) -> u32 {
+        self.attempt.saturating_sub(self.interrupted)
     }
 
     /// Forgets the tries of a compensation that finished or that an operator ended.
@@ -436,6 +493,19 @@ impl StepState {
             }
         }
     }
+}
+
+fn failure(error: &str, retryable: bool, event: &EventRef<'_>) -> Box<Failure> {
+    Box::new(Failure {
+        error: error.to_owned(),
+        retryable,
+        at_ms: event.at_ms,
+    })
+}
+
+/// The failure an interrupted try leaves: `interrupted`, retryable.
+fn interruption(event: &EventRef<'_>) -> Box<Failure> {
+    failure("interrupted", true, event)
 }
 
 fn anomaly(event: &EventRef<'_>, from: StepStatus) -> Anomaly {

@@ -1,6 +1,7 @@
 //! The step transition table, as one exhaustive `match` with no wildcard: adding a state or
 //! an event kind does not compile until every pair is decided here. `docs/ARCHITECTURE.md`
-//! mirrors this table. `Placed` records where the current try runs and changes no state.
+//! mirrors this table. `Placed` records where the current try runs and changes no state;
+//! `Interrupted` ends a try an engine left unfinished, like a failure that spends nothing.
 //! Run-level kinds (`RunCreated`, `RunPaused`, `RunResumed`,
 //! `RollbackRequested`) never name a step: one that does is an anomaly of that step.
 
@@ -36,6 +37,10 @@ pub enum Rule {
     Place,
     /// compensating(a) + Placed(a) → compensating, where the try runs recorded
     PlaceCompensation,
+    /// running(a) + Interrupted(a) → failed(a), the attempt not spent
+    Interrupt,
+    /// compensating(a) + Interrupted(a) → compensation_failed, the try not spent
+    InterruptCompensation,
     /// any + ManualOverride{to} → to, attempt kept
     Override,
     /// anything else → anomalous
@@ -46,7 +51,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every row of the table.
-    pub const ALL: [Rule; 15] = [
+    pub const ALL: [Rule; 17] = [
         Rule::Start,
         Rule::Succeed,
         Rule::Fail,
@@ -59,6 +64,8 @@ impl Rule {
         Rule::Rerun,
         Rule::Place,
         Rule::PlaceCompensation,
+        Rule::Interrupt,
+        Rule::InterruptCompensation,
         Rule::Override,
         Rule::Anomaly,
         Rule::StayAnomalous,
@@ -108,6 +115,10 @@ pub fn transition(
         (S::Compensating, K::Placed { .. }) if same_try => {
             (Rule::PlaceCompensation, S::Compensating)
         }
+        (S::Running, K::Interrupted) if same_try => (Rule::Interrupt, S::Failed),
+        (S::Compensating, K::Interrupted) if same_try => {
+            (Rule::InterruptCompensation, S::CompensationFailed)
+        }
         (
             S::Pending
             | S::Running
@@ -132,7 +143,8 @@ pub fn transition(
             | K::RunPaused { .. }
             | K::RunResumed { .. }
             | K::RollbackRequested { .. }
-            | K::Placed { .. },
+            | K::Placed { .. }
+            | K::Interrupted,
         ) => (Rule::StayAnomalous, S::Anomalous),
         (
             S::Pending
@@ -153,7 +165,8 @@ pub fn transition(
             | K::RunPaused { .. }
             | K::RunResumed { .. }
             | K::RollbackRequested { .. }
-            | K::Placed { .. },
+            | K::Placed { .. }
+            | K::Interrupted,
         ) => (Rule::Anomaly, S::Anomalous),
     };
     let attempt = match rule {
@@ -167,6 +180,8 @@ pub fn transition(
         | Rule::RetryCompensation
         | Rule::Place
         | Rule::PlaceCompensation
+        | Rule::Interrupt
+        | Rule::InterruptCompensation
         | Rule::Override
         | Rule::Anomaly
         | Rule::StayAnomalous => attempt,

@@ -238,9 +238,12 @@ impl<S: Store> Driver<S> {
         for command in commands {
             if let Some((step, kind, attempt)) = command.event() {
                 match &command {
-                    // A try failed without the driver seeing it end: settle it first.
-                    Command::Fail { .. } | Command::FailCompensation { .. } => {
-                        events.extend(self.settled_failure(step, kind, attempt).await?);
+                    // A try ended without the driver seeing it end: settle it first.
+                    Command::Fail { .. } => {
+                        events.extend(self.settled_failure(step, kind, attempt, false).await?);
+                    }
+                    Command::FailCompensation { .. } => {
+                        events.extend(self.settled_failure(step, kind, attempt, true).await?);
                     }
                     _ => events.push(self.event(step, kind, attempt, Payload::Empty)),
                 }
@@ -261,6 +264,10 @@ impl<S: Store> Driver<S> {
                 Command::FailCompensation { step, .. } => {
                     metrics::compensation_ended(self.workflow_name(), "interrupted");
                     stops.push(step);
+                }
+                Command::Pause { step, reason } => {
+                    tracing::warn!(step = %step, reason = %reason, "pausing the run");
+                    events.push(self.pause_event(&reason));
                 }
                 Command::WakeAt { ms } => wake = Some(ms),
                 Command::Finish { status } => {
@@ -287,6 +294,18 @@ impl<S: Store> Driver<S> {
             self.launch(step, attempt, compensation, payload);
         }
         Ok(None)
+    }
+
+    /// A `RunPaused` by this engine for `reason`, clipped to what an event may carry.
+    fn pause_event(&self, reason: &str) -> NewEvent {
+        let kind = EventKind::RunPaused {
+            by: self.shared.config.instance.clone(),
+            reason: clip(reason),
+        };
+        NewEvent {
+            step: None,
+            ..self.event(&StepName(String::new()), kind, 0, Payload::Empty)
+        }
     }
 
     fn event(&self, step: &StepName, kind: EventKind, attempt: u32, payload: Payload) -> NewEvent {

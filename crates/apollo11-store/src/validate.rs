@@ -64,7 +64,8 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
             EventKind::Started
             | EventKind::Succeeded
             | EventKind::Compensating
-            | EventKind::Compensated => {}
+            | EventKind::Compensated
+            | EventKind::Interrupted => {}
         }
         if let Payload::Inline(bytes) = &event.payload {
             check_len(

@@ -116,9 +116,12 @@ fn kill_9_during_step_3_then_resume_reruns_only_step_3() {
     let interrupted = cli
         .events_json("crash")
         .into_iter()
-        .find(|e| e["kind"] == "failed")
+        .find(|e| e["kind"] == "interrupted")
         .unwrap();
-    assert_eq!(interrupted["error"], "interrupted");
+    assert_eq!(
+        (&interrupted["step"], &interrupted["attempt"]),
+        (&serde_json::json!("s3"), &serde_json::json!(1))
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod gc_left;
 mod harness;
 mod hostile;
 mod inspect;
+mod killed;
 mod lifecycle;
 mod missing;
 mod operator;

@@ -84,13 +84,15 @@ fn marker_survives(signal: Signal, exit: i32) {
     assert_eq!(out.code, 0, "{signal}: {}{}", out.stdout, out.stderr);
     assert_eq!(lines(&cli, "seen"), MARKED, "{signal}");
     assert!(gone(pid(&cli, "ck.pid")), "{signal}: attempt 1 was stopped");
-    let failed = cli
+    let interrupted = cli
         .events_json("ck")
         .into_iter()
-        .find(|e| e["kind"] == "failed")
+        .find(|e| e["kind"] == "interrupted")
         .unwrap();
-    assert_eq!(failed["error"], "interrupted");
-    assert_eq!(failed["payload"], serde_json::json!({"chunks_done": 7}));
+    assert_eq!(
+        interrupted["payload"],
+        serde_json::json!({"chunks_done": 7})
+    );
 }
 
 #[test]

@@ -384,10 +384,7 @@ fn a_compensation_left_unfinished_is_failed_as_interrupted_then_retried_after_it
     );
     assert_eq!(
         interrupted.event().map(|(_, kind, _)| kind),
-        Some(apollo11_core::EventKind::CompensationFailed {
-            error: "interrupted".into(),
-            retryable: true
-        })
+        Some(apollo11_core::EventKind::Interrupted)
     );
     assert_eq!(
         decide_at(&w, &h, 0, &["a"]),

@@ -50,6 +50,36 @@ fn payment() -> WorkflowSpec {
     )
 }
 
+/// The chain under `on_failure = "rollback"` with one attempt per step.
+fn chain_one_attempt() -> WorkflowSpec {
+    let mut w = chain();
+    w.on_failure = OnFailure::Rollback;
+    for s in &mut w.steps {
+        s.retry.max_attempts = 1;
+    }
+    w
+}
+
+/// `clean` started and interrupted `times` times, each after a minute.
+fn clean_interrupted(mut h: History, times: u32) -> History {
+    h = h
+        .created("test", pinned(&chain_one_attempt()))
+        .started("collect")
+        .succeeded("collect", "rows=100");
+    for _ in 0..times {
+        h = h.started("clean").wait(60_000).interrupted("clean");
+    }
+    h
+}
+
+/// `clean` run again and succeeding, then `persist`.
+fn clean_then_persist(h: History) -> History {
+    h.started("clean")
+        .succeeded("clean", "rows=97")
+        .started("persist")
+        .succeeded("persist", "ok")
+}
+
 /// A diamond run whose `d` failed for good after `a`, `b` and `c` succeeded.
 fn diamond_failed_at_d(h: History) -> History {
     h.created("test", pinned(&diamond()))
@@ -103,16 +133,14 @@ fn goldens() -> Vec<Golden> {
         },
         Golden {
             name: "crash_mid_step_then_resume",
-            history: chain_run(History::new("crash"))
-                .started("collect")
-                .succeeded("collect", "rows=100")
-                .started("clean")
-                .wait(60_000)
-                .failed("clean", "interrupted", true)
-                .started("clean")
-                .succeeded("clean", "rows=97")
-                .started("persist")
-                .succeeded("persist", "ok"),
+            history: clean_then_persist(
+                chain_run(History::new("crash"))
+                    .started("collect")
+                    .succeeded("collect", "rows=100")
+                    .started("clean")
+                    .wait(60_000)
+                    .failed("clean", "interrupted", true),
+            ),
             status: RunStatus::Succeeded,
             steps: "collect=succeeded#1 clean=succeeded#2 persist=succeeded#1",
         },
@@ -135,6 +163,23 @@ fn goldens() -> Vec<Golden> {
                 .placed("collect", "host-a", r#"{"pgid":4250}"#),
             status: RunStatus::Running,
             steps: "collect=running#2 clean=pending#0 persist=pending#0",
+        },
+        Golden {
+            name: "interrupted_spends_no_attempt",
+            history: clean_then_persist(
+                clean_interrupted(History::new("interrupted"), 1).wait(1_000),
+            ),
+            status: RunStatus::Succeeded,
+            steps: "collect=succeeded#1 clean=succeeded#2 persist=succeeded#1",
+        },
+        Golden {
+            name: "interrupted_three_times_then_paused",
+            history: clean_interrupted(History::new("poison"), 3).paused(
+                "engine-1",
+                &apollo11_machine::interruptions_reason("clean", 3),
+            ),
+            status: RunStatus::Paused,
+            steps: "collect=succeeded#1 clean=failed#3 persist=pending#0",
         },
         Golden {
             name: "retry_then_success",

@@ -3,6 +3,7 @@
 mod decide;
 mod fold;
 mod golden;
+mod interrupt;
 mod operator;
 mod policy;
 mod sim;

@@ -181,6 +181,13 @@ impl Sim {
                     self.compensations += 1;
                     self.executing.insert(step, (ends, true, outcome));
                 }
+                Command::Pause { reason, .. } => {
+                    let kind = EventKind::RunPaused {
+                        by: "engine".into(),
+                        reason,
+                    };
+                    self.append(None, kind, 0, Payload::Empty);
+                }
                 Command::WakeAt { ms } => {
                     assert!(
                         ms > self.now_ms,

@@ -44,6 +44,7 @@ fn kinds() -> Vec<EventKind> {
             host: "h".into(),
             handle: "pgid 7".into(),
         },
+        EventKind::Interrupted,
     ]
 }
 
@@ -70,6 +71,10 @@ fn expected(status: StepStatus, kind: &EventKind) -> (Rule, StepStatus) {
         (S::Compensated, EventKind::Started) => (Rule::Rerun, S::Running),
         (S::Running, EventKind::Placed { .. }) => (Rule::Place, S::Running),
         (S::Compensating, EventKind::Placed { .. }) => (Rule::PlaceCompensation, S::Compensating),
+        (S::Running, EventKind::Interrupted) => (Rule::Interrupt, S::Failed),
+        (S::Compensating, EventKind::Interrupted) => {
+            (Rule::InterruptCompensation, S::CompensationFailed)
+        }
         _ => (Rule::Anomaly, S::Anomalous),
     }
 }

@@ -58,16 +58,18 @@ impl<S: Store> Driver<S> {
         }
     }
 
-    /// The events that fail a try the driver did not see end (`failed`, an event `decide`
-    /// made): the failure with the marker the step salvaged, or, when the step cannot reach
-    /// the try, a `RunPaused` naming the place followed by the failure with no marker.
+    /// The events that end a try the driver did not see end (`failed`, an event `decide`
+    /// made: `Interrupted`, or `Failed` past its timeout; `compensation` for a try of the
+    /// step's compensation): that event with the marker the step salvaged, or, when the step
+    /// cannot reach the try, a `RunPaused` naming the place followed by the event with no
+    /// marker.
     pub(super) async fn settled_failure(
         &mut self,
         step: &StepName,
         failed: EventKind,
         attempt: u32,
+        compensation: bool,
     ) -> Result<Vec<NewEvent>, EngineError> {
-        let compensation = matches!(failed, EventKind::CompensationFailed { .. });
         let code = self
             .workflow
             .step(step.as_str())
@@ -95,14 +97,9 @@ impl<S: Store> Driver<S> {
                 let at =
                     place.map_or_else(String::new, |p| format!(" on {} ({})", p.host, p.handle));
                 tracing::warn!(step = %step, attempt, reason = %reason, "a try may still run; pausing the run");
-                let pause = EventKind::RunPaused {
-                    by: self.shared.config.instance.clone(),
-                    reason: super::clip(&format!(
-                        "the {what}attempt {attempt} of step `{step}` may still run{at}: {reason}; make sure it stopped, then resume the run"
-                    )),
-                };
-                let mut pause = self.event(step, pause, 0, Payload::Empty);
-                pause.step = None;
+                let pause = self.pause_event(&format!(
+                    "the {what}attempt {attempt} of step `{step}` may still run{at}: {reason}; make sure it stopped, then resume the run"
+                ));
                 Ok(vec![
                     pause,
                     self.event(step, failed, attempt, Payload::Empty),

@@ -164,7 +164,8 @@ impl From<&EventKind> for EventDetail {
             EventKind::Started
             | EventKind::Succeeded
             | EventKind::Compensating
-            | EventKind::Compensated => EventDetail::None {},
+            | EventKind::Compensated
+            | EventKind::Interrupted => EventDetail::None {},
         }
     }
 }

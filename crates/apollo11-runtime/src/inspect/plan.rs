@@ -1,6 +1,7 @@
 //! What resuming a run would do now: the same `decide` the engine runs, on the same state,
 //! with nothing executing (as after a crash). Attempts and compensation tries it would mark
-//! interrupted are folded as failed, so the plan also shows what follows from that.
+//! interrupted (or fail past their timeout), and a pause it would make, are folded, so the
+//! plan also shows what follows from them.
 
 use super::Pause;
 use apollo11_core::{Event, EventId, EventKind, Payload, Seq, StepName};
@@ -11,6 +12,9 @@ use std::fmt;
 
 /// How many rounds of decisions a plan follows through interruptions and backoffs.
 const ROUNDS_MAX: usize = 4;
+
+/// Who the plan says would pause the run: the engine that resumes it.
+const ENGINE: &str = "the engine";
 
 /// What resuming the run would do (the server's `GET /api/v1/runs/{id}/plan`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -65,6 +69,13 @@ pub enum PlanStep {
         /// The step.
         step: StepName,
     },
+    /// Pause the run for a person: a step's tries were interrupted too many times in a row.
+    Pause {
+        /// The step.
+        step: StepName,
+        /// Why.
+        reason: String,
+    },
     /// Wait (a retry backoff or a timeout), then go on.
     Wait {
         /// How long.
@@ -95,7 +106,16 @@ impl Plan {
                 match command {
                     Command::WakeAt { ms } => wake = Some(*ms),
                     Command::Fail { .. } | Command::FailCompensation { .. } => {
-                        failures.extend(command.event());
+                        failures.extend(command.event().map(|(step, kind, attempt)| {
+                            hypothetical(&machine, Some(step), kind, attempt, at_ms)
+                        }));
+                    }
+                    Command::Pause { reason, .. } => {
+                        let kind = EventKind::RunPaused {
+                            by: ENGINE.to_owned(),
+                            reason: reason.clone(),
+                        };
+                        failures.push(hypothetical(&machine, None, kind, 0, at_ms));
                     }
                     Command::Start { .. } | Command::Compensate { .. } | Command::Finish { .. } => {
                     }
@@ -109,8 +129,8 @@ impl Plan {
                 )
             });
             let failed = !failures.is_empty();
-            for (step, kind, attempt) in failures {
-                machine.apply(&hypothetical(&machine, step, kind, attempt, at_ms));
+            for event in failures {
+                machine.apply(&event);
             }
             match (acted, wake) {
                 (false, Some(ms)) if !failed => at_ms = ms,
@@ -174,6 +194,10 @@ impl PlanStep {
             Command::FailCompensation { step, .. } => {
                 PlanStep::FailCompensation { step: step.clone() }
             }
+            Command::Pause { step, reason } => PlanStep::Pause {
+                step: step.clone(),
+                reason: reason.clone(),
+            },
             Command::WakeAt { ms } => PlanStep::Wait {
                 ms: ms.saturating_sub(now_ms),
             },
@@ -189,7 +213,7 @@ impl fmt::Display for PlanStep {
             PlanStep::Start { step, attempt } => write!(f, "rerun {step} as attempt {attempt}"),
             PlanStep::Fail { step, attempt, interrupted: true } => write!(
                 f,
-                "mark {step} attempt {attempt} as interrupted (it was running when the engine stopped), then retry it per its policy"
+                "mark {step} attempt {attempt} as interrupted (it was running when the engine stopped; that spends no attempt), then retry it per its policy"
             ),
             PlanStep::Fail { step, attempt, interrupted: false } => {
                 write!(f, "fail {step} attempt {attempt}: past its timeout")
@@ -197,8 +221,9 @@ impl fmt::Display for PlanStep {
             PlanStep::Compensate { step } => write!(f, "compensate {step}"),
             PlanStep::FailCompensation { step } => write!(
                 f,
-                "mark the compensation of {step} as interrupted (it was running when the engine stopped), then try it again per the step's retry policy"
+                "mark the compensation of {step} as interrupted (it was running when the engine stopped; that spends no try), then try it again per the step's retry policy"
             ),
+            PlanStep::Pause { reason, .. } => write!(f, "pause the run: {reason}"),
             PlanStep::Wait { ms } => write!(
                 f,
                 "then, after {} (a retry backoff or a timeout):",
@@ -218,11 +243,12 @@ pub fn millis(ms: u64) -> String {
     }
 }
 
-/// The event resuming would append for a command that fails an attempt or a compensation
-/// try (its id is only for the fold: it orders after the run's last event).
+/// The event resuming would append for a command that ends an attempt or a compensation
+/// try, or pauses the run (its id is only for the fold: it orders after the run's last
+/// event).
 fn hypothetical(
     machine: &RunMachine,
-    step: &StepName,
+    step: Option<&StepName>,
     kind: EventKind,
     attempt: u32,
     at_ms: u64,
@@ -232,7 +258,7 @@ fn hypothetical(
         event_id: EventId(state.last_event_id.0 + 1),
         run_id: state.run_id.clone(),
         seq: Seq(state.last_seq.0 + 1),
-        step: Some(step.clone()),
+        step: step.cloned(),
         kind,
         attempt,
         at_ms,

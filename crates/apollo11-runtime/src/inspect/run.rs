@@ -131,7 +131,7 @@ impl Pause {
             PauseCause::StepFailed { step } => {
                 let s = state.step(step.as_str());
                 Pause::StepFailed {
-                    attempts: s.attempt,
+                    attempts: s.attempts_spent(),
                     error: error(s.last_error.as_deref()),
                     step,
                 }

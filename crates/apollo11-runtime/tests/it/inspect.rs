@@ -301,7 +301,7 @@ async fn an_unreadable_run_is_set_apart_and_the_others_are_listed() {
 }
 
 #[tokio::test]
-async fn the_plan_marks_an_interrupted_attempt_then_says_the_run_waits() {
+async fn the_plan_marks_an_interrupted_attempt_then_runs_it_again() {
     let (store, inspector) = inspector(MemStore::new());
     append(store.as_ref(), created("r", "wf", 1_000).started("a")).await;
     let plan = inspector.plan(&RunId::from("r")).await.unwrap();
@@ -315,14 +315,16 @@ async fn the_plan_marks_an_interrupted_attempt_then_says_the_run_waits() {
                 attempt: 1,
                 interrupted: true
             },
-            PlanStep::Finish {
-                status: RunStatus::Paused
-            }
+            PlanStep::Wait { ms: 1_000 },
+            PlanStep::Start {
+                step: "a".into(),
+                attempt: 2
+            },
         ],
-        "one attempt only: the interruption fails it for good"
+        "one attempt only, but the interruption spends none"
     );
-    assert_eq!(plan.run_state_after, RunStatus::Paused);
-    assert!(matches!(plan.paused, Some(Pause::StepFailed { .. })));
+    assert_eq!(plan.run_state_after, RunStatus::Running);
+    assert_eq!(plan.paused, None);
     assert!(plan.lines[0].starts_with("mark a attempt 1 as interrupted"));
     let again = created("r2", "wf", 1_000)
         .started("a")
@@ -335,6 +337,39 @@ async fn the_plan_marks_an_interrupted_attempt_then_says_the_run_waits() {
     let plan = inspector.plan(&RunId::from("r2")).await.unwrap();
     assert_eq!(plan.rerun, ["a".into()]);
     assert_eq!(plan.lines, ["rerun a as attempt 2"]);
+}
+
+#[tokio::test]
+async fn the_plan_pauses_a_run_whose_step_would_be_interrupted_a_third_time_in_a_row() {
+    let (store, inspector) = inspector(MemStore::new());
+    let twice = created("r", "wf", 1_000)
+        .started("a")
+        .interrupted("a")
+        .started("a")
+        .interrupted("a");
+    append(store.as_ref(), twice.started("a")).await;
+    let plan = inspector.plan(&RunId::from("r")).await.unwrap();
+    let reason = apollo11_machine::interruptions_reason("a", 3);
+    assert_eq!(
+        plan.steps,
+        [
+            PlanStep::Fail {
+                step: "a".into(),
+                attempt: 3,
+                interrupted: true
+            },
+            PlanStep::Pause {
+                step: "a".into(),
+                reason: reason.clone()
+            },
+            PlanStep::Finish {
+                status: RunStatus::Paused
+            }
+        ]
+    );
+    assert_eq!(plan.run_state_after, RunStatus::Paused);
+    assert!(matches!(&plan.paused, Some(Pause::Operator { reason: r, .. }) if *r == reason));
+    assert_eq!(plan.lines[1], format!("pause the run: {reason}"));
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@ mod engine;
 mod flaky;
 mod gc;
 mod inspect;
+mod interrupted;
 mod leases;
 mod operator;
 mod payloads;

@@ -103,13 +103,13 @@ async fn crash_then_resume(answer: Settled) -> (Arc<MemStore>, Arc<Mutex<Seen>>,
     (store, seen, status)
 }
 
-/// The payload of run `r`'s `Failed` event with this error.
-async fn failure_payload(store: &MemStore, error: &str) -> Payload {
+/// The payload of run `r`'s first event of this kind.
+async fn payload_of(store: &MemStore, kind: &EventKind) -> Payload {
     let events = store.read_run(&RunId::from("r"), Seq(1)).await.unwrap();
     events
         .into_iter()
-        .find(|e| matches!(&e.kind, EventKind::Failed { error: text, .. } if text == error))
-        .expect("the failure")
+        .find(|e| e.kind == *kind)
+        .expect("the event that ended the try")
         .payload
 }
 
@@ -127,7 +127,7 @@ async fn an_interrupted_try_is_settled_with_its_place_and_its_marker_reaches_the
     };
     let (store, seen, status) = crash_then_resume(marker).await;
     assert_eq!(status, RunStatus::Succeeded);
-    let payload = failure_payload(&store, "interrupted").await;
+    let payload = payload_of(&store, &EventKind::Interrupted).await;
     assert_eq!(payload, Payload::inline(MARKER));
     let seen = seen.lock().unwrap();
     assert_eq!(seen.durable_when_placed, ["started", "placed"]);
@@ -164,7 +164,7 @@ async fn an_unreachable_try_pauses_the_run_naming_its_place_and_nothing_reruns_u
     }
     assert_eq!(
         kinds(&store, "r", "job").await,
-        ["started", "placed", "failed"]
+        ["started", "placed", "interrupted"]
     );
     // A person made sure it stopped and resumes: attempt 2 runs, with no marker.
     let engine = open(&store).await;
@@ -189,7 +189,11 @@ async fn a_timed_out_try_is_settled_before_its_failure_and_its_marker_reaches_th
     let wf = engine.register(workflow(remote(&store, &seen, marker), Timeout::Fixed(500)));
     let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
     assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
-    let payload = failure_payload(&store, "timeout").await;
+    let timeout = EventKind::Failed {
+        error: "timeout".into(),
+        retryable: true,
+    };
+    let payload = payload_of(&store, &timeout).await;
     assert_eq!(payload, Payload::inline(MARKER));
     let seen = seen.lock().unwrap();
     assert_eq!(seen.settled.len(), 1);

@@ -1,6 +1,7 @@
 //! A server killed with `kill -9` mid-run, and a new one on the same data dir: it resumes the
-//! interrupted run (the attempt left running is failed as interrupted and run again), and the
-//! run succeeds. The servers are this test binary run again as a child process.
+//! interrupted run (the attempt left running is marked interrupted, which spends none of its
+//! one attempt, and run again rather than rolled back), and the run succeeds. The servers are
+//! this test binary run again as a child process.
 
 use crate::harness::{wait_for, write_workflows};
 use apollo11_server::client::Client;
@@ -10,6 +11,24 @@ use std::process::{Child, Command, Stdio};
 
 const CHILD_DATA: &str = "APOLLO11_TEST_SERVE_DATA";
 const CHILD_WORKFLOWS: &str = "APOLLO11_TEST_SERVE_WORKFLOWS";
+
+/// `book` (its compensation touches `unbooked`), then `wait`, allowed one attempt, which
+/// waits for the file `gate`; a failure for good rolls the run back.
+const ONCE: &str = r#"[workflow]
+name = "once"
+on_failure = "rollback"
+[[steps]]
+name = "book"
+run = "true"
+compensate = "touch unbooked"
+idempotency = "keyed"
+[[steps]]
+name = "wait"
+run = "while [ ! -f gate ]; do sleep 0.02; done"
+idempotency = "natural"
+depends_on = ["book"]
+retry = { max_attempts = 1 }
+"#;
 
 /// The body of the child process: serves until killed. Without the variables it is not in a
 /// child and returns at once.
@@ -58,12 +77,13 @@ async fn a_server_killed_with_sigkill_and_restarted_resumes_the_interrupted_run(
     let data = tempfile::tempdir().unwrap();
     let workflows = tempfile::tempdir().unwrap();
     write_workflows(workflows.path());
+    std::fs::write(workflows.path().join("once.toml"), ONCE).unwrap();
     let (mut first, address) = spawn_server(data.path(), workflows.path());
     let client = Client::new(address, None);
     let started = client
         .post(
             "/api/v1/runs",
-            &serde_json::json!({"workflow": "gated", "run_id": "g"}),
+            &serde_json::json!({"workflow": "once", "run_id": "g"}),
         )
         .await
         .unwrap();
@@ -103,13 +123,16 @@ async fn a_server_killed_with_sigkill_and_restarted_resumes_the_interrupted_run(
     let run = wait_for(&client, "g", "succeeded", |r| r["state"] == "succeeded").await;
     assert_eq!(run["steps"]["wait"]["attempt"], 2, "{run}");
     let events = client.get("/api/v1/runs/g/events").await.unwrap().json();
-    let interrupted = events["events"].as_array().unwrap().iter().any(|e| {
-        e["kind"] == "failed"
-            && e["step"] == "wait"
-            && e["attempt"] == 1
-            && e["error"] == "interrupted"
-    });
+    let interrupted = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "interrupted" && e["step"] == "wait" && e["attempt"] == 1);
     assert!(interrupted, "{events}");
+    assert!(
+        !workflows.path().join("unbooked").exists(),
+        "nothing rolled back"
+    );
     let held = client.get("/api/v1/runs/held").await.unwrap().json();
     assert!(held["steps"]["after"]["state"] == "pending", "{held}");
     assert_eq!(held["allowed"]["resume"], true, "{held}");
