@@ -4,6 +4,7 @@ mod decide;
 mod fold;
 mod golden;
 mod operator;
+mod operator_table;
 mod policy;
 mod sim;
 mod table;
