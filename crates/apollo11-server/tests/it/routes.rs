@@ -78,7 +78,10 @@ async fn a_run_started_over_the_api_succeeds_and_every_read_route_shows_it() {
     assert_eq!(run["steps"]["a"]["state"], "succeeded");
     assert_eq!(run["steps"]["a"]["attempt"], 1);
     assert_eq!(run["allowed"]["pause"], false);
-    assert_eq!(run["allowed"]["override"], false, "a finished run takes none");
+    assert_eq!(
+        run["allowed"]["override"], false,
+        "a finished run takes none"
+    );
     assert!(run["refused"]["pause"].as_str().is_some(), "{run}");
     let log = run["steps"]["a"]["log"].as_str().unwrap();
     assert!(log.starts_with("/api/v1/runs/quick%2D"), "{log}");
