@@ -196,15 +196,18 @@ async fn rollback_waits_for_the_running_step_then_ends_rolled_back() {
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rollback_during_the_last_step_undoes_it_once_it_ends() {
-    let server = TestServer::start().await;
+/// Starts an `undone` run `u`, checks what its running last step's overrides would do, asks
+/// for a rollback while that step runs, lets it end, and returns the run once rolled back.
+async fn roll_back_during_the_last_step(server: &TestServer) -> Value {
     server.start_run("undone", "u").await;
-    server
+    let running = server
         .wait_for("u", "last running", |r| {
             r["steps"]["last"]["state"] == "running"
         })
         .await;
+    let overrides = &running["steps"]["last"]["overrides"];
+    assert_eq!(overrides["pending"]["does"], "rerun", "{overrides}");
+    assert_eq!(overrides["succeeded"]["does"], "done", "{overrides}");
     let asked = server
         .client
         .post("/api/v1/runs/u/rollback", &note("abandon"))
@@ -212,9 +215,15 @@ async fn a_rollback_during_the_last_step_undoes_it_once_it_ends() {
         .unwrap();
     assert_eq!(asked.status, 202, "{}", asked.message());
     server.open_gate();
-    let run = server
+    server
         .wait_for("u", "rolled back", |r| r["state"] == "rolled_back")
-        .await;
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_during_the_last_step_undoes_it_once_it_ends() {
+    let server = TestServer::start().await;
+    let run = roll_back_during_the_last_step(&server).await;
     for step in ["first", "last"] {
         assert_eq!(run["steps"][step]["state"], "compensated", "{run}");
         let undone = server.workflows.path().join(format!("{step}-undone"));
@@ -226,25 +235,7 @@ async fn a_rollback_during_the_last_step_undoes_it_once_it_ends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_override_on_a_finished_run_is_refused_with_why() {
     let server = TestServer::start().await;
-    server.start_run("undone", "u").await;
-    server
-        .wait_for("u", "last running", |r| {
-            r["steps"]["last"]["state"] == "running"
-        })
-        .await;
-    let overrides = server.run("u").await["steps"]["last"]["overrides"].clone();
-    assert_eq!(overrides["pending"]["does"], "rerun", "{overrides}");
-    assert_eq!(overrides["succeeded"]["does"], "done", "{overrides}");
-    let asked = server
-        .client
-        .post("/api/v1/runs/u/rollback", &note("abandon"))
-        .await
-        .unwrap();
-    assert_eq!(asked.status, 202, "{}", asked.message());
-    server.open_gate();
-    let run = server
-        .wait_for("u", "rolled back", |r| r["state"] == "rolled_back")
-        .await;
+    let run = roll_back_during_the_last_step(&server).await;
     assert_eq!(run["allowed"]["override"], false, "{run}");
     assert_eq!(run["steps"]["last"]["overrides"], json!({}), "{run}");
     let refused = server
