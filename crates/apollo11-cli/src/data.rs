@@ -50,7 +50,8 @@ pub fn engine_exit(e: EngineError) -> Exit {
         EngineError::BeforeRun { .. }
         | EngineError::UnknownStep { .. }
         | EngineError::RunExists { .. }
-        | EngineError::NotAllowed { .. } => Exit::fail(2, e.to_string()),
+        | EngineError::NotAllowed { .. }
+        | EngineError::OverrideNotAllowed { .. } => Exit::fail(2, e.to_string()),
         other => Exit::fail(1, other.to_string()),
     }
 }

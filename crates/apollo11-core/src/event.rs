@@ -357,6 +357,14 @@ impl EventKind {
 }
 
 impl OverrideTarget {
+    /// Every target, in declaration order.
+    pub const ALL: [OverrideTarget; 4] = [
+        OverrideTarget::Succeeded,
+        OverrideTarget::Skipped,
+        OverrideTarget::Pending,
+        OverrideTarget::Failed,
+    ];
+
     /// Lower-case name of the target state.
     pub fn name(self) -> &'static str {
         match self {
@@ -369,8 +377,6 @@ impl OverrideTarget {
 
     /// Parses a lower-case target name.
     pub fn parse(s: &str) -> Option<OverrideTarget> {
-        [Self::Succeeded, Self::Skipped, Self::Pending, Self::Failed]
-            .into_iter()
-            .find(|t| t.name() == s)
+        Self::ALL.into_iter().find(|t| t.name() == s)
     }
 }

@@ -14,10 +14,11 @@ use std::fmt;
 pub enum RunAction {
     /// `RunPaused`: start nothing new; what runs finishes.
     Pause,
-    /// `RunResumed`: lift an operator's pause.
+    /// `RunResumed`: lift an operator's pause (a rollback asked for under it starts then).
     Resume,
     /// `RollbackRequested`: undo the run as if a step had failed for good with
-    /// `on_failure = "rollback"`.
+    /// `on_failure = "rollback"`, steps that succeeded while it was asked for included; an
+    /// operator's pause holds it until `RunResumed`.
     Rollback,
 }
 
@@ -72,6 +73,25 @@ pub enum Refusal {
     /// It rolls back already (an operator asked, or a step failed for good under
     /// `on_failure = "rollback"`).
     AlreadyRollingBack,
+    /// The workflow has no such step (an override).
+    UnknownStep {
+        /// The name given.
+        step: String,
+    },
+}
+
+impl Refusal {
+    /// Snake-case name of the reason: the `code` of the server's 409.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::Finished { .. } => "finished",
+            Refusal::Anomalous => "anomalous",
+            Refusal::AlreadyPaused { .. } => "already_paused",
+            Refusal::NotPaused => "not_paused",
+            Refusal::AlreadyRollingBack => "already_rolling_back",
+            Refusal::UnknownStep { .. } => "unknown_step",
+        }
+    }
 }
 
 impl fmt::Display for Refusal {
@@ -85,6 +105,7 @@ impl fmt::Display for Refusal {
             Refusal::AlreadyPaused { by } => write!(f, "the run is already paused by {by}"),
             Refusal::NotPaused => write!(f, "the run is not paused by an operator"),
             Refusal::AlreadyRollingBack => write!(f, "the run is already rolling back"),
+            Refusal::UnknownStep { step } => write!(f, "the workflow has no step `{step}`"),
         }
     }
 }

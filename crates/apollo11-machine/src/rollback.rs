@@ -149,7 +149,8 @@ pub(crate) fn status_with(state: &RunState, dag: &Dag, policy: &Policy, f: &Fron
             RunStatus::Failed
         };
     }
-    if f.done == dag.len() {
+    // A rollback asked for while the last steps ran undoes them: the run never succeeds.
+    if f.done == dag.len() && state.rollback.is_none() {
         return RunStatus::Succeeded;
     }
     if busy {
@@ -201,7 +202,7 @@ fn stuck(step: &StepState, policy: &StepPolicy) -> bool {
             .is_some_and(|e| !e.retryable || step.compensation_tries >= policy.retry.max_attempts)
 }
 
-fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
+pub(crate) fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
     let after_failure = matches!(
         step.status,
         StepStatus::Failed

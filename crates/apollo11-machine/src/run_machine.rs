@@ -4,12 +4,13 @@
 
 use crate::actions::check_with;
 use crate::decide::decide_with;
+use crate::overrides::{choices_with, overrides_with};
 use crate::rollback::{pause_cause_with, status_with};
 use crate::{
-    Command, Frontier, Now, PauseCause, Policy, PolicyError, Refusal, Rule, RunAction, RunState,
-    RunStatus,
+    Command, Frontier, Now, OverrideEffect, PauseCause, Policy, PolicyError, Refusal, Rule,
+    RunAction, RunState, RunStatus,
 };
-use apollo11_core::{Event, EventId, EventRef, WorkflowSpec};
+use apollo11_core::{Event, EventId, EventRef, OverrideTarget, WorkflowSpec};
 use apollo11_dag::Dag;
 
 /// A run's state with its graph, its policy and the index of its steps that decisions
@@ -105,6 +106,28 @@ impl RunMachine {
             .into_iter()
             .filter(|&a| self.check_action(a).is_ok())
             .collect()
+    }
+
+    /// Whether the run takes step overrides now (see [`crate::check_override`]).
+    ///
+    /// # Errors
+    ///
+    /// The [`Refusal`] saying why not (the run is finished).
+    pub fn check_overrides(&self) -> Result<(), Refusal> {
+        overrides_with(&self.state, &self.dag, &self.policy, &self.frontier)
+    }
+
+    /// What each override target of `step` does now, in [`OverrideTarget::ALL`] order
+    /// (see [`crate::check_override`]).
+    ///
+    /// # Errors
+    ///
+    /// The [`Refusal`] that refuses every target alike.
+    pub fn override_choices(
+        &self,
+        step: &str,
+    ) -> Result<Vec<(OverrideTarget, OverrideEffect)>, Refusal> {
+        choices_with(&self.state, &self.dag, &self.policy, &self.frontier, step)
     }
 
     /// The run's state.

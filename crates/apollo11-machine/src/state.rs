@@ -188,8 +188,7 @@ pub struct RunState {
     pub steps: BTreeMap<StepName, StepState>,
     /// The first run-level anomaly (an event out of sequence, before `RunCreated`, …).
     pub anomaly: Option<Anomaly>,
-    /// The operator's pause in force (`RunPaused`, until `RunResumed` or
-    /// `RollbackRequested`). Omitted when none, like the fields below, so states written
+    /// The operator's pause in force (`RunPaused`, until `RunResumed`). Omitted when none, like the fields below, so states written
     /// before operator events existed read the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<OperatorAction>,
@@ -293,8 +292,7 @@ impl RunState {
                 self.forget_interruptions();
             }
             EventKind::RollbackRequested { by, reason } => {
-                // Asking for a rollback is asking the run to act: it ends a pause.
-                self.paused = None;
+                // An operator's pause holds the rollback too: only `RunResumed` lifts it.
                 self.forget_interruptions();
                 if self.rollback.is_none() {
                     self.rollback = Some(action(by, reason));

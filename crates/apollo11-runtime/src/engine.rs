@@ -9,7 +9,7 @@ use crate::{Clock, EngineError, Workflow, WorkflowError};
 use apollo11_core::{
     EventId, EventKind, EventRef, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
 };
-use apollo11_machine::{check_action, Policy, RunAction, RunState, RunStatus};
+use apollo11_machine::{check_action, check_override, Policy, RunAction, RunState, RunStatus};
 use apollo11_store::{
     offload, resolve, BlobStore, EventStore, NewEvent, SnapshotStore, StoreError,
 };
@@ -468,12 +468,13 @@ impl<S: Store> Engine<S> {
     }
 
     /// Puts a step in a state by hand, recorded as a `ManualOverride` event with who and why
-    /// (its id is returned).
+    /// (its id is returned); what follows is [`check_override`]'s answer.
     /// A driver working on the run picks it up at once.
     ///
     /// # Errors
     ///
-    /// [`EngineError::UnknownRun`], [`EngineError::UnknownStep`], [`EngineError::BadDefinition`],
+    /// [`EngineError::OverrideNotAllowed`] when the run is finished (succeeded or rolled
+    /// back); [`EngineError::UnknownRun`], [`EngineError::UnknownStep`], [`EngineError::BadDefinition`],
     /// [`EngineError::Store`], also when the store refuses `by` or `reason` (see
     /// [`apollo11_store::validate`]).
     pub async fn override_step(
@@ -493,6 +494,16 @@ impl<S: Store> Engine<S> {
                     step: step.to_owned(),
                 });
             }
+            let (dag, policy) =
+                Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
+            check_override(&state, &dag, &policy, step, to).map_err(|refusal| {
+                EngineError::OverrideNotAllowed {
+                    run_id: run_id.clone(),
+                    step: step.to_owned(),
+                    to: to.name(),
+                    refusal,
+                }
+            })?;
             let event = NewEvent {
                 step: Some(StepName::from(step)),
                 kind: EventKind::ManualOverride {
@@ -555,7 +566,8 @@ impl<S: Store> Engine<S> {
 
     /// Asks a run to roll back, recorded as `RollbackRequested`: as if a step had failed for
     /// good with `on_failure = "rollback"`, it waits for running attempts, then compensates
-    /// in reverse topological order, ending `rolled_back`. It also ends an operator's pause.
+    /// in reverse topological order (steps that succeeded after it was asked for included),
+    /// ending `rolled_back`. An operator's pause holds it: it starts at `unpause`.
     ///
     /// # Errors
     ///

@@ -81,6 +81,18 @@ pub enum EngineError {
         /// Why.
         refusal: Refusal,
     },
+    /// The run does not allow a step override now (the run is finished).
+    #[error("cannot override step `{step}` of run `{run_id}` to {to}: {refusal}")]
+    OverrideNotAllowed {
+        /// The run.
+        run_id: RunId,
+        /// The step.
+        step: String,
+        /// The state asked for.
+        to: &'static str,
+        /// Why.
+        refusal: Refusal,
+    },
     /// This engine is driving the run already.
     #[error("run `{run_id}` is already being driven by this engine")]
     AlreadyRunning {

@@ -20,7 +20,8 @@ pub use apollo11_core::{
     RetryPolicy, RunId, Seq, StepName, StepSpec, Timeout, WorkflowSpec,
 };
 pub use apollo11_machine::{
-    Failure, OperatorAction, Refusal, RunAction, RunState, RunStatus, StepState, StepStatus,
+    Failure, OperatorAction, OverrideEffect, Refusal, RunAction, RunState, RunStatus, StepState,
+    StepStatus,
 };
 pub use apollo11_store::{BlobStore, EventStore, LeaseStore, MemStore, SnapshotStore, StoreError};
 pub use clock::Clock;

@@ -1,7 +1,7 @@
 //! The one error shape of the API: `{"error": {"code", "message"}}` with its status, and how
 //! the engine's and the store's errors map onto it.
 
-use apollo11_runtime::EngineError;
+use apollo11_runtime::{EngineError, Refusal};
 use apollo11_store::StoreError;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -14,6 +14,8 @@ pub struct ApiError {
     pub status: StatusCode,
     /// What the message is about.
     pub message: String,
+    /// A `code` more precise than the status's (why an action is refused).
+    pub reason: Option<&'static str>,
 }
 
 impl ApiError {
@@ -47,11 +49,23 @@ impl ApiError {
         ApiError {
             status,
             message: message.into(),
+            reason: None,
         }
     }
 
-    /// The `code` of the error object for a status.
+    /// 409 with the refusal's own code (`finished`, `not_paused`, ...).
+    pub fn refused(refusal: &Refusal, message: impl Into<String>) -> ApiError {
+        ApiError {
+            reason: Some(refusal.code()),
+            ..ApiError::conflict(message)
+        }
+    }
+
+    /// The `code` of the error object: the refusal's, else the status's.
     pub fn code(&self) -> &'static str {
+        if let Some(reason) = self.reason {
+            return reason;
+        }
         match self.status {
             StatusCode::UNAUTHORIZED => "unauthorized",
             StatusCode::NOT_FOUND => "not_found",
@@ -129,8 +143,11 @@ impl From<EngineError> for ApiError {
             EngineError::UnknownRun { .. }
             | EngineError::UnknownStep { .. }
             | EngineError::BeforeRun { .. } => ApiError::not_found(e.to_string()),
+            EngineError::NotAllowed { ref refusal, .. }
+            | EngineError::OverrideNotAllowed { ref refusal, .. } => {
+                ApiError::refused(refusal, e.to_string())
+            }
             EngineError::RunExists { .. }
-            | EngineError::NotAllowed { .. }
             | EngineError::AlreadyRunning { .. }
             | EngineError::DefinitionChanged { .. }
             | EngineError::UnknownWorkflow { .. } => ApiError::conflict(e.to_string()),

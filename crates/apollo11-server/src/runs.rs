@@ -7,7 +7,7 @@ use crate::server::AppState;
 use crate::workflows::{without_dir, Registry};
 use crate::{archived, drive, ApiError};
 use apollo11_core::EventId;
-use apollo11_runtime::inspect::{archived_refusal, RunFilter, RunRow, RunView};
+use apollo11_runtime::inspect::{RunFilter, RunRow, RunView};
 use apollo11_runtime::{RunId, RunStatus};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -166,15 +166,9 @@ pub async fn status(
     Ok(Json(run_json(&view)))
 }
 
-/// The run object: the inspector's view, each step's `log` the route of its log, and
-/// `allowed.override`: the engine accepts an override in every state (the transition
-/// table's `Override` row), so the server refuses one with 409 only for an archived run.
+/// The run object: the inspector's view, with each step's `log` the route of its log.
 fn run_json(view: &RunView) -> Value {
     let mut value = serde_json::to_value(view).unwrap_or_default();
-    value["allowed"]["override"] = json!(!view.archived);
-    if view.archived {
-        value["refused"]["override"] = json!(archived_refusal(&view.run_id));
-    }
     for step in &view.steps {
         let url = step.log.map(|log| {
             let compensation = if log.compensation {

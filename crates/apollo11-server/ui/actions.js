@@ -21,7 +21,7 @@ function overLimit(fields) {
 export const RUN_ACTIONS = {
   pause: { button: 'Pause…', title: 'Pause the run', help: 'Nothing new starts until the run is resumed; steps at work finish.' },
   resume: { button: 'Resume…', title: 'Resume the run', help: 'Lifts the operator\'s pause; the server drives the run again.' },
-  rollback: { button: 'Roll back…', title: 'Roll the run back', help: 'Compensates every step that did work, in reverse order, at the run\'s next drive.' },
+  rollback: { button: 'Roll back…', title: 'Roll the run back', help: 'Compensates every step that did work, in reverse order, once steps at work end (an operator\'s pause holds it until resumed).' },
 };
 
 /** Asks for and sends run action `name` on `runId`; resolves to the server's answer or null. */
@@ -31,18 +31,40 @@ export function runAction(runId, name) {
     api(`/api/v1/runs/${seg(runId)}/${name}`, { method: 'POST', body: fields }));
 }
 
-/** Asks for and sends an override of `step`; resolves to the server's answer or null. */
-export function overrideStep(runId, step) {
+/** The override targets, in the order of their choices. */
+const TARGETS = ['succeeded', 'pending', 'skipped', 'failed'];
+
+/**
+ * The choices of the override dialog: each target labelled with what the server says it
+ * does to this step now (the step's `overrides`), so the label is never a guess.
+ */
+function fillTargets(choices) {
+  const select = document.querySelector('#action-dialog select[name=to]');
+  select.replaceChildren(...TARGETS.filter((to) => choices[to]).map((to) => {
+    const option = document.createElement('option');
+    option.value = to;
+    option.textContent = `${to} (${choices[to].says})`;
+    option.dataset.does = choices[to].does;
+    return option;
+  }));
+}
+
+/**
+ * Asks for and sends an override of `step`, whose `choices` are its `overrides` in the run
+ * object; resolves to the server's answer or null.
+ */
+export function overrideStep(runId, step, choices) {
   const help = 'An operator\'s decision, kept in the log with who and why; the server drives the run afterwards.';
-  return ask({ title: `Override step ${step}`, help, target: true }, (fields) =>
+  return ask({ title: `Override step ${step}`, help, target: true, choices }, (fields) =>
     api(`/api/v1/runs/${seg(runId)}/steps/${seg(step)}/override`, { method: 'POST', body: fields }));
 }
 
 /** Opens the dialog; `send(fields)` on submit: its answer closes it, its error stays shown. */
-function ask({ title, help, target }, send) {
+function ask({ title, help, target, choices }, send) {
   const dialog = document.getElementById('action-dialog');
   const form = dialog.querySelector('form');
   form.reset();
+  if (target) fillTargets(choices ?? {});
   dialog.querySelector('[data-title]').textContent = title;
   dialog.querySelector('[data-help]').textContent = help;
   dialog.querySelector('[data-to-row]').hidden = !target;

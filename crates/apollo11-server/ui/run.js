@@ -141,7 +141,7 @@ class RunPage {
   }
 
   override(name) {
-    this.act(overrideStep(this.id, name));
+    this.act(overrideStep(this.id, name, this.live.steps[name]?.overrides));
   }
 
   /** Waits for an action's answer, says which event it appended, shows the run now. */

@@ -3,7 +3,10 @@
 //! test's own ledger check, and what a simulation can see besides: every execution had its
 //! `Started` (or `Compensating`) durable first, no attempt ran twice, a `compensate` step
 //! reran only after its compensation, a rollback compensated in reverse topological order,
-//! and the inspector's state at sampled events equals a fold of the events up to them.
+//! the operator actions' promises (docs/operator-actions.md: nothing after a run's end,
+//! nothing started after an accepted rollback or under an operator's pause, an accepted
+//! rollback ends `rolled_back`), and the inspector's state at sampled events equals a fold
+//! of the events up to them.
 
 #[path = "../../apollo11-runtime/examples/crash_child/ledger.rs"]
 mod ledger;
@@ -12,7 +15,7 @@ use crate::scenario::Scenario;
 use crate::steps::Execution;
 use crate::store::{Ack, Recorded};
 use apollo11_core::{Event, EventKind, Idempotency, RunId};
-use apollo11_machine::{RunState, RunStatus, StepStatus};
+use apollo11_machine::{RunMachine, RunState, RunStatus, StepStatus};
 use apollo11_runtime::{Inspector, Store};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -224,15 +227,25 @@ impl<'s> Fold<'s> {
     where
         Recorded<S>: Store,
     {
-        let mut state = RunState::new(run.clone());
+        let spec = (inspector.definition(run).await).map_err(|e| e.to_string())?;
+        let mut machine = RunMachine::compile(&spec, RunState::new(run.clone()), |_, f| f)
+            .map_err(|e| format!("{}: {e}", run.as_str()))?;
         for (i, e) in events.iter().enumerate() {
-            self.before(&state, e)?;
-            state.apply(e);
+            self.before(machine.state(), e)?;
+            promised(&machine, e)?;
+            machine.apply(e);
             let sampled =
                 (i as u64 + self.scenario.seed).is_multiple_of(8) || i + 1 == events.len();
             if sampled {
-                same_state(&state, e, inspector).await?;
+                same_state(machine.state(), e, inspector).await?;
             }
+        }
+        let status = machine.status();
+        if machine.state().rollback.is_some() && status != RunStatus::RolledBack {
+            return Err(format!(
+                "{}: a rollback was accepted, and the run ended {status}",
+                run.as_str()
+            ));
         }
         Ok(())
     }
@@ -290,6 +303,33 @@ impl<'s> Fold<'s> {
             _ => false,
         }
     }
+}
+
+/// What docs/operator-actions.md promises of the run before event `e`: a finished run takes
+/// no more events, nothing starts once a rollback is accepted, and neither a step nor a
+/// compensation starts under an operator's pause.
+fn promised(machine: &RunMachine, e: &Event) -> Result<(), String> {
+    let state = machine.state();
+    let status = machine.status();
+    let broken = if status.is_finished() {
+        format!("follows the end of the run ({status})")
+    } else {
+        match e.kind {
+            EventKind::Started if state.rollback.is_some() => {
+                "starts a step after a rollback was accepted".to_owned()
+            }
+            EventKind::Started | EventKind::Compensating if state.paused.is_some() => {
+                "starts work under an operator's pause".to_owned()
+            }
+            _ => return Ok(()),
+        }
+    };
+    Err(format!(
+        "{}: event #{} ({}) {broken}",
+        state.run_id.as_str(),
+        e.event_id.0,
+        e.kind.name()
+    ))
 }
 
 /// The inspector's view of the run at event `e` equals the fold up to it.

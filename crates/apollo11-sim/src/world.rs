@@ -436,6 +436,7 @@ impl World<'_> {
             Ok(_) => Ok(true),
             Err(
                 EngineError::NotAllowed { .. }
+                | EngineError::OverrideNotAllowed { .. }
                 | EngineError::UnknownRun { .. }
                 | EngineError::Store(_),
             ) => Ok(false),

@@ -135,13 +135,17 @@ fn an_archived_run_is_listed_by_runs_all_and_read_by_events_and_status() {
     assert_eq!(cli.run(&["events", "old", "--json"]).stdout, events);
     let answered: Vec<String> = ids.iter().map(|&id| at(id)).collect();
     assert_eq!(answered, statuses);
-    // It takes no more events: an action on it is refused as the run's state would (exit 2).
+    // It takes no more events: an action on it is refused as its state, finished, says (exit 2).
     let args = [
         "override", "old", "a", "--to", "pending", "--reason", "again",
     ];
     let refused = cli.run(&args);
     assert_eq!(refused.code, 2, "{}", refused.stderr);
-    assert!(refused.stderr.contains("archived"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("it is finished"),
+        "{}",
+        refused.stderr
+    );
     // Its step files stay in the data dir: the bundle `export` writes of it is as before,
     // byte for byte.
     assert_eq!(bundle(), exported);

@@ -124,8 +124,13 @@ fn an_operator_pauses_then_rolls_back_a_paused_run_and_resume_carries_it_out() {
         "carol",
     ]);
     assert_eq!(rollback.code, 0, "{}", rollback.stderr);
+    // The operator's pause holds the rollback: `resume` lifts it and the rollback goes on.
     let plan = cli.run(&["plan", "p"]).stdout;
-    assert!(plan.contains("compensate a"), "{plan}");
+    assert!(
+        plan.contains("by alice: looking into b")
+            && plan.contains("`apollo11 resume` lifts the pause"),
+        "{plan}"
+    );
     assert_eq!(cli.run(&["rollback", "p", "--reason", "twice"]).code, 2);
     let out = cli.run(&["resume", "p"]);
     assert_eq!(out.code, 1, "rolled back: {}{}", out.stdout, out.stderr);
@@ -144,8 +149,10 @@ fn an_operator_pauses_then_rolls_back_a_paused_run_and_resume_carries_it_out() {
         run_events,
         [
             "\"run_paused\" \"alice\" \"looking into b\"",
-            "\"rollback_requested\" \"carol\" \"abandon this run\""
-        ]
+            "\"rollback_requested\" \"carol\" \"abandon this run\"",
+            "\"run_resumed\" \"operator\" \"resumed with `apollo11 resume`\""
+        ],
+        "the pause ends with a resume of its own"
     );
     let lines = cli.run(&["events", "p"]).stdout;
     assert!(

@@ -317,7 +317,11 @@ fn operator_actions_on_the_run_are_folded_into_its_pause_and_rollback() {
             .rollback_requested("dan", "again")
             .events(),
     );
-    assert!(rolled.paused.is_none(), "a rollback request ends the pause");
+    assert_eq!(
+        rolled.paused.map(|p| p.by),
+        Some("alice".to_owned()),
+        "a rollback request leaves the pause in force: only a resume lifts it"
+    );
     assert_eq!(rolled.rollback.unwrap().by, "carol");
 }
 

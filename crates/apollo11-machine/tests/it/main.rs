@@ -5,6 +5,7 @@ mod fold;
 mod golden;
 mod interrupt;
 mod operator;
+mod operator_table;
 mod policy;
 mod sim;
 mod table;

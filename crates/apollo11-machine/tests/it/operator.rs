@@ -104,7 +104,7 @@ fn a_pause_during_a_rollback_holds_its_next_wave() {
 }
 
 #[test]
-fn a_rollback_request_ends_an_operators_pause() {
+fn a_rollback_asked_under_an_operators_pause_waits_for_the_resume() {
     let w = fork();
     let h = History::new("r")
         .created("test", pinned(&w))
@@ -114,10 +114,42 @@ fn a_rollback_request_ends_an_operators_pause() {
         .rollback_requested("bob", "abandon this run");
     assert_eq!(
         decide_at(&w, &h, 0, &[]),
+        [Command::Finish {
+            status: RunStatus::Paused
+        }]
+    );
+    let (allowed, _) = actions(&w, &h);
+    assert_eq!(allowed, [RunAction::Resume], "the pause holds the rollback");
+    let resumed = h.resumed("alice", "go");
+    assert_eq!(
+        decide_at(&w, &resumed, 0, &[]),
         [Command::Compensate {
             step: StepName::from("a"),
             attempt: 1
         }]
+    );
+}
+
+#[test]
+fn a_rollback_asked_while_the_last_step_runs_undoes_it_once_it_succeeds() {
+    let w = spec(
+        OnFailure::Pause,
+        &[("a", &[], I::Keyed, true), ("last", &["a"], I::Keyed, true)],
+    );
+    let mut sim = Sim::new(&w, |_, _| Outcome::Ok(10));
+    sim.run_until_started("last", 1);
+    sim.operator(RunAction::Rollback, "abandon");
+    assert_eq!(sim.run(), RunStatus::RolledBack, "never succeeded");
+    assert_eq!(sim.steps_with("compensating"), ["last", "a"]);
+    assert_eq!(sim.summary(), "a=compensated#1 last=compensated#1");
+    let no_undo = spec(OnFailure::Pause, &[("only", &[], I::Keyed, false)]);
+    let mut sim = Sim::new(&no_undo, |_, _| Outcome::Ok(10));
+    sim.run_until_started("only", 1);
+    sim.operator(RunAction::Rollback, "abandon");
+    assert_eq!(
+        sim.run(),
+        RunStatus::RolledBack,
+        "nothing to undo: rolled back, not succeeded"
     );
 }
 

@@ -98,8 +98,25 @@ impl Sim {
     }
 
     fn append(&mut self, step: Option<&StepName>, kind: EventKind, attempt: u32, payload: Payload) {
+        let event = self.next_event(step, kind, attempt, payload);
+        self.machine.apply(&event);
+        self.events.push(event);
+        assert!(
+            !self.state().is_anomalous(),
+            "decide led to an anomaly: {:?}",
+            self.state()
+        );
+    }
+
+    fn next_event(
+        &self,
+        step: Option<&StepName>,
+        kind: EventKind,
+        attempt: u32,
+        payload: Payload,
+    ) -> Event {
         let n = self.events.len() as u64 + 1;
-        let event = Event {
+        Event {
             event_id: EventId(n),
             run_id: self.state().run_id.clone(),
             seq: Seq(n as u32),
@@ -109,14 +126,7 @@ impl Sim {
             at_ms: self.now_ms,
             instance: "sim".into(),
             payload,
-        };
-        self.machine.apply(&event);
-        self.events.push(event);
-        assert!(
-            !self.state().is_anomalous(),
-            "decide led to an anomaly: {:?}",
-            self.state()
-        );
+        }
     }
 
     /// The commands `decide` gives now. Checks on every call that the machine, kept event by
@@ -343,7 +353,19 @@ impl Sim {
             by: "operator".into(),
             reason: reason.into(),
         };
-        self.append(Some(&StepName::from(step)), kind, attempt, Payload::Empty);
+        let step = StepName::from(step);
+        self.append(Some(&step), kind, attempt, Payload::Empty);
+        // As the runtime's driver does: work the override made stale is stopped.
+        self.executing.remove(&step);
+    }
+
+    /// Appends an event no decision asked for (to make the run anomalous), unchecked.
+    pub fn inject(&mut self, step: &str, kind: EventKind) {
+        let step = StepName::from(step);
+        let attempt = self.state().step(step.as_str()).attempt;
+        let event = self.next_event(Some(&step), kind, attempt, Payload::Empty);
+        self.machine.apply(&event);
+        self.events.push(event);
     }
 
     /// `step=status#attempt` for every step, in declaration order.

@@ -2,7 +2,7 @@
 
 use apollo11_core::{Event, EventId, Idempotency, OverrideTarget, RunId, StepName, WorkflowSpec};
 use apollo11_machine::{
-    OperatorAction, PauseCause, RunAction, RunMachine, RunState, RunStatus, StepStatus,
+    OperatorAction, OverrideEffect, PauseCause, RunAction, RunMachine, RunStatus, StepStatus,
 };
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
@@ -27,7 +27,8 @@ pub struct RunView {
     pub updated_at: u64,
     /// Its steps in topological order (ties by declaration).
     pub order: Vec<String>,
-    /// Whether each operator action ([`RunAction::name`]) is allowed now.
+    /// Whether each operator action ([`RunAction::name`], and `override`, of any step) is
+    /// allowed now.
     pub allowed: BTreeMap<&'static str, bool>,
     /// For each action not allowed, why not (the message an attempt would be refused with).
     pub refused: BTreeMap<&'static str, String>,
@@ -73,6 +74,18 @@ pub struct StepView {
     pub compensation_tries: u32,
     /// Whose output a front end shows for the step, when it has started.
     pub log: Option<StepLog>,
+    /// What an override to each target ([`OverrideTarget::name`]) would do now; empty when
+    /// the run takes no override (see the run's `refused`).
+    pub overrides: BTreeMap<&'static str, OverrideChoice>,
+}
+
+/// What an override of a step to one target does (see [`apollo11_machine::check_override`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct OverrideChoice {
+    /// What happens next.
+    pub does: OverrideEffect,
+    /// The same in words, for a label.
+    pub says: &'static str,
 }
 
 /// Which output of a step to show: its last attempt's, and whether a compensation ran.
@@ -154,9 +167,9 @@ impl RunView {
     pub(crate) fn new(machine: &RunMachine, spec: &WorkflowSpec, events: &[Event]) -> RunView {
         let state = machine.state();
         let dag = machine.dag();
-        let refusals: Vec<_> = RunAction::ALL
-            .iter()
+        let refusals: Vec<_> = (RunAction::ALL.iter())
             .map(|&a| (a.name(), machine.check_action(a).err()))
+            .chain([("override", machine.check_overrides().err())])
             .collect();
         RunView {
             run_id: state.run_id.clone(),
@@ -179,19 +192,23 @@ impl RunView {
             pausing: (state.paused.clone()).filter(|_| machine.status() == RunStatus::Running),
             rollback: state.rollback.clone(),
             steps: (spec.steps.iter())
-                .map(|s| StepView::new(state, s))
+                .map(|s| StepView::new(machine, s))
                 .collect(),
             archived: false,
         }
     }
 
-    /// The view of a run `gc` archived: it takes no more events, so every action is refused
-    /// with why (the store refuses an append to it).
+    /// The view of a run `gc` archived: it takes no more events, so every action and override
+    /// is refused with why (the store refuses an append to it).
     pub fn archived(mut self) -> RunView {
         let why = archived_refusal(&self.run_id);
-        for action in RunAction::ALL {
-            self.allowed.insert(action.name(), false);
-            self.refused.insert(action.name(), why.clone());
+        let names = RunAction::ALL.map(RunAction::name);
+        for name in names.into_iter().chain(["override"]) {
+            self.allowed.insert(name, false);
+            self.refused.insert(name, why.clone());
+        }
+        for step in &mut self.steps {
+            step.overrides.clear();
         }
         self.archived = true;
         self
@@ -206,8 +223,9 @@ impl RunView {
 }
 
 impl StepView {
-    fn new(state: &RunState, spec: &apollo11_core::StepSpec) -> StepView {
-        let step = state.step(&spec.name);
+    fn new(machine: &RunMachine, spec: &apollo11_core::StepSpec) -> StepView {
+        let step = machine.state().step(&spec.name);
+        let choices = machine.override_choices(&spec.name).unwrap_or_default();
         let error = (step.compensation_error.as_ref())
             .or(step.last_error.as_ref())
             .map(|e| e.error.clone());
@@ -231,6 +249,12 @@ impl StepView {
                         | StepStatus::Compensated
                 ),
             }),
+            overrides: (choices.into_iter())
+                .map(|(to, does)| {
+                    let says = does.describe();
+                    (to.name(), OverrideChoice { does, says })
+                })
+                .collect(),
         }
     }
 }

@@ -4,7 +4,8 @@
 // overridden and resumed through the UI to success (each dialog's submit clicked twice);
 // the 1,000-step, 10,000-event run page; a `slow` run paused while its step is at work, then
 // followed live past a page of events; the stream lost and back; `?at=` links to no event of
-// the run; the compensated step of the `undo` run. Screenshots of each page go to
+// the run; the compensated step of the `undo` run; the override choices of a step whose
+// compensation failed, each saying what it does. Screenshots of each page go to
 // APOLLO11_UI_SHOTS (default target/ui-screenshots).
 //
 //   node ui.test.mjs http://127.0.0.1:PORT
@@ -24,18 +25,21 @@ const suffix = Date.now().toString(36);
 const FLAKY = `ui-flaky-${suffix}`;
 const THOUSAND = `ui-thousand-${suffix}`;
 const UNDO = `ui-undo-${suffix}`;
+const UNDO_FAILS = `ui-undo-fails-${suffix}`;
 const BY = 'ui-test';
 let browser;
 let page;
 
 before(async () => {
   mkdirSync(shots, { recursive: true });
-  const [flaky, thousand, undo] = await Promise.all([
+  const [flaky, thousand, undo, undoFails] = await Promise.all([
     settledRun(server, 'flaky', FLAKY),
     settledRun(server, 'thousand', THOUSAND),
     settledRun(server, 'undo', UNDO),
+    settledRun(server, 'undo_fails', UNDO_FAILS),
   ]);
   assert.equal(flaky.state, 'paused', 'the flaky run waits for an operator');
+  assert.equal(undoFails.state, 'paused', 'the compensation of book failed for good');
   assert.equal(thousand.state, 'succeeded');
   assert.equal(undo.state, 'rolled_back');
   browser = await launch();
@@ -394,5 +398,24 @@ test('the timeline says where a try was placed in words, not as the raw handle',
   const row = page.locator(`table.events tr[data-event="${placed.event_id}"] td.why`);
   await row.waitFor();
   assert.equal(await row.textContent(), `pid ${group.pgid} on ${placed.host} (boot ${group.boot.slice(0, 8)})`);
+  assert.deepEqual(page.errors, []);
+});
+
+test('the override choices of a step whose compensation failed say what each does', async () => {
+  await visit(page, server, `#/runs/${UNDO_FAILS}`);
+  await node('book').waitFor();
+  await node('book').click();
+  await page.locator('[data-detail=book] button', { hasText: 'Override' }).click();
+  const dialog = page.locator('#action-dialog');
+  const options = await dialog.locator('select[name=to] option').evaluateAll((os) => os.map((o) => [o.value, o.textContent]));
+  assert.deepEqual(options, [
+    ['succeeded', 'succeeded (its compensation runs again)'],
+    ['pending', 'pending (the rollback leaves it as it is)'],
+    ['skipped', 'skipped (the rollback leaves it as it is)'],
+    ['failed', 'failed (the rollback leaves it as it is)'],
+  ], 'each label says what the server says the override does');
+  await shot('undo-fails-override');
+  await dialog.locator('button[value=cancel]').click();
+  await page.waitForFunction(() => !document.querySelector('#action-dialog').open);
   assert.deepEqual(page.errors, []);
 });

@@ -37,7 +37,7 @@ async fn pause_holds_a_run_resume_lifts_it_and_finished_runs_refuse_both() {
         .post("/api/v1/runs/g/pause", &note("again"))
         .await
         .unwrap();
-    assert_error(&again, 409, "conflict");
+    assert_error(&again, 409, "already_paused");
     assert!(
         again
             .message()
@@ -91,7 +91,7 @@ async fn pause_holds_a_run_resume_lifts_it_and_finished_runs_refuse_both() {
             .post(&format!("/api/v1/runs/g/{action}"), &note("late"))
             .await
             .unwrap();
-        assert_error(&refused, 409, "conflict");
+        assert_error(&refused, 409, "finished");
     }
     server.stop().await;
 }
@@ -187,11 +187,112 @@ async fn rollback_waits_for_the_running_step_then_ends_rolled_back() {
         .post("/api/v1/runs/g/rollback", &note("again"))
         .await
         .unwrap();
-    assert_error(&twice, 409, "conflict");
+    assert_error(&twice, 409, "already_rolling_back");
     server.open_gate();
     let run = server
         .wait_for("g", "rolled back", |r| r["state"] == "rolled_back")
         .await;
     assert_eq!(run["steps"]["after"]["state"], "pending");
+    server.stop().await;
+}
+
+/// Starts an `undone` run `u`, checks what its running last step's overrides would do, asks
+/// for a rollback while that step runs, lets it end, and returns the run once rolled back.
+async fn roll_back_during_the_last_step(server: &TestServer) -> Value {
+    server.start_run("undone", "u").await;
+    let running = server
+        .wait_for("u", "last running", |r| {
+            r["steps"]["last"]["state"] == "running"
+        })
+        .await;
+    let overrides = &running["steps"]["last"]["overrides"];
+    assert_eq!(overrides["pending"]["does"], "rerun", "{overrides}");
+    assert_eq!(overrides["succeeded"]["does"], "done", "{overrides}");
+    let asked = server
+        .client
+        .post("/api/v1/runs/u/rollback", &note("abandon"))
+        .await
+        .unwrap();
+    assert_eq!(asked.status, 202, "{}", asked.message());
+    server.open_gate();
+    server
+        .wait_for("u", "rolled back", |r| r["state"] == "rolled_back")
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_during_the_last_step_undoes_it_once_it_ends() {
+    let server = TestServer::start().await;
+    let run = roll_back_during_the_last_step(&server).await;
+    for step in ["first", "last"] {
+        assert_eq!(run["steps"][step]["state"], "compensated", "{run}");
+        let undone = server.workflows.path().join(format!("{step}-undone"));
+        assert!(undone.exists(), "the compensation of {step} ran");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_on_a_finished_run_is_refused_with_why() {
+    let server = TestServer::start().await;
+    let run = roll_back_during_the_last_step(&server).await;
+    assert_eq!(run["allowed"]["override"], false, "{run}");
+    assert_eq!(run["steps"]["last"]["overrides"], json!({}), "{run}");
+    let refused = server
+        .client
+        .post(
+            "/api/v1/runs/u/steps/last/override",
+            &json!({"to": "pending", "by": "t", "reason": "again"}),
+        )
+        .await
+        .unwrap();
+    assert_error(&refused, 409, "finished");
+    assert!(
+        refused
+            .message()
+            .ends_with(run["refused"]["override"].as_str().unwrap()),
+        "the 409 says what `refused` says: {}",
+        refused.message()
+    );
+    let events = server
+        .client
+        .get("/api/v1/runs/u/events")
+        .await
+        .unwrap()
+        .json();
+    let kinds: Vec<&str> = (events["events"].as_array().unwrap().iter())
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert!(!kinds.contains(&"manual_override"), "{kinds:?}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_override_says_what_it_does_to_a_step_whose_compensation_failed() {
+    let server = TestServer::start().await;
+    server.start_run("undo_fails", "f").await;
+    let run = server
+        .wait_for("f", "paused", |r| r["state"] == "paused")
+        .await;
+    assert_eq!(
+        run["steps"]["book"]["state"], "compensation_failed",
+        "{run}"
+    );
+    let overrides = &run["steps"]["book"]["overrides"];
+    let does = |to: &str| {
+        overrides[to]["does"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(
+        ["succeeded", "skipped", "pending", "failed"].map(does),
+        ["compensate", "left_as_is", "left_as_is", "left_as_is"],
+        "{overrides}"
+    );
+    assert_eq!(
+        overrides["succeeded"]["says"], "its compensation runs again",
+        "{overrides}"
+    );
     server.stop().await;
 }

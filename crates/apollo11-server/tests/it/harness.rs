@@ -10,8 +10,47 @@ use tokio::sync::oneshot;
 
 /// Workflows every test server knows: `quick` (two steps that succeed), `gated` (a step
 /// that waits for the file `gate` in the workflows folder), `stuck` (a step that fails for
-/// good under `on_failure = "pause"`).
+/// good under `on_failure = "pause"`), `undone` (as `gated`, its steps in the other order,
+/// each with a compensation that leaves a file `<step>-undone` in the workflows folder),
+/// `undo_fails` (a step whose compensation fails for good, then one that fails for good
+/// under `on_failure = "rollback"`).
 pub const WORKFLOWS: &[(&str, &str)] = &[
+    (
+        "undone/workflow.toml",
+        r#"[workflow]
+name = "undone"
+[[steps]]
+name = "first"
+run = "true"
+compensate = "touch ../first-undone"
+idempotency = "natural"
+[[steps]]
+name = "last"
+run = "while [ ! -f ../gate ]; do sleep 0.02; done"
+compensate = "touch ../last-undone"
+idempotency = "natural"
+depends_on = ["first"]
+"#,
+    ),
+    (
+        "undo_fails.toml",
+        r#"[workflow]
+name = "undo_fails"
+on_failure = "rollback"
+[defaults]
+retry = { max_attempts = 1 }
+[[steps]]
+name = "book"
+run = "true"
+compensate = "exit 4"
+idempotency = "natural"
+[[steps]]
+name = "charge"
+run = "exit 3"
+idempotency = "natural"
+depends_on = ["book"]
+"#,
+    ),
     (
         "quick.toml",
         r#"[workflow]

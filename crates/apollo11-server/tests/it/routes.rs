@@ -1,6 +1,6 @@
 //! Each route's success and error shapes.
 
-use crate::harness::{assert_error, TestServer};
+use crate::harness::{assert_error, TestServer, WORKFLOWS};
 use apollo11_server::client::Client;
 use axum::http::Method;
 use bytes::Bytes;
@@ -19,7 +19,7 @@ async fn workflows_are_listed_and_reloaded_and_a_bad_file_keeps_the_previous_set
         .iter()
         .map(|w| w["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["gated", "quick", "stuck"]);
+    assert_eq!(names, ["gated", "quick", "stuck", "undo_fails", "undone"]);
     let gated = &list.json()["workflows"][0];
     assert_eq!(gated["file"], "gated/workflow.toml");
     assert_eq!(gated["on_failure"], "pause");
@@ -41,11 +41,13 @@ async fn workflows_are_listed_and_reloaded_and_a_bad_file_keeps_the_previous_set
         refused.message()
     );
     let still = server.client.get("/api/v1/workflows").await.unwrap().json();
-    assert_eq!(still["workflows"].as_array().unwrap().len(), 3);
+    let known = WORKFLOWS.len();
+    assert_eq!(still["workflows"].as_array().unwrap().len(), known);
     std::fs::write(&bad, "[workflow]\nname = \"bad\"\n[[steps]]\nname = \"x\"\nrun = \"true\"\nidempotency = \"natural\"\n").unwrap();
     let reloaded = server.reload().await;
     assert_eq!(reloaded.status, 200, "{}", reloaded.message());
-    assert_eq!(reloaded.json()["workflows"].as_array().unwrap().len(), 4);
+    let now = reloaded.json()["workflows"].as_array().unwrap().len();
+    assert_eq!(now, known + 1);
     server.stop().await;
 }
 
@@ -68,7 +70,10 @@ async fn a_run_started_over_the_api_succeeds_and_every_read_route_shows_it() {
     assert_eq!(run["steps"]["a"]["state"], "succeeded");
     assert_eq!(run["steps"]["a"]["attempt"], 1);
     assert_eq!(run["allowed"]["pause"], false);
-    assert_eq!(run["allowed"]["override"], true);
+    assert_eq!(
+        run["allowed"]["override"], false,
+        "a finished run takes none"
+    );
     assert!(run["refused"]["pause"].as_str().is_some(), "{run}");
     let log = run["steps"]["a"]["log"].as_str().unwrap();
     assert!(log.starts_with("/api/v1/runs/quick%2D"), "{log}");

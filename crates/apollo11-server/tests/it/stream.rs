@@ -113,7 +113,7 @@ async fn the_stream_opens_at_once_and_resumes_after_last_event_id_without_gap_or
         )
         .await
         .unwrap();
-    assert_error(&pause, 409, "conflict");
+    assert_error(&pause, 409, "finished");
     let bad = server
         .client
         .stream("/api/v1/runs/g/events/stream", &[("last-event-id", "x")])
