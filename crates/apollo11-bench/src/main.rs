@@ -33,6 +33,11 @@ pub struct Setup {
     pub dir: PathBuf,
 }
 
+/// The allocator of the `apollo11` binary (and its configuration, `.cargo/config.toml`).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

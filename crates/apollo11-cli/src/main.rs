@@ -245,6 +245,12 @@ impl Exit {
     }
 }
 
+/// jemalloc, whose background thread hands memory back after a burst (configured at build
+/// time: `.cargo/config.toml`).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -21,10 +21,10 @@ use tokio::sync::watch;
 
 /// Threads of the blocking pool at most (file reads of the log and of step logs): a burst of
 /// requests queues its reads on them instead of starting a thread each, and every thread
-/// costs a stack and, with glibc, a share of the malloc arenas that stay with the process.
+/// costs a stack and allocator caches that stay with the process.
 pub const BLOCKING_THREADS_MAX: usize = 8;
 
-/// The tokio runtime `apollo11` runs on: two workers, [`BLOCKING_THREADS_MAX`] blocking
+/// The tokio runtime `apollo11` runs on: a worker a core, [`BLOCKING_THREADS_MAX`] blocking
 /// threads.
 ///
 /// # Errors
@@ -32,7 +32,6 @@ pub const BLOCKING_THREADS_MAX: usize = 8;
 /// The runtime's threads cannot be started.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
         .max_blocking_threads(BLOCKING_THREADS_MAX)
         .enable_all()
         .build()
