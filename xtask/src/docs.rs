@@ -2,10 +2,9 @@
 //! in ARCHITECTURE.md's code map, and no file in the repository cites documents that live
 //! outside it.
 
-use crate::tidy::rust_files;
+use crate::tidy::{rust_files, tracked_texts};
 use anyhow::{Context, Result};
 use std::path::Path;
-use std::process::Command;
 
 /// Documents that are not in the repository, so no file may point a reader at them. Built
 /// from parts so that this file does not cite them itself.
@@ -86,20 +85,10 @@ fn unmapped_modules(root: &Path, map: &str) -> Result<Vec<String>> {
 
 /// Tracked text files that cite a document outside the repository.
 fn outside_citations(root: &Path) -> Result<Vec<String>> {
-    let listed = Command::new("git")
-        .args(["ls-files", "-z"])
-        .current_dir(root)
-        .output()
-        .context("running git ls-files")?;
-    let mut problems = Vec::new();
-    for file in listed.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
-        let file = String::from_utf8_lossy(file);
-        let Ok(text) = std::fs::read_to_string(root.join(file.as_ref())) else {
-            continue; // binary, or deleted in the worktree
-        };
-        problems.extend(citations(&file, &text));
-    }
-    Ok(problems)
+    Ok(tracked_texts(root)?
+        .iter()
+        .flat_map(|(file, text)| citations(file, text))
+        .collect())
 }
 
 fn citations(file: &str, text: &str) -> Vec<String> {

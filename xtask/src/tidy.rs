@@ -301,23 +301,33 @@ fn diary_phrases() -> [String; 4] {
 /// Tracked files that speak of the work's history instead of the product: a session or an
 /// issue by number, or one of [`diary_phrases`]. History is `git log`.
 fn diary_problems(root: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for (file, text) in tracked_texts(root)? {
+        if diary_checked(&file) {
+            problems.extend(diary_mentions(&file, &text));
+        }
+    }
+    Ok(problems)
+}
+
+/// Every file git tracks under `root` that reads as text, with its text (binary files, and
+/// files deleted in the worktree, left out).
+pub fn tracked_texts(root: &Path) -> Result<Vec<(String, String)>> {
     let listed = Command::new("git")
         .args(["ls-files", "-z"])
         .current_dir(root)
         .output()
         .context("running git ls-files")?;
-    let mut problems = Vec::new();
-    for file in listed.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
-        let file = String::from_utf8_lossy(file);
-        if !diary_checked(&file) {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(root.join(file.as_ref())) else {
-            continue; // deleted in the worktree
-        };
-        problems.extend(diary_mentions(&file, &text));
-    }
-    Ok(problems)
+    Ok(listed
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|f| !f.is_empty())
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .filter_map(|file| {
+            let text = std::fs::read_to_string(root.join(&file)).ok()?;
+            Some((file, text))
+        })
+        .collect())
 }
 
 /// Whether the diary check reads a tracked file: `*.md` anywhere, `*.rs` under
