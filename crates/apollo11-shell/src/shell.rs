@@ -202,7 +202,10 @@ impl ShellStep {
             .await
             .map_err(|e| io("waiting for the step", e))?;
         guard.0 = None;
-        let log = files.log.display();
+        // Relative to the data dir: error texts reach API and UI users, who are not shown
+        // where the server keeps its files.
+        let log = files.log.strip_prefix(&self.data_dir).unwrap_or(&files.log);
+        let log = format!("{} in the data dir", log.display());
         let written = output(&files.output)?;
         match status.code() {
             Some(0) => Ok(Output(written)),

@@ -507,3 +507,24 @@ async fn answers_name_the_run_step_or_file_but_no_path_of_the_server() {
     assert!(message.starts_with("bad.toml:5:"), "{message}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_steps_error_names_its_log_inside_the_data_dir_not_where_that_is() {
+    let server = TestServer::start().await;
+    server.start_run("stuck", "s").await;
+    let run = server
+        .wait_for("s", "the step failed", |r| r["state"] == "paused")
+        .await;
+    let data = server.data.path().to_string_lossy().into_owned();
+    let events = server.client.get("/api/v1/runs/s/events").await.unwrap();
+    for body in [
+        run.to_string(),
+        String::from_utf8_lossy(&events.body).into_owned(),
+    ] {
+        assert!(!body.contains(&data), "{body}");
+    }
+    let error = run["steps"]["fails"]["error"].to_string();
+    assert!(error.contains("exited with code 3 (log: "), "{run}");
+    assert!(error.contains(".log in the data dir)"), "{error}");
+    server.stop().await;
+}
