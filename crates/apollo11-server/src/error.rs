@@ -162,6 +162,30 @@ impl From<EngineError> for ApiError {
 mod tests {
     use super::*;
 
+    /// The codes the OpenAPI document lets an error object carry.
+    fn documented_codes() -> Vec<String> {
+        let openapi: serde_json::Value = serde_json::from_str(crate::OPENAPI).unwrap();
+        let codes = &openapi["components"]["schemas"]["Error"]["properties"]["error"]["properties"]
+            ["code"]["enum"];
+        let codes = codes.as_array().expect("the error code's enum");
+        codes
+            .iter()
+            .map(|c| c.as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn every_code_an_answer_can_carry_is_documented() {
+        let documented = documented_codes();
+        for status in 400..600 {
+            let Ok(status) = StatusCode::from_u16(status) else {
+                continue;
+            };
+            let code = ApiError::new(status, "").code();
+            assert!(documented.iter().any(|d| d == code), "{status}: {code}");
+        }
+    }
+
     #[test]
     fn store_errors_are_answered_without_the_paths_they_name() {
         let file = "/srv/apollo11/data/segments/00000001.seg";
