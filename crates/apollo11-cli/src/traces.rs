@@ -52,3 +52,24 @@ impl<W: Write> Write for Shown<W> {
         self.0.flush()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Shown;
+    use std::io::Write;
+
+    #[test]
+    fn each_traced_line_is_written_with_its_control_characters_escaped() {
+        let mut shown = Shown(Vec::new());
+        shown
+            .write_all(b"WARN compensation failed error=d\x1b[2J\x07 here\nnext line\n")
+            .unwrap();
+        let written = String::from_utf8(shown.0).unwrap();
+        assert!(
+            !written.chars().any(|c| c.is_control() && c != '\n'),
+            "{written:?}"
+        );
+        assert!(written.contains(r"d\u{1b}[2J\u{7} here"), "{written}");
+        assert!(written.ends_with("\nnext line\n"), "{written:?}");
+    }
+}

@@ -42,6 +42,15 @@ pub struct ShellStep {
     data_dir: PathBuf,
 }
 
+impl ShellStep {
+    /// A step file as an error names it: relative to the data dir, since error texts reach
+    /// API and UI users, who are not shown where the server keeps its files.
+    fn shown(&self, path: &Path) -> String {
+        let inside = path.strip_prefix(&self.data_dir).unwrap_or(path);
+        format!("{} in the data dir", inside.display())
+    }
+}
+
 /// Kills a process group when dropped, unless the process finished first.
 struct GroupGuard(Option<i32>);
 
@@ -204,9 +213,8 @@ impl ShellStep {
         guard.0 = None;
         // Relative to the data dir: error texts reach API and UI users, who are not shown
         // where the server keeps its files.
-        let log = files.log.strip_prefix(&self.data_dir).unwrap_or(&files.log);
-        let log = format!("{} in the data dir", log.display());
-        let written = output(&files.output)?;
+        let log = self.shown(&files.log);
+        let written = output(&files.output, &self.shown(&files.output))?;
         match status.code() {
             Some(0) => Ok(Output(written)),
             Some(code) => {
@@ -247,16 +255,14 @@ fn pass_payload(
 
 /// The step's output file, bounded by `STEP_OUTPUT_BYTES_MAX`: an output over it is a
 /// failure no retry can fix, found from the file's size before anything is read.
-fn output(path: &Path) -> Result<Vec<u8>, StepError> {
+/// The output file at `path` (`shown` as [`ShellStep::shown`] says it) as a payload.
+fn output(path: &Path, shown: &str) -> Result<Vec<u8>, StepError> {
     let max = limits::STEP_OUTPUT_BYTES_MAX;
     read_output(path, max).map_err(|e| match e {
         OutputError::TooLarge { bytes } => StepError::fatal(format!(
-            "the output file {} is {bytes} bytes, over the limit of {max} bytes (STEP_OUTPUT_BYTES_MAX); write large results to a file of the step's own and put its path in the output",
-            path.display()
+            "the output file {shown} is {bytes} bytes, over the limit of {max} bytes (STEP_OUTPUT_BYTES_MAX); write large results to a file of the step's own and put its path in the output"
         )),
-        OutputError::Io(e) => {
-            StepError::retryable(format!("reading the output file {}: {e}", path.display()))
-        }
+        OutputError::Io(e) => StepError::retryable(format!("reading the output file {shown}: {e}")),
     })
 }
 

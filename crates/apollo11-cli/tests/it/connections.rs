@@ -216,7 +216,10 @@ fn a_burst_of_reads_starts_no_more_threads_than_the_blocking_pool_holds() {
         peak = peak.max(threads(pid));
         std::thread::sleep(Duration::from_millis(2));
     }
-    let bound = before + apollo11_server::BLOCKING_THREADS_MAX;
+    // The allocator's purging threads (jemalloc starts up to one a core, when first needed)
+    // may start during the burst too.
+    let purgers = std::thread::available_parallelism().map_or(1, usize::from);
+    let bound = before + apollo11_server::BLOCKING_THREADS_MAX + purgers;
     assert!(
         peak <= bound,
         "{peak} threads in the burst, {before} before"

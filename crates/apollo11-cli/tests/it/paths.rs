@@ -196,11 +196,11 @@ fn an_output_over_the_limit_fails_for_good_naming_the_limit_and_the_file() {
         .collect();
     assert_eq!(failures.len(), 1, "not retried: {failures:?}");
     let error = failures[0]["error"].as_str().unwrap();
-    let file = cli.data.path().join("logs/h/a/1.output");
+    let file = "logs/h/a/1.output in the data dir";
     assert!(
         error.contains(&format!("is {over} bytes"))
             && error.contains("STEP_OUTPUT_BYTES_MAX")
-            && error.contains(file.to_str().unwrap()),
+            && error.contains(file),
         "{error}"
     );
     assert_eq!(failures[0]["retryable"], false);
