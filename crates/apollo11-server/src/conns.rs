@@ -25,10 +25,10 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The listen backlog by default (the kernel caps it at `net.core.somaxconn`).
 pub const DEFAULT_BACKLOG: u32 = 1024;
 
-/// Requests handled at once, over all connections; more wait for their turn. What a handler
-/// allocates (a run's events read and folded, its view and JSON) is bounded by it, so a burst
-/// of requests does not leave the process's heap grown.
-pub const REQUESTS_MAX: usize = 8;
+/// Requests handled at once, over all connections; more wait for their turn. What handlers
+/// allocate at once (a run's events read and folded, its view and JSON) is bounded by it;
+/// the allocator hands it back once the burst is over.
+pub const REQUESTS_MAX: usize = 64;
 /// Refused connections being answered at once; past them a refused connection is closed
 /// unanswered.
 const REFUSALS_MAX: usize = 32;
