@@ -17,10 +17,10 @@ const TARGETS: &[(&str, &str, &[&str])] = &[
         "log",
         "apollo11-log",
         &[
-            "crates/apollo11-log/src/record.rs",
-            "crates/apollo11-log/src/codec.rs",
-            "crates/apollo11-log/src/segment.rs",
-            "crates/apollo11-log/src/recover.rs",
+            "crates/apollo11-log/src/format/record.rs",
+            "crates/apollo11-log/src/format/codec.rs",
+            "crates/apollo11-log/src/format/segment.rs",
+            "crates/apollo11-log/src/load.rs",
         ],
     ),
 ];

@@ -4,12 +4,12 @@
 //! worker thread on disk IO or an fsync; appends are queued for the writer thread. A borrowed scan
 //! reads its chunks on the blocking pool and decodes them where it was called, in place.
 
-use crate::files::write_atomically;
-use crate::fs::Mode;
-use crate::log::{FileLog, Files, Writing};
+use crate::durable_files::write_atomically;
+use crate::file_log::{FileLog, Files, Writing};
+use crate::file_system::Mode;
 use crate::scan::{ReadAhead, CHUNK_EVENTS};
 use crate::snapshot;
-use crate::writer::AppendRequest;
+use crate::write::writer::AppendRequest;
 use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
 use apollo11_store::{
     check_blob, sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot,
@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 impl FileLog {
     /// Runs `work` on the blocking pool with the log's files (here, in deterministic mode). A
     /// panic in it is the caller's.
-    async fn blocking<T, F>(&self, work: F) -> Result<T, StoreError>
+    pub(crate) async fn blocking<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Files) -> Result<T, StoreError> + Send + 'static,
@@ -51,7 +51,7 @@ impl FileLog {
     async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&crate::index::Index) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&crate::run_index::Index) -> Result<T, StoreError> + Send + 'static,
     {
         self.files.shared.check_poison()?;
         self.blocking(move |files| read(&files.index())).await
@@ -89,8 +89,8 @@ impl EventStore for FileLog {
             reply,
         };
         let stopped = || StoreError::Poisoned {
-            cause: (self.files.shared.poison.get().cloned())
-                .unwrap_or_else(|| "the writer stopped".into()),
+            cause: (self.files.shared.poison.get())
+                .map_or_else(|| "the writer stopped".into(), |c| c.to_string()),
         };
         match writing {
             Writing::Thread(queue) => queue.push(request).await?,
@@ -229,30 +229,13 @@ impl SnapshotStore for FileLog {
     }
 }
 
-impl FileLog {
-    /// Every run of the archive files, with its last seq and event id, by run id (runs the
-    /// live log also holds included: see `archive`).
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::Corrupted`] naming an archive file and offset; [`StoreError::Io`];
-    /// [`StoreError::Poisoned`].
-    pub async fn archived_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        self.files.shared.check_poison()?;
-        self.blocking(|files| crate::archive::runs(files.fs.as_ref(), &files.dir))
-            .await
-    }
-
-    /// Whether the live log holds `run_id` (a run `gc` moved out of it does not): a lookup in
-    /// the index, no read.
-    pub fn holds_live(&self, run_id: &RunId) -> bool {
-        self.files.live(run_id, |_| ()).is_some()
-    }
-}
-
 impl Files {
     /// `read` of the index when the live log holds `run_id`; `None` when it does not.
-    fn live<T>(&self, run_id: &RunId, read: impl FnOnce(&crate::index::Index) -> T) -> Option<T> {
+    pub(crate) fn live<T>(
+        &self,
+        run_id: &RunId,
+        read: impl FnOnce(&crate::run_index::Index) -> T,
+    ) -> Option<T> {
         let index = self.index();
         (index.last_seq(run_id.as_str()) > 0).then(|| read(&index))
     }

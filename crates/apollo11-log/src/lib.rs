@@ -4,33 +4,31 @@
 mod access;
 pub mod archive;
 pub mod bundle;
-mod codec;
 mod cold;
 #[cfg(test)]
 mod damage;
-mod files;
-mod fs;
+mod durable_files;
+mod file_log;
+mod file_system;
+mod format;
 mod gc;
 mod holder;
-mod idx;
-mod index;
-mod log;
+mod load;
 pub mod metrics;
 mod missing;
+mod open;
 mod options;
-mod pipeline;
-mod queue;
-mod record;
-mod recover;
 mod repair;
+mod run_index;
 mod scan;
-mod segment;
 #[cfg(feature = "testing")]
 mod sim;
 mod snapshot;
-mod syncer;
 mod verify;
-mod writer;
+mod write;
+
+// The format modules under the paths the bundle module names.
+use format::{codec, record};
 
 // What this crate's API takes and returns from the crates below it: the store traits its
 // methods come from and the types they name, so a user of the log needs no other dependency.
@@ -51,12 +49,13 @@ pub use apollo11_store::{
 #[cfg(feature = "testing")]
 pub use cold::encode as encode_cold_segment;
 pub use cold::Compressed;
-pub use fs::{Fs, FsFile, FsLock, Mode, RealFs};
+pub use file_log::FileLog;
+pub use file_system::{Fs, FsFile, FsLock, Mode, RealFs};
 pub use gc::Collected;
 pub use holder::LockHolder;
-pub use log::{FileLog, Recovery, TornTail};
+pub use load::Damage;
+pub use open::{Recovery, TornTail};
 pub use options::{Durability, Options};
-pub use recover::Damage;
 pub use repair::{
     plan_repair, plan_repair_with, repair, repair_with, RepairPlan, RepairReport, SegmentCut,
     SetAside,
@@ -66,3 +65,4 @@ pub use sim::{Fault, SimFs, STALL_MS_MAX};
 pub use verify::{
     verify, verify_with, BlobReport, BlobUse, SegmentReport, SnapshotReport, VerifyReport,
 };
+pub use write::WriteError;

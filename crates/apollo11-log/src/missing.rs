@@ -6,8 +6,8 @@
 //!
 //! - a snapshot written in `fsync` durability whose watermark is past the log's last event;
 //! - a segment's index file recording more than the segment holds (checked per segment, in
-//!   `recover::inspect`);
-//! - an index file saved when the log moved past its segment ([`idx::Kind::Sealed`]), on
+//!   `load::inspect`);
+//! - an index file saved when the log moved past its segment ([`index_file::Kind::Sealed`]), on
 //!   the last segment (its successor is gone), or before a last segment whose header is
 //!   unreadable (that successor was created with its header synced, so no crash tore it);
 //! - an index file of a segment that is gone, recording events past the log's end.
@@ -16,10 +16,11 @@
 //! (snapshots) was written before the segments they read next, so a writer's own progress
 //! never looks like a loss.
 
-use crate::idx;
-use crate::recover::{list_segments_dir, Damage, Inspected};
-use crate::segment::{file_name, parse_file_name};
-use crate::{fs::Fs, fs::Mode, snapshot};
+use crate::file_system::{Fs, Mode};
+use crate::format::index_file;
+use crate::format::segment::{file_name, parse_file_name};
+use crate::load::{list_segments_dir, Damage, Inspected};
+use crate::snapshot;
 use apollo11_store::StoreError;
 use std::path::Path;
 
@@ -52,7 +53,7 @@ pub struct End<'a> {
     /// The last segment.
     pub last: Option<&'a Inspected>,
     /// The kind of the index file of the segment before it, if it has a valid one.
-    pub previous_kind: Option<idx::Kind>,
+    pub previous_kind: Option<index_file::Kind>,
     /// The last committed event.
     pub last_event_id: u64,
 }
@@ -98,7 +99,7 @@ pub fn at_end(
 fn successor_missing(end: &End<'_>, listed: &[String]) -> Option<String> {
     let last = end.last?;
     let last_name = last.name.trim_start_matches("segments/");
-    if last.index_kind == Some(idx::Kind::Sealed) {
+    if last.index_kind == Some(index_file::Kind::Sealed) {
         // Listed again now: a writer may have rolled since the segments were read.
         let rolled = listed
             .iter()
@@ -112,7 +113,7 @@ fn successor_missing(end: &End<'_>, listed: &[String]) -> Option<String> {
             )
         });
     }
-    (last.scanned.is_none() && end.previous_kind == Some(idx::Kind::Sealed)).then(|| {
+    (last.scanned.is_none() && end.previous_kind == Some(index_file::Kind::Sealed)).then(|| {
         format!(
             "the header of {} is unreadable, but the segment before it has an index file saved \
              after this one was created with its header synced, so no crash tore it",
@@ -129,7 +130,7 @@ fn orphan_index(fs: &dyn Fs, dir: &Path, end: &End<'_>, listed: &[String]) -> Op
             continue;
         }
         let path = dir.join("segments").join(name);
-        let Ok(Some(recorded)) = idx::read(fs, &path) else {
+        let Ok(Some(recorded)) = index_file::read(fs, &path) else {
             continue;
         };
         let Some(last) = recorded.scanned.events.last().map(|e| e.id) else {

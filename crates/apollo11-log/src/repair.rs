@@ -8,10 +8,10 @@
 //! exactly that plan, so a front end can show it and ask before anything is cut.
 
 use crate::cold::open_segment;
-use crate::files::{keep_torn, nth_name, sync_dir_of, write_atomically};
-use crate::fs::{Fs, Mode, RealFs};
-use crate::recover::{list_segments_dir, Damage};
-use crate::segment::parse_file_name;
+use crate::durable_files::{keep_torn, nth_name, sync_dir_of, write_atomically};
+use crate::file_system::{Fs, Mode, RealFs};
+use crate::format::segment::parse_file_name;
+use crate::load::{list_segments_dir, Damage};
 use crate::snapshot;
 use crate::verify::{verify_with, SegmentReport, VerifyReport};
 use apollo11_core::RunId;
@@ -133,7 +133,7 @@ pub fn plan_repair(dir: impl AsRef<Path>) -> Result<RepairPlan, StoreError> {
 /// damage after the repair (a bug in it, never left unsaid).
 pub fn repair_with(fs: Arc<dyn Fs>, dir: impl AsRef<Path>) -> Result<RepairReport, StoreError> {
     let dir = dir.as_ref();
-    let lock = crate::log::take_lock(fs.as_ref(), dir, &crate::LockHolder::this_process(None))?;
+    let lock = crate::open::take_lock(fs.as_ref(), dir, &crate::LockHolder::this_process(None))?;
     // A swap a crash interrupted is finished first, as a writing open does: what it left
     // half done is no damage to cut.
     crate::gc::finish_at_open(fs.as_ref(), dir)?;

@@ -2,9 +2,9 @@
 //! at once, every record's CRC checked, events decoded in place. A scan for a fold of every
 //! run splits the runs between threads.
 
-use crate::codec::decode_event;
-use crate::index::{Index, SegmentIndex};
-use crate::record::{parse, Parsed, HEADER_BYTES, KIND_EVENT};
+use crate::format::codec::decode_event;
+use crate::format::record::{parse, Parsed, HEADER_BYTES, KIND_EVENT};
+use crate::run_index::{Index, SegmentIndex};
 use apollo11_core::{limits, EventId, EventRef};
 use apollo11_store::StoreError;
 

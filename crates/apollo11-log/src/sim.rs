@@ -5,7 +5,7 @@
 //! a random prefix of the pending directory operations applied. Faults make syncs fail or
 //! the disk fill up. Deterministic for a given seed.
 
-use crate::fs::{Fs, FsFile, FsLock, Mode};
+use crate::file_system::{Fs, FsFile, FsLock, Mode};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@
 //! wrote it, so one written in `fsync` mode past the end of the log proves that committed
 //! events are missing (in `buffered` mode a crash may legitimately take them).
 
-use crate::fs::Fs;
+use crate::file_system::Fs;
 use crate::Durability;
 use apollo11_store::{Snapshot, StoreError};
 use std::path::Path;

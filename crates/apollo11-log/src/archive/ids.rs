@@ -7,11 +7,11 @@
 //! answer to it. The tables alone are read (each run's last event id), never the events.
 
 use super::{read::table_of, ArchivedRun, Generations};
-use crate::files::{sync_dir_of, write_atomically};
-use crate::fs::Fs;
-use crate::index::Index;
-use crate::recover::Damage;
-use crate::segment::{compacted_header, file_name};
+use crate::durable_files::{sync_dir_of, write_atomically};
+use crate::file_system::Fs;
+use crate::format::segment::{compacted_header, file_name};
+use crate::load::Damage;
+use crate::run_index::Index;
 use apollo11_core::RunId;
 use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};

@@ -12,11 +12,11 @@ pub(crate) use ids::{against, past_end, remove_leftovers, reserve};
 pub use read::{check, read_run, runs, ArchivedRun, Checked};
 pub(crate) use read::{run_ids_of, table_of};
 
-use crate::codec::encode_event;
-use crate::files::sync_dir_of;
-use crate::fs::{Fs, Mode};
-use crate::log::FileLog;
-use crate::record::{append_commit, append_record, KIND_EVENT};
+use crate::durable_files::sync_dir_of;
+use crate::file_log::Files;
+use crate::file_system::{Fs, Mode};
+use crate::format::codec::encode_event;
+use crate::format::record::{append_commit, append_record, KIND_EVENT};
 use apollo11_core::{Event, RunId, Seq};
 use apollo11_store::StoreError;
 use std::collections::HashMap;
@@ -33,7 +33,7 @@ const KIND_TABLE: u8 = 19;
 /// Record kind of the last record: where the table starts, its records, the runs.
 const KIND_END: u8 = 20;
 /// Bytes of the end record: header, kind, table offset u64, records u32, runs u32.
-const END_BYTES: usize = crate::record::HEADER_BYTES + 1 + 16;
+const END_BYTES: usize = crate::format::record::HEADER_BYTES + 1 + 16;
 /// Most bytes of entries in one table record (the record's limit, less its kind byte).
 const TABLE_RECORD_BYTES_MAX: usize = apollo11_core::limits::RECORD_BYTES_MAX as usize - 1;
 
@@ -191,29 +191,19 @@ pub fn files(fs: &dyn Fs, dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
         .collect())
 }
 
-impl FileLog {
-    /// Writes the runs `runs` (each once, in run id order, with all their events) to a new
-    /// archive file after the newest, whole or not at all, and returns what it wrote. The
-    /// runs stay in the live log: moving them out of it is [`FileLog::collect`]'s swap. Each
-    /// run is read under the index's lock alone, so appends go on meanwhile, and the file
-    /// holds each run as it was when read (`gc` archives finished runs only).
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::ReadOnly`] on a read-only open, [`StoreError::Poisoned`];
-    /// [`StoreError::NotFound`] for a run the log does not hold; [`StoreError::Io`] when the
-    /// file cannot be written (nothing is renamed then: the archive is as it was).
-    pub fn write_archive(&self, runs: &[RunId]) -> Result<Written, StoreError> {
-        self.writable()?;
-        let files = &self.files;
-        let read = |run: &RunId| files.index().read_run(run, Seq(1));
-        let written = write(files.fs.as_ref(), &files.dir, runs, &read)?;
-        let mut archived = (files.shared.archived.write()).unwrap_or_else(|p| p.into_inner());
-        archived
-            .get_or_insert_with(Generations::default)
-            .add(runs, written.generation);
-        Ok(written)
-    }
+/// Writes the runs `runs` to a new archive file (see [`crate::FileLog::write_archive`]).
+///
+/// # Errors
+///
+/// As [`crate::FileLog::write_archive`].
+pub(crate) fn write_archive(files: &Files, runs: &[RunId]) -> Result<Written, StoreError> {
+    let read = |run: &RunId| files.index().read_run(run, Seq(1));
+    let written = write(files.fs.as_ref(), &files.dir, runs, &read)?;
+    let mut archived = (files.shared.archived.write()).unwrap_or_else(|p| p.into_inner());
+    archived
+        .get_or_insert_with(Generations::default)
+        .add(runs, written.generation);
+    Ok(written)
 }
 
 /// Writes `runs` as `read` gives their events to a new archive file after the newest.

@@ -3,9 +3,9 @@
 //! failure names the file and the offset.
 
 use super::{files, generation_of, END_BYTES, HEADER_BYTES, KIND_END, KIND_TABLE, MAGIC, VERSION};
-use crate::codec::decode_event;
-use crate::fs::{Fs, FsFile, Mode};
-use crate::record::{commit_fields, parse_frame, Parsed, KIND_COMMIT, KIND_EVENT};
+use crate::file_system::{Fs, FsFile, Mode};
+use crate::format::codec::decode_event;
+use crate::format::record::{commit_fields, parse_frame, Parsed, KIND_COMMIT, KIND_EVENT};
 use apollo11_core::{Event, EventId, RunId, Seq};
 use apollo11_store::{RunSummary, StoreError};
 use std::collections::BTreeMap;

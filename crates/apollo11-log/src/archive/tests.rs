@@ -1,5 +1,5 @@
 use super::*;
-use crate::fs::RealFs;
+use crate::file_system::RealFs;
 use apollo11_core::{EventId, EventKind, Payload, StepName};
 use std::collections::BTreeMap;
 

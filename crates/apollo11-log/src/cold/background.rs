@@ -5,8 +5,8 @@
 //! lock, held only for that swap.
 
 use super::{compress_segment, open_segment, Compressed};
-use crate::fs::{Fs, Mode};
-use crate::writer::Shared;
+use crate::file_system::{Fs, Mode};
+use crate::write::writer::Shared;
 use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -159,26 +159,5 @@ impl Drop for Compactor {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-    }
-}
-
-impl crate::FileLog {
-    /// Compresses now, on the calling thread, every sealed segment older than the newest
-    /// `keep` sealed ones that is not compressed yet (what [`crate::Options::compress_after`]
-    /// does in the background); reads go on meanwhile and appends are not held up. Returns
-    /// what it compressed.
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::ReadOnly`] on a read-only open, [`StoreError::Poisoned`] once the store
-    /// stopped; [`StoreError::Corrupted`] naming a segment that does not scan cleanly (it is
-    /// left plain) and [`StoreError::Io`] when a file cannot be read, written, synced or
-    /// renamed (the segment is then whole, plain or compressed).
-    pub fn compress_cold(&self, keep: usize) -> Result<Vec<Compressed>, StoreError> {
-        self.writable()?;
-        let files = &self.files;
-        compress_sealed(files.fs.as_ref(), &files.dir, &files.shared, keep, &|| {
-            false
-        })
     }
 }

@@ -9,7 +9,7 @@
 //! plain segment.
 
 use super::BLOCK_BYTES;
-use crate::fs::FsFile;
+use crate::file_system::FsFile;
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -10,15 +10,15 @@
 mod background;
 mod file;
 
-pub(crate) use background::exclusive;
+pub(crate) use background::{compress_sealed, exclusive};
 pub use background::{Compactor, Signal};
 #[cfg(feature = "testing")]
 pub use file::encode;
 pub use file::{Broken, ColdFile};
 
-use crate::files::write_atomically;
-use crate::fs::{Fs, FsFile, Mode};
-use crate::segment;
+use crate::durable_files::write_atomically;
+use crate::file_system::{Fs, FsFile, Mode};
+use crate::format::segment;
 use apollo11_store::StoreError;
 use std::io;
 use std::path::Path;

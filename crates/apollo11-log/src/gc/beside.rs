@@ -4,7 +4,7 @@
 //! while a manifest is there looks again, a few times a short wait apart; a manifest still
 //! there then is reported as the swap in progress, never as damage.
 
-use crate::fs::Fs;
+use crate::file_system::Fs;
 use apollo11_store::StoreError;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -7,8 +7,8 @@
 //! `[magic "A11GCMAN"][version u32 = 1][generation u64][segments u32]([base u64])*
 //! [crc32 u32 of everything before]`, little-endian.
 
-use crate::files::write_atomically;
-use crate::fs::{Fs, Mode};
+use crate::durable_files::write_atomically;
+use crate::file_system::{Fs, Mode};
 use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
 
@@ -75,7 +75,7 @@ pub fn remove(fs: &dyn Fs, dir: &Path, generation: u64) -> Result<(), StoreError
     let path = path(dir, generation);
     fs.remove(&path)
         .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
-    crate::files::sync_dir_of(fs, &path)
+    crate::durable_files::sync_dir_of(fs, &path)
 }
 
 fn encode(manifest: &Manifest) -> Vec<u8> {

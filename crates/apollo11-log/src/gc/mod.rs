@@ -20,20 +20,21 @@
 //! without one are removed (the old state).
 
 mod beside;
+mod finish;
 mod manifest;
-mod recover;
 mod rewrite;
 
 pub(crate) use beside::look_beside_swaps;
-pub(crate) use recover::{finish_at_open, unfinished};
+pub(crate) use finish::{finish_at_open, unfinished};
 
-use crate::files::sync_dir_of;
-use crate::fs::Fs;
-use crate::index::{Index, SegmentIndex};
-use crate::log::FileLog;
-use crate::recover::{add_segment, segment_names};
-use crate::segment::Scanned;
-use crate::writer::Shared;
+use crate::durable_files::sync_dir_of;
+use crate::file_log::Files;
+use crate::file_system::Fs;
+use crate::format::segment::Scanned;
+use crate::load::{add_segment, segment_names};
+use crate::run_index::{Index, SegmentIndex};
+use crate::write::writer::Shared;
+use crate::write::WriteError;
 use apollo11_core::RunId;
 use apollo11_store::StoreError;
 use manifest::Manifest;
@@ -65,33 +66,14 @@ pub struct Collected {
     pub pause: Duration,
 }
 
-impl FileLog {
-    /// Moves the runs `runs` out of the live segments into a new archive file: after it, the
-    /// live log no longer holds them, reads of them (`read_run`, `read_event`) answer from
-    /// the archive byte for byte as before, and they take no more events. Appenders go on
-    /// meanwhile; only the swap at the end holds back acknowledgements, for
-    /// [`Collected::pause`]. A crash at any point leaves the old state or the new one, never
-    /// a mix: the next writing open finishes or forgets the swap.
-    ///
-    /// The store cannot tell a finished run from one still running: the caller chooses
-    /// finished runs (`apollo11 gc` takes those its retention policy lets go, never a running
-    /// or paused one). Appends to the runs are refused from the start of the call, so a run
-    /// that was not finished gets an error on its next append rather than losing events.
-    /// Runs with an event in the live (unsealed) segment are left (in [`Collected::left`]):
-    /// only sealed segments are rewritten.
+impl Files {
+    /// Moves the runs `runs` out of the live segments (see [`crate::FileLog::collect`]).
     ///
     /// # Errors
     ///
-    /// [`StoreError::ReadOnly`], [`StoreError::Poisoned`]; [`StoreError::NotFound`] for a run
-    /// the live log does not hold (nothing is changed then); [`StoreError::Corrupted`] when a
-    /// segment to rewrite does not scan cleanly (the old state is kept: the runs stay live,
-    /// the archive file written is removed);
-    /// [`StoreError::Io`] naming the file. A failure from the manifest's write on poisons the
-    /// store: the next writing open finishes the swap (or forgets it, when the manifest never
-    /// reached the disk).
-    pub fn collect(&self, runs: &[RunId]) -> Result<Collected, StoreError> {
-        self.writable()?;
-        let files = &self.files;
+    /// As [`crate::FileLog::collect`].
+    pub(crate) fn collect(&self, runs: &[RunId]) -> Result<Collected, StoreError> {
+        let files = self;
         let (fs, dir) = (files.fs.as_ref(), files.dir.as_path());
         // No compression pass meanwhile, and one gc at a time.
         let _pass = crate::cold::exclusive();
@@ -108,7 +90,7 @@ impl FileLog {
     }
 
     fn collect_marked(&self, runs: &BTreeSet<RunId>) -> Result<Collected, StoreError> {
-        let files = &self.files;
+        let files = self;
         let (fs, dir) = (files.fs.as_ref(), files.dir.as_path());
         let Choice {
             moved,
@@ -122,7 +104,7 @@ impl FileLog {
         if moved.is_empty() {
             return Ok(collected);
         }
-        let written = self.write_archive(&moved)?;
+        let written = crate::archive::write_archive(files, &moved)?;
         let index = files.index();
         let segments: Vec<(usize, String, u64)> = (positions.iter())
             .map(|&p| (p, index.segments[p].name.clone(), index.segments[p].base))
@@ -166,7 +148,7 @@ impl FileLog {
         rewritten: &[rewrite::Rewritten],
         moved: &[RunId],
     ) -> Result<Duration, StoreError> {
-        let files = &self.files;
+        let files = self;
         let fs = files.fs.as_ref();
         let replaced = (rewritten.iter())
             .map(|r| Ok((r.position, r.open(fs)?)))
@@ -306,9 +288,7 @@ fn rebuilt(
 /// A failure once the manifest is durable stops the store: only the next open may finish
 /// the swap.
 fn poison(shared: &Shared, error: StoreError) -> StoreError {
-    shared.stop(format!(
-        "gc stopped half way, to be finished by the next open: {error}"
-    ))
+    shared.stop(WriteError::GcStopped { source: error })
 }
 
 /// Bytes of the segment files in `dir` as stored (compressed ones compressed).
@@ -317,7 +297,7 @@ fn live_bytes(fs: &dyn Fs, dir: &Path) -> Result<u64, StoreError> {
     for name in segment_names(fs, dir)? {
         let path = dir.join("segments").join(name);
         let size = fs
-            .open(&path, crate::fs::Mode::Read)
+            .open(&path, crate::file_system::Mode::Read)
             .and_then(|f| f.size())
             .map_err(|e| StoreError::io(format!("sizing {}", path.display()), e))?;
         total += size;
@@ -328,8 +308,8 @@ fn live_bytes(fs: &dyn Fs, dir: &Path) -> Result<u64, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::{FsFile, Mode, RealFs};
-    use crate::segment::Indexed;
+    use crate::file_system::{FsFile, Mode, RealFs};
+    use crate::format::segment::Indexed;
     use std::sync::Arc;
 
     /// A scan of a version 1 segment from `base` holding events of `runs`, in order, seqs

@@ -3,11 +3,11 @@
 //! left empty is gone), under a version 2 header covering the ids the segment covered.
 
 use crate::cold;
-use crate::files::sync_dir_of;
-use crate::fs::{Fs, Mode};
-use crate::index::SegmentIndex;
-use crate::record::{append_commit, parse, Parsed};
-use crate::segment::{compacted_header, read_header, scan, Scanned, Stop};
+use crate::durable_files::sync_dir_of;
+use crate::file_system::{Fs, Mode};
+use crate::format::record::{append_commit, parse, Parsed};
+use crate::format::segment::{compacted_header, read_header, scan, Scanned, Stop};
+use crate::run_index::SegmentIndex;
 use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
 
@@ -151,7 +151,7 @@ pub fn remove_index_files<'a>(
 ) -> Result<(), StoreError> {
     let mut last = None;
     for path in segments {
-        if crate::idx::remove(fs, path)? {
+        if crate::format::index_file::remove(fs, path)? {
             last = Some(path);
         }
     }
@@ -207,9 +207,9 @@ pub fn write_without(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::encode_event;
-    use crate::record::{append_record, KIND_EVENT};
-    use crate::segment::{header, COMPACTED_HEADER_BYTES, ID_MAX};
+    use crate::format::codec::encode_event;
+    use crate::format::record::{append_record, KIND_EVENT};
+    use crate::format::segment::{header, COMPACTED_HEADER_BYTES, ID_MAX};
     use apollo11_core::{Event, EventId, EventKind, Payload, RunId, Seq};
 
     fn event(id: u64, run: &str, seq: u32) -> Event {
@@ -245,7 +245,7 @@ mod tests {
     }
 
     fn ids_and_runs(scanned: &Scanned) -> Vec<(u64, &str)> {
-        let run = |e: &crate::segment::Indexed| scanned.runs[e.run as usize].as_str();
+        let run = |e: &crate::format::segment::Indexed| scanned.runs[e.run as usize].as_str();
         scanned.events.iter().map(|e| (e.id, run(e))).collect()
     }
 

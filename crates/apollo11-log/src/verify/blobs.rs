@@ -2,8 +2,8 @@
 //! an event refers to must be there with the hash and length the event states. A problem is
 //! reported with the blob's name and every event (run, step, id) that refers to it.
 
-use crate::fs::{Fs, Mode};
-use crate::index::Index;
+use crate::file_system::{Fs, Mode};
+use crate::run_index::Index;
 use apollo11_core::{EventId, PayloadRef};
 use apollo11_store::{sha256_hex, StoreError};
 use std::collections::BTreeMap;

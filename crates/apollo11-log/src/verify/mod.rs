@@ -7,10 +7,10 @@
 mod blobs;
 mod snapshots;
 
-use crate::fs::{Fs, Mode, RealFs};
-use crate::index::Index;
+use crate::file_system::{Fs, Mode, RealFs};
+use crate::load::{add_to_index, inspect, segment_names, Damage, Inspected, Verdict};
 use crate::missing::{self, End};
-use crate::recover::{add_to_index, inspect, segment_names, Damage, Inspected, Verdict};
+use crate::run_index::Index;
 use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -263,7 +263,7 @@ fn ids_past_end(
         return Ok(None);
     };
     let later = (segment_names(fs, dir)?.iter())
-        .filter_map(|name| crate::segment::parse_file_name(name))
+        .filter_map(|name| crate::format::segment::parse_file_name(name))
         .any(|base| base > report.events + 1);
     Ok((!later).then(|| crate::archive::past_end(&top.file, top.last_event_id, report.events)))
 }

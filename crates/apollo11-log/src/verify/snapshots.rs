@@ -2,8 +2,8 @@
 //! the log's end, and belong to this log (the CRC of its watermark event's record).
 
 use super::SnapshotReport;
-use crate::fs::{Fs, Mode};
-use crate::index::Index;
+use crate::file_system::{Fs, Mode};
+use crate::run_index::Index;
 use crate::snapshot;
 use apollo11_store::StoreError;
 use std::path::Path;

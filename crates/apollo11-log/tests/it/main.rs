@@ -24,6 +24,7 @@ mod scan;
 mod second_writer;
 mod torn;
 mod verify;
+mod write_errors;
 
 /// The conformance suite on the real file system.
 mod conformance_real {

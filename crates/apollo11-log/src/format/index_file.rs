@@ -18,8 +18,8 @@
 //! the final commit record, its CRC included). Otherwise the segment is scanned, as it always was. The records
 //! themselves are still checked: every read checks their CRCs, and `verify` reads them all.
 
-use crate::fs::{Fs, FsFile, Mode};
-use crate::segment::{Indexed, Scanned, HEADER_BYTES};
+use crate::file_system::{Fs, FsFile, Mode};
+use crate::format::segment::{Indexed, Scanned, HEADER_BYTES};
 use apollo11_store::StoreError;
 use std::path::{Path, PathBuf};
 
@@ -417,7 +417,7 @@ mod tests {
     fn only_a_missing_index_file_is_no_error_when_removing_one() {
         let dir = tempfile::tempdir().unwrap();
         let segment = dir.path().join("00000000000000000001.seg");
-        let fs = crate::fs::RealFs;
+        let fs = crate::file_system::RealFs;
         assert!(!remove(&fs, &segment).unwrap(), "none there");
         std::fs::write(path_of(&segment), b"index").unwrap();
         assert!(remove(&fs, &segment).unwrap(), "removed");

@@ -7,13 +7,14 @@
 //! written and synced on the appender's task. A write or sync error poisons the store:
 //! nothing more is written or acknowledged. The writer never waits for a subscriber.
 
-use crate::codec::encode_event;
-use crate::fs::{Fs, FsFile, Mode};
-use crate::idx;
-use crate::index::{Index, SegmentIndex};
+use crate::file_system::{Fs, FsFile, Mode};
+use crate::format::codec::encode_event;
+use crate::format::index_file;
+use crate::format::record::{append_commit, append_record, KIND_EVENT};
+use crate::format::segment::{file_name, header, HEADER_BYTES};
 use crate::metrics;
-use crate::record::{append_commit, append_record, KIND_EVENT};
-use crate::segment::{file_name, header, HEADER_BYTES};
+use crate::run_index::{Index, SegmentIndex};
+use crate::write::WriteError;
 use crate::{Durability, Options};
 use apollo11_core::{limits, Event, EventId, RunId, Seq};
 use apollo11_store::feed::Published;
@@ -32,8 +33,8 @@ const SEQS_KEPT_MAX: usize = 4_096;
 pub struct Shared {
     /// The index of durable events.
     pub index: RwLock<Index>,
-    /// Set once, by the writer, when a write or sync failed.
-    pub poison: OnceLock<String>,
+    /// Set once, by the writer, when a write or sync failed: the first failure.
+    pub poison: OnceLock<Arc<WriteError>>,
     /// The change feed: durable events, sent while the index's write lock is held, so a
     /// subscription registered under its read lock knows which events it will be sent.
     pub feed: broadcast::Sender<Published>,
@@ -73,12 +74,10 @@ impl Shared {
 
     /// Records why the store stopped (the first cause only) and tells subscribers. Returns
     /// the error every later call gets.
-    pub fn stop(&self, cause: String) -> StoreError {
-        let _ = self.poison.set(cause);
+    pub fn stop(&self, cause: WriteError) -> StoreError {
+        let _ = self.poison.set(Arc::new(cause));
         metrics::poisoned();
-        let error = StoreError::Poisoned {
-            cause: self.poison.get().cloned().unwrap_or_default(),
-        };
+        let error = self.poisoned().expect("the poison was just set");
         // No subscriber is no error: there is nobody to tell.
         let _ = self.feed.send(Err(error.clone()));
         error
@@ -86,12 +85,14 @@ impl Shared {
 
     /// Fails if the store is poisoned.
     pub fn check_poison(&self) -> Result<(), StoreError> {
-        match self.poison.get() {
-            Some(cause) => Err(StoreError::Poisoned {
-                cause: cause.clone(),
-            }),
-            None => Ok(()),
-        }
+        self.poisoned().map_or(Ok(()), Err)
+    }
+
+    /// The error of a poisoned store, naming its first cause; `None` when it is not.
+    fn poisoned(&self) -> Option<StoreError> {
+        (self.poison.get()).map(|cause| StoreError::Poisoned {
+            cause: cause.to_string(),
+        })
     }
 }
 
@@ -204,7 +205,8 @@ impl Writer {
             if self.options.durability == Durability::Fsync {
                 let started = std::time::Instant::now();
                 let name = &self.tail.name;
-                (self.tail.file.sync_data()).map_err(|e| format!("syncing {name}: {e}"))?;
+                let synced = self.tail.file.sync_data();
+                synced.map_err(|e| WriteError::io(format!("syncing {name}"), e))?;
                 metrics::synced(started.elapsed().as_secs_f64());
             }
             Ok(())
@@ -229,12 +231,12 @@ impl Writer {
         let index = self.shared.index.read().unwrap_or_else(|p| p.into_inner());
         let last = index.scanned(index.segments.len() - 1, self.tail.write_at);
         let path = self.path_of(&self.tail);
-        idx::save(
+        index_file::save(
             self.fs.as_ref(),
             &path,
             self.tail.file.as_ref(),
             &last,
-            idx::Kind::Closed,
+            index_file::Kind::Closed,
         );
     }
 
@@ -369,10 +371,10 @@ impl Writer {
     /// Writes the closed batch in `buf` at the end of the tail segment (growing its
     /// preallocation first when it would pass it) and returns where it starts. A sync must
     /// cover it before it is completed.
-    pub fn write(&mut self, buf: &[u8]) -> Result<u64, String> {
+    pub fn write(&mut self, buf: &[u8]) -> Result<u64, WriteError> {
         let at = self.tail.write_at;
         let context = |what: &str, e: std::io::Error| {
-            format!("{what} {} at offset {at}: {e}", self.tail.name)
+            WriteError::io(format!("{what} {} at offset {at}", self.tail.name), e)
         };
         let end = at + buf.len() as u64;
         if self.options.preallocate && end > self.tail.allocated {
@@ -437,7 +439,7 @@ impl Writer {
     /// Starts a new segment whose first event is `base`: trim the old segment's unused
     /// preallocation and sync it, create the new one (header synced, directory synced), then
     /// save the old one's index file, which thereby proves the new one exists.
-    pub fn roll(&mut self, base: u64) -> Result<(), String> {
+    pub fn roll(&mut self, base: u64) -> Result<(), WriteError> {
         // Gives the unused preallocation back (zeros would read as the end anyway) and makes
         // the sealed data durable in any mode before a later segment exists: a segment
         // followed by another is never cut as a torn tail. A failed sync is never ignored:
@@ -449,11 +451,11 @@ impl Writer {
             Ok(())
         };
         let synced = trimmed.and_then(|()| old.file.sync_data());
-        synced.map_err(|e| format!("sealing {}: {e}", old.name))?;
+        synced.map_err(|e| WriteError::io(format!("sealing {}", old.name), e))?;
         let name = file_name(base);
         let path = self.segments_dir.join(&name);
         let file = create_segment(self.fs.as_ref(), &path, base, &self.options)
-            .map_err(|e| format!("creating segment {}: {e}", path.display()))?;
+            .map_err(|e| WriteError::io(format!("creating segment {}", path.display()), e))?;
         let old = std::mem::replace(
             &mut self.tail,
             Tail {
@@ -466,12 +468,12 @@ impl Writer {
         let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
         let sealed = index.scanned(index.segments.len() - 1, old.write_at);
         let old_path = self.path_of(&old);
-        idx::save(
+        index_file::save(
             self.fs.as_ref(),
             &old_path,
             old.file.as_ref(),
             &sealed,
-            idx::Kind::Sealed,
+            index_file::Kind::Sealed,
         );
         index
             .segments
@@ -526,14 +528,14 @@ fn acknowledge(accepted: Vec<Accepted>) {
 
 /// Runs `work`, turning a panic into a failure that stops the store, with the panic's
 /// message as its cause.
-pub fn guarded<T>(work: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+pub fn guarded<T>(work: impl FnOnce() -> Result<T, WriteError>) -> Result<T, WriteError> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
         Ok(result) => result,
         Err(panic) => {
             let message = (panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "no message".into());
-            Err(format!("the log writer panicked: {message}"))
+            Err(WriteError::Panicked { message })
         }
     }
 }
@@ -546,7 +548,7 @@ pub fn create_segment(
     options: &Options,
 ) -> std::io::Result<Arc<dyn FsFile>> {
     // An index file left under this name (by a segment cut away by `repair`) is not ours.
-    idx::remove(fs, path).map_err(std::io::Error::other)?;
+    index_file::remove(fs, path).map_err(std::io::Error::other)?;
     let file: Arc<dyn FsFile> = fs.open(path, Mode::CreateNew)?.into();
     file.write_all_at(&header(base), 0)?;
     if options.preallocate {

@@ -8,9 +8,9 @@
 
 use super::manifest::{self, Manifest};
 use super::rewrite::{remove_index_files, rename_over, write_without};
-use crate::files::sync_dir_of;
-use crate::fs::Fs;
-use crate::segment::file_name;
+use crate::durable_files::sync_dir_of;
+use crate::file_system::Fs;
+use crate::format::segment::file_name;
 use apollo11_store::StoreError;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

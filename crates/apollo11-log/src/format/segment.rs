@@ -4,8 +4,10 @@
 //! `gc` rewrites sealed segments without the archived runs as version 2 (ids increasing
 //! within `base..=covers_to`, skipping those moved out).
 
-use crate::codec::{decode_event, decode_head};
-use crate::record::{commit_fields, parse, Parsed, COMMIT_BODY_BYTES, KIND_COMMIT, KIND_EVENT};
+use crate::format::codec::{decode_event, decode_head};
+use crate::format::record::{
+    commit_fields, parse, Parsed, COMMIT_BODY_BYTES, KIND_COMMIT, KIND_EVENT,
+};
 use std::collections::HashMap;
 
 /// Magic bytes at the start of every segment.
@@ -267,7 +269,10 @@ pub fn scan(bytes: &[u8]) -> Result<Scanned, Stop> {
 pub fn complete_batch_after(bytes: &[u8], offset: u64) -> Option<u64> {
     let from = offset as usize + 1;
     let commit_len = COMMIT_BODY_BYTES.to_le_bytes();
-    for p in from..bytes.len().saturating_sub(crate::record::HEADER_BYTES) {
+    for p in from..bytes
+        .len()
+        .saturating_sub(crate::format::record::HEADER_BYTES)
+    {
         // A cheap filter before the CRC: the parse below decides.
         if bytes[p..p + 4] != commit_len || bytes[p + 8] != KIND_COMMIT {
             continue;
@@ -332,8 +337,8 @@ pub fn batch_end(bytes: &[u8], start: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::encode_event;
-    use crate::record::{append_commit, append_record};
+    use crate::format::codec::encode_event;
+    use crate::format::record::{append_commit, append_record};
     use apollo11_core::{Event, EventId, EventKind, Payload, RunId, Seq};
 
     fn event(id: u64, seq: u32) -> Event {

@@ -5,8 +5,9 @@
 //! (the one being synced and the next). A failed sync is never retried: it stops this
 //! thread, and the writer fails every batch it has written since the last good sync.
 
-use crate::fs::FsFile;
+use crate::file_system::FsFile;
 use crate::metrics;
+use crate::write::WriteError;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -32,7 +33,7 @@ struct State {
     /// The segment the written batches are in (the writer rolls only once all are synced).
     target: Option<Target>,
     /// Why a sync failed; set once, and the thread stops.
-    failed: Option<String>,
+    failed: Option<WriteError>,
     /// Set by the writer when it stops: the thread ends (after the sync under way).
     closing: bool,
 }
@@ -40,7 +41,7 @@ struct State {
 /// What the writer learns from the sync thread.
 pub struct Progress {
     pub synced: u64,
-    pub failed: Option<String>,
+    pub failed: Option<WriteError>,
 }
 
 impl Syncs {
@@ -94,11 +95,11 @@ impl Syncs {
     fn run(&self, wake: &dyn Fn()) {
         while let Some((covers, target)) = self.next() {
             let started = std::time::Instant::now();
-            let outcome = crate::writer::guarded(|| {
+            let outcome = crate::write::writer::guarded(|| {
                 target
                     .file
                     .sync_data()
-                    .map_err(|e| format!("syncing {}: {e}", target.name))
+                    .map_err(|e| WriteError::io(format!("syncing {}", target.name), e))
             });
             let mut state = self.state();
             match outcome {

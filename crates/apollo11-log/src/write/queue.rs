@@ -5,7 +5,7 @@
 //! At most `limits::QUEUE_DEPTH_MAX` requests wait (queued, or taken but not yet in a
 //! batch): an appender waits, asynchronously, for room.
 
-use crate::writer::AppendRequest;
+use crate::write::writer::AppendRequest;
 use apollo11_core::limits;
 use apollo11_store::StoreError;
 use std::sync::atomic::{AtomicBool, Ordering};

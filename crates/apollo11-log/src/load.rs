@@ -2,10 +2,12 @@
 //! and what damage refuses an open. Shared by the writing open, the read-only open, verify
 //! and repair, so they can never disagree about what the log holds.
 
-use crate::fs::{Fs, FsFile, Mode};
-use crate::idx;
-use crate::index::{Index, SegmentIndex, Sparse};
-use crate::segment::{batch_end, complete_batch_after, parse_file_name, scan, Scanned, Stop};
+use crate::file_system::{Fs, FsFile, Mode};
+use crate::format::index_file;
+use crate::format::segment::{
+    batch_end, complete_batch_after, parse_file_name, scan, Scanned, Stop,
+};
+use crate::run_index::{Index, SegmentIndex, Sparse};
 use apollo11_store::StoreError;
 use std::path::Path;
 use std::sync::Arc;
@@ -64,7 +66,7 @@ pub struct Inspected {
     /// used: an index file of the last segment is saved only at a clean close).
     pub from_index: bool,
     /// The kind of its index file, when it has one that passed its own checks.
-    pub index_kind: Option<idx::Kind>,
+    pub index_kind: Option<index_file::Kind>,
     /// An index file that is ignored, and why.
     pub index_problem: Option<Damage>,
     /// The file's size on disk when it is a compressed segment (`cold/`).
@@ -116,7 +118,7 @@ pub fn inspect(
     let index_kind = recorded.as_ref().map(|r| r.kind);
     let mismatch = recorded
         .as_ref()
-        .and_then(|r| idx::mismatch(r, file.as_ref()));
+        .and_then(|r| index_file::mismatch(r, file.as_ref()));
     if use_index && mismatch.is_none() {
         if let Some(recorded) = recorded {
             return Ok(Inspected {
@@ -179,9 +181,9 @@ fn read_index_file(
     fs: &dyn Fs,
     segment: &Path,
     base: u64,
-) -> (Option<idx::Recorded>, Option<Damage>) {
-    let path = idx::path_of(segment);
-    match idx::read(fs, &path) {
+) -> (Option<index_file::Recorded>, Option<Damage>) {
+    let path = index_file::path_of(segment);
+    match index_file::read(fs, &path) {
         Ok(Some(r)) if r.scanned.base == base => (Some(r), None),
         Ok(Some(r)) => {
             let reason = format!(
@@ -208,7 +210,7 @@ fn index_damage(path: &Path, reason: String) -> Damage {
 }
 
 /// The evidence an index file gives of committed data missing from its segment.
-fn lost_per_index(recorded: &idx::Recorded, scanned: Option<&Scanned>) -> String {
+fn lost_per_index(recorded: &index_file::Recorded, scanned: Option<&Scanned>) -> String {
     let (events, end) = scanned.map_or((0, 0), |s| (s.events.len(), s.end));
     format!(
         "committed data is missing: the segment's index file ({}) records {} events up to \

@@ -7,9 +7,10 @@
 //! acknowledged: those of the batch a failed sync covered, of the batch written after it,
 //! of the batch being gathered, and every one queued or pushed later.
 
-use crate::queue::Queue;
-use crate::syncer::{Syncs, Target};
-use crate::writer::{fail, guarded, Accepted, AppendRequest, Batch, Writer};
+use crate::write::queue::Queue;
+use crate::write::syncer::{Syncs, Target};
+use crate::write::writer::{fail, guarded, Accepted, AppendRequest, Batch, Writer};
+use crate::write::WriteError;
 use crate::Durability;
 use apollo11_store::StoreError;
 use std::collections::VecDeque;
@@ -45,9 +46,8 @@ pub fn run(writer: Writer, queue: Arc<Queue>) {
             match Syncs::start(move || waking.wake()) {
                 Ok(started) => Some(started),
                 Err(e) => {
-                    let error = writer
-                        .shared
-                        .stop(format!("starting the log's sync thread: {e}"));
+                    let source = Arc::new(e);
+                    let error = writer.shared.stop(WriteError::SyncThread { source });
                     queue.close(error.clone());
                     fail_requests(&queue, &mut VecDeque::new(), &error);
                     return;
@@ -93,7 +93,7 @@ fn fail_requests(queue: &Queue, pending: &mut VecDeque<AppendRequest>, error: &S
 impl Pipeline {
     /// One turn: completes the batches synced, writes a batch when requests wait and it
     /// may, or else sleeps until woken. `false` once closed with nothing left.
-    fn turn(&mut self) -> Result<bool, String> {
+    fn turn(&mut self) -> Result<bool, WriteError> {
         self.complete_synced()?;
         let may_write = self.unsynced.len() <= UNSYNCED_MAX;
         if may_write && self.pending.is_empty() {
@@ -117,7 +117,7 @@ impl Pipeline {
 
     /// Gathers a batch from the requests pending and writes it; rolls first, once every
     /// batch written is synced, when it does not fit in the tail segment.
-    fn write_next(&mut self) -> Result<(), String> {
+    fn write_next(&mut self) -> Result<(), WriteError> {
         let taken = (self.writer).gather(&mut self.pending, &mut self.buf, &mut self.gathered);
         self.queue.release(taken);
         if self.gathered.is_empty() {
@@ -144,7 +144,7 @@ impl Pipeline {
     }
 
     /// Completes, oldest first, every batch a returned sync covered; fails if a sync failed.
-    fn complete_synced(&mut self) -> Result<(), String> {
+    fn complete_synced(&mut self) -> Result<(), WriteError> {
         let Some((syncs, _)) = &self.syncs else {
             return Ok(());
         };
@@ -160,7 +160,7 @@ impl Pipeline {
     }
 
     /// Waits until every batch written is synced, and completes them.
-    fn drain(&mut self) -> Result<(), String> {
+    fn drain(&mut self) -> Result<(), WriteError> {
         loop {
             self.complete_synced()?;
             if self.unsynced.is_empty() {
@@ -171,7 +171,7 @@ impl Pipeline {
     }
 
     /// Poisons the store with `cause` and answers every append not acknowledged with it.
-    fn fail_all(&mut self, cause: String) {
+    fn fail_all(&mut self, cause: WriteError) {
         let error = self.writer.shared.stop(cause);
         self.queue.close(error.clone());
         fail(std::mem::take(&mut self.gathered), &error);

@@ -1,7 +1,7 @@
 //! Small durable-file helpers: write a whole file atomically (temp, sync, rename, sync dir),
 //! and keep removed bytes in a `.torn` file instead of destroying them.
 
-use crate::fs::{Fs, Mode};
+use crate::file_system::{Fs, Mode};
 use apollo11_store::StoreError;
 use std::path::Path;
 

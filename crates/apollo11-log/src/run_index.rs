@@ -1,9 +1,9 @@
 //! The in-memory index rebuilt on open: where every event's record is, and each run's event
 //! ids, so reads go straight to their records and never scan the log.
 
-use crate::fs::FsFile;
+use crate::file_system::FsFile;
+use crate::format::segment::{Indexed, Scanned};
 use crate::scan::Part;
-use crate::segment::{Indexed, Scanned};
 use apollo11_core::{Event, EventId, RunId, Seq};
 use apollo11_store::{RunSummary, StoreError};
 use std::collections::HashMap;
