@@ -3,7 +3,6 @@
 
 mod access;
 pub mod archive;
-pub mod bundle;
 mod codec;
 mod cold;
 #[cfg(test)]

@@ -4,12 +4,14 @@
 #[cfg(feature = "testing")]
 mod acked;
 mod blob;
+pub mod codec;
 #[cfg(feature = "testing")]
 pub mod conformance;
 mod dynamic;
 mod error;
 pub mod feed;
 mod forward;
+pub mod frame;
 mod lease;
 mod mem;
 mod traits;
