@@ -3,6 +3,7 @@
 
 #[cfg(feature = "testing")]
 mod acked;
+mod archive;
 mod blob;
 pub mod codec;
 #[cfg(feature = "testing")]
@@ -19,6 +20,7 @@ mod validate;
 
 #[cfg(feature = "testing")]
 pub use acked::{AckLog, Acked};
+pub use archive::Archive;
 pub use blob::{check_blob, offload, resolve, sha256_hex};
 pub use dynamic::{DynStore, FullStore};
 pub use error::StoreError;
