@@ -126,7 +126,7 @@ pub fn index_file(data: &[u8]) {
 ///
 /// When an accepted bundle does not encode, or its encoding does not decode to it.
 pub fn bundle(data: &[u8]) {
-    use apollo11_log::bundle::{decode, encode};
+    use apollo11_bundle::{decode, encode};
     if let Ok(bundle) = decode(data) {
         let again = encode(&bundle).expect("a decoded bundle encodes");
         assert_eq!(decode(&again).expect("its encoding decodes"), bundle);

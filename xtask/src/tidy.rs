@@ -19,6 +19,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("apollo11-store", &["apollo11-core"]),
     ("apollo11-log", &["apollo11-core", "apollo11-store"]),
     ("apollo11-postgres", &["apollo11-core", "apollo11-store"]),
+    // Run bundles: any store of the store traits in, a file out, and back.
+    ("apollo11-bundle", &["apollo11-core", "apollo11-store"]),
     // Installs the Prometheus recorder: a leaf that names no engine crate, so any binary or
     // server can use it without pulling a layer in.
     ("apollo11-prometheus", &[]),
@@ -61,6 +63,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-dag",
             "apollo11-machine",
             "apollo11-store",
+            "apollo11-bundle",
             "apollo11-log",
             "apollo11-postgres",
             "apollo11-runtime",

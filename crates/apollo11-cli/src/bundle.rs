@@ -1,10 +1,10 @@
-//! `export`, `import` and `verify FILE.a11`: a run in one bundle file (the format is the
-//! log's, `apollo11_log::bundle`), with its steps' files from the data dir.
+//! `export`, `import` and `verify FILE.a11`: a run in one bundle file (`apollo11_bundle`),
+//! with its steps' files from the data dir.
 
 use crate::data::{open_writer, store_exit, DataDir};
 use crate::{out, Exit};
+use apollo11_bundle::{self as bundle, Bundle, BundleFile, ImportError};
 use apollo11_core::{check_name, NameKind, RunId, StepName};
-use apollo11_log::bundle::{self, Bundle, BundleFile, ImportError};
 use apollo11_shell::files::{create_private_dir, create_private_file, run_dir, step_dir};
 use apollo11_store::DynStore;
 use serde_json::json;

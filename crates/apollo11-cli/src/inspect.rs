@@ -7,8 +7,7 @@ use crate::{out, render, Exit};
 use apollo11_core::EventId;
 use apollo11_runtime::inspect::{Pause, RunFilter, RunRow};
 use apollo11_runtime::{Inspector, RunId};
-use apollo11_store::{DynStore, LeaseStore, RunSummary};
-use std::collections::HashSet;
+use apollo11_store::{DynStore, LeaseStore};
 use std::sync::Arc;
 
 async fn inspector(dir: &DataDir) -> Result<Inspector<DynStore>, Exit> {
@@ -58,25 +57,21 @@ pub async fn events(dir: &DataDir, run_id: &str, json: bool) -> Result<Exit, Exi
 /// With `--store`, each run's driver too: the instance holding its lease (`-` for none).
 /// With `all`, then the runs only the data dir's archive files hold, each marked `archived`.
 pub async fn runs(dir: &DataDir, json: bool, all: bool) -> Result<Exit, Exit> {
-    let (store, archived) = if all && dir.shared.is_none() {
+    let (store, archive) = if all && dir.shared.is_none() {
         let log = Arc::new(crate::data::open_reader(&dir.path)?);
-        let archived = log.archived_runs().await.map_err(store_exit)?;
-        (Arc::new(DynStore::new(log)), archived)
+        (Arc::new(DynStore::new(log.clone())), Some(log))
     } else {
-        (Arc::new(dir.open_reader().await?), Vec::new())
+        (Arc::new(dir.open_reader().await?), None)
     };
-    let inspector = Inspector::new(store.clone());
+    let mut inspector = Inspector::new(store.clone());
+    if let Some(log) = archive {
+        inspector = inspector.with_archive(log);
+    }
     let list = inspector
         .runs(&RunFilter::all())
         .await
         .map_err(engine_exit)?;
-    let live: HashSet<&RunId> = (list.runs.iter().map(|r| &r.run_id))
-        .chain(list.unreadable.iter().map(|u| &u.run_id))
-        .collect();
-    let archived: Vec<RunSummary> = (archived.into_iter())
-        .filter(|s| !live.contains(&s.run_id))
-        .collect();
-    let archived = inspector.runs_of(archived, &RunFilter::all()).await;
+    let archived = (inspector.archived_runs(&RunFilter::all()).await).map_err(engine_exit)?;
     let leases = store.leases();
     if !json {
         // A time of `LAST EVENT` is 20 characters wide.

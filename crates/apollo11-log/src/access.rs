@@ -12,8 +12,8 @@ use crate::snapshot;
 use crate::write::writer::AppendRequest;
 use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
 use apollo11_store::{
-    check_blob, sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot,
-    SnapshotStore, StoreError, Subscription, Visitor,
+    check_blob, sha256_hex, validate, Archive, BlobStore, EventStore, NewEvent, RunSummary,
+    Snapshot, SnapshotStore, StoreError, Subscription, Visitor,
 };
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -226,6 +226,18 @@ impl SnapshotStore for FileLog {
     async fn load_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
         self.files.shared.check_poison()?;
         self.blocking(Files::load_snapshot).await
+    }
+}
+
+/// The runs `gc` moved to the archive files, which the log still reads.
+#[async_trait]
+impl Archive for FileLog {
+    async fn archived_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        FileLog::archived_runs(self).await
+    }
+
+    fn holds_live(&self, run_id: &RunId) -> bool {
+        FileLog::holds_live(self, run_id)
     }
 }
 

@@ -3,7 +3,6 @@
 
 mod access;
 pub mod archive;
-pub mod bundle;
 mod cold;
 #[cfg(test)]
 mod damage;
@@ -27,8 +26,6 @@ mod snapshot;
 mod verify;
 mod write;
 
-// The format modules under the paths the bundle module names.
-use format::{codec, record};
 
 // What this crate's API takes and returns from the crates below it: the store traits its
 // methods come from and the types they name, so a user of the log needs no other dependency.

@@ -5,7 +5,7 @@
 
 use crate::extract::{Body, Names};
 use crate::server::AppState;
-use crate::{archived, drive, ApiError};
+use crate::{drive, ApiError};
 use apollo11_core::{disguise, limits, OverrideTarget};
 use apollo11_runtime::inspect::Pause;
 use apollo11_runtime::{EngineError, EventId, Refusal, RunAction, RunId};
@@ -95,7 +95,7 @@ async fn act(
 async fn act_on(state: Arc<AppState>, names: Vec<String>, note: Note, action: RunAction) -> Answer {
     note.checked()?;
     let run_id = RunId(names[0].clone());
-    archived::refuse(&state, &run_id).await?;
+    refuse_archived(&state, &run_id).await?;
     let engine = &state.engine;
     let appended = match action {
         RunAction::Pause => engine.pause(&run_id, &note.by, &note.reason).await,
@@ -120,6 +120,14 @@ async fn act_on(state: Arc<AppState>, names: Vec<String>, note: Note, action: Ru
     };
     drive::drive(&state, &run_id).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({"event_id": event_id}))))
+}
+
+/// 409 for an action on a run only the archive holds: it takes no more events.
+async fn refuse_archived(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
+    match state.inspector.refusal_if_archived(run_id).await? {
+        Some(why) => Err(ApiError::conflict(why)),
+        None => Ok(()),
+    }
 }
 
 /// A resume of a run no operator paused only drives it again, which cannot help a run that
@@ -164,7 +172,7 @@ pub async fn override_step(
     .checked()?;
     drive::detached(async move {
         let run_id = RunId(names[0].clone());
-        archived::refuse(&state, &run_id).await?;
+        refuse_archived(&state, &run_id).await?;
         let event_id = state
             .engine
             .override_step(&run_id, &names[1], to, &body.by, &body.reason)

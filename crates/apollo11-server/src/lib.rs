@@ -8,7 +8,6 @@
 //! interrupted.
 
 mod actions;
-mod archived;
 mod auth;
 pub mod client;
 mod conns;

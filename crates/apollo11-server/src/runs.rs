@@ -5,7 +5,7 @@ use crate::client::segment;
 use crate::extract::{Body, Names, Params};
 use crate::server::AppState;
 use crate::workflows::{without_dir, Registry};
-use crate::{archived, drive, ApiError};
+use crate::{drive, ApiError};
 use apollo11_core::EventId;
 use apollo11_runtime::inspect::{RunFilter, RunRow, RunView};
 use apollo11_runtime::{RunId, RunStatus};
@@ -52,22 +52,15 @@ pub async fn list(State(state): Shared, params: Params) -> Result<Json<Value>, A
     }
     let after = params.text("cursor").map(Cursor::parse).transpose()?;
     let after = after.as_ref().map(Cursor::at);
-    let live = state.inspector.runs_page(&filter, after, limit + 1).await?;
-    let mut rows: Vec<(RunRow, bool)> = live.into_iter().map(|row| (row, false)).collect();
-    if params.flag("all")? {
-        let archived = archived::rows(&state, &filter).await?.into_iter();
-        rows.extend(archived.map(|row| (row, true)).filter(|(row, _)| {
-            after.is_none_or(|after| (row.created_at, row.run_id.as_str()) < after)
-        }));
-        rows.sort_by(|(a, _), (b, _)| {
-            (b.created_at, b.run_id.as_str()).cmp(&(a.created_at, a.run_id.as_str()))
-        });
-    }
-    let next = (rows.len() > limit).then(|| Cursor::of(&rows[limit - 1].0).to_text());
+    let all = params.flag("all")?;
+    let rows = (state.inspector)
+        .runs_page_with(&filter, after, limit + 1, all)
+        .await?;
+    let next = (rows.len() > limit).then(|| Cursor::of(&rows[limit - 1].row).to_text());
     let runs: Vec<Value> = (rows.iter().take(limit))
-        .map(|(row, archived)| {
-            let mut value = json!(row);
-            value["archived"] = json!(archived);
+        .map(|listed| {
+            let mut value = json!(listed.row);
+            value["archived"] = json!(listed.archived);
             value
         })
         .collect();
@@ -158,11 +151,7 @@ pub async fn status(
         Some(_) => Some(EventId(params.number("at", 0, 0, u64::MAX)?)),
         None => None,
     };
-    let mut view = state.inspector.status(&run_id, at).await?;
-    // Only a finished run is archived: a running one needs no look at the list of runs.
-    if view.state != RunStatus::Running && archived::is_archived(&state, &run_id).await? {
-        view = view.archived();
-    }
+    let view = state.inspector.status_or_archived(&run_id, at).await?;
     Ok(Json(run_json(&view)))
 }
 

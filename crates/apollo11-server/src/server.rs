@@ -163,6 +163,14 @@ impl Readiness {
     }
 }
 
+/// The inspector of `store`; of the file log's archive too, when the store is the file log.
+fn inspector(store: Arc<DynStore>, ready: &Readiness) -> Inspector<DynStore> {
+    match ready {
+        Readiness::File(log) => Inspector::new(store).with_archive(log.clone()),
+        Readiness::Claims(_) => Inspector::new(store),
+    }
+}
+
 /// Opens the data dir's file log for writing, its lock naming the server's address.
 async fn open_file_log(
     config: &ServerConfig,
@@ -252,7 +260,7 @@ impl Server {
         let (closing, closing_rx) = watch::channel(false);
         let state = AppState {
             engine,
-            inspector: Inspector::new(store.clone()),
+            inspector: inspector(store.clone(), &ready),
             fanout,
             store,
             ready,

@@ -3,13 +3,16 @@
 
 #[cfg(feature = "testing")]
 mod acked;
+mod archive;
 mod blob;
+pub mod codec;
 #[cfg(feature = "testing")]
 pub mod conformance;
 mod dynamic;
 mod error;
 pub mod feed;
 mod forward;
+pub mod frame;
 mod lease;
 mod mem;
 mod traits;
@@ -17,6 +20,7 @@ mod validate;
 
 #[cfg(feature = "testing")]
 pub use acked::{AckLog, Acked};
+pub use archive::Archive;
 pub use blob::{check_blob, offload, resolve, sha256_hex};
 pub use dynamic::{DynStore, FullStore};
 pub use error::StoreError;

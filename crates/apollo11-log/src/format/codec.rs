@@ -1,36 +1,10 @@
-//! The only place that knows bincode. Events are encoded with bincode 2's standard
-//! configuration (varint integers, little-endian) and always decoded with a size limit. The
-//! segment header carries a format version, so this codec can be replaced without breaking
-//! old logs.
+//! The only place of the log that knows bincode: the event codec of the store crate (shared
+//! with run bundles), and the head of an event that opening a log reads. The segment header
+//! carries a format version, so this codec can be replaced without breaking old logs.
 
-use apollo11_core::{limits, Event, EventRef};
+use apollo11_store::codec::config;
+pub use apollo11_store::codec::{decode_event, encode_event};
 use serde::Deserialize;
-
-const LIMIT: usize = limits::RECORD_BYTES_MAX as usize;
-
-fn config() -> impl bincode::config::Config {
-    bincode::config::standard().with_limit::<LIMIT>()
-}
-
-/// Appends the encoding of `event` to `out`.
-pub fn encode_event(event: &Event, out: &mut Vec<u8>) -> Result<(), String> {
-    bincode::serde::encode_into_std_write(event, out, config())
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
-
-/// Decodes one event that must fill `bytes` exactly, borrowing its strings and payload.
-pub fn decode_event(bytes: &[u8]) -> Result<EventRef<'_>, String> {
-    let (event, used): (EventRef<'_>, usize) =
-        bincode::serde::borrow_decode_from_slice(bytes, config()).map_err(|e| e.to_string())?;
-    if used != bytes.len() {
-        return Err(format!(
-            "{} trailing bytes after the event",
-            bytes.len() - used
-        ));
-    }
-    Ok(event)
-}
 
 /// The first fields of an encoded event: all that opening a log needs to index it.
 #[derive(Deserialize)]
@@ -56,7 +30,7 @@ pub fn decode_head(bytes: &[u8]) -> Result<Head<'_>, String> {
 mod tests {
     use super::*;
     use apollo11_core::strategies::arb_event_kind;
-    use apollo11_core::{BlobRef, EventId, Payload, RunId, Seq, StepName};
+    use apollo11_core::{BlobRef, Event, EventId, Payload, RunId, Seq, StepName};
     use proptest::prelude::*;
 
     fn arb_payload() -> impl Strategy<Value = Payload> {

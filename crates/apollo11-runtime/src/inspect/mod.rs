@@ -3,12 +3,14 @@
 //! so they all answer the same question the same way. Generic over the store traits: it
 //! reads, never appends.
 
+mod archived;
 mod event;
 mod list;
 mod plan;
 mod retention;
 mod run;
 
+pub use archived::ListedRun;
 pub use event::{EventDetail, EventPage, EventView, PayloadView};
 use list::Rows;
 pub use list::{RunFilter, RunList, RunRow, Unreadable};
@@ -19,14 +21,16 @@ pub use run::{archived_refusal, OverrideChoice, Pause, RunView, StepLog, StepVie
 use crate::{Clock, EngineError, Store};
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, WorkflowSpec};
 use apollo11_machine::{RunMachine, RunState};
-use apollo11_store::{resolve, BlobStore, EventStore, StoreError};
+use apollo11_store::{resolve, Archive, BlobStore, EventStore, StoreError};
 use std::sync::{Arc, Mutex};
 
 /// Read-only answers about the runs in a store. Cheap to share behind an `Arc`; it keeps
 /// the rows of [`Inspector::runs`] between calls and re-reads only the runs whose last
-/// event changed since.
+/// event changed since. Given the store's archive ([`Inspector::with_archive`]), it answers
+/// about the runs only the archive holds too.
 pub struct Inspector<S> {
     store: Arc<S>,
+    archive: Option<Arc<dyn Archive>>,
     clock: Clock,
     rows: Mutex<Rows>,
 }
@@ -48,6 +52,7 @@ impl<S: Store> Inspector<S> {
     pub fn with_clock(store: Arc<S>, clock: Clock) -> Inspector<S> {
         Inspector {
             store,
+            archive: None,
             clock,
             rows: Mutex::new(Rows::default()),
         }

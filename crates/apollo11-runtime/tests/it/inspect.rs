@@ -96,12 +96,12 @@ fn spec(name: &str) -> WorkflowSpec {
     )
 }
 
-fn created(run: &str, workflow: &str, at_ms: u64) -> History {
+pub(crate) fn created(run: &str, workflow: &str, at_ms: u64) -> History {
     let definition = Payload::inline(serde_json::to_vec(&spec(workflow)).unwrap());
     History::new(run).at(at_ms).created(workflow, definition)
 }
 
-async fn append(store: &impl EventStore, history: History) -> Vec<EventId> {
+pub(crate) async fn append(store: &impl EventStore, history: History) -> Vec<EventId> {
     let run = history.run_id().clone();
     let last = store.list_runs().await.unwrap();
     let seq = last

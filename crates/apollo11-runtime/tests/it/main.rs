@@ -1,5 +1,6 @@
 //! Integration tests of the runtime, on the in-memory store with tokio's paused clock.
 
+mod archived;
 mod compensation;
 mod engine;
 mod flaky;

@@ -2,7 +2,10 @@
 //! such as step logs) in one self-contained, checksummed file that another store imports.
 //! The format is in `docs/log-format.md` (Run bundle): the segments' record framing and event
 //! codec, in sections that each carry a CRC of their data, and a last record holding the CRC
-//! of everything before it.
+//! of everything before it. It reads from and writes to any store of `apollo11-store`'s
+//! traits: the file log, PostgreSQL, `MemStore`.
+
+#![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 mod read;
 mod transfer;
@@ -99,7 +102,7 @@ impl SectionType {
     /// The kind of its data records.
     fn data_kind(self) -> u8 {
         match self {
-            SectionType::Events => crate::record::KIND_EVENT,
+            SectionType::Events => apollo11_store::frame::KIND_EVENT,
             _ => KIND_CHUNK,
         }
     }

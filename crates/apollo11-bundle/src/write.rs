@@ -1,9 +1,9 @@
 //! Writing a bundle: header, sections (manifest, events, blobs, files), end record.
 
 use super::{Bundle, SectionType, HEADER_BYTES, KIND_END, KIND_SECTION, MAGIC, VERSION};
-use crate::codec;
-use crate::record;
 use apollo11_core::limits;
+use apollo11_store::codec;
+use apollo11_store::frame;
 use apollo11_store::{sha256_hex, StoreError};
 
 /// Most data bytes in one chunk record (the body's kind byte fills the record's limit).
@@ -39,7 +39,7 @@ pub fn encode(bundle: &Bundle) -> Result<Vec<u8>, StoreError> {
         out.extend_from_slice(section);
     }
     let crc = crc32fast::hash(&out);
-    record::append_record(&mut out, KIND_END, |b| {
+    frame::append_record(&mut out, KIND_END, |b| {
         b.extend_from_slice(&(sections.len() as u32).to_le_bytes());
         b.extend_from_slice(&crc.to_le_bytes());
     });
@@ -82,13 +82,13 @@ fn section<'a>(kind: SectionType, name: &str, bodies: impl Iterator<Item = &'a [
     let (mut data, mut records, mut bytes) = (Vec::new(), 0u32, 0u64);
     let mut crc = crc32fast::Hasher::new();
     for body in bodies {
-        record::append_record(&mut data, kind.data_kind(), |b| b.extend_from_slice(body));
+        frame::append_record(&mut data, kind.data_kind(), |b| b.extend_from_slice(body));
         crc.update(body);
         records += 1;
         bytes += body.len() as u64;
     }
     let mut out = Vec::with_capacity(data.len() + 64);
-    record::append_record(&mut out, KIND_SECTION, |b| {
+    frame::append_record(&mut out, KIND_SECTION, |b| {
         b.push(kind as u8);
         b.extend_from_slice(&records.to_le_bytes());
         b.extend_from_slice(&bytes.to_le_bytes());

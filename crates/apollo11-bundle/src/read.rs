@@ -7,9 +7,9 @@ use super::{
     Bundle, BundleError, BundleFile, SectionType, HEADER_BYTES, KIND_END, KIND_SECTION, MAGIC,
     SECTION_FIXED_BYTES, VERSION,
 };
-use crate::codec;
-use crate::record::{self, Parsed};
 use apollo11_core::{check_name, Event, NameKind, Payload, RunId, StepName};
+use apollo11_store::codec;
+use apollo11_store::frame::{self, Parsed};
 use apollo11_store::sha256_hex;
 use std::collections::BTreeSet;
 
@@ -127,7 +127,7 @@ impl<'a> Reader<'a> {
             offset: at as u64,
             reason,
         };
-        match record::parse_frame(self.bytes, at) {
+        match frame::parse_frame(self.bytes, at) {
             Parsed::Record {
                 kind: k,
                 body,

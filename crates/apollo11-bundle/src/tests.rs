@@ -1,6 +1,6 @@
 use super::*;
-use crate::record::{self, Parsed};
 use apollo11_core::{limits, BlobRef, EventId, EventKind, Payload, Seq};
+use apollo11_store::frame::{self, Parsed};
 use apollo11_store::{sha256_hex, BlobStore, EventStore, MemStore, NewEvent};
 
 fn event(run: &str, id: u64, seq: u32, payload: Payload) -> Event {
@@ -52,7 +52,7 @@ fn sample() -> Bundle {
 fn record_offsets(bytes: &[u8]) -> Vec<usize> {
     let mut offsets = Vec::new();
     let mut at = HEADER_BYTES;
-    while let Parsed::Record { next, .. } = record::parse_frame(bytes, at) {
+    while let Parsed::Record { next, .. } = frame::parse_frame(bytes, at) {
         offsets.push(at);
         at = next;
     }
@@ -120,7 +120,7 @@ fn forge(bytes: &mut [u8], at: usize, edit: impl FnOnce(&mut [u8])) {
     let end = *record_offsets(bytes).last().unwrap();
     let crc = crc32fast::hash(&bytes[..end]);
     let mut fixed = Vec::new();
-    record::append_record(&mut fixed, KIND_END, |b| {
+    frame::append_record(&mut fixed, KIND_END, |b| {
         b.extend_from_slice(&bytes[end + 9..end + 13]);
         b.extend_from_slice(&crc.to_le_bytes());
     });
