@@ -141,6 +141,7 @@ impl PgStore {
         };
         let gone = || StoreError::Unavailable {
             message: "appending events: the store's writer task ended".into(),
+            sqlstate: None,
         };
         self.writer.send(request).await.map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
