@@ -43,10 +43,20 @@ pub fn pg(doing: &str, e: tokio_postgres::Error) -> StoreError {
 }
 
 /// An error raised without the server's word: the connection failed, closed or timed out
-/// (retry), or this client could not make the request (a bug: no retry cures it).
+/// (retry), or this client could not make the request or refused the server's TLS (its
+/// certificate, no TLS at all): no retry cures those.
 fn client_side(doing: &str, e: tokio_postgres::Error) -> StoreError {
-    let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
-    let message = format!("{doing}: {e}");
+    let io = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| {
+            !io.get_ref()
+                .is_some_and(|inner| inner.is::<rustls::Error>())
+        });
+    // tokio-postgres's own text names only the kind (a TLS handshake): the cause follows.
+    let message = match std::error::Error::source(&e) {
+        Some(cause) => format!("{doing}: {e}: {cause}"),
+        None => format!("{doing}: {e}"),
+    };
     if e.is_closed() || io {
         StoreError::Unavailable {
             message,

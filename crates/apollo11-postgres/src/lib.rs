@@ -13,6 +13,7 @@ mod schema;
 mod scratch;
 mod sql;
 mod store;
+mod tls;
 mod writer;
 
 pub use schema::VERSION as SCHEMA_VERSION;
