@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
+mod binds;
 mod error;
 mod feed;
 mod lease;

@@ -1,7 +1,49 @@
 //! Every statement the store runs, written once for its schema.
 
+use crate::binds::{numbered, params};
 use crate::rows::{EVENT_COLUMNS, UNNEST_EVENTS};
 use crate::schema::quote;
+
+params! {
+    /// The parameters of [`Sql::write_events`]: the events as columns, then the runs they
+    /// move on.
+    WriteEvents<'a> {
+        /// Each event's run.
+        event_run: &'a [String],
+        /// Each event's seq.
+        event_seq: &'a [i64],
+        /// Each event's step, if any.
+        step: &'a [Option<String>],
+        /// Each event's kind, as JSON.
+        kind: &'a [String],
+        /// Each event's attempt.
+        attempt: &'a [i64],
+        /// Each event's time, ms since the Unix epoch.
+        at_ms: &'a [i64],
+        /// Each event's instance.
+        instance: &'a [String],
+        /// Each event's inline payload, if any.
+        payload: &'a [Option<Vec<u8>>],
+        /// Each event's blob hash, if any.
+        blob_sha256: &'a [Option<String>],
+        /// Each event's blob size, if any.
+        blob_bytes: &'a [Option<i64>],
+        /// How many events.
+        count: i64,
+        /// The runs moved on, each once.
+        runs: Vec<&'a str>,
+        /// Each run's last seq after the batch.
+        last_seqs: Vec<i64>,
+        /// Each run's last event's position among the events (from 1).
+        positions: Vec<i64>,
+        /// The change feed's channel.
+        channel: &'a str,
+        /// Each run's seq before the batch, as the batch was planned.
+        was: Vec<i64>,
+        /// Each run's epoch, where an append of it is fenced.
+        epochs: Vec<Option<i64>>,
+    }
+}
 
 /// The statements, with the schema filled in.
 #[derive(Debug)]
@@ -14,15 +56,16 @@ pub struct Sql {
     /// The runs of `$1` as they are: `(run_id, last_seq, epoch)`; after [`Sql::lock_runs`],
     /// as they stay until the transaction ends.
     pub run_states: String,
-    /// Writes a batch's events in one statement: takes `$11` ids from `event_ids`, inserts
-    /// the rows of [`UNNEST_EVENTS`] (the `n`th gets the `n`th id), moves each run of `$12`
-    /// on to its last seq `$13` and the id of its last row `$14` if it is still at seq `$16`
-    /// and, where `$17` is not null, at epoch `$17` (else the statement fails with
-    /// [`RUNS_MOVED`] and writes nothing), and tells the change feeds of every instance on
-    /// channel `$15` that events up to the batch's last id were committed: returns the id
-    /// before the batch's first. The row of `event_ids` is taken here, the transaction's
-    /// last statement, and stays locked to the commit, so batches commit in the order of
-    /// their ids and a reader never sees a later id before an earlier.
+    /// Writes a batch's events in one statement, with [`WriteEvents`]: takes `$count` ids
+    /// from `event_ids`, inserts the rows of [`UNNEST_EVENTS`] (the `n`th gets the `n`th
+    /// id), moves each run of `$runs` on to its last seq `$last_seqs` and the id of its last
+    /// row `$positions` if it is still at seq `$was` and, where `$epochs` is not null, at
+    /// that epoch (else the statement fails with [`RUNS_MOVED`] and writes nothing), and
+    /// tells the change feeds of every instance on channel `$channel` that events up to the
+    /// batch's last id were committed: returns the id before the batch's first. The row of
+    /// `event_ids` is taken here, the transaction's last statement, and stays locked to the
+    /// commit, so batches commit in the order of their ids and a reader never sees a later
+    /// id before an earlier.
     pub write_events: String,
     /// A run's events from a seq: by the `(run_id, seq)` index.
     pub read_run: String,
@@ -92,22 +135,27 @@ impl Sql {
             run_states: format!(
                 "SELECT run_id, last_seq, epoch FROM {s}.runs WHERE run_id = ANY($1::text[])"
             ),
-            write_events: format!(
-                "WITH ids AS (UPDATE {s}.event_ids SET last = last + $11 \
-                   RETURNING last - $11 AS before), \
-                 inserted AS (INSERT INTO {s}.events ({EVENT_COLUMNS}) \
-                   SELECT ids.before + u.n, u.run_id, u.seq, u.step, u.kind, u.attempt, \
-                     u.at_ms, u.instance, u.payload, u.blob_sha256, u.blob_bytes \
-                   FROM ids, {UNNEST_EVENTS}), \
-                 moved AS (UPDATE {s}.runs AS r SET last_seq = e.seq, last_event_id = ids.before + e.n \
-                   FROM ids, unnest($12::text[], $13::bigint[], $14::bigint[], $16::bigint[], \
-                     $17::bigint[]) AS e(run_id, seq, n, was, epoch) \
-                   WHERE r.run_id = e.run_id AND r.last_seq = e.was \
-                     AND (e.epoch IS NULL OR r.epoch = e.epoch) \
-                   RETURNING 1) \
-                 SELECT before, pg_notify($15, (before + $11)::text), \
-                   {s}.runs_moved((SELECT count(*) FROM moved), cardinality($12::text[])) \
-                 FROM ids"
+            write_events: numbered(
+                &format!(
+                    "WITH ids AS (UPDATE {s}.event_ids SET last = last + $count \
+                       RETURNING last - $count AS before), \
+                     inserted AS (INSERT INTO {s}.events ({EVENT_COLUMNS}) \
+                       SELECT ids.before + u.n, u.run_id, u.seq, u.step, u.kind, u.attempt, \
+                         u.at_ms, u.instance, u.payload, u.blob_sha256, u.blob_bytes \
+                       FROM ids, {UNNEST_EVENTS}), \
+                     moved AS (UPDATE {s}.runs AS r \
+                       SET last_seq = e.seq, last_event_id = ids.before + e.n \
+                       FROM ids, unnest($runs::text[], $last_seqs::bigint[], \
+                         $positions::bigint[], $was::bigint[], $epochs::bigint[]) \
+                         AS e(run_id, seq, n, was, epoch) \
+                       WHERE r.run_id = e.run_id AND r.last_seq = e.was \
+                         AND (e.epoch IS NULL OR r.epoch = e.epoch) \
+                       RETURNING 1) \
+                     SELECT before, pg_notify($channel, (before + $count)::text), \
+                       {s}.runs_moved((SELECT count(*) FROM moved), cardinality($runs::text[])) \
+                     FROM ids"
+                ),
+                WriteEvents::NAMES,
             ),
             read_run: format!(
                 "SELECT {EVENT_COLUMNS} FROM {s}.events WHERE run_id = $1 AND seq >= $2 ORDER BY seq"
@@ -182,5 +230,27 @@ impl Sql {
     /// The schema.
     pub fn schema(&self) -> &str {
         &self.schema
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binds::check;
+
+    #[test]
+    fn the_batch_write_numbers_each_of_its_parameters_once_in_the_structs_order() {
+        let sql = Sql::new("apollo11");
+        assert_eq!(check(&sql.write_events, WriteEvents::NAMES), Ok(()));
+        assert_eq!(WriteEvents::NAMES.len(), 17);
+        assert_eq!(WriteEvents::NAMES[10..12], ["count", "runs"]);
+        assert!(
+            sql.write_events.contains("last = last + $11"),
+            "{}",
+            sql.write_events
+        );
+        let mut more = WriteEvents::NAMES.to_vec();
+        more.push("unbound");
+        assert!(check(&sql.write_events, &more).is_err());
     }
 }
