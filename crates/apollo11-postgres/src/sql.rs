@@ -45,6 +45,66 @@ params! {
     }
 }
 
+params! {
+    /// The parameters of [`Sql::acquire`].
+    Acquire<'a> {
+        /// The run.
+        run_id: &'a str,
+        /// Who takes the lease.
+        owner: &'a str,
+        /// How long it lasts, in ms.
+        ttl_ms: i64,
+    }
+}
+
+params! {
+    /// The parameters of [`Sql::renew`].
+    Renew<'a> {
+        /// The run.
+        run_id: &'a str,
+        /// Who holds the lease.
+        owner: &'a str,
+        /// How long it lasts from now, in ms.
+        ttl_ms: i64,
+        /// The epoch it is held at.
+        epoch: i64,
+    }
+}
+
+params! {
+    /// The parameters of [`Sql::release`] and [`Sql::park`].
+    LetGo<'a> {
+        /// The run.
+        run_id: &'a str,
+        /// Who holds the lease.
+        owner: &'a str,
+        /// The epoch it is held at.
+        epoch: i64,
+    }
+}
+
+params! {
+    /// The parameters of [`Sql::heartbeat`].
+    Heartbeat<'a> {
+        /// The instance.
+        owner: &'a str,
+        /// How long it stays alive, in ms.
+        ttl_ms: i64,
+    }
+}
+
+params! {
+    /// The parameters of [`Sql::claim`].
+    Claim<'a> {
+        /// The instance claiming.
+        owner: &'a str,
+        /// Runs claimed at most.
+        max: i64,
+        /// How long each lease lasts, in ms.
+        ttl_ms: i64,
+    }
+}
+
 /// The statements, with the schema filled in.
 #[derive(Debug)]
 pub struct Sql {
@@ -126,7 +186,7 @@ impl Sql {
     /// The statements for `schema`.
     pub fn new(schema: &str) -> Sql {
         let s = quote(schema);
-        let ttl = "now() + $3::bigint * interval '1 millisecond'";
+        let ttl = "now() + $ttl_ms::bigint * interval '1 millisecond'";
         Sql {
             lock_runs: format!(
                 "INSERT INTO {s}.runs (run_id) SELECT unnest($1::text[]) ORDER BY 1 \
@@ -180,44 +240,66 @@ impl Sql {
             get_blob: format!("SELECT bytes FROM {s}.blobs WHERE sha256 = $1"),
             // Free, expired or already the caller's: taken, the epoch raised unless it was
             // the caller's. Held by another: no row.
-            acquire: format!(
-                "INSERT INTO {s}.runs AS r (run_id, epoch, owner, expires_at) \
-                 VALUES ($1, 1, $2, {ttl}) \
-                 ON CONFLICT (run_id) DO UPDATE SET \
-                   epoch = CASE WHEN r.owner = excluded.owner THEN r.epoch ELSE r.epoch + 1 END, \
-                   owner = excluded.owner, expires_at = excluded.expires_at, parked = false \
-                 WHERE r.owner IS NULL OR r.owner = excluded.owner OR r.expires_at <= now() \
-                 RETURNING {LEASE_COLUMNS}"
+            acquire: numbered(
+                &format!(
+                    "INSERT INTO {s}.runs AS r (run_id, epoch, owner, expires_at) \
+                     VALUES ($run_id, 1, $owner, {ttl}) \
+                     ON CONFLICT (run_id) DO UPDATE SET \
+                       epoch = CASE WHEN r.owner = excluded.owner THEN r.epoch ELSE r.epoch + 1 END, \
+                       owner = excluded.owner, expires_at = excluded.expires_at, parked = false \
+                     WHERE r.owner IS NULL OR r.owner = excluded.owner OR r.expires_at <= now() \
+                     RETURNING {LEASE_COLUMNS}"
+                ),
+                Acquire::NAMES,
             ),
-            renew: format!(
-                "UPDATE {s}.runs SET expires_at = {ttl} \
-                 WHERE run_id = $1 AND owner = $2 AND epoch = $4 RETURNING {LEASE_COLUMNS}"
+            renew: numbered(
+                &format!(
+                    "UPDATE {s}.runs SET expires_at = {ttl} \
+                     WHERE run_id = $run_id AND owner = $owner AND epoch = $epoch \
+                     RETURNING {LEASE_COLUMNS}"
+                ),
+                Renew::NAMES,
             ),
-            release: format!(
-                "UPDATE {s}.runs SET owner = NULL, expires_at = NULL \
-                 WHERE run_id = $1 AND (owner = $2 OR owner IS NULL) AND epoch = $3 RETURNING epoch"
+            release: numbered(
+                &format!(
+                    "UPDATE {s}.runs SET owner = NULL, expires_at = NULL \
+                     WHERE run_id = $run_id AND (owner = $owner OR owner IS NULL) \
+                       AND epoch = $epoch RETURNING epoch"
+                ),
+                LetGo::NAMES,
             ),
-            park: format!(
-                "UPDATE {s}.runs SET owner = NULL, expires_at = NULL, parked = true \
-                 WHERE run_id = $1 AND (owner = $2 OR owner IS NULL) AND epoch = $3 RETURNING epoch"
+            park: numbered(
+                &format!(
+                    "UPDATE {s}.runs SET owner = NULL, expires_at = NULL, parked = true \
+                     WHERE run_id = $run_id AND (owner = $owner OR owner IS NULL) \
+                       AND epoch = $epoch RETURNING epoch"
+                ),
+                LetGo::NAMES,
             ),
-            // `$1` owner, `$2` ttl in ms: stays alive; returns the instances alive.
-            heartbeat: format!(
-                "WITH beat AS (INSERT INTO {s}.instances AS i (owner, expires_at) \
-                   VALUES ($1, now() + $2::bigint * interval '1 millisecond') \
-                   ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at) \
-                 SELECT 1 + count(*) FROM {s}.instances WHERE expires_at > now() AND owner <> $1"
+            // Stays alive; returns the instances alive.
+            heartbeat: numbered(
+                &format!(
+                    "WITH beat AS (INSERT INTO {s}.instances AS i (owner, expires_at) \
+                       VALUES ($owner, {ttl}) \
+                       ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at) \
+                     SELECT 1 + count(*) FROM {s}.instances \
+                     WHERE expires_at > now() AND owner <> $owner"
+                ),
+                Heartbeat::NAMES,
             ),
             unclaimed: format!("SELECT count(*) FROM {s}.runs WHERE {UNCLAIMED}"),
-            // `$1` owner, `$2` max, `$3` ttl in ms. Rows locked by another claim or by a
-            // batch appending to them are skipped, not waited for.
-            claim: format!(
-                "WITH picked AS (SELECT run_id FROM {s}.runs WHERE {UNCLAIMED} \
-                   ORDER BY run_id LIMIT $2 FOR UPDATE SKIP LOCKED) \
-                 UPDATE {s}.runs AS r SET epoch = r.epoch + 1, owner = $1, expires_at = {ttl}, \
-                   parked = false \
-                 FROM picked WHERE r.run_id = picked.run_id \
-                 RETURNING r.run_id, {LEASE_COLUMNS}"
+            // Rows locked by another claim or by a batch appending to them are skipped, not
+            // waited for.
+            claim: numbered(
+                &format!(
+                    "WITH picked AS (SELECT run_id FROM {s}.runs WHERE {UNCLAIMED} \
+                       ORDER BY run_id LIMIT $max FOR UPDATE SKIP LOCKED) \
+                     UPDATE {s}.runs AS r SET epoch = r.epoch + 1, owner = $owner, \
+                       expires_at = {ttl}, parked = false \
+                     FROM picked WHERE r.run_id = picked.run_id \
+                     RETURNING r.run_id, {LEASE_COLUMNS}"
+                ),
+                Claim::NAMES,
             ),
             lease: format!(
                 "SELECT {LEASE_COLUMNS} FROM {s}.runs WHERE run_id = $1 AND owner IS NOT NULL"
@@ -239,9 +321,21 @@ mod tests {
     use crate::binds::check;
 
     #[test]
-    fn the_batch_write_numbers_each_of_its_parameters_once_in_the_structs_order() {
+    fn each_statement_numbers_each_of_its_parameters_once_in_the_structs_order() {
         let sql = Sql::new("apollo11");
-        assert_eq!(check(&sql.write_events, WriteEvents::NAMES), Ok(()));
+        let named = [
+            (&sql.write_events, WriteEvents::NAMES),
+            (&sql.acquire, Acquire::NAMES),
+            (&sql.renew, Renew::NAMES),
+            (&sql.release, LetGo::NAMES),
+            (&sql.park, LetGo::NAMES),
+            (&sql.heartbeat, Heartbeat::NAMES),
+            (&sql.claim, Claim::NAMES),
+        ];
+        for (statement, names) in named {
+            assert_eq!(check(statement, names), Ok(()), "{statement}");
+        }
+        assert!(sql.renew.contains("epoch = $4"), "{}", sql.renew);
         assert_eq!(WriteEvents::NAMES.len(), 17);
         assert_eq!(WriteEvents::NAMES[10..12], ["count", "runs"]);
         assert!(
