@@ -1,9 +1,9 @@
-//! TLS as the URL's `sslmode` asks: against the test server (without TLS) `disable` and
-//! `prefer` connect and `require` is refused naming TLS; against a private server with TLS
-//! on, `verify-full` with the CA that signed its certificate connects, and with another CA
-//! is refused.
+//! TLS as the URL's `sslmode` asks: against the test server `disable`, `prefer` and
+//! (when the server offers TLS) `require` connect; against a server that answers "no TLS",
+//! `require` is refused naming TLS; against a private server with TLS on, `verify-full` with
+//! the CA that signed its certificate connects, and with another CA is refused.
 
-use crate::tls_server::TlsServer;
+use crate::tls_server::{refusing_tls, TlsServer};
 use apollo11_core::{RunId, Seq};
 use apollo11_postgres::{test_url, PgOptions, PgStore};
 use apollo11_store::{EventStore, StoreError};
@@ -15,10 +15,24 @@ fn with(url: &str, param: &str) -> String {
     format!("{url}{join}{param}")
 }
 
+/// Whether the server of `url` has TLS on.
+async fn offers_tls(url: &str) -> bool {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let row = client.query_one("SHOW ssl", &[]).await.unwrap();
+    row.get::<_, String>(0) == "on"
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn disable_and_prefer_connect_to_a_server_without_tls_and_require_is_refused() {
+async fn disable_prefer_and_require_of_a_server_with_tls_connect() {
     let Some(url) = test_url() else { return };
-    for mode in ["sslmode=disable", "sslmode=prefer"] {
+    let mut modes = vec!["sslmode=disable", "sslmode=prefer"];
+    if offers_tls(&url).await {
+        modes.push("sslmode=require");
+    }
+    for mode in modes {
         let store = PgStore::open_scratch(&with(&url, mode)).await.unwrap();
         let run = RunId::from("tls");
         store
@@ -31,9 +45,16 @@ async fn disable_and_prefer_connect_to_a_server_without_tls_and_require_is_refus
             "{mode}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_of_a_server_without_tls_is_refused_naming_tls() {
+    let port = refusing_tls();
     let required = PgOptions {
         connect_timeout: Duration::from_secs(2),
-        ..PgOptions::new(with(&url, "sslmode=require"))
+        ..PgOptions::new(format!(
+            "postgres://postgres@127.0.0.1:{port}/test?sslmode=require"
+        ))
     };
     let e = PgStore::open(required).await.unwrap_err();
     assert!(e.to_string().contains("TLS"), "{e}");

@@ -1,7 +1,8 @@
 //! A private PostgreSQL server with TLS on, for the `verify-*` modes: a CA and a server
 //! certificate for `127.0.0.1` made with the `openssl` command, `initdb` into a temporary
 //! folder (as `postgres` when this process is root: initdb refuses root), started on a free
-//! loopback port. Stopped and removed when dropped.
+//! loopback port. Stopped and removed when dropped. And a server that answers every
+//! request for TLS with no, as one without TLS does.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -154,4 +155,22 @@ fn bindir() -> Option<PathBuf> {
     let out = Command::new("pg_config").arg("--bindir").output().ok()?;
     let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     (dir.join("initdb").is_file() && dir.join("pg_ctl").is_file()).then_some(dir)
+}
+
+/// The port of a listener on 127.0.0.1 that answers each connection's request for TLS with
+/// `N` (no TLS here) and closes it, as long as the process lives.
+pub fn refusing_tls() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            // The SSLRequest: its length (8) and code.
+            let mut request = [0; 8];
+            if stream.read_exact(&mut request).is_ok() {
+                let _ = stream.write_all(b"N");
+            }
+        }
+    });
+    port
 }
