@@ -67,6 +67,7 @@ fn joined<T>(
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(_) => Err(StoreError::Unavailable {
             message: "the runtime is shutting down".into(),
+            sqlstate: None,
         }),
     }
 }

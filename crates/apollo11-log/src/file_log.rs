@@ -316,6 +316,7 @@ impl Drop for FileLog {
             }
             Some(Writing::Thread(queue)) => queue.close(StoreError::Unavailable {
                 message: "the log is closed".into(),
+                sqlstate: None,
             }),
             None => {}
         }

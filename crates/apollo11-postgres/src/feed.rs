@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Events read at once while publishing.
 const PAGE_EVENTS: u32 = 1_000;
@@ -50,23 +51,22 @@ impl Feed {
     }
 }
 
+/// How the feed's own connection is made: the store's settings and TLS.
+pub type Connect = (tokio_postgres::Config, MakeRustlsConnect);
+
 /// Starts the task for `channel`; abort the handle to stop it.
-pub fn spawn(
-    pool: Pool,
-    sql: Arc<Sql>,
-    config: tokio_postgres::Config,
-) -> (Arc<Feed>, JoinHandle<()>) {
+pub fn spawn(pool: Pool, sql: Arc<Sql>, connect: Connect) -> (Arc<Feed>, JoinHandle<()>) {
     let feed = Arc::new(Feed::new());
-    let task = tokio::spawn(run(feed.clone(), pool, sql, config));
+    let task = tokio::spawn(run(feed.clone(), pool, sql, connect));
     (feed, task)
 }
 
-async fn run(feed: Arc<Feed>, pool: Pool, sql: Arc<Sql>, config: tokio_postgres::Config) {
+async fn run(feed: Arc<Feed>, pool: Pool, sql: Arc<Sql>, connect: Connect) {
     let mut listener = None;
     let (mut listening, mut reading) = (Streak::new(LISTEN), Streak::new(READ));
     loop {
         if listener.is_none() {
-            listener = listening.settle(listen(&config, &sql.channel).await);
+            listener = listening.settle(listen(&connect, &sql.channel).await);
         }
         match &mut listener {
             Some((_, notified)) => {
@@ -145,10 +145,10 @@ impl Streak {
 /// A connection LISTENing on `channel`, and where its notifications arrive (closed when the
 /// connection ends). Notifications that arrive while one waits are merged into it.
 async fn listen(
-    config: &tokio_postgres::Config,
+    (config, tls): &Connect,
     channel: &str,
 ) -> Result<(tokio_postgres::Client, mpsc::Receiver<()>), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(NoTls).await?;
+    let (client, mut connection) = config.connect(tls.clone()).await?;
     let (tell, notified) = mpsc::channel(1);
     tokio::spawn(async move {
         while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {

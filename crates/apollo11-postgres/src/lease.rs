@@ -3,6 +3,7 @@
 //! their own clocks say.
 
 use crate::read::query;
+use crate::sql::{Acquire, Claim, Heartbeat, LetGo, Renew};
 use crate::PgStore;
 use apollo11_core::{EventId, RunId, Seq};
 use apollo11_store::{
@@ -26,8 +27,6 @@ fn lease_from_row(run_id: &RunId, row: &Row) -> Lease {
     lease_at(run_id, row, 0)
 }
 
-type Params<'a, const N: usize> = [&'a (dyn tokio_postgres::types::ToSql + Sync); N];
-
 #[async_trait]
 impl LeaseStore for PgStore {
     async fn acquire(
@@ -38,20 +37,25 @@ impl LeaseStore for PgStore {
     ) -> Result<Option<Lease>, StoreError> {
         validate_lease(run_id, owner, ttl)?;
         let doing = format!("acquiring the lease of run `{run_id}`");
-        let ttl = ttl_ms(ttl) as i64;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
-            [&run_id.as_str(), &owner, &ttl];
-        let rows = query(&self.pool, &doing, &self.sql.acquire, &params).await?;
+        let params = Acquire {
+            run_id: run_id.as_str(),
+            owner,
+            ttl_ms: ttl_ms(ttl) as i64,
+        };
+        let rows = query(&self.pool, &doing, &self.sql.acquire, &params.binds()).await?;
         Ok(rows.first().map(|row| lease_from_row(run_id, row)))
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
         validate_lease(&lease.run_id, &lease.owner, ttl)?;
         let doing = format!("renewing the lease of run `{}`", lease.run_id);
-        let (ttl, epoch) = (ttl_ms(ttl) as i64, lease.epoch as i64);
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-            [&lease.run_id.as_str(), &lease.owner, &ttl, &epoch];
-        let rows = query(&self.pool, &doing, &self.sql.renew, &params).await?;
+        let params = Renew {
+            run_id: lease.run_id.as_str(),
+            owner: &lease.owner,
+            ttl_ms: ttl_ms(ttl) as i64,
+            epoch: lease.epoch as i64,
+        };
+        let rows = query(&self.pool, &doing, &self.sql.renew, &params.binds()).await?;
         rows.first()
             .map(|row| lease_from_row(&lease.run_id, row))
             .ok_or_else(|| lease.lost())
@@ -68,9 +72,11 @@ impl LeaseStore for PgStore {
     async fn heartbeat(&self, owner: &str, ttl: Duration) -> Result<u32, StoreError> {
         validate_owner(owner, ttl)?;
         let doing = format!("recording that instance {owner:?} is alive");
-        let ttl = ttl_ms(ttl) as i64;
-        let params: Params<2> = [&owner, &ttl];
-        let rows = query(&self.pool, &doing, &self.sql.heartbeat, &params).await?;
+        let params = Heartbeat {
+            owner,
+            ttl_ms: ttl_ms(ttl) as i64,
+        };
+        let rows = query(&self.pool, &doing, &self.sql.heartbeat, &params.binds()).await?;
         Ok(rows.first().map_or(1, |row| row.get::<_, i64>(0)) as u32)
     }
 
@@ -88,9 +94,12 @@ impl LeaseStore for PgStore {
     async fn claim(&self, owner: &str, ttl: Duration, max: u32) -> Result<Vec<Lease>, StoreError> {
         validate_owner(owner, ttl)?;
         let doing = format!("claiming runs for instance {owner:?}");
-        let (ttl, max) = (ttl_ms(ttl) as i64, i64::from(max));
-        let params: Params<3> = [&owner, &max, &ttl];
-        let rows = query(&self.pool, &doing, &self.sql.claim, &params).await?;
+        let params = Claim {
+            owner,
+            max: i64::from(max),
+            ttl_ms: ttl_ms(ttl) as i64,
+        };
+        let rows = query(&self.pool, &doing, &self.sql.claim, &params.binds()).await?;
         let mut leases: Vec<Lease> = rows
             .iter()
             .map(|row| lease_at(&RunId(row.get(0)), row, 1))
@@ -120,9 +129,12 @@ impl PgStore {
     /// Releases `lease` by `statement` (release or park); one already released is harmless.
     async fn let_go(&self, lease: &Lease, verb: &str, statement: &str) -> Result<(), StoreError> {
         let doing = format!("{verb} the lease of run `{}`", lease.run_id);
-        let epoch = lease.epoch as i64;
-        let params: Params<3> = [&lease.run_id.as_str(), &lease.owner, &epoch];
-        let rows = query(&self.pool, &doing, statement, &params).await?;
+        let params = LetGo {
+            run_id: lease.run_id.as_str(),
+            owner: &lease.owner,
+            epoch: lease.epoch as i64,
+        };
+        let rows = query(&self.pool, &doing, statement, &params.binds()).await?;
         rows.first().map(|_| ()).ok_or_else(|| lease.lost())
     }
 }

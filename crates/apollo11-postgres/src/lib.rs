@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
+mod binds;
 mod error;
 mod feed;
 mod lease;
@@ -13,6 +14,7 @@ mod schema;
 mod scratch;
 mod sql;
 mod store;
+mod tls;
 mod writer;
 
 pub use schema::VERSION as SCHEMA_VERSION;

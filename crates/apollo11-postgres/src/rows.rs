@@ -6,34 +6,34 @@ use crate::error::corrupted;
 use apollo11_core::{BlobRef, Event, EventId, Payload, RunId, Seq, StepName};
 use apollo11_store::{NewEvent, StoreError};
 use std::collections::HashMap;
-use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 /// The columns of `events`, in the order reads select them and inserts fill them.
 pub const EVENT_COLUMNS: &str =
     "event_id, run_id, seq, step, kind, attempt, at_ms, instance, payload, blob_sha256, blob_bytes";
 
-/// The rows of [`EventColumns::params`] (`$1` to `$10`) as a table `u` of the columns of
-/// [`EVENT_COLUMNS`] but the id, and each row's position `n` (from 1), from which the statement
-/// that inserts them computes its id.
-pub const UNNEST_EVENTS: &str = "unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
-    $5::bigint[], $6::bigint[], $7::text[], $8::bytea[], $9::text[], $10::bigint[]) \
+/// The events of [`WriteEvents`](crate::sql::WriteEvents)'s columns (`$event_run` to
+/// `$blob_bytes`) as a table `u` of the columns of [`EVENT_COLUMNS`] but the id, and each
+/// row's position `n` (from 1), from which the statement that inserts them computes its id.
+pub const UNNEST_EVENTS: &str = "unnest($event_run::text[], $event_seq::bigint[], \
+    $step::text[], $kind::text[], $attempt::bigint[], $at_ms::bigint[], $instance::text[], \
+    $payload::bytea[], $blob_sha256::text[], $blob_bytes::bigint[]) \
     WITH ORDINALITY AS u(run_id, seq, step, kind, attempt, at_ms, instance, payload, \
     blob_sha256, blob_bytes, n)";
 
 /// Events as one array per column, for [`UNNEST_EVENTS`].
 #[derive(Debug, Default)]
 pub struct EventColumns {
-    runs: Vec<String>,
-    seqs: Vec<i64>,
-    steps: Vec<Option<String>>,
-    kinds: Vec<String>,
-    attempts: Vec<i64>,
-    at_ms: Vec<i64>,
-    instances: Vec<String>,
-    payloads: Vec<Option<Vec<u8>>>,
-    blob_hashes: Vec<Option<String>>,
-    blob_sizes: Vec<Option<i64>>,
+    pub runs: Vec<String>,
+    pub seqs: Vec<i64>,
+    pub steps: Vec<Option<String>>,
+    pub kinds: Vec<String>,
+    pub attempts: Vec<i64>,
+    pub at_ms: Vec<i64>,
+    pub instances: Vec<String>,
+    pub payloads: Vec<Option<Vec<u8>>>,
+    pub blob_hashes: Vec<Option<String>>,
+    pub blob_sizes: Vec<Option<i64>>,
 }
 
 impl EventColumns {
@@ -81,22 +81,6 @@ impl EventColumns {
             positions.push(n);
         }
         (runs, seqs, positions)
-    }
-
-    /// The parameters of [`UNNEST_EVENTS`].
-    pub fn params(&self) -> [&(dyn ToSql + Sync); 10] {
-        [
-            &self.runs,
-            &self.seqs,
-            &self.steps,
-            &self.kinds,
-            &self.attempts,
-            &self.at_ms,
-            &self.instances,
-            &self.payloads,
-            &self.blob_hashes,
-            &self.blob_sizes,
-        ]
     }
 }
 

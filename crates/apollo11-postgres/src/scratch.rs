@@ -93,10 +93,7 @@ impl PgStore {
 /// when it refuses (a role without the right to end others' sessions).
 pub async fn terminate_sessions(url: &str, application_name: &str) -> Result<u64, StoreError> {
     let doing = format!("ending the sessions named `{application_name}`");
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .map_err(|e| pg(&doing, e))?;
-    let connection = tokio::spawn(connection);
+    let (client, connection) = crate::tls::connect(url, &doing).await?;
     let ended = client
         .query(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
@@ -120,12 +117,12 @@ impl Drop for Scratch {
                 .enable_all()
                 .build()?;
             runtime.block_on(async {
-                let (client, connection) =
-                    tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
-                tokio::spawn(connection);
+                let doing = format!("dropping scratch schema {schema}");
+                let (client, _connection) = crate::tls::connect(&url, &doing).await?;
                 client
                     .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
                     .await
+                    .map_err(|e| pg(&doing, e))
             })?;
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
         });

@@ -1,7 +1,109 @@
 //! Every statement the store runs, written once for its schema.
 
+use crate::binds::{numbered, params};
 use crate::rows::{EVENT_COLUMNS, UNNEST_EVENTS};
 use crate::schema::quote;
+
+params! {
+    /// The parameters of [`Sql::write_events`]: the events as columns, then the runs they
+    /// move on.
+    WriteEvents<'a> {
+        /// Each event's run.
+        event_run: &'a [String],
+        /// Each event's seq.
+        event_seq: &'a [i64],
+        /// Each event's step, if any.
+        step: &'a [Option<String>],
+        /// Each event's kind, as JSON.
+        kind: &'a [String],
+        /// Each event's attempt.
+        attempt: &'a [i64],
+        /// Each event's time, ms since the Unix epoch.
+        at_ms: &'a [i64],
+        /// Each event's instance.
+        instance: &'a [String],
+        /// Each event's inline payload, if any.
+        payload: &'a [Option<Vec<u8>>],
+        /// Each event's blob hash, if any.
+        blob_sha256: &'a [Option<String>],
+        /// Each event's blob size, if any.
+        blob_bytes: &'a [Option<i64>],
+        /// How many events.
+        count: i64,
+        /// The runs moved on, each once.
+        runs: Vec<&'a str>,
+        /// Each run's last seq after the batch.
+        last_seqs: Vec<i64>,
+        /// Each run's last event's position among the events (from 1).
+        positions: Vec<i64>,
+        /// The change feed's channel.
+        channel: &'a str,
+        /// Each run's seq before the batch, as the batch was planned.
+        was: Vec<i64>,
+        /// Each run's epoch, where an append of it is fenced.
+        epochs: Vec<Option<i64>>,
+    }
+}
+
+params! {
+    /// The parameters of [`Sql::acquire`].
+    Acquire<'a> {
+        /// The run.
+        run_id: &'a str,
+        /// Who takes the lease.
+        owner: &'a str,
+        /// How long it lasts, in ms.
+        ttl_ms: i64,
+    }
+}
+
+params! {
+    /// The parameters of [`Sql::renew`].
+    Renew<'a> {
+        /// The run.
+        run_id: &'a str,
+        /// Who holds the lease.
+        owner: &'a str,
+        /// How long it lasts from now, in ms.
+        ttl_ms: i64,
+        /// The epoch it is held at.
+        epoch: i64,
+    }
+}
+
+params! {
+    /// The parameters of [`Sql::release`] and [`Sql::park`].
+    LetGo<'a> {
+        /// The run.
+        run_id: &'a str,
+        /// Who holds the lease.
+        owner: &'a str,
+        /// The epoch it is held at.
+        epoch: i64,
+    }
+}
+
+params! {
+    /// The parameters of [`Sql::heartbeat`].
+    Heartbeat<'a> {
+        /// The instance.
+        owner: &'a str,
+        /// How long it stays alive, in ms.
+        ttl_ms: i64,
+    }
+}
+
+params! {
+    /// The parameters of [`Sql::claim`].
+    Claim<'a> {
+        /// The instance claiming.
+        owner: &'a str,
+        /// Runs claimed at most.
+        max: i64,
+        /// How long each lease lasts, in ms.
+        ttl_ms: i64,
+    }
+}
 
 /// The statements, with the schema filled in.
 #[derive(Debug)]
@@ -14,15 +116,16 @@ pub struct Sql {
     /// The runs of `$1` as they are: `(run_id, last_seq, epoch)`; after [`Sql::lock_runs`],
     /// as they stay until the transaction ends.
     pub run_states: String,
-    /// Writes a batch's events in one statement: takes `$11` ids from `event_ids`, inserts
-    /// the rows of [`UNNEST_EVENTS`] (the `n`th gets the `n`th id), moves each run of `$12`
-    /// on to its last seq `$13` and the id of its last row `$14` if it is still at seq `$16`
-    /// and, where `$17` is not null, at epoch `$17` (else the statement fails with
-    /// [`RUNS_MOVED`] and writes nothing), and tells the change feeds of every instance on
-    /// channel `$15` that events up to the batch's last id were committed: returns the id
-    /// before the batch's first. The row of `event_ids` is taken here, the transaction's
-    /// last statement, and stays locked to the commit, so batches commit in the order of
-    /// their ids and a reader never sees a later id before an earlier.
+    /// Writes a batch's events in one statement, with [`WriteEvents`]: takes `$count` ids
+    /// from `event_ids`, inserts the rows of [`UNNEST_EVENTS`] (the `n`th gets the `n`th
+    /// id), moves each run of `$runs` on to its last seq `$last_seqs` and the id of its last
+    /// row `$positions` if it is still at seq `$was` and, where `$epochs` is not null, at
+    /// that epoch (else the statement fails with [`RUNS_MOVED`] and writes nothing), and
+    /// tells the change feeds of every instance on channel `$channel` that events up to the
+    /// batch's last id were committed: returns the id before the batch's first. The row of
+    /// `event_ids` is taken here, the transaction's last statement, and stays locked to the
+    /// commit, so batches commit in the order of their ids and a reader never sees a later
+    /// id before an earlier.
     pub write_events: String,
     /// A run's events from a seq: by the `(run_id, seq)` index.
     pub read_run: String,
@@ -83,7 +186,7 @@ impl Sql {
     /// The statements for `schema`.
     pub fn new(schema: &str) -> Sql {
         let s = quote(schema);
-        let ttl = "now() + $3::bigint * interval '1 millisecond'";
+        let ttl = "now() + $ttl_ms::bigint * interval '1 millisecond'";
         Sql {
             lock_runs: format!(
                 "INSERT INTO {s}.runs (run_id) SELECT unnest($1::text[]) ORDER BY 1 \
@@ -92,22 +195,27 @@ impl Sql {
             run_states: format!(
                 "SELECT run_id, last_seq, epoch FROM {s}.runs WHERE run_id = ANY($1::text[])"
             ),
-            write_events: format!(
-                "WITH ids AS (UPDATE {s}.event_ids SET last = last + $11 \
-                   RETURNING last - $11 AS before), \
-                 inserted AS (INSERT INTO {s}.events ({EVENT_COLUMNS}) \
-                   SELECT ids.before + u.n, u.run_id, u.seq, u.step, u.kind, u.attempt, \
-                     u.at_ms, u.instance, u.payload, u.blob_sha256, u.blob_bytes \
-                   FROM ids, {UNNEST_EVENTS}), \
-                 moved AS (UPDATE {s}.runs AS r SET last_seq = e.seq, last_event_id = ids.before + e.n \
-                   FROM ids, unnest($12::text[], $13::bigint[], $14::bigint[], $16::bigint[], \
-                     $17::bigint[]) AS e(run_id, seq, n, was, epoch) \
-                   WHERE r.run_id = e.run_id AND r.last_seq = e.was \
-                     AND (e.epoch IS NULL OR r.epoch = e.epoch) \
-                   RETURNING 1) \
-                 SELECT before, pg_notify($15, (before + $11)::text), \
-                   {s}.runs_moved((SELECT count(*) FROM moved), cardinality($12::text[])) \
-                 FROM ids"
+            write_events: numbered(
+                &format!(
+                    "WITH ids AS (UPDATE {s}.event_ids SET last = last + $count \
+                       RETURNING last - $count AS before), \
+                     inserted AS (INSERT INTO {s}.events ({EVENT_COLUMNS}) \
+                       SELECT ids.before + u.n, u.run_id, u.seq, u.step, u.kind, u.attempt, \
+                         u.at_ms, u.instance, u.payload, u.blob_sha256, u.blob_bytes \
+                       FROM ids, {UNNEST_EVENTS}), \
+                     moved AS (UPDATE {s}.runs AS r \
+                       SET last_seq = e.seq, last_event_id = ids.before + e.n \
+                       FROM ids, unnest($runs::text[], $last_seqs::bigint[], \
+                         $positions::bigint[], $was::bigint[], $epochs::bigint[]) \
+                         AS e(run_id, seq, n, was, epoch) \
+                       WHERE r.run_id = e.run_id AND r.last_seq = e.was \
+                         AND (e.epoch IS NULL OR r.epoch = e.epoch) \
+                       RETURNING 1) \
+                     SELECT before, pg_notify($channel, (before + $count)::text), \
+                       {s}.runs_moved((SELECT count(*) FROM moved), cardinality($runs::text[])) \
+                     FROM ids"
+                ),
+                WriteEvents::NAMES,
             ),
             read_run: format!(
                 "SELECT {EVENT_COLUMNS} FROM {s}.events WHERE run_id = $1 AND seq >= $2 ORDER BY seq"
@@ -132,44 +240,66 @@ impl Sql {
             get_blob: format!("SELECT bytes FROM {s}.blobs WHERE sha256 = $1"),
             // Free, expired or already the caller's: taken, the epoch raised unless it was
             // the caller's. Held by another: no row.
-            acquire: format!(
-                "INSERT INTO {s}.runs AS r (run_id, epoch, owner, expires_at) \
-                 VALUES ($1, 1, $2, {ttl}) \
-                 ON CONFLICT (run_id) DO UPDATE SET \
-                   epoch = CASE WHEN r.owner = excluded.owner THEN r.epoch ELSE r.epoch + 1 END, \
-                   owner = excluded.owner, expires_at = excluded.expires_at, parked = false \
-                 WHERE r.owner IS NULL OR r.owner = excluded.owner OR r.expires_at <= now() \
-                 RETURNING {LEASE_COLUMNS}"
+            acquire: numbered(
+                &format!(
+                    "INSERT INTO {s}.runs AS r (run_id, epoch, owner, expires_at) \
+                     VALUES ($run_id, 1, $owner, {ttl}) \
+                     ON CONFLICT (run_id) DO UPDATE SET \
+                       epoch = CASE WHEN r.owner = excluded.owner THEN r.epoch ELSE r.epoch + 1 END, \
+                       owner = excluded.owner, expires_at = excluded.expires_at, parked = false \
+                     WHERE r.owner IS NULL OR r.owner = excluded.owner OR r.expires_at <= now() \
+                     RETURNING {LEASE_COLUMNS}"
+                ),
+                Acquire::NAMES,
             ),
-            renew: format!(
-                "UPDATE {s}.runs SET expires_at = {ttl} \
-                 WHERE run_id = $1 AND owner = $2 AND epoch = $4 RETURNING {LEASE_COLUMNS}"
+            renew: numbered(
+                &format!(
+                    "UPDATE {s}.runs SET expires_at = {ttl} \
+                     WHERE run_id = $run_id AND owner = $owner AND epoch = $epoch \
+                     RETURNING {LEASE_COLUMNS}"
+                ),
+                Renew::NAMES,
             ),
-            release: format!(
-                "UPDATE {s}.runs SET owner = NULL, expires_at = NULL \
-                 WHERE run_id = $1 AND (owner = $2 OR owner IS NULL) AND epoch = $3 RETURNING epoch"
+            release: numbered(
+                &format!(
+                    "UPDATE {s}.runs SET owner = NULL, expires_at = NULL \
+                     WHERE run_id = $run_id AND (owner = $owner OR owner IS NULL) \
+                       AND epoch = $epoch RETURNING epoch"
+                ),
+                LetGo::NAMES,
             ),
-            park: format!(
-                "UPDATE {s}.runs SET owner = NULL, expires_at = NULL, parked = true \
-                 WHERE run_id = $1 AND (owner = $2 OR owner IS NULL) AND epoch = $3 RETURNING epoch"
+            park: numbered(
+                &format!(
+                    "UPDATE {s}.runs SET owner = NULL, expires_at = NULL, parked = true \
+                     WHERE run_id = $run_id AND (owner = $owner OR owner IS NULL) \
+                       AND epoch = $epoch RETURNING epoch"
+                ),
+                LetGo::NAMES,
             ),
-            // `$1` owner, `$2` ttl in ms: stays alive; returns the instances alive.
-            heartbeat: format!(
-                "WITH beat AS (INSERT INTO {s}.instances AS i (owner, expires_at) \
-                   VALUES ($1, now() + $2::bigint * interval '1 millisecond') \
-                   ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at) \
-                 SELECT 1 + count(*) FROM {s}.instances WHERE expires_at > now() AND owner <> $1"
+            // Stays alive; returns the instances alive.
+            heartbeat: numbered(
+                &format!(
+                    "WITH beat AS (INSERT INTO {s}.instances AS i (owner, expires_at) \
+                       VALUES ($owner, {ttl}) \
+                       ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at) \
+                     SELECT 1 + count(*) FROM {s}.instances \
+                     WHERE expires_at > now() AND owner <> $owner"
+                ),
+                Heartbeat::NAMES,
             ),
             unclaimed: format!("SELECT count(*) FROM {s}.runs WHERE {UNCLAIMED}"),
-            // `$1` owner, `$2` max, `$3` ttl in ms. Rows locked by another claim or by a
-            // batch appending to them are skipped, not waited for.
-            claim: format!(
-                "WITH picked AS (SELECT run_id FROM {s}.runs WHERE {UNCLAIMED} \
-                   ORDER BY run_id LIMIT $2 FOR UPDATE SKIP LOCKED) \
-                 UPDATE {s}.runs AS r SET epoch = r.epoch + 1, owner = $1, expires_at = {ttl}, \
-                   parked = false \
-                 FROM picked WHERE r.run_id = picked.run_id \
-                 RETURNING r.run_id, {LEASE_COLUMNS}"
+            // Rows locked by another claim or by a batch appending to them are skipped, not
+            // waited for.
+            claim: numbered(
+                &format!(
+                    "WITH picked AS (SELECT run_id FROM {s}.runs WHERE {UNCLAIMED} \
+                       ORDER BY run_id LIMIT $max FOR UPDATE SKIP LOCKED) \
+                     UPDATE {s}.runs AS r SET epoch = r.epoch + 1, owner = $owner, \
+                       expires_at = {ttl}, parked = false \
+                     FROM picked WHERE r.run_id = picked.run_id \
+                     RETURNING r.run_id, {LEASE_COLUMNS}"
+                ),
+                Claim::NAMES,
             ),
             lease: format!(
                 "SELECT {LEASE_COLUMNS} FROM {s}.runs WHERE run_id = $1 AND owner IS NOT NULL"
@@ -182,5 +312,39 @@ impl Sql {
     /// The schema.
     pub fn schema(&self) -> &str {
         &self.schema
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binds::check;
+
+    #[test]
+    fn each_statement_numbers_each_of_its_parameters_once_in_the_structs_order() {
+        let sql = Sql::new("apollo11");
+        let named = [
+            (&sql.write_events, WriteEvents::NAMES),
+            (&sql.acquire, Acquire::NAMES),
+            (&sql.renew, Renew::NAMES),
+            (&sql.release, LetGo::NAMES),
+            (&sql.park, LetGo::NAMES),
+            (&sql.heartbeat, Heartbeat::NAMES),
+            (&sql.claim, Claim::NAMES),
+        ];
+        for (statement, names) in named {
+            assert_eq!(check(statement, names), Ok(()), "{statement}");
+        }
+        assert!(sql.renew.contains("epoch = $4"), "{}", sql.renew);
+        assert_eq!(WriteEvents::NAMES.len(), 17);
+        assert_eq!(WriteEvents::NAMES[10..12], ["count", "runs"]);
+        assert!(
+            sql.write_events.contains("last = last + $11"),
+            "{}",
+            sql.write_events
+        );
+        let mut more = WriteEvents::NAMES.to_vec();
+        more.push("unbound");
+        assert!(check(&sql.write_events, &more).is_err());
     }
 }

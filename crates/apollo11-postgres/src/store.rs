@@ -18,12 +18,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio_postgres::NoTls;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// How to reach the database.
 #[derive(Clone, Debug)]
 pub struct PgOptions {
-    /// `postgres://user[:password]@host[:port]/database[?options]`.
+    /// `postgres://user[:password]@host[:port]/database[?options]`; TLS as its `sslmode`
+    /// (`disable`, `prefer`, `require`, `verify-ca`, `verify-full`) and `sslrootcert` say.
     pub url: String,
     /// The schema holding the tables (created if missing): [`DEFAULT_SCHEMA`] unless told.
     pub schema: String,
@@ -80,13 +81,15 @@ impl PgStore {
     ///
     /// # Errors
     ///
-    /// [`StoreError::Invalid`] for a bad url or schema name, or a schema a newer version made;
+    /// [`StoreError::Invalid`] for a bad url or schema name, a `verify-*` sslmode without a
+    /// readable `sslrootcert`, or a schema a newer version made;
     /// [`StoreError::Unavailable`] when the server cannot be reached; [`StoreError::Backend`]
     /// when a migration fails.
     pub async fn open(options: PgOptions) -> Result<PgStore, StoreError> {
         check_schema(&options.schema)?;
+        let tls = crate::tls::tls(&options.url)?;
         let mut config: tokio_postgres::Config =
-            options.url.parse().map_err(|e| StoreError::Invalid {
+            tls.url.parse().map_err(|e| StoreError::Invalid {
                 what: "database url".into(),
                 reason: format!("{e}"),
             })?;
@@ -100,7 +103,7 @@ impl PgStore {
             IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
         );
         config.options(options_text.trim_start());
-        let pool = pool(config.clone(), &options)?;
+        let pool = pool(config.clone(), tls.connector.clone(), &options)?;
         let mut client = pool
             .get()
             .await
@@ -109,7 +112,7 @@ impl PgStore {
         drop(client);
         let sql = Arc::new(Sql::new(&options.schema));
         let writer = writer::spawn(pool.clone(), sql.clone());
-        let (feed, feed_task) = feed::spawn(pool.clone(), sql.clone(), config);
+        let (feed, feed_task) = feed::spawn(pool.clone(), sql.clone(), (config, tls.connector));
         Ok(PgStore {
             pool,
             sql,
@@ -141,16 +144,21 @@ impl PgStore {
         };
         let gone = || StoreError::Unavailable {
             message: "appending events: the store's writer task ended".into(),
+            sqlstate: None,
         };
         self.writer.send(request).await.map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
     }
 }
 
-fn pool(config: tokio_postgres::Config, options: &PgOptions) -> Result<Pool, StoreError> {
+fn pool(
+    config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
+    options: &PgOptions,
+) -> Result<Pool, StoreError> {
     let manager = Manager::from_config(
         config,
-        NoTls,
+        tls,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },

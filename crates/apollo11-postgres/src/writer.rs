@@ -10,7 +10,7 @@
 use crate::error::{pg, pool};
 use crate::plan::{plan, Ask, RunState};
 use crate::rows::EventColumns;
-use crate::sql::{Sql, RUNS_MOVED};
+use crate::sql::{Sql, WriteEvents, RUNS_MOVED};
 use apollo11_core::{EventId, RunId, Seq};
 use apollo11_store::{NewEvent, StoreError};
 use deadpool_postgres::{Object, Pool};
@@ -212,7 +212,7 @@ async fn planned(
     let names = names(appends);
     let lock_params: [&(dyn ToSql + Sync); 1] = [&names];
     let params = batch.params(&sql.channel);
-    let params = params.refs();
+    let params = params.binds();
     // Every request is answered before the connection goes back to the pool: a batch
     // refused by the write leaves the connection idle (its `COMMIT` rolled back), and the
     // next batch uses it as it is.
@@ -260,7 +260,7 @@ async fn locked(pool: &Pool, sql: &Sql, appends: &[Append]) -> Result<Written, S
     let write = tx.prepare(&sql.write_events).await?;
     let client = tx.client();
     let params = batch.params(&sql.channel);
-    let params = params.refs();
+    let params = params.binds();
     let (row, ()) = tokio::try_join!(
         client.query_one(&write, &params),
         client.batch_execute("COMMIT")
@@ -405,14 +405,24 @@ impl Batch {
     }
 
     /// The parameters of `write_events`.
-    fn params<'a>(&'a self, channel: &'a String) -> WriteParams<'a> {
-        let (runs, seqs, positions) = self.columns.run_ends();
+    fn params<'a>(&'a self, channel: &'a str) -> WriteEvents<'a> {
+        let (runs, last_seqs, positions) = self.columns.run_ends();
         let (was, epochs) = runs.iter().map(|run| self.was[*run]).unzip();
-        WriteParams {
-            columns: &self.columns,
-            count: self.columns.len() as i64,
+        let c = &self.columns;
+        WriteEvents {
+            event_run: &c.runs,
+            event_seq: &c.seqs,
+            step: &c.steps,
+            kind: &c.kinds,
+            attempt: &c.attempts,
+            at_ms: &c.at_ms,
+            instance: &c.instances,
+            payload: &c.payloads,
+            blob_sha256: &c.blob_hashes,
+            blob_bytes: &c.blob_sizes,
+            count: c.len() as i64,
             runs,
-            seqs,
+            last_seqs,
             positions,
             channel,
             was,
@@ -422,34 +432,6 @@ impl Batch {
 
     fn answers(&self, before: i64) -> Vec<Answer> {
         answers(&self.counts, before as u64)
-    }
-}
-
-/// The parameters of `write_events`, owned.
-struct WriteParams<'a> {
-    columns: &'a EventColumns,
-    count: i64,
-    runs: Vec<&'a str>,
-    seqs: Vec<i64>,
-    positions: Vec<i64>,
-    channel: &'a String,
-    was: Vec<i64>,
-    epochs: Vec<Option<i64>>,
-}
-
-impl WriteParams<'_> {
-    /// `$1` to `$17`.
-    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
-        let rest: [&(dyn ToSql + Sync); 7] = [
-            &self.count,
-            &self.runs,
-            &self.seqs,
-            &self.positions,
-            self.channel,
-            &self.was,
-            &self.epochs,
-        ];
-        self.columns.params().into_iter().chain(rest).collect()
     }
 }
 

@@ -156,8 +156,10 @@ impl Readiness {
             Readiness::File(log) => log.check_writable(),
             Readiness::Claims(last) => {
                 let last = last.read().unwrap_or_else(|p| p.into_inner());
-                last.clone()
-                    .map_err(|message| StoreError::Unavailable { message })
+                last.clone().map_err(|message| StoreError::Unavailable {
+                    message,
+                    sqlstate: None,
+                })
             }
         }
     }

@@ -120,6 +120,8 @@ pub enum StoreError {
     Unavailable {
         /// What was being done, and what the backend's client said.
         message: String,
+        /// The database's SQLSTATE (`57P01`, `08006`), when the database said why.
+        sqlstate: Option<String>,
     },
     /// The backend answered with an error of its own: a database's serialization failure or
     /// deadlock (retryable: the transaction did not happen), a constraint it enforces, a
@@ -130,6 +132,8 @@ pub enum StoreError {
         message: String,
         /// Whether the same call may succeed if made again.
         retryable: bool,
+        /// The database's SQLSTATE (`40001`, `23505`), when it has one.
+        sqlstate: Option<String>,
     },
 }
 
@@ -156,6 +160,18 @@ impl StoreError {
         }
     }
 
+    /// The database's SQLSTATE of an [`StoreError::Unavailable`] or [`StoreError::Backend`]
+    /// the database explained (`40001` a serialization failure, `23505` a unique violation,
+    /// `57P01` the server shutting down), for callers that decide by it.
+    pub fn sqlstate(&self) -> Option<&str> {
+        match self {
+            StoreError::Unavailable { sqlstate, .. } | StoreError::Backend { sqlstate, .. } => {
+                sqlstate.as_deref()
+            }
+            _ => None,
+        }
+    }
+
     /// Wraps an IO error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> StoreError {
         StoreError::Io {
@@ -174,10 +190,12 @@ mod tests {
         let retryable = [
             StoreError::Unavailable {
                 message: "connection reset".into(),
+                sqlstate: None,
             },
             StoreError::Backend {
                 message: "40001 could not serialize access".into(),
                 retryable: true,
+                sqlstate: Some("40001".into()),
             },
         ];
         assert!(retryable.iter().all(StoreError::is_retryable));
@@ -185,6 +203,7 @@ mod tests {
             StoreError::Backend {
                 message: "23505 duplicate key".into(),
                 retryable: false,
+                sqlstate: Some("23505".into()),
             },
             StoreError::Conflict {
                 run_id: RunId::from("r"),
@@ -207,5 +226,12 @@ mod tests {
             StoreError::io("syncing", std::io::Error::other("EIO")),
         ];
         assert!(!not.iter().any(StoreError::is_retryable));
+        let codes: Vec<_> = retryable
+            .iter()
+            .chain(&not)
+            .map(StoreError::sqlstate)
+            .collect();
+        assert_eq!(codes[..3], [None, Some("40001"), Some("23505")]);
+        assert!(codes[3..].iter().all(Option::is_none));
     }
 }

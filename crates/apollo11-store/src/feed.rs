@@ -152,6 +152,7 @@ impl<'s> Subscription<'s> {
                         Err(broadcast::error::RecvError::Closed) => {
                             return Err(StoreError::Unavailable {
                                 message: "the store's change feed closed".into(),
+                                sqlstate: None,
                             })
                         }
                     }

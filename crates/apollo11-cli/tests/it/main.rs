@@ -18,5 +18,6 @@ mod paths;
 mod scrub;
 mod serve;
 mod storage;
+mod store_tls;
 mod traces;
 mod validation;

@@ -176,6 +176,7 @@ async fn an_append_whose_connection_the_server_kills_is_unavailable_and_its_retr
     let e = append.await.unwrap().unwrap_err();
     assert!(matches!(e, StoreError::Unavailable { .. }), "{e:?}");
     assert!(e.to_string().contains("57P01"), "{e}");
+    assert_eq!(e.sqlstate(), Some("57P01"), "{e:?}");
     held.rollback().await.unwrap();
     // Nothing was written; the same append, retried as a driver does (another pooled
     // connection the server ended may answer first), goes in on a new connection.

@@ -4,6 +4,8 @@
 
 mod database;
 mod order;
+mod tls;
+mod tls_server;
 
 use apollo11_postgres::{test_url, PgStore};
 use std::sync::Arc;

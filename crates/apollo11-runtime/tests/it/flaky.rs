@@ -42,6 +42,7 @@ struct Flaky {
 fn unavailable() -> StoreError {
     StoreError::Unavailable {
         message: "connection reset by peer (simulated)".into(),
+        sqlstate: None,
     }
 }
 
@@ -161,6 +162,7 @@ async fn a_run_waits_out_an_unavailable_store_and_an_append_whose_answer_was_los
     let retryable_refusal = StoreError::Backend {
         message: "40001 could not serialize access (simulated)".into(),
         retryable: true,
+        sqlstate: Some("40001".into()),
     };
     store.append_faults.lock().unwrap().extend([
         (2, Fault::Fail(unavailable())),
@@ -198,6 +200,7 @@ async fn a_store_error_no_retry_can_cure_stops_the_run_with_it() {
     let refusal = StoreError::Backend {
         message: "23514 check constraint violated (simulated)".into(),
         retryable: false,
+        sqlstate: Some("23514".into()),
     };
     store
         .append_faults
@@ -206,7 +209,9 @@ async fn a_store_error_no_retry_can_cure_stops_the_run_with_it() {
         .insert(3, Fault::Fail(refusal));
     let ledger = Ledger::default();
     match run(&store, &ledger).await {
-        Err(EngineError::Store(StoreError::Backend { message, retryable })) => {
+        Err(EngineError::Store(StoreError::Backend {
+            message, retryable, ..
+        })) => {
             assert!(!retryable && message.starts_with("23514"), "{message}");
         }
         other => panic!("the run must stop with the store's error, got {other:?}"),
