@@ -61,7 +61,7 @@ pub(crate) struct Shared<S> {
     appended: AtomicU64,
     snapshot_due: Arc<Notify>,
     /// The runs the gauges count.
-    pub runs: RunGauges,
+    pub runs: Arc<RunGauges>,
 }
 
 impl<S: Store> Shared<S> {
@@ -321,7 +321,7 @@ impl<S: Store> Engine<S> {
             view: tokio::sync::Mutex::new(view),
             appended: AtomicU64::new(0),
             snapshot_due: Arc::new(Notify::new()),
-            runs: RunGauges::default(),
+            runs: Arc::default(),
         });
         let runs = shared.caught_up_view().await?.runs();
         let seconds = started.elapsed().as_secs_f64();

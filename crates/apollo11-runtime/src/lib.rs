@@ -10,6 +10,7 @@ mod lease;
 pub mod metrics;
 mod names;
 mod step;
+mod tries;
 mod view;
 mod workflow;
 
@@ -30,4 +31,5 @@ pub use error::EngineError;
 pub use inspect::Inspector;
 pub use lease::{Leasing, LEASE_TTL_MIN};
 pub use step::{Cancel, Leftover, Output, Place, Settled, Step, StepContext, StepError};
+pub use tries::{Try, TryKind};
 pub use workflow::{StepBuilder, Workflow, WorkflowBuilder, WorkflowError};

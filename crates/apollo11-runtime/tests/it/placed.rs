@@ -7,7 +7,7 @@ use crate::scripted::{kinds, open};
 use apollo11_core::{EventKind, Payload, Seq};
 use apollo11_runtime::{
     Idempotency, Leftover, OnFailure, Output, Place, RetryPolicy, RunId, RunStatus, Settled, Step,
-    StepBuilder, StepContext, StepError, Timeout, Workflow,
+    StepBuilder, StepContext, StepError, Timeout, TryKind, Workflow,
 };
 use apollo11_store::{EventStore, MemStore};
 use async_trait::async_trait;
@@ -133,7 +133,7 @@ async fn an_interrupted_try_is_settled_with_its_place_and_its_marker_reaches_the
     assert_eq!(seen.durable_when_placed, ["started", "placed"]);
     assert_eq!(seen.settled.len(), 1, "settled once, before the failure");
     let leftover = &seen.settled[0];
-    assert_eq!((leftover.attempt, leftover.compensation), (1, false));
+    assert_eq!((leftover.attempt, leftover.kind), (1, TryKind::Run));
     assert_eq!(leftover.place, the_place());
     assert_eq!(seen.previous, [Some(MARKER.to_vec())]);
 }
