@@ -1,15 +1,17 @@
 //! The engine: registers workflows, starts and resumes runs (one driver task each), lets
 //! operators override steps, and keeps the view of all runs with its snapshots.
 
+mod operate;
+
+pub use operate::OPERATOR_APPEND_TRIES;
+
 use crate::driver::Driver;
 use crate::lease::{Held, Leasing};
 use crate::metrics::RunGauges;
 use crate::view::View;
-use crate::{Clock, EngineError, Workflow, WorkflowError};
-use apollo11_core::{
-    EventId, EventKind, EventRef, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
-};
-use apollo11_machine::{check_action, check_override, Policy, RunAction, RunState, RunStatus};
+use crate::{Clock, EngineError, Workflow};
+use apollo11_core::{EventKind, EventRef, Payload, RunId, Seq, WorkflowSpec};
+use apollo11_machine::{RunState, RunStatus};
 use apollo11_store::{
     offload, resolve, BlobStore, EventStore, NewEvent, SnapshotStore, StoreError,
 };
@@ -467,174 +469,6 @@ impl<S: Store> Engine<S> {
         self.drive(run_id, workflow, None).await
     }
 
-    /// Puts a step in a state by hand, recorded as a `ManualOverride` event with who and why
-    /// (its id is returned); what follows is [`check_override`]'s answer.
-    /// A driver working on the run picks it up at once.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::OverrideNotAllowed`] when the run is finished (succeeded or rolled
-    /// back); [`EngineError::UnknownRun`], [`EngineError::UnknownStep`], [`EngineError::BadDefinition`],
-    /// [`EngineError::Store`], also when the store refuses `by` or `reason` (see
-    /// [`apollo11_store::validate`]).
-    pub async fn override_step(
-        &self,
-        run_id: &RunId,
-        step: &str,
-        to: OverrideTarget,
-        by: &str,
-        reason: &str,
-    ) -> Result<EventId, EngineError> {
-        loop {
-            let state = self.shared.run_state(run_id).await?;
-            let spec = self.pinned_spec(&state).await?;
-            if !spec.steps.iter().any(|s| s.name == step) {
-                return Err(EngineError::UnknownStep {
-                    run_id: run_id.clone(),
-                    step: step.to_owned(),
-                });
-            }
-            let (dag, policy) =
-                Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
-            check_override(&state, &dag, &policy, step, to).map_err(|refusal| {
-                EngineError::OverrideNotAllowed {
-                    run_id: run_id.clone(),
-                    step: step.to_owned(),
-                    to: to.name(),
-                    refusal,
-                }
-            })?;
-            let event = NewEvent {
-                step: Some(StepName::from(step)),
-                kind: EventKind::ManualOverride {
-                    to,
-                    by: by.to_owned(),
-                    reason: reason.to_owned(),
-                },
-                attempt: state.step(step).attempt,
-                at_ms: self.shared.clock.now_ms(),
-                instance: self.shared.config.instance.clone(),
-                payload: Payload::Empty,
-            };
-            let ids = match self
-                .shared
-                .store
-                .append(run_id, Seq(state.last_seq.0 + 1), vec![event])
-                .await
-            {
-                Err(StoreError::Conflict { .. }) => continue,
-                other => other?,
-            };
-            self.shared.appended(1);
-            self.wake(run_id);
-            return Ok(ids[0]);
-        }
-    }
-
-    /// Pauses a run, recorded as `RunPaused` with who and why (its id is returned): it starts nothing new, its
-    /// running attempts and compensations finish (and are recorded), and its status is
-    /// `paused` once nothing is at work. A driver working on the run picks it up at once.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::NotAllowed`] when the run is finished, anomalous or already paused by
-    /// an operator; [`EngineError::UnknownRun`] and store errors.
-    pub async fn pause(
-        &self,
-        run_id: &RunId,
-        by: &str,
-        reason: &str,
-    ) -> Result<EventId, EngineError> {
-        self.act(run_id, RunAction::Pause, by, reason).await
-    }
-
-    /// Lifts an operator's pause, recorded as `RunResumed`. A driver working on the run
-    /// goes on at once; a run no driver works on goes on at its next [`Engine::resume`].
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::NotAllowed`] when no operator's pause is in force (or the run is
-    /// finished or anomalous); [`EngineError::UnknownRun`] and store errors.
-    pub async fn unpause(
-        &self,
-        run_id: &RunId,
-        by: &str,
-        reason: &str,
-    ) -> Result<EventId, EngineError> {
-        self.act(run_id, RunAction::Resume, by, reason).await
-    }
-
-    /// Asks a run to roll back, recorded as `RollbackRequested`: as if a step had failed for
-    /// good with `on_failure = "rollback"`, it waits for running attempts, then compensates
-    /// in reverse topological order (steps that succeeded after it was asked for included),
-    /// ending `rolled_back`. An operator's pause holds it: it starts at `unpause`.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::NotAllowed`] when the run is finished, anomalous or rolling back
-    /// already; [`EngineError::UnknownRun`] and store errors.
-    pub async fn request_rollback(
-        &self,
-        run_id: &RunId,
-        by: &str,
-        reason: &str,
-    ) -> Result<EventId, EngineError> {
-        self.act(run_id, RunAction::Rollback, by, reason).await
-    }
-
-    /// Appends an operator action on a run if its state allows it (checked against the
-    /// state the append's seq is stated for, so a concurrent change makes it check again).
-    async fn act(
-        &self,
-        run_id: &RunId,
-        action: RunAction,
-        by: &str,
-        reason: &str,
-    ) -> Result<EventId, EngineError> {
-        loop {
-            let state = self.shared.run_state(run_id).await?;
-            let spec = self.pinned_spec(&state).await?;
-            let (dag, policy) =
-                Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
-            check_action(&state, &dag, &policy, action).map_err(|refusal| {
-                EngineError::NotAllowed {
-                    run_id: run_id.clone(),
-                    action,
-                    refusal,
-                }
-            })?;
-            let event = NewEvent {
-                step: None,
-                kind: action.event(by, reason),
-                attempt: 0,
-                at_ms: self.shared.clock.now_ms(),
-                instance: self.shared.config.instance.clone(),
-                payload: Payload::Empty,
-            };
-            let ids = match self
-                .shared
-                .store
-                .append(run_id, Seq(state.last_seq.0 + 1), vec![event])
-                .await
-            {
-                Err(StoreError::Conflict { .. }) => continue,
-                other => other?,
-            };
-            self.shared.appended(1);
-            self.wake(run_id);
-            return Ok(ids[0]);
-        }
-    }
-
-    /// Tells the driver working on a run, if any, that someone else appended to it; under
-    /// the lock a finishing driver takes (`Shared::finished`), so that it cannot miss it.
-    fn wake(&self, run_id: &RunId) {
-        let active = self.shared.active.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(notify) = active.get(run_id) {
-            notify.notify_one();
-        }
-    }
-
     /// Forgets `runs`, which a `gc` moved out of the store's live log (`Collected::moved`):
     /// the view drops what it kept of them and is saved as a snapshot at once, so a restart
     /// does not bring them back from an older one. Their state is read from the archive on
@@ -687,7 +521,7 @@ impl<S: Store> Engine<S> {
         Ok(self.shared.recorded_payload(run_id, seq).await?)
     }
 
-    async fn pinned_spec(&self, state: &RunState) -> Result<WorkflowSpec, EngineError> {
+    pub(crate) async fn pinned_spec(&self, state: &RunState) -> Result<WorkflowSpec, EngineError> {
         if state.workflow.is_none() {
             return Err(EngineError::UnknownRun {
                 run_id: state.run_id.clone(),

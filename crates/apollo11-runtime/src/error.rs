@@ -93,6 +93,15 @@ pub enum EngineError {
         /// Why.
         refusal: Refusal,
     },
+    /// An operator's action found the run changed under it at every try: someone kept
+    /// appending to it between the action's read and its append.
+    #[error("run `{run_id}` changed under the action {tries} times in a row (someone keeps appending to it); nothing was appended: try again")]
+    Contended {
+        /// The run.
+        run_id: RunId,
+        /// How many times the action was tried.
+        tries: u32,
+    },
     /// This engine is driving the run already.
     #[error("run `{run_id}` is already being driven by this engine")]
     AlreadyRunning {

@@ -26,7 +26,7 @@ pub use apollo11_machine::{
 };
 pub use apollo11_store::{BlobStore, EventStore, LeaseStore, MemStore, SnapshotStore, StoreError};
 pub use clock::Clock;
-pub use engine::{Engine, EngineConfig, RunHandle, Store};
+pub use engine::{Engine, EngineConfig, RunHandle, Store, OPERATOR_APPEND_TRIES};
 pub use error::EngineError;
 pub use inspect::Inspector;
 pub use lease::{Leasing, LEASE_TTL_MIN};
