@@ -1,5 +1,6 @@
-//! The engine: registers workflows, starts and resumes runs (one driver task each), lets
-//! operators override steps, and keeps the view of all runs with its snapshots.
+//! The engine: starts runs and resumes them with the definition each pinned (one driver
+//! task each), claims runs under leases, and keeps the view of all runs with its snapshots.
+//! Operators' actions are in `operate.rs`.
 
 mod operate;
 
@@ -57,7 +58,6 @@ pub(crate) struct Shared<S> {
     pub clock: Clock,
     /// The leases runs are driven under, when the store is shared with other instances.
     pub leasing: Option<Leasing>,
-    workflows: Mutex<BTreeMap<String, Arc<Workflow>>>,
     active: Mutex<BTreeMap<RunId, Arc<Notify>>>,
     view: tokio::sync::Mutex<View>,
     appended: AtomicU64,
@@ -318,7 +318,6 @@ impl<S: Store> Engine<S> {
             config,
             clock,
             leasing,
-            workflows: Mutex::new(BTreeMap::new()),
             active: Mutex::new(BTreeMap::new()),
             view: tokio::sync::Mutex::new(view),
             appended: AtomicU64::new(0),
@@ -351,19 +350,7 @@ impl<S: Store> Engine<S> {
         let _ = (&mut self.snapshotter).await;
     }
 
-    /// Makes a workflow's code available for starting and resuming its runs.
-    pub fn register(&self, workflow: Workflow) -> Arc<Workflow> {
-        let workflow = Arc::new(workflow);
-        let mut workflows = self
-            .shared
-            .workflows
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        workflows.insert(workflow.spec().name.clone(), workflow.clone());
-        workflow
-    }
-
-    /// Creates run `run_id` of a registered workflow (pinning its definition) and drives it.
+    /// Creates run `run_id` of `workflow` (pinning its definition) and drives it.
     ///
     /// # Errors
     ///
@@ -422,7 +409,8 @@ impl<S: Store> Engine<S> {
     /// Takes this instance's fair share of the runs that need a driver and have none (new
     /// runs no instance took, runs whose lease expired): ceil(unclaimed / live instances),
     /// after recording that this instance is alive. Returns the runs claimed: drive each
-    /// with [`Engine::resume`] (which holds the lease on, at the same epoch). Without
+    /// with [`Engine::resume`], given the workflow its pinned definition builds (the resume
+    /// holds the lease on, at the same epoch). Without
     /// leases (an engine opened with [`Engine::open`]) there is nothing to share: none.
     ///
     /// # Errors
@@ -436,37 +424,38 @@ impl<S: Store> Engine<S> {
         Ok(claimed.into_iter().map(|lease| lease.run_id).collect())
     }
 
-    /// Drives an existing run again (after a crash, a pause, or an override), with the
-    /// definition it was created with. An operator's pause stays in force (the run ends
+    /// Drives an existing run again (after a crash, a pause, or an override) with
+    /// `workflow`, which must be the definition the run was created with: a run is always
+    /// driven by the definition it pinned. An operator's pause stays in force (the run ends
     /// `paused` at once, having started nothing) until [`Engine::unpause`] lifts it.
     ///
     /// # Errors
     ///
-    /// [`EngineError::UnknownRun`]; [`EngineError::UnknownWorkflow`] when the run's workflow is
-    /// not registered; [`EngineError::DefinitionChanged`] when the registered one differs from the
-    /// pinned one; [`EngineError::BadDefinition`]; [`EngineError::AlreadyRunning`] when this engine
-    /// drives the run already; [`EngineError::Store`].
-    pub async fn resume(&self, run_id: RunId) -> Result<RunHandle, EngineError> {
+    /// [`EngineError::UnknownRun`]; [`EngineError::UnknownWorkflow`] when `workflow` is not
+    /// the run's workflow; [`EngineError::DefinitionChanged`] when its definition differs
+    /// from the pinned one; [`EngineError::BadDefinition`]; [`EngineError::AlreadyRunning`]
+    /// when this engine drives the run already; [`EngineError::Store`].
+    pub async fn resume(
+        &self,
+        workflow: &Arc<Workflow>,
+        run_id: RunId,
+    ) -> Result<RunHandle, EngineError> {
         let state = self.shared.run_state(&run_id).await?;
         let pinned = self.pinned_spec(&state).await?;
-        let registered = self
-            .shared
-            .workflows
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&pinned.name)
-            .cloned();
-        let workflow = registered.ok_or_else(|| EngineError::UnknownWorkflow {
-            run_id: run_id.clone(),
-            workflow: pinned.name.clone(),
-        })?;
-        if *workflow.spec() != pinned {
+        let given = workflow.spec();
+        if given.name != pinned.name {
+            return Err(EngineError::UnknownWorkflow {
+                run_id,
+                workflow: pinned.name,
+            });
+        }
+        if *given != pinned {
             return Err(EngineError::DefinitionChanged {
                 run_id,
                 workflow: pinned.name,
             });
         }
-        self.drive(run_id, workflow, None).await
+        self.drive(run_id, workflow.clone(), None).await
     }
 
     /// Forgets `runs`, which a `gc` moved out of the store's live log (`Collected::moved`):

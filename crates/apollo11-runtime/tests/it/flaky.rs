@@ -146,7 +146,7 @@ async fn run(store: &Arc<Flaky>, ledger: &Ledger) -> Result<RunStatus, EngineErr
     let engine = Engine::open(store.clone(), Default::default())
         .await
         .unwrap();
-    let wf = engine.register(chain(ledger));
+    let wf = Arc::new(chain(ledger));
     let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
     handle.outcome().await
 }
@@ -262,7 +262,7 @@ async fn an_unpause_appended_as_the_driver_ends_paused_has_the_run_driven_on() {
             .await
             .unwrap(),
     );
-    let wf = engine.register(chain(&ledger));
+    let wf = Arc::new(chain(&ledger));
     let run = RunId::from("r");
     let handle = engine.start(&wf, run.clone()).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1)).await;
@@ -295,7 +295,7 @@ async fn an_operator_action_on_a_run_that_always_moves_gives_up_after_its_tries(
     let engine = Engine::open(store.clone(), Default::default())
         .await
         .unwrap();
-    let wf = engine.register(chain(&Ledger::default()));
+    let wf = Arc::new(chain(&Ledger::default()));
     // Stopped before its driver's first turn: nothing but the operator appends to the run.
     engine.start(&wf, run.clone()).await.unwrap().abort();
     match engine.pause(&run, "op", "hold").await {

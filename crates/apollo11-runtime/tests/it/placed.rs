@@ -91,15 +91,21 @@ async fn crash_then_resume(answer: Settled) -> (Arc<MemStore>, Arc<Mutex<Seen>>,
     {
         let first = open(&store).await;
         let code = remote(&store, &seen, Settled::Stopped { marker: None });
-        let wf = first.register(workflow(code, Timeout::None));
+        let wf = Arc::new(workflow(code, Timeout::None));
         let handle = first.start(&wf, run.clone()).await.unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
         handle.abort();
         let _ = handle.outcome().await;
     }
     let second = open(&store).await;
-    second.register(workflow(remote(&store, &seen, answer), Timeout::None));
-    let status = second.resume(run).await.unwrap().outcome().await.unwrap();
+    let wf = Arc::new(workflow(remote(&store, &seen, answer), Timeout::None));
+    let status = second
+        .resume(&wf, run)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
     (store, seen, status)
 }
 
@@ -168,12 +174,18 @@ async fn an_unreachable_try_pauses_the_run_naming_its_place_and_nothing_reruns_u
     );
     // A person made sure it stopped and resumes: attempt 2 runs, with no marker.
     let engine = open(&store).await;
-    engine.register(workflow(
+    let wf = Arc::new(workflow(
         remote(&store, &seen, Settled::Stopped { marker: None }),
         Timeout::None,
     ));
     engine.unpause(&run, "op", "job-1 is gone").await.unwrap();
-    let status = engine.resume(run).await.unwrap().outcome().await.unwrap();
+    let status = engine
+        .resume(&wf, run)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
     assert_eq!(status, RunStatus::Succeeded);
     assert_eq!(seen.lock().unwrap().previous, [None]);
 }
@@ -186,7 +198,7 @@ async fn a_timed_out_try_is_settled_before_its_failure_and_its_marker_reaches_th
     let marker = Settled::Stopped {
         marker: Some(MARKER.to_vec()),
     };
-    let wf = engine.register(workflow(remote(&store, &seen, marker), Timeout::Fixed(500)));
+    let wf = Arc::new(workflow(remote(&store, &seen, marker), Timeout::Fixed(500)));
     let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
     assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
     let timeout = EventKind::Failed {
