@@ -28,7 +28,7 @@ use tracing::Instrument;
 /// waits for the answer), the driver takes requests first whenever it waits for anything,
 /// and nothing else the driver awaits (appends, reads, settling a try it does not execute)
 /// waits on a try.
-pub(crate) const PLACE_REQUESTS_MAX: usize = 64;
+pub const PLACE_REQUESTS_MAX: usize = 64;
 
 /// What an executed attempt or compensation came back with.
 struct Done {

@@ -26,6 +26,7 @@ pub use apollo11_machine::{
 };
 pub use apollo11_store::{BlobStore, EventStore, LeaseStore, MemStore, SnapshotStore, StoreError};
 pub use clock::Clock;
+pub use driver::PLACE_REQUESTS_MAX;
 pub use engine::{Engine, EngineConfig, RunHandle, Store, OPERATOR_APPEND_TRIES};
 pub use error::EngineError;
 pub use inspect::Inspector;

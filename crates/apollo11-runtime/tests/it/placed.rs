@@ -7,7 +7,7 @@ use crate::scripted::{kinds, open};
 use apollo11_core::{EventKind, Payload, Seq};
 use apollo11_runtime::{
     Idempotency, Leftover, OnFailure, Output, Place, RetryPolicy, RunId, RunStatus, Settled, Step,
-    StepBuilder, StepContext, StepError, Timeout, TryKind, Workflow,
+    StepBuilder, StepContext, StepError, Timeout, TryKind, Workflow, PLACE_REQUESTS_MAX,
 };
 use apollo11_store::{EventStore, MemStore};
 use async_trait::async_trait;
@@ -211,4 +211,36 @@ async fn a_timed_out_try_is_settled_before_its_failure_and_its_marker_reaches_th
     assert_eq!(seen.settled.len(), 1);
     assert_eq!(seen.settled[0].place, the_place());
     assert_eq!(seen.previous, [Some(MARKER.to_vec())]);
+}
+
+/// A step that records its place, then succeeds.
+struct PlacedThenDone;
+
+#[async_trait]
+impl Step for PlacedThenDone {
+    async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+        ctx.placed("host-a", &format!("job-{}", ctx.step)).await?;
+        Ok(Output::empty())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn more_tries_than_the_place_requests_that_may_wait_at_once_all_record_their_place() {
+    let width = 3 * PLACE_REQUESTS_MAX;
+    let mut builder = Workflow::builder("placed-wide").max_concurrency(width as u32);
+    for i in 0..width {
+        let step = StepBuilder::new(&format!("s{i:03}"), PlacedThenDone);
+        builder = builder.step(step.idempotency(Idempotency::Natural));
+    }
+    let wf = Arc::new(builder.build().unwrap());
+    let store = Arc::new(MemStore::new());
+    let engine = open(&store).await;
+    let run = RunId::from("r");
+    let handle = engine.start(&wf, run.clone()).await.unwrap();
+    assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
+    let events = store.read_run(&run, Seq(1)).await.unwrap();
+    let placed = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Placed { .. }));
+    assert_eq!(placed.count(), width, "every try's place was recorded");
 }
