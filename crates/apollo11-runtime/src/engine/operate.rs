@@ -1,7 +1,7 @@
 //! Operators' actions on a run: a step override, pause, unpause, rollback. Each is one
 //! event, checked with the machine against the state its append's seq is stated for and
-//! appended unfenced; a run that moves in between (a conflict) is read and checked again,
-//! [`OPERATOR_APPEND_TRIES`] times at most.
+//! appended unfenced; a run that moves in between (a conflict) is read and checked again
+//! after a short pause, [`OPERATOR_APPEND_TRIES`] times at most.
 
 use super::{Engine, Store};
 use crate::{EngineError, WorkflowError};
@@ -16,6 +16,14 @@ use apollo11_store::{NewEvent, StoreError};
 /// up with [`EngineError::Contended`]: each conflict means someone appended to the run
 /// (its driver, another operator) between the read and the append.
 pub const OPERATOR_APPEND_TRIES: u32 = 16;
+
+/// The pause after the `conflicts`-th conflict in a row: 1 ms, doubling, at most 100 ms, so
+/// the tries span about a second. A store may refuse an append for a seq its readers do
+/// not see yet (the file log's batch between its write and its sync): trying again at once
+/// would spend every try inside one sync.
+fn conflict_pause_ms(conflicts: u32) -> u64 {
+    (1u64 << conflicts.saturating_sub(1).min(16)).min(100)
+}
 
 /// What an operator's action is checked against: the run's state and its pinned definition.
 struct Pinned<'a> {
@@ -157,14 +165,15 @@ impl<S: Store> Engine<S> {
     }
 
     /// Reads the run, asks `check` for the action its state allows, and appends it at the
-    /// run's next seq; on a conflict, again, up to [`OPERATOR_APPEND_TRIES`] times. Wakes the
+    /// run's next seq; on a conflict, again after [`conflict_pause_ms`], up to
+    /// [`OPERATOR_APPEND_TRIES`] times. Wakes the
     /// run's driver, if this engine drives it, once the action is appended.
     async fn operate(
         &self,
         run_id: &RunId,
         check: impl Fn(&Pinned<'_>) -> Result<Action, EngineError>,
     ) -> Result<EventId, EngineError> {
-        for _ in 0..OPERATOR_APPEND_TRIES {
+        for tried in 1..=OPERATOR_APPEND_TRIES {
             let state = self.shared.run_state(run_id).await?;
             let spec = self.pinned_spec(&state).await?;
             let (dag, policy) =
@@ -186,7 +195,14 @@ impl<S: Store> Engine<S> {
             };
             let next = Seq(state.last_seq.0 + 1);
             match self.shared.store.append(run_id, next, vec![event]).await {
-                Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::Conflict { .. }) => {
+                    let clock = self.shared.clock;
+                    if tried < OPERATOR_APPEND_TRIES {
+                        clock
+                            .sleep_until_ms(clock.now_ms() + conflict_pause_ms(tried))
+                            .await;
+                    }
+                }
                 appended => {
                     let ids = appended?;
                     self.shared.appended(1);
@@ -208,5 +224,18 @@ impl<S: Store> Engine<S> {
         if let Some(notify) = active.get(run_id) {
             notify.notify_one();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflicts_pause_from_1_ms_doubling_to_100_ms_about_a_second_in_all() {
+        let pauses: Vec<u64> = (1..OPERATOR_APPEND_TRIES).map(conflict_pause_ms).collect();
+        assert_eq!(pauses[..8], [1, 2, 4, 8, 16, 32, 64, 100]);
+        assert_eq!(pauses.iter().sum::<u64>(), 927);
+        assert_eq!(conflict_pause_ms(u32::MAX), 100);
     }
 }
