@@ -18,6 +18,7 @@ use apollo11_server::step_folders;
 use apollo11_shell::{definition, shell};
 use serde_json::json;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The examples: name, runs (and with --quick), segment size. A five-stage run logs about
@@ -88,7 +89,7 @@ async fn run_example(dir: &Path, name: &str, runs: u32, segment_bytes: u64) -> R
     let data = std::path::absolute(dir.join("data"))?;
     let log = FileLog::open(&data, options(segment_bytes))?;
     let engine = Engine::open(std::sync::Arc::new(log), EngineConfig::default()).await?;
-    let workflow = engine.register(shell::workflow(&spec, &data)?);
+    let workflow = Arc::new(shell::workflow(&spec, &data)?);
     for r in 0..runs {
         let run = format!("{name}-{r:03}");
         step_folders(&data, &run, &spec).map_err(anyhow::Error::msg)?;

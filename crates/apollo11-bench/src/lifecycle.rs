@@ -31,7 +31,7 @@ const KEEP_LAST: u32 = 1_000;
 /// Segments of 16 MiB, so that runs leave the live log a segment at a time.
 const SEGMENT_BYTES: u64 = 16 * 1024 * 1024;
 
-/// The engine, its log, and the workflows as registered.
+/// The engine, its log, and the workflows to start runs of.
 struct Fleet {
     engine: Arc<Engine<FileLog>>,
     log: Arc<FileLog>,
@@ -53,7 +53,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     let log = Arc::new(FileLog::open(&dir, options)?);
     let engine = Arc::new(Engine::open(log.clone(), EngineConfig::default()).await?);
     let workflows = (WORKFLOWS.iter())
-        .map(|name| Ok(engine.register(workflow(name, STEPS, true, 8)?)))
+        .map(|name| Ok(Arc::new(workflow(name, STEPS, true, 8)?)))
         .collect::<Result<Vec<_>>>()?;
     let fleet = Fleet {
         engine,

@@ -76,7 +76,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
 async fn snapshot(dir: &Path) -> Result<u64> {
     let log = Arc::new(FileLog::open(dir, Options::default())?);
     let engine = Engine::open(log.clone(), EngineConfig::default()).await?;
-    let wf = engine.register(workflow("trigger", 1, true, 1)?);
+    let wf = Arc::new(workflow("trigger", 1, true, 1)?);
     let run = engine.start(&wf, RunId("snapshot-trigger".into())).await?;
     if run.outcome().await? != RunStatus::Succeeded {
         bail!("the snapshot trigger run did not succeed");

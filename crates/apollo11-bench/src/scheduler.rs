@@ -75,7 +75,7 @@ pub async fn timed<S: Store>(
         .iter()
         .enumerate()
         .map(|(i, engine)| {
-            let (engine, wf) = (engine.clone(), engine.register(wf.clone()));
+            let (engine, wf) = (engine.clone(), Arc::new(wf.clone()));
             let share: Vec<usize> = (i..runs).step_by(engines.len()).collect();
             tokio::spawn(async move {
                 let mut handles = Vec::with_capacity(share.len());

@@ -40,7 +40,7 @@ pub async fn start(
         }
     };
     let engine = open_engine(&store).await?;
-    let workflow = engine.register(
+    let workflow = Arc::new(
         shell::workflow(&spec, dir)
             .map_err(|e| Exit::fail(2, format!("{}: {e}", file.display())))?,
     );
@@ -105,9 +105,9 @@ pub async fn resume(
         .definition(&id)
         .await
         .map_err(engine_exit)?;
-    engine.register(shell::workflow(&spec, dir).map_err(|e| Exit::fail(1, e.to_string()))?);
+    let workflow = Arc::new(shell::workflow(&spec, dir).map_err(|e| Exit::fail(1, e.to_string()))?);
     lift_pause(&engine, &id).await?;
-    let handle = engine.resume(id).await.map_err(engine_exit)?;
+    let handle = engine.resume(&workflow, id).await.map_err(engine_exit)?;
     let exit = follow(dir, store, &spec, handle, json, &mut interrupts).await;
     engine.close().await;
     exit

@@ -329,11 +329,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let store = Arc::new(FileLog::open(dir.join("log"), Options::default())?);
     let engine = Engine::open(store.clone(), EngineConfig::default()).await?;
-    let wf = engine.register(workflow(&files, args.iter().any(|a| a == "--fail-persist")));
+    let wf = Arc::new(workflow(&files, args.iter().any(|a| a == "--fail-persist")));
     let handle = match engine.start(&wf, run_id.clone()).await {
         Err(EngineError::RunExists { .. }) => {
             println!("run {run_id} exists: resuming it from the log");
-            engine.resume(run_id.clone()).await?
+            engine.resume(&wf, run_id.clone()).await?
         }
         other => other?,
     };

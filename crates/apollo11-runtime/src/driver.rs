@@ -3,29 +3,32 @@
 //! so a crash at any instant leaves a log from which `decide` knows what to do. Where tries
 //! run and how a try the driver did not see end is settled are in `settle.rs`.
 
+mod gauges;
+mod running;
 mod settle;
 
 use crate::engine::{Shared, Store};
 use crate::lease::{Held, LostSignal};
 use crate::metrics;
 use crate::step::{Cancel, PlaceRequest, Placer};
-use crate::{EngineError, Output, StepContext, StepError, Workflow, WorkflowError};
+use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
 use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
-use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus, StepStatus};
+use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use gauges::{step_pending, Counted};
+use running::Running;
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use tokio::sync::{mpsc, watch, Notify};
-use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
+use tokio::sync::{mpsc, Notify};
+use tokio::task::{Id, JoinError, JoinSet};
 use tracing::Instrument;
 
-/// An attempt or compensation being executed.
-struct Running {
-    attempt: u32,
-    compensation: bool,
-    cancel: watch::Sender<bool>,
-    abort: AbortHandle,
-}
+/// How many requests to record a place may wait for the driver at once; a try asking past
+/// that waits for room. This cannot deadlock: a try has one request out at a time (it
+/// waits for the answer), the driver takes requests first whenever it waits for anything,
+/// and nothing else the driver awaits (appends, reads, settling a try it does not execute)
+/// waits on a try.
+pub const PLACE_REQUESTS_MAX: usize = 64;
 
 /// What an executed attempt or compensation came back with.
 struct Done {
@@ -42,9 +45,18 @@ enum Outcome {
     Compensation(Result<(), StepError>),
 }
 
-impl Outcome {
-    fn is_compensation(&self) -> bool {
-        matches!(self, Outcome::Compensation(_))
+impl Done {
+    /// The try that came back.
+    fn tried(&self) -> Try {
+        let kind = match self.outcome {
+            Outcome::Ran(_) => TryKind::Run,
+            Outcome::Compensation(_) => TryKind::Compensation,
+        };
+        Try {
+            step: self.step.clone(),
+            attempt: self.attempt,
+            kind,
+        }
     }
 }
 
@@ -55,25 +67,19 @@ pub(crate) struct Driver<S: Store> {
     /// each decision costs what the run is doing.
     machine: RunMachine,
     notify: Arc<Notify>,
-    executing: BTreeMap<StepName, Running>,
+    /// The tries at work, each in a task of `tasks`.
+    running: Running,
     tasks: JoinSet<Done>,
-    /// Each task's step, attempt and whether it is a compensation, to record a panic.
-    task_steps: HashMap<Id, (StepName, u32, bool)>,
     /// Set when events may have been appended by someone else (an override).
     stale: bool,
     /// Outcomes already folded into `state` but not yet appended: they go out with the next
     /// decision's events in one atomic batch, so a chain costs one sync per step.
     unsent: Vec<NewEvent>,
     /// Where tries ask to record their place (`StepContext::placed`).
-    places: mpsc::UnboundedSender<PlaceRequest>,
-    place_requests: mpsc::UnboundedReceiver<PlaceRequest>,
-    /// Steps of the run whose compensation is pending, as the gauges count them.
-    pending: u32,
-    /// Set when the run reached a terminal status; a driver dropped before that (an error,
-    /// an abort) stops counting its run in the gauges.
-    finished: bool,
-    /// Whether the gauges count the run (not when it was finished before the driver began).
-    counted: bool,
+    places: mpsc::Sender<PlaceRequest>,
+    place_requests: mpsc::Receiver<PlaceRequest>,
+    /// What the engine's gauges count of the run.
+    counted: Counted,
     /// The run's lease, under leases: every append is fenced by it, and its loss stops the
     /// driver at once.
     held: Option<Held>,
@@ -100,7 +106,6 @@ impl<S: Store> Driver<S> {
                 Err(e) => return Err(e.into()),
             }
         };
-        let pending = metrics::pending_in(&state);
         metrics::run_started(&workflow.spec().name);
         let spec = workflow.spec();
         let mut auto = BTreeMap::new();
@@ -118,27 +123,20 @@ impl<S: Store> Driver<S> {
             auto.get(name).copied().unwrap_or(fallback)
         })
         .map_err(WorkflowError::Invalid)?;
-        // A run finished before its driver started was counted when it finished (or before
-        // the engine opened): driving it again counts nothing.
-        let counted = !machine.status().is_finished();
-        if counted {
-            shared.runs.seen(&run_id, RunStatus::Running, pending);
-        }
-        let (places, place_requests) = mpsc::unbounded_channel();
+        let finished = machine.status().is_finished();
+        let counted = Counted::new(shared.runs.clone(), machine.state(), finished);
+        let (places, place_requests) = mpsc::channel(PLACE_REQUESTS_MAX);
         Ok(Driver {
             shared,
             workflow,
             machine,
             notify,
-            executing: BTreeMap::new(),
+            running: Running::default(),
             tasks: JoinSet::new(),
-            task_steps: HashMap::new(),
             stale: false,
             unsent: Vec::new(),
             places,
             place_requests,
-            pending,
-            finished: false,
             counted,
             held,
         })
@@ -194,10 +192,7 @@ impl<S: Store> Driver<S> {
                 match self.turn().await {
                     Ok(Some(status)) => {
                         tracing::info!(status = %status, "run finished");
-                        self.finished = true;
-                        if self.counted {
-                            self.shared.runs.seen(self.run_id(), status, self.pending);
-                        }
+                        self.counted.finished(status);
                         metrics::run_finished(&self.workflow.spec().name, status);
                         return Ok(status);
                     }
@@ -224,7 +219,7 @@ impl<S: Store> Driver<S> {
             self.catch_up().await?;
         }
         let started = std::time::Instant::now();
-        let executing: BTreeSet<StepName> = self.executing.keys().cloned().collect();
+        let executing = self.running.steps();
         let now = Now {
             ms: self.shared.clock.now_ms(),
             executing: &executing,
@@ -240,16 +235,20 @@ impl<S: Store> Driver<S> {
                 match &command {
                     // A try ended without the driver seeing it end: settle it first.
                     Command::Fail { .. } => {
-                        events.extend(self.settled_failure(step, kind, attempt, false).await?);
+                        let tried = Try::of(step, attempt, TryKind::Run);
+                        events.extend(self.settled_failure(&tried, kind).await?);
                     }
                     Command::FailCompensation { .. } => {
-                        events.extend(self.settled_failure(step, kind, attempt, true).await?);
+                        let tried = Try::of(step, attempt, TryKind::Compensation);
+                        events.extend(self.settled_failure(&tried, kind).await?);
                     }
                     _ => events.push(self.event(step, kind, attempt, Payload::Empty)),
                 }
             }
             match command {
-                Command::Start { step, attempt } => launches.push((step, attempt, false)),
+                Command::Start { step, attempt } => {
+                    launches.push(Try::of(&step, attempt, TryKind::Run));
+                }
                 Command::Fail { step, reason, .. } => {
                     let seconds = self.seconds_at_work(&step);
                     metrics::attempt_ended(
@@ -260,7 +259,9 @@ impl<S: Store> Driver<S> {
                     );
                     stops.push(step);
                 }
-                Command::Compensate { step, attempt } => launches.push((step, attempt, true)),
+                Command::Compensate { step, attempt } => {
+                    launches.push(Try::of(&step, attempt, TryKind::Compensation));
+                }
                 Command::FailCompensation { step, .. } => {
                     metrics::compensation_ended(self.workflow_name(), "interrupted");
                     stops.push(step);
@@ -271,7 +272,7 @@ impl<S: Store> Driver<S> {
                 }
                 Command::WakeAt { ms } => wake = Some(ms),
                 Command::Finish { status } => {
-                    assert!(self.executing.is_empty(), "a finished run executes nothing");
+                    assert!(self.running.is_empty(), "a finished run executes nothing");
                     // The outcomes that finished the run must be durable before it is reported.
                     return Ok(self.commit(Vec::new()).await?.then_some(status));
                 }
@@ -290,8 +291,8 @@ impl<S: Store> Driver<S> {
         for step in stops {
             self.stop(&step);
         }
-        for ((step, attempt, compensation), payload) in launches.into_iter().zip(payloads) {
-            self.launch(step, attempt, compensation, payload);
+        for (tried, payload) in launches.into_iter().zip(payloads) {
+            self.launch(tried, payload);
         }
         Ok(None)
     }
@@ -387,14 +388,16 @@ impl<S: Store> Driver<S> {
         let events = self.shared.store.read_run(self.run_id(), Seq(1)).await?;
         let state = apollo11_machine::fold(self.run_id(), &events);
         self.machine.reset(state);
-        self.count_pending(metrics::pending_in(self.state()));
+        self.counted.recount(self.machine.state());
         for event in unsent {
             let step = event.step.clone().expect("outcomes name a step");
-            let compensation = matches!(
-                event.kind,
-                EventKind::Compensated | EventKind::CompensationFailed { .. }
-            );
-            if self.still_current(&step, event.attempt, compensation) {
+            let kind = match event.kind {
+                EventKind::Compensated | EventKind::CompensationFailed { .. } => {
+                    TryKind::Compensation
+                }
+                _ => TryKind::Run,
+            };
+            if self.still_current(&Try::of(&step, event.attempt, kind)) {
                 self.fold_unsent(event);
             }
         }
@@ -413,35 +416,10 @@ impl<S: Store> Driver<S> {
     /// Folds one event into the run's machine, and counts a compensation it makes pending
     /// or ends.
     fn fold(&mut self, event: &apollo11_core::Event) {
-        let status = |machine: &RunMachine| {
-            let step = event
-                .step
-                .as_ref()
-                .map(|s| machine.state().status(s.as_str()));
-            step.is_some_and(metrics::compensation_pending)
-        };
-        let before = status(&self.machine);
+        let before = step_pending(self.machine.state(), event);
         self.machine.apply(event);
-        let after = status(&self.machine);
-        if before != after {
-            self.count_pending(if after {
-                self.pending + 1
-            } else {
-                self.pending - 1
-            });
-        }
-    }
-
-    /// Updates the gauges with the run's pending compensations.
-    fn count_pending(&mut self, pending: u32) {
-        if pending != self.pending {
-            self.pending = pending;
-            if self.counted {
-                self.shared
-                    .runs
-                    .seen(self.run_id(), RunStatus::Running, pending);
-            }
-        }
+        let after = step_pending(self.machine.state(), event);
+        self.counted.folded(before, after);
     }
 
     fn workflow_name(&self) -> &str {
@@ -451,7 +429,9 @@ impl<S: Store> Driver<S> {
     /// Seconds since the step's current attempt or compensation started, as its events say
     /// (the clock its timeout is counted on), when this driver executes it.
     fn seconds_at_work(&self, step: &StepName) -> Option<f64> {
-        self.executing.get(step)?;
+        if !self.running.has(step) {
+            return None;
+        }
         let since_ms = self.state().step(step.as_str()).since_ms;
         Some(self.shared.clock.now_ms().saturating_sub(since_ms) as f64 / 1000.0)
     }
@@ -477,10 +457,10 @@ impl<S: Store> Driver<S> {
     /// Stops executing work that the state no longer expects (an override changed the step).
     fn stop_stale(&mut self) {
         let stale: Vec<StepName> = self
-            .executing
-            .iter()
-            .filter(|(step, r)| !self.still_current(step, r.attempt, r.compensation))
-            .map(|(step, _)| step.clone())
+            .running
+            .tries()
+            .filter(|tried| !self.still_current(tried))
+            .map(|tried| tried.step.clone())
             .collect();
         for step in stale {
             tracing::info!(step = %step, "stopping work an override made stale");
@@ -488,21 +468,14 @@ impl<S: Store> Driver<S> {
         }
     }
 
-    fn still_current(&self, step: &StepName, attempt: u32, compensation: bool) -> bool {
-        let s = self.state().step(step.as_str());
-        let expected = if compensation {
-            StepStatus::Compensating
-        } else {
-            StepStatus::Running
-        };
-        s.status == expected && s.attempt == attempt
+    /// Whether `tried` is the step's current try, as the state says.
+    fn still_current(&self, tried: &Try) -> bool {
+        let s = self.state().step(tried.step.as_str());
+        s.status == tried.kind.status() && s.attempt == tried.attempt
     }
 
     fn stop(&mut self, step: &StepName) {
-        if let Some(running) = self.executing.remove(step) {
-            let _ = running.cancel.send(true);
-            running.abort.abort();
-        }
+        self.running.stop(step);
     }
 
     /// What each launch hands its step (its checkpoint marker, or for a compensation its
@@ -512,11 +485,11 @@ impl<S: Store> Driver<S> {
     /// already known are appended first: they are facts worth keeping.
     async fn launch_payloads(
         &mut self,
-        launches: &[(StepName, u32, bool)],
+        launches: &[Try],
     ) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
         let mut payloads = Vec::with_capacity(launches.len());
-        for (step, _, compensation) in launches {
-            match self.recorded_payload(step, *compensation).await {
+        for tried in launches {
+            match self.recorded_payload(&tried.step, tried.kind).await {
                 Ok(payload) => payloads.push(payload),
                 Err(e) => {
                     self.commit(Vec::new()).await?;
@@ -532,11 +505,11 @@ impl<S: Store> Driver<S> {
     async fn recorded_payload(
         &self,
         step: &StepName,
-        compensation: bool,
+        kind: TryKind,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         let recorded = self.state().step(step.as_str());
         // A compensation gets the output of a success, not the marker of a failure.
-        let used = !compensation || recorded.last_error.is_none();
+        let used = !kind.is_compensation() || recorded.last_error.is_none();
         let Some(seq) = recorded.payload_seq.filter(|_| used) else {
             return Ok(None);
         };
@@ -553,31 +526,26 @@ impl<S: Store> Driver<S> {
         }
     }
 
-    fn launch(
-        &mut self,
-        step: StepName,
-        attempt: u32,
-        compensation: bool,
-        payload: Option<Vec<u8>>,
-    ) {
+    fn launch(&mut self, tried: Try, payload: Option<Vec<u8>>) {
         let code = self
             .workflow
-            .step(step.as_str())
+            .step(tried.step.as_str())
             .expect("decide only names steps of the workflow")
             .clone();
         let (cancel_tx, cancel) = Cancel::new();
         let run_id = self.run_id().clone();
+        let (step, attempt) = (tried.step.clone(), tried.attempt);
+        let compensation = tried.kind.is_compensation();
         let span = tracing::info_span!("step", step = %step, attempt, compensation);
-        let task_step = step.clone();
         let placer = Placer {
             requests: self.places.clone(),
-            compensation,
+            kind: tried.kind,
         };
         let work = async move {
             let ctx = StepContext {
-                idempotency_key: format!("{run_id}/{task_step}"),
+                idempotency_key: format!("{run_id}/{step}"),
                 run_id,
-                step: task_step.clone(),
+                step: step.clone(),
                 attempt,
                 previous_payload: if compensation { None } else { payload.clone() },
                 output: if compensation { payload } else { None },
@@ -590,23 +558,13 @@ impl<S: Store> Driver<S> {
                 Outcome::Ran(code.run(&ctx).await)
             };
             Done {
-                step: task_step,
+                step,
                 attempt,
                 outcome,
             }
         };
         let abort = self.tasks.spawn(work.instrument(span));
-        self.task_steps
-            .insert(abort.id(), (step.clone(), attempt, compensation));
-        self.executing.insert(
-            step,
-            Running {
-                attempt,
-                compensation,
-                cancel: cancel_tx,
-                abort,
-            },
-        );
+        self.running.insert(tried, cancel_tx, abort);
     }
 
     /// Waits for an attempt to finish, the wake-up time, or an override.
@@ -645,47 +603,23 @@ impl<S: Store> Driver<S> {
         let mut done = Vec::new();
         for result in finished {
             match result {
-                Ok((id, d)) => {
-                    self.task_steps.remove(&id);
-                    done.push(d);
-                }
-                Err(e) if e.is_cancelled() => {
-                    self.task_steps.remove(&e.id());
-                }
-                Err(e) => {
-                    let (step, attempt, compensation) = self
-                        .task_steps
-                        .remove(&e.id())
-                        .expect("every task is known");
-                    // A panic is a retryable failure: `decide` retries it after the
-                    // step's backoff, like any other failed attempt or try.
-                    let outcome = if compensation {
-                        let failure = StepError::retryable(format!("compensation panicked: {e}"));
-                        Outcome::Compensation(Err(failure))
-                    } else {
-                        Outcome::Ran(Err(StepError::retryable(format!("step panicked: {e}"))))
-                    };
-                    done.push(Done {
-                        step,
-                        attempt,
-                        outcome,
-                    });
-                }
+                Ok((_, d)) => done.push(d),
+                Err(e) if e.is_cancelled() => {}
+                // A panic is a retryable failure: `decide` retries it after the step's
+                // backoff, like any other failed attempt or try. A stale try's is dropped.
+                Err(e) => done.extend(self.running.of_task(e.id()).map(|t| panicked(t, &e))),
             }
         }
         for d in done {
-            let compensation = d.outcome.is_compensation();
-            let mine = self
-                .executing
-                .get(&d.step)
-                .is_some_and(|r| r.attempt == d.attempt);
-            if mine && self.still_current(&d.step, d.attempt, compensation) {
+            let tried = d.tried();
+            let mine = self.running.is_mine(&tried);
+            if mine && self.still_current(&tried) {
                 let seconds = self.seconds_at_work(&d.step);
                 let event = self.outcome_event(&d, seconds).await?;
                 self.fold_unsent(event);
             }
             if mine {
-                self.executing.remove(&d.step);
+                self.running.remove(&d.step);
             }
         }
         Ok(())
@@ -753,6 +687,21 @@ impl<S: Store> Driver<S> {
     }
 }
 
+/// What a try whose task panicked came back with.
+fn panicked(tried: Try, panic: &JoinError) -> Done {
+    let outcome = match tried.kind {
+        TryKind::Run => Outcome::Ran(Err(StepError::retryable(format!("step panicked: {panic}")))),
+        TryKind::Compensation => Outcome::Compensation(Err(StepError::retryable(format!(
+            "compensation panicked: {panic}"
+        )))),
+    };
+    Done {
+        step: tried.step,
+        attempt: tried.attempt,
+        outcome,
+    }
+}
+
 /// Waits until a held lease is lost; forever without a lease.
 async fn wait_lost(lost: Option<&mut LostSignal>) -> StoreError {
     match lost {
@@ -790,14 +739,4 @@ fn clip(message: &str) -> String {
         end -= 1;
     }
     message[..end].to_owned()
-}
-
-impl<S: Store> Drop for Driver<S> {
-    /// A run whose driver stopped without a status (an error, an abort) is no longer
-    /// counted: nothing knows its status until something drives it again.
-    fn drop(&mut self) {
-        if !self.finished && self.counted {
-            self.shared.runs.forget(self.run_id());
-        }
-    }
 }

@@ -1,15 +1,18 @@
-//! The engine: registers workflows, starts and resumes runs (one driver task each), lets
-//! operators override steps, and keeps the view of all runs with its snapshots.
+//! The engine: starts runs and resumes them with the definition each pinned (one driver
+//! task each), claims runs under leases, and keeps the view of all runs with its snapshots.
+//! Operators' actions are in `operate.rs`.
+
+mod operate;
+
+pub use operate::OPERATOR_APPEND_TRIES;
 
 use crate::driver::Driver;
 use crate::lease::{Held, Leasing};
 use crate::metrics::RunGauges;
 use crate::view::View;
-use crate::{Clock, EngineError, Workflow, WorkflowError};
-use apollo11_core::{
-    EventId, EventKind, EventRef, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
-};
-use apollo11_machine::{check_action, check_override, Policy, RunAction, RunState, RunStatus};
+use crate::{Clock, EngineError, Workflow};
+use apollo11_core::{EventKind, EventRef, Payload, RunId, Seq, WorkflowSpec};
+use apollo11_machine::{RunState, RunStatus};
 use apollo11_store::{
     offload, resolve, BlobStore, EventStore, NewEvent, SnapshotStore, StoreError,
 };
@@ -55,13 +58,12 @@ pub(crate) struct Shared<S> {
     pub clock: Clock,
     /// The leases runs are driven under, when the store is shared with other instances.
     pub leasing: Option<Leasing>,
-    workflows: Mutex<BTreeMap<String, Arc<Workflow>>>,
     active: Mutex<BTreeMap<RunId, Arc<Notify>>>,
     view: tokio::sync::Mutex<View>,
     appended: AtomicU64,
     snapshot_due: Arc<Notify>,
     /// The runs the gauges count.
-    pub runs: RunGauges,
+    pub runs: Arc<RunGauges>,
 }
 
 impl<S: Store> Shared<S> {
@@ -316,12 +318,11 @@ impl<S: Store> Engine<S> {
             config,
             clock,
             leasing,
-            workflows: Mutex::new(BTreeMap::new()),
             active: Mutex::new(BTreeMap::new()),
             view: tokio::sync::Mutex::new(view),
             appended: AtomicU64::new(0),
             snapshot_due: Arc::new(Notify::new()),
-            runs: RunGauges::default(),
+            runs: Arc::default(),
         });
         let runs = shared.caught_up_view().await?.runs();
         let seconds = started.elapsed().as_secs_f64();
@@ -349,19 +350,7 @@ impl<S: Store> Engine<S> {
         let _ = (&mut self.snapshotter).await;
     }
 
-    /// Makes a workflow's code available for starting and resuming its runs.
-    pub fn register(&self, workflow: Workflow) -> Arc<Workflow> {
-        let workflow = Arc::new(workflow);
-        let mut workflows = self
-            .shared
-            .workflows
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        workflows.insert(workflow.spec().name.clone(), workflow.clone());
-        workflow
-    }
-
-    /// Creates run `run_id` of a registered workflow (pinning its definition) and drives it.
+    /// Creates run `run_id` of `workflow` (pinning its definition) and drives it.
     ///
     /// # Errors
     ///
@@ -420,7 +409,8 @@ impl<S: Store> Engine<S> {
     /// Takes this instance's fair share of the runs that need a driver and have none (new
     /// runs no instance took, runs whose lease expired): ceil(unclaimed / live instances),
     /// after recording that this instance is alive. Returns the runs claimed: drive each
-    /// with [`Engine::resume`] (which holds the lease on, at the same epoch). Without
+    /// with [`Engine::resume`], given the workflow its pinned definition builds (the resume
+    /// holds the lease on, at the same epoch). Without
     /// leases (an engine opened with [`Engine::open`]) there is nothing to share: none.
     ///
     /// # Errors
@@ -434,205 +424,38 @@ impl<S: Store> Engine<S> {
         Ok(claimed.into_iter().map(|lease| lease.run_id).collect())
     }
 
-    /// Drives an existing run again (after a crash, a pause, or an override), with the
-    /// definition it was created with. An operator's pause stays in force (the run ends
+    /// Drives an existing run again (after a crash, a pause, or an override) with
+    /// `workflow`, which must be the definition the run was created with: a run is always
+    /// driven by the definition it pinned. An operator's pause stays in force (the run ends
     /// `paused` at once, having started nothing) until [`Engine::unpause`] lifts it.
     ///
     /// # Errors
     ///
-    /// [`EngineError::UnknownRun`]; [`EngineError::UnknownWorkflow`] when the run's workflow is
-    /// not registered; [`EngineError::DefinitionChanged`] when the registered one differs from the
-    /// pinned one; [`EngineError::BadDefinition`]; [`EngineError::AlreadyRunning`] when this engine
-    /// drives the run already; [`EngineError::Store`].
-    pub async fn resume(&self, run_id: RunId) -> Result<RunHandle, EngineError> {
+    /// [`EngineError::UnknownRun`]; [`EngineError::UnknownWorkflow`] when `workflow` is not
+    /// the run's workflow; [`EngineError::DefinitionChanged`] when its definition differs
+    /// from the pinned one; [`EngineError::BadDefinition`]; [`EngineError::AlreadyRunning`]
+    /// when this engine drives the run already; [`EngineError::Store`].
+    pub async fn resume(
+        &self,
+        workflow: &Arc<Workflow>,
+        run_id: RunId,
+    ) -> Result<RunHandle, EngineError> {
         let state = self.shared.run_state(&run_id).await?;
         let pinned = self.pinned_spec(&state).await?;
-        let registered = self
-            .shared
-            .workflows
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&pinned.name)
-            .cloned();
-        let workflow = registered.ok_or_else(|| EngineError::UnknownWorkflow {
-            run_id: run_id.clone(),
-            workflow: pinned.name.clone(),
-        })?;
-        if *workflow.spec() != pinned {
+        let given = workflow.spec();
+        if given.name != pinned.name {
+            return Err(EngineError::UnknownWorkflow {
+                run_id,
+                workflow: pinned.name,
+            });
+        }
+        if *given != pinned {
             return Err(EngineError::DefinitionChanged {
                 run_id,
                 workflow: pinned.name,
             });
         }
-        self.drive(run_id, workflow, None).await
-    }
-
-    /// Puts a step in a state by hand, recorded as a `ManualOverride` event with who and why
-    /// (its id is returned); what follows is [`check_override`]'s answer.
-    /// A driver working on the run picks it up at once.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::OverrideNotAllowed`] when the run is finished (succeeded or rolled
-    /// back); [`EngineError::UnknownRun`], [`EngineError::UnknownStep`], [`EngineError::BadDefinition`],
-    /// [`EngineError::Store`], also when the store refuses `by` or `reason` (see
-    /// [`apollo11_store::validate`]).
-    pub async fn override_step(
-        &self,
-        run_id: &RunId,
-        step: &str,
-        to: OverrideTarget,
-        by: &str,
-        reason: &str,
-    ) -> Result<EventId, EngineError> {
-        loop {
-            let state = self.shared.run_state(run_id).await?;
-            let spec = self.pinned_spec(&state).await?;
-            if !spec.steps.iter().any(|s| s.name == step) {
-                return Err(EngineError::UnknownStep {
-                    run_id: run_id.clone(),
-                    step: step.to_owned(),
-                });
-            }
-            let (dag, policy) =
-                Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
-            check_override(&state, &dag, &policy, step, to).map_err(|refusal| {
-                EngineError::OverrideNotAllowed {
-                    run_id: run_id.clone(),
-                    step: step.to_owned(),
-                    to: to.name(),
-                    refusal,
-                }
-            })?;
-            let event = NewEvent {
-                step: Some(StepName::from(step)),
-                kind: EventKind::ManualOverride {
-                    to,
-                    by: by.to_owned(),
-                    reason: reason.to_owned(),
-                },
-                attempt: state.step(step).attempt,
-                at_ms: self.shared.clock.now_ms(),
-                instance: self.shared.config.instance.clone(),
-                payload: Payload::Empty,
-            };
-            let ids = match self
-                .shared
-                .store
-                .append(run_id, Seq(state.last_seq.0 + 1), vec![event])
-                .await
-            {
-                Err(StoreError::Conflict { .. }) => continue,
-                other => other?,
-            };
-            self.shared.appended(1);
-            self.wake(run_id);
-            return Ok(ids[0]);
-        }
-    }
-
-    /// Pauses a run, recorded as `RunPaused` with who and why (its id is returned): it starts nothing new, its
-    /// running attempts and compensations finish (and are recorded), and its status is
-    /// `paused` once nothing is at work. A driver working on the run picks it up at once.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::NotAllowed`] when the run is finished, anomalous or already paused by
-    /// an operator; [`EngineError::UnknownRun`] and store errors.
-    pub async fn pause(
-        &self,
-        run_id: &RunId,
-        by: &str,
-        reason: &str,
-    ) -> Result<EventId, EngineError> {
-        self.act(run_id, RunAction::Pause, by, reason).await
-    }
-
-    /// Lifts an operator's pause, recorded as `RunResumed`. A driver working on the run
-    /// goes on at once; a run no driver works on goes on at its next [`Engine::resume`].
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::NotAllowed`] when no operator's pause is in force (or the run is
-    /// finished or anomalous); [`EngineError::UnknownRun`] and store errors.
-    pub async fn unpause(
-        &self,
-        run_id: &RunId,
-        by: &str,
-        reason: &str,
-    ) -> Result<EventId, EngineError> {
-        self.act(run_id, RunAction::Resume, by, reason).await
-    }
-
-    /// Asks a run to roll back, recorded as `RollbackRequested`: as if a step had failed for
-    /// good with `on_failure = "rollback"`, it waits for running attempts, then compensates
-    /// in reverse topological order (steps that succeeded after it was asked for included),
-    /// ending `rolled_back`. An operator's pause holds it: it starts at `unpause`.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::NotAllowed`] when the run is finished, anomalous or rolling back
-    /// already; [`EngineError::UnknownRun`] and store errors.
-    pub async fn request_rollback(
-        &self,
-        run_id: &RunId,
-        by: &str,
-        reason: &str,
-    ) -> Result<EventId, EngineError> {
-        self.act(run_id, RunAction::Rollback, by, reason).await
-    }
-
-    /// Appends an operator action on a run if its state allows it (checked against the
-    /// state the append's seq is stated for, so a concurrent change makes it check again).
-    async fn act(
-        &self,
-        run_id: &RunId,
-        action: RunAction,
-        by: &str,
-        reason: &str,
-    ) -> Result<EventId, EngineError> {
-        loop {
-            let state = self.shared.run_state(run_id).await?;
-            let spec = self.pinned_spec(&state).await?;
-            let (dag, policy) =
-                Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
-            check_action(&state, &dag, &policy, action).map_err(|refusal| {
-                EngineError::NotAllowed {
-                    run_id: run_id.clone(),
-                    action,
-                    refusal,
-                }
-            })?;
-            let event = NewEvent {
-                step: None,
-                kind: action.event(by, reason),
-                attempt: 0,
-                at_ms: self.shared.clock.now_ms(),
-                instance: self.shared.config.instance.clone(),
-                payload: Payload::Empty,
-            };
-            let ids = match self
-                .shared
-                .store
-                .append(run_id, Seq(state.last_seq.0 + 1), vec![event])
-                .await
-            {
-                Err(StoreError::Conflict { .. }) => continue,
-                other => other?,
-            };
-            self.shared.appended(1);
-            self.wake(run_id);
-            return Ok(ids[0]);
-        }
-    }
-
-    /// Tells the driver working on a run, if any, that someone else appended to it; under
-    /// the lock a finishing driver takes (`Shared::finished`), so that it cannot miss it.
-    fn wake(&self, run_id: &RunId) {
-        let active = self.shared.active.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(notify) = active.get(run_id) {
-            notify.notify_one();
-        }
+        self.drive(run_id, workflow.clone(), None).await
     }
 
     /// Forgets `runs`, which a `gc` moved out of the store's live log (`Collected::moved`):
@@ -687,7 +510,7 @@ impl<S: Store> Engine<S> {
         Ok(self.shared.recorded_payload(run_id, seq).await?)
     }
 
-    async fn pinned_spec(&self, state: &RunState) -> Result<WorkflowSpec, EngineError> {
+    pub(crate) async fn pinned_spec(&self, state: &RunState) -> Result<WorkflowSpec, EngineError> {
         if state.workflow.is_none() {
             return Err(EngineError::UnknownRun {
                 run_id: state.run_id.clone(),

@@ -38,15 +38,15 @@ pub enum EngineError {
         /// The run's first event.
         begins: EventId,
     },
-    /// The run's workflow is not registered with this engine.
-    #[error("run `{run_id}` uses workflow `{workflow}`, which this engine does not know; register it first")]
+    /// The workflow given for a run is another workflow than the one the run pinned.
+    #[error("run `{run_id}` is a run of workflow `{workflow}`: it is driven only by that workflow's definition")]
     UnknownWorkflow {
         /// The run.
         run_id: RunId,
         /// The workflow it pinned.
         workflow: String,
     },
-    /// The registered workflow differs from the definition the run pinned.
+    /// The workflow given for a run differs from the definition the run pinned.
     #[error("run `{run_id}` was created with a different definition of workflow `{workflow}`: a run always resumes with the definition it started with")]
     DefinitionChanged {
         /// The run.
@@ -92,6 +92,15 @@ pub enum EngineError {
         to: &'static str,
         /// Why.
         refusal: Refusal,
+    },
+    /// An operator's action found the run changed under it at every try: someone kept
+    /// appending to it between the action's read and its append.
+    #[error("run `{run_id}` changed under the action {tries} times in a row (someone keeps appending to it); nothing was appended: try again")]
+    Contended {
+        /// The run.
+        run_id: RunId,
+        /// How many times the action was tried.
+        tries: u32,
     },
     /// This engine is driving the run already.
     #[error("run `{run_id}` is already being driven by this engine")]

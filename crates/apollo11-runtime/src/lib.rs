@@ -10,6 +10,7 @@ mod lease;
 pub mod metrics;
 mod names;
 mod step;
+mod tries;
 mod view;
 mod workflow;
 
@@ -25,9 +26,11 @@ pub use apollo11_machine::{
 };
 pub use apollo11_store::{BlobStore, EventStore, LeaseStore, MemStore, SnapshotStore, StoreError};
 pub use clock::Clock;
-pub use engine::{Engine, EngineConfig, RunHandle, Store};
+pub use driver::PLACE_REQUESTS_MAX;
+pub use engine::{Engine, EngineConfig, RunHandle, Store, OPERATOR_APPEND_TRIES};
 pub use error::EngineError;
 pub use inspect::Inspector;
 pub use lease::{Leasing, LEASE_TTL_MIN};
 pub use step::{Cancel, Leftover, Output, Place, Settled, Step, StepContext, StepError};
+pub use tries::{Try, TryKind};
 pub use workflow::{StepBuilder, Workflow, WorkflowBuilder, WorkflowError};

@@ -1,6 +1,7 @@
 //! What a step is to the engine: an async `run`, an optional `compensate`, and the context
 //! both receive.
 
+use crate::{Try, TryKind};
 use apollo11_core::{limits, RunId, StepName};
 pub use apollo11_machine::Place;
 use async_trait::async_trait;
@@ -51,8 +52,8 @@ pub struct Leftover {
     pub step: StepName,
     /// The attempt.
     pub attempt: u32,
-    /// True for a try of the step's compensation.
-    pub compensation: bool,
+    /// A run of the step or a try of its compensation.
+    pub kind: TryKind,
     /// Where it runs, if it recorded that before the engine lost it.
     pub place: Option<Place>,
 }
@@ -78,9 +79,7 @@ pub enum Settled {
 /// A step's request to record where its try runs, answered once the `Placed` event is
 /// durable (or with why it was not recorded).
 pub(crate) struct PlaceRequest {
-    pub step: StepName,
-    pub attempt: u32,
-    pub compensation: bool,
+    pub tried: Try,
     pub place: Place,
     pub ack: oneshot::Sender<Result<(), String>>,
 }
@@ -88,8 +87,8 @@ pub(crate) struct PlaceRequest {
 /// How a try reaches its driver to record its place.
 #[derive(Clone, Debug)]
 pub(crate) struct Placer {
-    pub requests: mpsc::UnboundedSender<PlaceRequest>,
-    pub compensation: bool,
+    pub requests: mpsc::Sender<PlaceRequest>,
+    pub kind: TryKind,
 }
 
 /// What a step attempt (or compensation) gets from the engine.
@@ -143,16 +142,15 @@ impl StepContext {
             || StepError::retryable("the engine stopped before recording where the step runs");
         let (ack, answer) = oneshot::channel();
         let request = PlaceRequest {
-            step: self.step.clone(),
-            attempt: self.attempt,
-            compensation: placer.compensation,
+            tried: Try::of(&self.step, self.attempt, placer.kind),
             place: Place {
                 host: host.to_owned(),
                 handle: handle.to_owned(),
             },
             ack,
         };
-        placer.requests.send(request).map_err(|_| stopped())?;
+        // Waits for room when the driver has `PLACE_REQUESTS_MAX` requests to answer.
+        placer.requests.send(request).await.map_err(|_| stopped())?;
         answer
             .await
             .map_err(|_| stopped())?

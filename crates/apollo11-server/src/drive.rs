@@ -78,9 +78,11 @@ pub async fn drive(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
     let spec = state.inspector.definition(run_id).await?;
     let workflow = shell::workflow(&spec, &state.data_dir)
         .map_err(|e| ApiError::damaged(format!("run `{run_id}`: its pinned definition: {e}")))?;
-    let _driving = state.driving.lock().await;
-    state.engine.register(workflow);
-    match state.engine.resume(run_id.clone()).await {
+    match state
+        .engine
+        .resume(&Arc::new(workflow), run_id.clone())
+        .await
+    {
         Ok(handle) => watch(handle),
         Err(EngineError::AlreadyRunning { .. } | EngineError::Leased { .. }) => {}
         Err(e) => return Err(e.into()),

@@ -129,9 +129,6 @@ pub(crate) struct AppState {
     pub data_dir: PathBuf,
     pub workflows_dir: Option<PathBuf>,
     pub registry: RwLock<Arc<Registry>>,
-    /// Held while a run's pinned workflow is registered and its driver started: the engine
-    /// registers one workflow per name, and two definitions of a name may be resumed at once.
-    pub driving: tokio::sync::Mutex<()>,
     /// The recorder `/metrics` renders.
     pub metrics: Option<Prometheus>,
     /// Turns true when the server stops: live streams end.
@@ -269,7 +266,6 @@ impl Server {
             data_dir: config.data_dir,
             workflows_dir: config.workflows,
             registry: RwLock::new(Arc::new(registry)),
-            driving: tokio::sync::Mutex::new(()),
             metrics: config.metrics,
             closing: closing_rx,
             gc: config.gc,

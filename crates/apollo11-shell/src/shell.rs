@@ -296,7 +296,7 @@ impl Step for ShellStep {
             leftover.run_id.as_str(),
             leftover.step.as_str(),
             leftover.attempt,
-            leftover.compensation,
+            leftover.kind.is_compensation(),
         );
         // An output over the limit, or one that cannot be read, is no marker.
         let marker = read_output(&files.output, limits::STEP_OUTPUT_BYTES_MAX).ok();

@@ -70,7 +70,7 @@ pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outc
     let ledger = Ledger::default();
     let mut world = World {
         scenario,
-        workflow: workflow(scenario, &ledger)?,
+        workflow: Arc::new(workflow(scenario, &ledger)?),
         acks: Acks::default(),
         start: Instant::now(),
         actions: scenario.actions.iter().cloned().collect(),
@@ -170,7 +170,7 @@ async fn all_events(store: &impl EventStore) -> Result<Vec<Event>, String> {
 
 struct World<'s> {
     scenario: &'s Scenario,
-    workflow: Workflow,
+    workflow: Arc<Workflow>,
     acks: Acks,
     start: Instant,
     actions: VecDeque<Timed>,
@@ -288,9 +288,8 @@ impl World<'_> {
         let engine = self.engine(g, store.clone(), leasing).await?;
         let mut driven = Driven::default();
         if g == 0 {
-            let workflow = engine.register(self.workflow.clone());
             for i in 0..self.scenario.runs {
-                match engine.start(&workflow, self.run_id(i)).await {
+                match engine.start(&self.workflow, self.run_id(i)).await {
                     Ok(handle) => driven.add(handle),
                     Err(EngineError::Store(_)) => {}
                     Err(e) => return Err(format!("starting run-{i}: {e}")),
@@ -330,10 +329,9 @@ impl World<'_> {
     where
         Store<S>: apollo11_runtime::Store,
     {
-        engine.register(self.workflow.clone());
         let runs = (store.list_runs().await).map_err(|e| format!("listing runs: {e}"))?;
         for summary in runs {
-            match resume_when_free(engine, &summary.run_id).await {
+            match resume_when_free(engine, &self.workflow, &summary.run_id).await {
                 Ok(handle) => driven.add(handle),
                 Err(EngineError::Store(_)) if !last => {}
                 Err(e) => return Err(format!("resuming {}: {e}", summary.run_id.as_str())),
@@ -376,7 +374,7 @@ impl World<'_> {
                     match outcome {
                         // As an instance sharing the store would claim it again.
                         Err(EngineError::Store(StoreError::LeaseLost { .. })) => {
-                            match resume_when_free(engine, &run).await {
+                            match resume_when_free(engine, &self.workflow, &run).await {
                                 Ok(handle) => driven.add(handle),
                                 Err(e) if last => {
                                     return Err(format!("{}: its lease lost, it is not driven again: {e}", run.as_str()));
@@ -403,7 +401,7 @@ impl World<'_> {
                         let done = self.act(engine, &run, &timed.action).await?;
                         // As a server does: a run driven already refuses (`AlreadyRunning`).
                         if done {
-                            drive_again(engine, run, driven).await;
+                            drive_again(engine, &self.workflow, run, driven).await;
                         }
                     }
                 }
@@ -489,7 +487,7 @@ impl World<'_> {
                 for action in &actions {
                     self.act(engine, &run, action).await?;
                 }
-                drive_again(engine, run, driven).await;
+                drive_again(engine, &self.workflow, run, driven).await;
             }
             if !acted {
                 return Ok(());
@@ -507,12 +505,16 @@ impl World<'_> {
     }
 }
 
-async fn drive_again<S>(engine: &Engine<Store<S>>, run: RunId, driven: &mut Driven)
-where
+async fn drive_again<S>(
+    engine: &Engine<Store<S>>,
+    workflow: &Arc<Workflow>,
+    run: RunId,
+    driven: &mut Driven,
+) where
     Store<S>: apollo11_runtime::Store,
 {
     // A refusal leaves the run as it is; the checks judge the result.
-    if let Ok(handle) = engine.resume(run).await {
+    if let Ok(handle) = engine.resume(workflow, run).await {
         driven.add(handle);
     }
 }
@@ -522,6 +524,7 @@ where
 /// database busy), for at most three ttls (a lease left longer is an error).
 async fn resume_when_free<S>(
     engine: &Engine<Store<S>>,
+    workflow: &Arc<Workflow>,
     run: &RunId,
 ) -> Result<RunHandle, EngineError>
 where
@@ -530,7 +533,7 @@ where
     let ttl = engine.lease_ttl().unwrap_or_default();
     let deadline = Instant::now() + 3 * ttl;
     loop {
-        match engine.resume(run.clone()).await {
+        match engine.resume(workflow, run.clone()).await {
             Err(EngineError::Leased { .. }) if Instant::now() < deadline => {
                 tokio::time::sleep(ttl / 5).await;
             }

@@ -30,7 +30,7 @@ pub async fn populate(dir: &Path, runs: u64) -> Result<()> {
     let _ = std::fs::remove_dir_all(dir);
     let store = Arc::new(FileLog::open(dir, Options::default())?);
     let engine = Engine::open(store, EngineConfig::default()).await?;
-    let wf = engine.register(workflow("ten", STEPS, true, 8)?);
+    let wf = Arc::new(workflow("ten", STEPS, true, 8)?);
     for first in (0..runs).step_by(1_000) {
         let mut handles = Vec::new();
         for i in first..runs.min(first + 1_000) {

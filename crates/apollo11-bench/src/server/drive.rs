@@ -80,7 +80,7 @@ pub async fn alone(dir: &Path, workload: &Workload) -> Result<f64> {
             definition::load(&workflows.join("bench.toml")).map_err(|e| anyhow::anyhow!("{e}"))?;
         let store = Arc::new(FileLog::open(&data, Options::default())?);
         let engine = Engine::open(store, EngineConfig::default()).await?;
-        let wf = engine.register(shell::workflow(&spec, &data)?);
+        let wf = Arc::new(shell::workflow(&spec, &data)?);
         let started = Instant::now();
         let mut handles = Vec::new();
         for r in 0..runs {

@@ -137,8 +137,8 @@ async fn a_real_run_renders_every_metric_with_sane_values_and_promtool_accepts_i
         &samples(&prometheus.render()),
         "apollo11_events_appended_total",
     );
-    let shop = engine.register(shop());
-    let audit = engine.register(audit());
+    let shop = Arc::new(shop());
+    let audit = Arc::new(audit());
     let runs = [
         (&shop, "shop-1", RunStatus::RolledBack),
         (&audit, "audit-1", RunStatus::Paused),
@@ -150,7 +150,7 @@ async fn a_real_run_renders_every_metric_with_sane_values_and_promtool_accepts_i
         events += log.read_run(&RunId::from(run), Seq(1)).await.unwrap().len();
     }
     // A finished run driven again is counted once, as it was when it finished.
-    let again = engine.resume(RunId::from("shop-1")).await.unwrap();
+    let again = engine.resume(&shop, RunId::from("shop-1")).await.unwrap();
     assert_eq!(again.outcome().await.unwrap(), RunStatus::RolledBack);
     let text = prometheus.render();
     let s = samples(&text);

@@ -176,7 +176,7 @@ async fn finish_all<S: Store>(
     generation: usize,
     steps: Arc<Mutex<std::fs::File>>,
 ) -> Result<(), EngineError> {
-    let wf = engine.register(workflow(steps));
+    let wf = Arc::new(workflow(steps));
     let tasks: Vec<_> = run_ids(generation)
         .into_iter()
         .map(|id| tokio::spawn(finish(engine.clone(), wf.clone(), id)))
@@ -195,7 +195,7 @@ async fn finish<S: Store>(
 ) -> Result<(), EngineError> {
     loop {
         let handle = match engine.start(&wf, id.clone()).await {
-            Err(EngineError::RunExists { .. }) => engine.resume(id.clone()).await,
+            Err(EngineError::RunExists { .. }) => engine.resume(&wf, id.clone()).await,
             other => other,
         };
         let outcome = match handle {

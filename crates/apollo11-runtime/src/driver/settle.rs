@@ -12,27 +12,18 @@
 use super::Driver;
 use crate::engine::Store;
 use crate::step::{Leftover, PlaceRequest, Settled};
-use crate::EngineError;
-use apollo11_core::{EventKind, Payload, StepName};
+use crate::{EngineError, Try};
+use apollo11_core::{EventKind, Payload};
 use apollo11_store::NewEvent;
 
 impl<S: Store> Driver<S> {
     /// Appends `Placed` for a try that is still the step's current one and tells the step
     /// once it is durable; a try that is not current is told so and nothing is appended.
     pub(super) async fn place(&mut self, request: PlaceRequest) -> Result<(), EngineError> {
-        let PlaceRequest {
-            step,
-            attempt,
-            compensation,
-            place,
-            ack,
-        } = request;
+        let PlaceRequest { tried, place, ack } = request;
+        let Try { step, attempt, .. } = &tried;
         loop {
-            let mine = self
-                .executing
-                .get(&step)
-                .is_some_and(|r| r.attempt == attempt && r.compensation == compensation);
-            if !mine || !self.still_current(&step, attempt, compensation) {
+            if !self.running.is_mine(&tried) || !self.still_current(&tried) {
                 let _ = ack.send(Err(format!(
                     "attempt {attempt} of step `{step}` is no longer current"
                 )));
@@ -42,7 +33,7 @@ impl<S: Store> Driver<S> {
                 host: place.host.clone(),
                 handle: place.handle.clone(),
             };
-            let event = self.event(&step, kind, attempt, Payload::Empty);
+            let event = self.event(step, kind, *attempt, Payload::Empty);
             match self.commit(vec![event]).await {
                 Ok(true) => {
                     let _ = ack.send(Ok(()));
@@ -59,17 +50,20 @@ impl<S: Store> Driver<S> {
     }
 
     /// The events that end a try the driver did not see end (`failed`, an event `decide`
-    /// made: `Interrupted`, or `Failed` past its timeout; `compensation` for a try of the
-    /// step's compensation): that event with the marker the step salvaged, or, when the step
+    /// made: `Interrupted`, or `Failed` past its timeout, for `tried`): that event with the marker the step salvaged, or, when the step
     /// cannot reach the try, a `RunPaused` naming the place followed by the event with no
     /// marker.
     pub(super) async fn settled_failure(
         &mut self,
-        step: &StepName,
+        tried: &Try,
         failed: EventKind,
-        attempt: u32,
-        compensation: bool,
     ) -> Result<Vec<NewEvent>, EngineError> {
+        let Try {
+            step,
+            attempt,
+            kind,
+        } = tried.clone();
+        let compensation = kind.is_compensation();
         let code = self
             .workflow
             .step(step.as_str())
@@ -80,7 +74,7 @@ impl<S: Store> Driver<S> {
             run_id: self.run_id().clone(),
             step: step.clone(),
             attempt,
-            compensation,
+            kind,
             place: place.clone(),
         };
         match code.settle(&leftover).await {
@@ -90,7 +84,7 @@ impl<S: Store> Driver<S> {
                     Some(bytes) => self.offload_patiently(Payload::inline(bytes)).await?,
                     None => Payload::Empty,
                 };
-                Ok(vec![self.event(step, failed, attempt, payload)])
+                Ok(vec![self.event(&step, failed, attempt, payload)])
             }
             Settled::Unreachable { reason } => {
                 let what = if compensation { "compensation of " } else { "" };
@@ -102,7 +96,7 @@ impl<S: Store> Driver<S> {
                 ));
                 Ok(vec![
                     pause,
-                    self.event(step, failed, attempt, Payload::Empty),
+                    self.event(&step, failed, attempt, Payload::Empty),
                 ])
             }
         }

@@ -8,6 +8,7 @@ use apollo11_runtime::{
     Backoff, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, RunId, RunStatus,
 };
 use apollo11_store::MemStore;
+use std::sync::Arc;
 
 /// `a` (with a compensation) then `b`, which fails for good: the run rolls back `a`.
 fn undo_a(f: &Fixture) -> apollo11_runtime::Workflow {
@@ -37,7 +38,7 @@ async fn compensation_events(store: &MemStore, run: &str, step: &str) -> Vec<(Ev
 async fn a_compensation_failing_twice_then_succeeding_shows_both_failures_as_events() {
     let f = Fixture::new().undo("a", |t| if t < 3 { Undo::Fail(true) } else { Undo::Ok });
     let engine = open(&f.store).await;
-    let wf = engine.register(undo_a(&f));
+    let wf = Arc::new(undo_a(&f));
     assert_eq!(run_to_end(&engine, &wf, "r").await, RunStatus::RolledBack);
     let events = compensation_events(&f.store, "r", "a").await;
     let failed = |n: u32| EventKind::CompensationFailed {
@@ -82,7 +83,7 @@ async fn a_panicking_compensation_is_retried_at_the_backoff_rate_not_hot() {
         jitter_pct: 0,
     };
     let engine = open(&f.store).await;
-    let wf = engine.register(undo_a(&f));
+    let wf = Arc::new(undo_a(&f));
     let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     handle.abort();
@@ -116,7 +117,7 @@ async fn a_panicking_compensation_is_retried_at_the_backoff_rate_not_hot() {
 async fn a_compensation_out_of_tries_pauses_the_run_and_an_override_lets_it_finish() {
     let f = Fixture::new().undo("a", |_| Undo::Fail(true));
     let engine = open(&f.store).await;
-    let wf = engine.register(undo_a(&f));
+    let wf = Arc::new(undo_a(&f));
     assert_eq!(run_to_end(&engine, &wf, "r").await, RunStatus::Paused);
     assert_eq!(
         kinds(&f.store, "r", "a").await[2..],
@@ -140,7 +141,13 @@ async fn a_compensation_out_of_tries_pauses_the_run_and_an_override_lets_it_fini
         .override_step(&run, "a", OverrideTarget::Skipped, "ops", "deleted by hand")
         .await
         .unwrap();
-    let status = engine.resume(run).await.unwrap().outcome().await.unwrap();
+    let status = engine
+        .resume(&wf, run)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
     assert_eq!(status, RunStatus::RolledBack);
 }
 
@@ -150,15 +157,21 @@ async fn a_compensation_left_running_by_a_dead_engine_is_an_interrupted_try() {
     let run = RunId::from("r");
     {
         let first = open(&f.store).await;
-        let wf = first.register(undo_a(&f));
+        let wf = Arc::new(undo_a(&f));
         let handle = first.start(&wf, run.clone()).await.unwrap();
         tokio::time::sleep(std::time::Duration::from_secs(10)).await;
         handle.abort();
         let _ = handle.outcome().await;
     }
     let second = open(&f.store).await;
-    second.register(undo_a(&f));
-    let status = second.resume(run).await.unwrap().outcome().await.unwrap();
+    let wf = Arc::new(undo_a(&f));
+    let status = second
+        .resume(&wf, run)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
     assert_eq!(status, RunStatus::RolledBack);
     let events = compensation_events(&f.store, "r", "a").await;
     assert_eq!(events[1].0, EventKind::Interrupted);

@@ -113,7 +113,7 @@ pub async fn run_to_end(engine: &Engine<MemStore>, wf: &Arc<Workflow>, run: &str
 async fn a_failing_step_is_retried_with_exponential_backoff() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "retry",
         OnFailure::Pause,
         &[(
@@ -164,7 +164,7 @@ async fn an_attempt_past_its_timeout_is_failed_then_retried() {
         .step(StepBuilder::new("slow", code).idempotency(I::Natural))
         .build()
         .unwrap();
-    let wf = engine.register(wf);
+    let wf = Arc::new(wf);
     assert_eq!(run_to_end(&engine, &wf, "r").await, RunStatus::Succeeded);
     let t = timeline(&f.store, "r").await;
     assert_eq!(
@@ -189,7 +189,7 @@ async fn parallel_steps_respect_the_concurrency_limit() {
         .iter()
         .map(|n| (*n, &[][..], I::Natural, ok as fn(u32) -> Act, false))
         .collect();
-    let wf = engine.register(f.workflow("wide", OnFailure::Pause, &steps));
+    let wf = Arc::new(f.workflow("wide", OnFailure::Pause, &steps));
     assert_eq!(run_to_end(&engine, &wf, "r").await, RunStatus::Succeeded);
     assert_eq!(
         f.gauge.lock().unwrap().1,
@@ -203,7 +203,7 @@ async fn parallel_steps_respect_the_concurrency_limit() {
 async fn rollback_on_a_diamond_compensates_d_then_b_and_c_in_parallel_then_a() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "diamond",
         OnFailure::Rollback,
         &[
@@ -247,7 +247,7 @@ async fn rollback_on_a_diamond_compensates_d_then_b_and_c_in_parallel_then_a() {
 async fn a_compensate_class_step_is_compensated_then_rerun() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "pay",
         OnFailure::Pause,
         &[("charge", &[], I::Compensate, fails_once, true)],
@@ -277,7 +277,7 @@ async fn a_compensate_class_step_is_compensated_then_rerun() {
 async fn a_paused_run_continues_downstream_after_an_override() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "ops",
         OnFailure::Pause,
         &[
@@ -314,7 +314,7 @@ async fn a_paused_run_continues_downstream_after_an_override() {
         .unwrap();
     assert_eq!(
         engine
-            .resume(run.clone())
+            .resume(&wf, run.clone())
             .await
             .unwrap()
             .outcome()
@@ -334,7 +334,7 @@ async fn a_paused_run_continues_downstream_after_an_override() {
 async fn an_override_reaches_a_run_that_is_being_driven() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "live",
         OnFailure::Pause,
         &[
@@ -378,17 +378,17 @@ async fn a_fresh_engine_resumes_a_crashed_run_without_rerunning_succeeded_steps(
     let run = RunId::from("r");
     {
         let first = open(&f.store).await;
-        let wf = first.register(f.workflow("five", OnFailure::Pause, steps));
+        let wf = Arc::new(f.workflow("five", OnFailure::Pause, steps));
         let handle = first.start(&wf, run.clone()).await.unwrap();
         tokio::time::sleep(std::time::Duration::from_secs(10)).await;
         handle.abort();
         let _ = handle.outcome().await;
     }
     let second = open(&f.store).await;
-    second.register(f.workflow("five", OnFailure::Pause, steps));
+    let wf = Arc::new(f.workflow("five", OnFailure::Pause, steps));
     assert_eq!(
         second
-            .resume(run.clone())
+            .resume(&wf, run.clone())
             .await
             .unwrap()
             .outcome()
@@ -415,7 +415,7 @@ async fn a_fresh_engine_resumes_a_crashed_run_without_rerunning_succeeded_steps(
 async fn a_checkpoint_step_gets_its_previous_attempts_marker_and_large_outputs_go_to_blobs() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "ck",
         OnFailure::Pause,
         &[("ck", &[], I::Checkpoint, fails_once, false)],
@@ -439,7 +439,7 @@ async fn a_checkpoint_step_gets_its_previous_attempts_marker_and_large_outputs_g
     )
     .await
     .unwrap();
-    let big = engine.register(big);
+    let big = Arc::new(big);
     run_to_end(&engine, &big, "b").await;
     let payload = engine.step_payload(&RunId::from("b"), "x").await.unwrap();
     let apollo11_core::Payload::Blob(blob) = &payload else {
@@ -455,10 +455,10 @@ async fn a_checkpoint_step_gets_its_previous_attempts_marker_and_large_outputs_g
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_changed_definition_or_unknown_workflow_is_an_error_not_a_silent_switch() {
+async fn a_changed_definition_or_another_workflow_is_an_error_not_a_silent_switch() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "v",
         OnFailure::Pause,
         &[("a", &[], I::Natural, |_| Act::Fail(1, false), false)],
@@ -469,18 +469,19 @@ async fn a_changed_definition_or_unknown_workflow_is_an_error_not_a_silent_switc
         Err(EngineError::RunExists { .. })
     ));
     let other = open(&f.store).await;
+    let another = Arc::new(f.workflow("w", OnFailure::Pause, &[("a", &[], I::Natural, ok, false)]));
     assert!(matches!(
-        other.resume(RunId::from("r")).await,
+        other.resume(&another, RunId::from("r")).await,
         Err(EngineError::UnknownWorkflow { .. })
     ));
-    other.register(f.workflow("v", OnFailure::Pause, &[("a", &[], I::Keyed, ok, false)]));
-    let err = other.resume(RunId::from("r")).await.err().unwrap();
+    let wf = Arc::new(f.workflow("v", OnFailure::Pause, &[("a", &[], I::Keyed, ok, false)]));
+    let err = other.resume(&wf, RunId::from("r")).await.err().unwrap();
     assert!(
         matches!(err, EngineError::DefinitionChanged { .. }),
         "{err}"
     );
     assert!(matches!(
-        other.resume(RunId::from("nope")).await,
+        other.resume(&wf, RunId::from("nope")).await,
         Err(EngineError::UnknownRun { .. })
     ));
 }
@@ -526,7 +527,7 @@ fn registration_refuses_missing_idempotency_missing_compensation_and_cycles() {
 async fn a_thousand_runs_share_one_engine_and_snapshots_are_taken() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "many",
         OnFailure::Pause,
         &[
@@ -589,7 +590,7 @@ async fn auto_timeout_is_twice_the_p99_of_past_successful_durations() {
             .build()
             .unwrap()
     };
-    let wf = engine.register(build(|_| Act::Ok(100)));
+    let wf = Arc::new(build(|_| Act::Ok(100)));
     for i in 0..25 {
         engine
             .start(&wf, RunId(format!("warm-{i}")))
@@ -601,7 +602,7 @@ async fn auto_timeout_is_twice_the_p99_of_past_successful_durations() {
     }
     // The engine's view learns durations from the log; a fresh engine starts from it.
     let engine = open(&f.store).await;
-    let wf = engine.register(build(|_| Act::Hang));
+    let wf = Arc::new(build(|_| Act::Hang));
     assert_eq!(run_to_end(&engine, &wf, "hung").await, RunStatus::Paused);
     let t = timeline(&f.store, "hung").await;
     assert_eq!(
@@ -619,7 +620,7 @@ async fn a_conflicting_append_is_refolded_and_outcomes_still_current_are_kept() 
     use apollo11_store::EventStore;
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "race",
         OnFailure::Pause,
         &[
@@ -667,7 +668,7 @@ async fn a_conflicting_append_is_refolded_and_outcomes_still_current_are_kept() 
 async fn closing_snapshots_every_event_appended_since_the_last_snapshot() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "few",
         OnFailure::Pause,
         &[("a", &[], I::Natural, ok, false)],
@@ -722,7 +723,7 @@ async fn the_view_and_its_snapshots_follow_event_ids_with_gaps() {
                 .unwrap()
         };
         let engine = Engine::open(f.store.clone(), config.clone()).await.unwrap();
-        let wf = engine.register(build(|_| Act::Ok(100)));
+        let wf = Arc::new(build(|_| Act::Ok(100)));
         for i in 0..12 {
             assert_eq!(
                 run_to_end(&engine, &wf, &format!("warm-{i}")).await,
@@ -738,7 +739,7 @@ async fn the_view_and_its_snapshots_follow_event_ids_with_gaps() {
         );
         // Events after the snapshot: the next engine folds them from its watermark.
         let engine = Engine::open(f.store.clone(), config.clone()).await.unwrap();
-        let wf = engine.register(build(|_| Act::Ok(100)));
+        let wf = Arc::new(build(|_| Act::Ok(100)));
         for i in 12..25 {
             run_to_end(&engine, &wf, &format!("warm-{i}")).await;
         }
@@ -750,7 +751,7 @@ async fn the_view_and_its_snapshots_follow_event_ids_with_gaps() {
             ids[0].event_id, saved,
             "{gaps:?}: a snapshot covers a real event"
         );
-        let wf = engine.register(build(|_| Act::Hang));
+        let wf = Arc::new(build(|_| Act::Hang));
         assert_eq!(run_to_end(&engine, &wf, "hung").await, RunStatus::Paused);
         let t = timeline(&f.store, "hung").await;
         assert_eq!(

@@ -6,7 +6,7 @@ use crate::scripted::{Act, Ledger, Scripted};
 use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
 use apollo11_runtime::{
     Engine, EngineError, Idempotency, OnFailure, RetryPolicy, RunStatus, StepBuilder, Timeout,
-    Workflow,
+    Workflow, OPERATOR_APPEND_TRIES,
 };
 use apollo11_store::{
     BlobStore, EventStore, MemStore, NewEvent, RunSummary, Snapshot, SnapshotStore, StoreError,
@@ -147,7 +147,7 @@ async fn run(store: &Arc<Flaky>, ledger: &Ledger) -> Result<RunStatus, EngineErr
     let engine = Engine::open(store.clone(), Default::default())
         .await
         .unwrap();
-    let wf = engine.register(chain(ledger));
+    let wf = Arc::new(chain(ledger));
     let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
     handle.outcome().await
 }
@@ -267,7 +267,7 @@ async fn an_unpause_appended_as_the_driver_ends_paused_has_the_run_driven_on() {
             .await
             .unwrap(),
     );
-    let wf = engine.register(chain(&ledger));
+    let wf = Arc::new(chain(&ledger));
     let run = RunId::from("r");
     let handle = engine.start(&wf, run.clone()).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1)).await;
@@ -282,4 +282,38 @@ async fn an_unpause_appended_as_the_driver_ends_paused_has_the_run_driven_on() {
     assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
     operator.await.unwrap();
     assert_eq!(store.faults_left(), 0, "the late answer struck");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operator_action_on_a_run_that_always_moves_gives_up_after_its_tries() {
+    let store = Arc::new(Flaky::default());
+    let run = RunId::from("r");
+    let conflict = StoreError::Conflict {
+        run_id: run.clone(),
+        expected: Seq(2),
+        actual: Seq(2),
+    };
+    // Append 1 creates the run; every later one conflicts, more of them than the action tries.
+    let tries = OPERATOR_APPEND_TRIES;
+    let conflicts = (2..=tries + 10).map(|n| (n, Fault::Fail(conflict.clone())));
+    store.append_faults.lock().unwrap().extend(conflicts);
+    let engine = Engine::open(store.clone(), Default::default())
+        .await
+        .unwrap();
+    let wf = Arc::new(chain(&Ledger::default()));
+    // Stopped before its driver's first turn: nothing but the operator appends to the run.
+    engine.start(&wf, run.clone()).await.unwrap().abort();
+    match engine.pause(&run, "op", "hold").await {
+        Err(EngineError::Contended { run_id, tries: n }) => {
+            assert_eq!((run_id, n), (run.clone(), tries));
+        }
+        other => panic!("the action must give up as contended, got {other:?}"),
+    }
+    assert_eq!(store.appends.load(Ordering::SeqCst), 1 + tries);
+    let events = store.inner.read_run(&run, Seq(1)).await.unwrap();
+    assert_eq!(
+        events.len(),
+        1,
+        "nothing but the run's creation was written"
+    );
 }

@@ -36,7 +36,7 @@ async fn an_engine_forgets_the_runs_a_gc_moved_and_they_still_answer_from_the_ar
         .step(StepBuilder::new("s", code).idempotency(Idempotency::Natural))
         .build()
         .unwrap();
-    let workflow = engine.register(workflow);
+    let workflow = Arc::new(workflow);
     let runs = runs_of(RUNS);
     for run in &runs {
         let outcome = engine

@@ -4,6 +4,7 @@
 use crate::engine::{ok, Fixture, Spec};
 use crate::scripted::{kinds, open, Act, Undo};
 use apollo11_runtime::{Idempotency as I, OnFailure, RunId, RunStatus};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Hangs on its first three attempts (until the engine is killed), then succeeds.
@@ -30,12 +31,12 @@ fn one_attempt(f: &mut Fixture, b: fn(u32) -> Act) -> apollo11_runtime::Workflow
 /// Starts (or resumes) run `r` on a new engine, then kills its driver 10 s in, as a crash.
 async fn drive_then_kill(f: &mut Fixture, b: fn(u32) -> Act, start: bool) {
     let engine = open(&f.store).await;
-    let wf = engine.register(one_attempt(f, b));
+    let wf = Arc::new(one_attempt(f, b));
     let run = RunId::from("r");
     let handle = if start {
         engine.start(&wf, run).await.unwrap()
     } else {
-        engine.resume(run).await.unwrap()
+        engine.resume(&wf, run).await.unwrap()
     };
     tokio::time::sleep(Duration::from_secs(10)).await;
     handle.abort();
@@ -45,8 +46,8 @@ async fn drive_then_kill(f: &mut Fixture, b: fn(u32) -> Act, start: bool) {
 /// Resumes run `r` on a new engine and waits for its outcome.
 async fn resume_to_end(f: &mut Fixture, b: fn(u32) -> Act) -> RunStatus {
     let engine = open(&f.store).await;
-    engine.register(one_attempt(f, b));
-    let handle = engine.resume(RunId::from("r")).await.unwrap();
+    let wf = Arc::new(one_attempt(f, b));
+    let handle = engine.resume(&wf, RunId::from("r")).await.unwrap();
     handle.outcome().await.unwrap()
 }
 
@@ -95,7 +96,7 @@ async fn a_step_interrupted_three_times_in_a_row_pauses_the_run_until_it_is_resu
     let status = resume_to_end(&mut f, hangs_three_times).await;
     assert_eq!(status, RunStatus::Paused);
     let engine = open(&f.store).await;
-    engine.register(one_attempt(&mut f, hangs_three_times));
+    let wf = Arc::new(one_attempt(&mut f, hangs_three_times));
     let run = RunId::from("r");
     let state = engine.state(&run).await.unwrap();
     let reason = &state.paused.as_ref().expect("paused by the engine").reason;
@@ -112,7 +113,13 @@ async fn a_step_interrupted_three_times_in_a_row_pauses_the_run_until_it_is_resu
         .unpause(&run, "alice", "the host is fixed")
         .await
         .unwrap();
-    let status = engine.resume(run).await.unwrap().outcome().await.unwrap();
+    let status = engine
+        .resume(&wf, run)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
     assert_eq!(status, RunStatus::Succeeded);
     assert_eq!(
         engine

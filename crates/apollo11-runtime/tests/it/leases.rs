@@ -104,7 +104,7 @@ async fn a_driver_renews_its_lease_while_a_long_step_runs_and_parks_it_at_the_en
         for_ms: 10_000,
         ..Waits::default()
     };
-    let wf = a.register(workflow(step.clone()));
+    let wf = Arc::new(workflow(step.clone()));
     let run = RunId::from("r");
     let handle = a.start(&wf, run.clone()).await.unwrap();
     for _ in 0..9 {
@@ -139,7 +139,7 @@ async fn a_driver_whose_lease_is_taken_stops_at_once_with_its_steps() {
         for_ms: 100_000,
         ..Waits::default()
     };
-    let wf = a.register(workflow(step.clone()));
+    let wf = Arc::new(workflow(step.clone()));
     let run = RunId::from("r");
     let handle = a.start(&wf, run.clone()).await.unwrap();
     tokio::time::sleep(TTL / 2).await;
@@ -181,7 +181,7 @@ async fn an_append_after_a_takeover_is_fenced_and_stops_the_driver() {
         go: Some(go.clone()),
         ..Waits::default()
     };
-    let wf = a.register(workflow(step.clone()));
+    let wf = Arc::new(workflow(step.clone()));
     let run = RunId::from("r");
     let handle = a.start(&wf, run.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -212,14 +212,14 @@ async fn a_claim_takes_over_a_dead_instance_run_after_its_ttl_and_finishes_it() 
         for_ms: 100_000,
         ..Waits::default()
     };
-    let wf = a.register(workflow(slow.clone()));
+    let wf = Arc::new(workflow(slow.clone()));
     let run = RunId::from("r");
     let handle = a.start(&wf, run.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
     handle.abort(); // a crash: the lease stays until it expires
     let b = engine(&store, "b").await;
     let quick = Waits::default();
-    b.register(workflow(quick.clone()));
+    let wf = Arc::new(workflow(quick.clone()));
     assert_eq!(
         b.claim().await.unwrap(),
         Vec::<RunId>::new(),
@@ -230,7 +230,7 @@ async fn a_claim_takes_over_a_dead_instance_run_after_its_ttl_and_finishes_it() 
     let lease = store.lease(&run).await.unwrap().unwrap();
     assert_eq!((lease.owner.as_str(), lease.epoch), ("b", 2));
     let status = b
-        .resume(run.clone())
+        .resume(&wf, run.clone())
         .await
         .unwrap()
         .outcome()
@@ -266,11 +266,11 @@ async fn a_run_another_instance_drives_is_refused_to_resume_and_start() {
         go: Some(go.clone()),
         ..Waits::default()
     };
-    let wf_a = a.register(workflow(step.clone()));
-    let wf_b = b.register(workflow(step.clone()));
+    let wf_a = Arc::new(workflow(step.clone()));
+    let wf_b = Arc::new(workflow(step.clone()));
     let run = RunId::from("r");
     let handle = a.start(&wf_a, run.clone()).await.unwrap();
-    match b.resume(run.clone()).await.map(|_| ()) {
+    match b.resume(&wf_b, run.clone()).await.map(|_| ()) {
         Err(EngineError::Leased { owner, .. }) => assert_eq!(owner, "a"),
         other => panic!("expected Leased, got {other:?}"),
     }

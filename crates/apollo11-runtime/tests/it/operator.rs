@@ -7,6 +7,7 @@ use apollo11_runtime::{
     EngineError, Idempotency as I, OnFailure, Refusal, RunAction, RunId, RunStatus,
 };
 use apollo11_store::EventStore;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn slow(_: u32) -> Act {
@@ -30,7 +31,7 @@ fn fork(f: &Fixture) -> apollo11_runtime::Workflow {
 async fn a_paused_run_finishes_what_runs_and_goes_on_once_unpaused() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(fork(&f));
+    let wf = Arc::new(fork(&f));
     let run = RunId::from("r");
     let handle = engine.start(&wf, run.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -55,13 +56,18 @@ async fn a_paused_run_finishes_what_runs_and_goes_on_once_unpaused() {
         "cannot pause run `r`: the run is already paused by alice"
     );
     // A resume without lifting the pause finds the run paused at once.
-    let again = engine.resume(run.clone()).await.unwrap();
+    let again = engine.resume(&wf, run.clone()).await.unwrap();
     assert_eq!(again.outcome().await.unwrap(), RunStatus::Paused);
     engine
         .unpause(&run, "alice", "maintenance over")
         .await
         .unwrap();
-    let status = engine.resume(run.clone()).await.unwrap().outcome().await;
+    let status = engine
+        .resume(&wf, run.clone())
+        .await
+        .unwrap()
+        .outcome()
+        .await;
     assert_eq!(status.unwrap(), RunStatus::Succeeded);
     let run_events: Vec<(String, String)> = f
         .store
@@ -104,7 +110,7 @@ async fn a_paused_run_finishes_what_runs_and_goes_on_once_unpaused() {
 async fn a_pause_reaches_a_driver_waiting_for_a_retry_at_once() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "flaky",
         OnFailure::Pause,
         &[("a", &[], I::Natural, |_| Act::Fail(10, true), false)],
@@ -126,7 +132,7 @@ async fn a_pause_reaches_a_driver_waiting_for_a_retry_at_once() {
 async fn a_rollback_request_waits_for_running_attempts_then_compensates_in_reverse_order() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(fork(&f));
+    let wf = Arc::new(fork(&f));
     let run = RunId::from("r");
     let handle = engine.start(&wf, run.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -163,7 +169,7 @@ async fn a_rollback_request_waits_for_running_attempts_then_compensates_in_rever
 async fn a_run_paused_for_a_failure_can_be_rolled_back_instead() {
     let f = Fixture::new();
     let engine = open(&f.store).await;
-    let wf = engine.register(f.workflow(
+    let wf = Arc::new(f.workflow(
         "p",
         OnFailure::Pause,
         &[
@@ -177,7 +183,13 @@ async fn a_run_paused_for_a_failure_can_be_rolled_back_instead() {
         .request_rollback(&run, "carol", "give up on this one")
         .await
         .unwrap();
-    let status = engine.resume(run).await.unwrap().outcome().await.unwrap();
+    let status = engine
+        .resume(&wf, run)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
     assert_eq!(status, RunStatus::RolledBack);
     assert_eq!(
         kinds(&f.store, "r", "a").await,

@@ -42,7 +42,7 @@ async fn a_retry_without_backoff_gets_the_marker_appended_with_it() {
         )
         .build()
         .unwrap();
-    let wf = engine.register(wf);
+    let wf = Arc::new(wf);
     let run = RunId::from("r");
     let outcome = engine
         .start(&wf, run.clone())

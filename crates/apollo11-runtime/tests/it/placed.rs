@@ -7,7 +7,7 @@ use crate::scripted::{kinds, open};
 use apollo11_core::{EventKind, Payload, Seq};
 use apollo11_runtime::{
     Idempotency, Leftover, OnFailure, Output, Place, RetryPolicy, RunId, RunStatus, Settled, Step,
-    StepBuilder, StepContext, StepError, Timeout, Workflow,
+    StepBuilder, StepContext, StepError, Timeout, TryKind, Workflow, PLACE_REQUESTS_MAX,
 };
 use apollo11_store::{EventStore, MemStore};
 use async_trait::async_trait;
@@ -91,15 +91,21 @@ async fn crash_then_resume(answer: Settled) -> (Arc<MemStore>, Arc<Mutex<Seen>>,
     {
         let first = open(&store).await;
         let code = remote(&store, &seen, Settled::Stopped { marker: None });
-        let wf = first.register(workflow(code, Timeout::None));
+        let wf = Arc::new(workflow(code, Timeout::None));
         let handle = first.start(&wf, run.clone()).await.unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
         handle.abort();
         let _ = handle.outcome().await;
     }
     let second = open(&store).await;
-    second.register(workflow(remote(&store, &seen, answer), Timeout::None));
-    let status = second.resume(run).await.unwrap().outcome().await.unwrap();
+    let wf = Arc::new(workflow(remote(&store, &seen, answer), Timeout::None));
+    let status = second
+        .resume(&wf, run)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
     (store, seen, status)
 }
 
@@ -133,7 +139,7 @@ async fn an_interrupted_try_is_settled_with_its_place_and_its_marker_reaches_the
     assert_eq!(seen.durable_when_placed, ["started", "placed"]);
     assert_eq!(seen.settled.len(), 1, "settled once, before the failure");
     let leftover = &seen.settled[0];
-    assert_eq!((leftover.attempt, leftover.compensation), (1, false));
+    assert_eq!((leftover.attempt, leftover.kind), (1, TryKind::Run));
     assert_eq!(leftover.place, the_place());
     assert_eq!(seen.previous, [Some(MARKER.to_vec())]);
 }
@@ -168,12 +174,18 @@ async fn an_unreachable_try_pauses_the_run_naming_its_place_and_nothing_reruns_u
     );
     // A person made sure it stopped and resumes: attempt 2 runs, with no marker.
     let engine = open(&store).await;
-    engine.register(workflow(
+    let wf = Arc::new(workflow(
         remote(&store, &seen, Settled::Stopped { marker: None }),
         Timeout::None,
     ));
     engine.unpause(&run, "op", "job-1 is gone").await.unwrap();
-    let status = engine.resume(run).await.unwrap().outcome().await.unwrap();
+    let status = engine
+        .resume(&wf, run)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
     assert_eq!(status, RunStatus::Succeeded);
     assert_eq!(seen.lock().unwrap().previous, [None]);
 }
@@ -186,7 +198,7 @@ async fn a_timed_out_try_is_settled_before_its_failure_and_its_marker_reaches_th
     let marker = Settled::Stopped {
         marker: Some(MARKER.to_vec()),
     };
-    let wf = engine.register(workflow(remote(&store, &seen, marker), Timeout::Fixed(500)));
+    let wf = Arc::new(workflow(remote(&store, &seen, marker), Timeout::Fixed(500)));
     let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
     assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
     let timeout = EventKind::Failed {
@@ -199,4 +211,36 @@ async fn a_timed_out_try_is_settled_before_its_failure_and_its_marker_reaches_th
     assert_eq!(seen.settled.len(), 1);
     assert_eq!(seen.settled[0].place, the_place());
     assert_eq!(seen.previous, [Some(MARKER.to_vec())]);
+}
+
+/// A step that records its place, then succeeds.
+struct PlacedThenDone;
+
+#[async_trait]
+impl Step for PlacedThenDone {
+    async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+        ctx.placed("host-a", &format!("job-{}", ctx.step)).await?;
+        Ok(Output::empty())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn more_tries_than_the_place_requests_that_may_wait_at_once_all_record_their_place() {
+    let width = 3 * PLACE_REQUESTS_MAX;
+    let mut builder = Workflow::builder("placed-wide").max_concurrency(width as u32);
+    for i in 0..width {
+        let step = StepBuilder::new(&format!("s{i:03}"), PlacedThenDone);
+        builder = builder.step(step.idempotency(Idempotency::Natural));
+    }
+    let wf = Arc::new(builder.build().unwrap());
+    let store = Arc::new(MemStore::new());
+    let engine = open(&store).await;
+    let run = RunId::from("r");
+    let handle = engine.start(&wf, run.clone()).await.unwrap();
+    assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
+    let events = store.read_run(&run, Seq(1)).await.unwrap();
+    let placed = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Placed { .. }));
+    assert_eq!(placed.count(), width, "every try's place was recorded");
 }

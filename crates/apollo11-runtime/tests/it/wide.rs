@@ -35,7 +35,7 @@ async fn twelve_hundred_steps_start_at_once_and_a_crashed_run_of_them_resumes() 
     {
         // Every step starts at once, then the engine dies with all of them running.
         let first = open(&store).await;
-        let wf = first.register(wide(&ledger, &gauge, |_| Act::Hang));
+        let wf = Arc::new(wide(&ledger, &gauge, |_| Act::Hang));
         let handle = first.start(&wf, run.clone()).await.unwrap();
         tokio::time::sleep(std::time::Duration::from_secs(10)).await;
         assert_eq!(gauge.lock().unwrap().1 as usize, STEPS, "all at once");
@@ -43,8 +43,13 @@ async fn twelve_hundred_steps_start_at_once_and_a_crashed_run_of_them_resumes() 
         let _ = handle.outcome().await;
     }
     let second = open(&store).await;
-    second.register(wide(&ledger, &gauge, |_| Act::Ok(10)));
-    let outcome = second.resume(run.clone()).await.unwrap().outcome().await;
+    let wf = Arc::new(wide(&ledger, &gauge, |_| Act::Ok(10)));
+    let outcome = second
+        .resume(&wf, run.clone())
+        .await
+        .unwrap()
+        .outcome()
+        .await;
     assert_eq!(outcome.unwrap(), RunStatus::Succeeded);
     let events = store.read_run(&run, Seq(1)).await.unwrap();
     let count = |kind: &str| events.iter().filter(|e| e.kind.name() == kind).count();
