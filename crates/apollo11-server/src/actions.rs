@@ -29,9 +29,9 @@ pub struct Note {
 
 impl Note {
     fn checked(&self) -> Result<(), ApiError> {
-        check_operator("by", &self.by).map_err(ApiError::invalid)?;
+        check_operator("by", &self.by).map_err(ApiError::Invalid)?;
         check_note("reason", &self.reason, limits::ERROR_MESSAGE_BYTES_MAX)
-            .map_err(ApiError::invalid)
+            .map_err(ApiError::Invalid)
     }
 }
 
@@ -131,7 +131,7 @@ async fn not_waiting_for_a_person(state: &AppState, run_id: &RunId) -> Result<()
         Some(Pause::CompensationFailed { step, .. }) => format!("the compensation of `{step}`"),
         _ => return Ok(()),
     };
-    Err(ApiError::conflict(format!(
+    Err(ApiError::Conflict(format!(
         "the run is paused because {failed} failed for good: override the step to go on"
     )))
 }
@@ -152,7 +152,7 @@ pub async fn override_step(
     Body(body): Body<OverrideBody>,
 ) -> Answer {
     let to = OverrideTarget::parse(&body.to).ok_or_else(|| {
-        ApiError::invalid(format!(
+        ApiError::Invalid(format!(
             "to: `{}` is not one of succeeded, skipped, pending, failed",
             body.to
         ))

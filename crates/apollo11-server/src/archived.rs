@@ -25,7 +25,7 @@ pub(crate) async fn is_archived(state: &AppState, run_id: &RunId) -> Result<bool
 /// 409 for an action on an archived run: it takes no more events.
 pub(crate) async fn refuse(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
     match is_archived(state, run_id).await? {
-        true => Err(ApiError::conflict(archived_refusal(run_id))),
+        true => Err(ApiError::Conflict(archived_refusal(run_id))),
         false => Ok(()),
     }
 }

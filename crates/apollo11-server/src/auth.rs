@@ -4,7 +4,7 @@
 
 use crate::ApiError;
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
 use std::sync::Arc;
@@ -45,9 +45,9 @@ pub async fn require_token(
             .and_then(|v| v.to_str().ok())
             .and_then(bearer);
         if !sent.is_some_and(|sent| same(sent.as_bytes(), token.as_bytes())) {
-            return Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "this server needs `Authorization: Bearer TOKEN` with the token of its --token-file",
+            return Err(ApiError::Unauthorized(
+                "this server needs `Authorization: Bearer TOKEN` with the token of its --token-file"
+                    .to_owned(),
             ));
         }
     }

@@ -23,12 +23,9 @@ use std::time::Duration;
 pub async fn detached<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, ApiError>> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::spawn(work).await.map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            format!("the request's work failed: {e}"),
-        )
-    })?
+    tokio::spawn(work)
+        .await
+        .map_err(|e| ApiError::Internal(format!("the request's work failed: {e}")))?
 }
 
 /// Starts a run of workflow `name` (under `run_id`, or a new id), driven until it ends;
@@ -42,14 +39,14 @@ pub async fn start(
     let registry = state.registry();
     let registered = registry
         .get(name)
-        .ok_or_else(|| ApiError::not_found(format!("no workflow `{name}` is registered")))?;
+        .ok_or_else(|| ApiError::NotFound(format!("no workflow `{name}` is registered")))?;
     if let Some(sent) = digest {
         registered.check_digest(sent)?;
     }
     let handle = match run_id {
         Some(id) => {
             check_name(NameKind::Run, &id)
-                .map_err(|e| ApiError::invalid(format!("run_id: {e}")))?;
+                .map_err(|e| ApiError::Invalid(format!("run_id: {e}")))?;
             step_folders_answered(&state.data_dir, &id, &registered.spec)?;
             state.engine.start(&registered.workflow, RunId(id)).await?
         }
@@ -77,7 +74,7 @@ pub async fn start(
 pub async fn drive(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
     let spec = state.inspector.definition(run_id).await?;
     let workflow = shell::workflow(&spec, &state.data_dir)
-        .map_err(|e| ApiError::damaged(format!("run `{run_id}`: its pinned definition: {e}")))?;
+        .map_err(|e| ApiError::Damaged(format!("run `{run_id}`: its pinned definition: {e}")))?;
     let _driving = state.driving.lock().await;
     state.engine.register(workflow);
     match state.engine.resume(run_id.clone()).await {
@@ -98,7 +95,7 @@ pub async fn resume_interrupted(state: &AppState) -> Result<usize, EngineError> 
     }
     for row in &list.runs {
         if let Err(e) = drive(state, &row.run_id).await {
-            tracing::warn!(run = %row.run_id, error = %e.message, "run not resumed");
+            tracing::warn!(run = %row.run_id, error = %e.message(), "run not resumed");
         }
     }
     Ok(list.runs.len())
@@ -123,7 +120,7 @@ pub async fn claim_rounds(state: Arc<AppState>) {
                 *ready.write().unwrap_or_else(|p| p.into_inner()) = Ok(());
                 for run_id in runs {
                     if let Err(e) = drive(&state, &run_id).await {
-                        tracing::warn!(run = %run_id, error = %e.message, "claimed run not driven");
+                        tracing::warn!(run = %run_id, error = %e.message(), "claimed run not driven");
                     }
                 }
                 period
@@ -192,7 +189,7 @@ fn step_folders_answered(
 ) -> Result<(), ApiError> {
     create_step_folders(data_dir, run_id, spec).map_err(|e| {
         tracing::warn!(error = %e, "run not started");
-        ApiError::invalid(format!(
+        ApiError::Invalid(format!(
             "run `{run_id}`, step `{}`: cannot create its folder in the data dir: {}",
             e.step, e.source
         ))

@@ -5,8 +5,8 @@
 use crate::ApiError;
 use apollo11_core::{check_name, NameKind};
 use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 
@@ -20,12 +20,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _: &S) -> Result<Self, ApiError> {
-        let too_large = || {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body is over {BODY_BYTES_MAX} bytes"),
-            )
-        };
+        let too_large =
+            || ApiError::TooLarge(format!("the request body is over {BODY_BYTES_MAX} bytes"));
         let declared = request
             .headers()
             .get(header::CONTENT_LENGTH)
@@ -38,7 +34,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
             .map_err(|_| too_large())?;
         serde_json::from_slice(&bytes)
             .map(Body)
-            .map_err(|e| ApiError::invalid(format!("body: {e}")))
+            .map_err(|e| ApiError::Invalid(format!("body: {e}")))
     }
 }
 
@@ -52,7 +48,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Names {
         let axum::extract::Path(params) =
             axum::extract::Path::<Vec<(String, String)>>::from_request_parts(parts, state)
                 .await
-                .map_err(|e| ApiError::invalid(format!("path: {e}")))?;
+                .map_err(|e| ApiError::Invalid(format!("path: {e}")))?;
         let mut names = Vec::with_capacity(params.len());
         for (key, value) in params {
             let kind = if key == "step" {
@@ -60,7 +56,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Names {
             } else {
                 NameKind::Run
             };
-            check_name(kind, &value).map_err(|e| ApiError::invalid(format!("{key}: {e}")))?;
+            check_name(kind, &value).map_err(|e| ApiError::Invalid(format!("{key}: {e}")))?;
             names.push(value);
         }
         Ok(Names(names))
@@ -76,7 +72,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         let query = parts.uri.query().unwrap_or_default();
         let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
-            .map_err(|e| ApiError::invalid(format!("query: {e}")))?;
+            .map_err(|e| ApiError::Invalid(format!("query: {e}")))?;
         Ok(Params(pairs.into_iter().collect()))
     }
 }
@@ -95,9 +91,9 @@ impl Params {
         };
         let n: u64 = text
             .parse()
-            .map_err(|_| ApiError::invalid(format!("{name}: `{text}` is not a whole number")))?;
+            .map_err(|_| ApiError::Invalid(format!("{name}: `{text}` is not a whole number")))?;
         if !(min..=max).contains(&n) {
-            return Err(ApiError::invalid(format!(
+            return Err(ApiError::Invalid(format!(
                 "{name}: {n} is not between {min} and {max}"
             )));
         }
@@ -109,7 +105,7 @@ impl Params {
         match self.text(name) {
             None | Some("false") => Ok(false),
             Some("true") => Ok(true),
-            Some(other) => Err(ApiError::invalid(format!(
+            Some(other) => Err(ApiError::Invalid(format!(
                 "{name}: `{other}` is neither true nor false"
             ))),
         }

@@ -24,7 +24,7 @@ pub async fn step_log(
     params: Params,
 ) -> Result<Response, ApiError> {
     if params.text("attempt").is_none() {
-        return Err(ApiError::invalid("attempt: missing (?attempt=N)"));
+        return Err(ApiError::Invalid("attempt: missing (?attempt=N)".into()));
     }
     let attempt = params.number("attempt", 1, 1, u64::from(u32::MAX))? as u32;
     let compensation = params.flag("compensation")?;
@@ -32,7 +32,7 @@ pub async fn step_log(
     let data_dir = state.data_dir.clone();
     let (text, len) = tokio::task::spawn_blocking(move || tail_inside(&data_dir, &path))
         .await
-        .map_err(|e| ApiError::unavailable(format!("reading the log: {e}")))??;
+        .map_err(|e| ApiError::Unavailable(format!("reading the log: {e}")))??;
     let headers = [
         (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
         (HeaderName::from_static("x-log-bytes"), len.to_string()),
@@ -43,13 +43,13 @@ pub async fn step_log(
 /// The last [`LOG_BYTES_MAX`] bytes of `path`, if it is a file inside `data_dir`, and its
 /// length.
 fn tail_inside(data_dir: &Path, path: &Path) -> Result<(String, u64), ApiError> {
-    let missing = || ApiError::not_found("no log for this run, step and attempt");
+    let missing = || ApiError::NotFound("no log for this run, step and attempt".into());
     let real = std::fs::canonicalize(path).map_err(|_| missing())?;
     let root: PathBuf = std::fs::canonicalize(data_dir).map_err(|_| missing())?;
     if !real.starts_with(&root) || !real.is_file() {
         return Err(missing());
     }
-    let read = |e: std::io::Error| ApiError::unavailable(format!("reading the log: {e}"));
+    let read = |e: std::io::Error| ApiError::Unavailable(format!("reading the log: {e}"));
     let mut file = std::fs::File::open(&real).map_err(read)?;
     let len = file.metadata().map_err(read)?.len();
     file.seek(SeekFrom::Start(len.saturating_sub(LOG_BYTES_MAX)))

@@ -121,7 +121,7 @@ fn with(routes: Vec<Route>) -> Router<Shared> {
 }
 
 async fn not_found(request: Request) -> ApiError {
-    ApiError::not_found(format!(
+    ApiError::NotFound(format!(
         "no route {} {}",
         request.method(),
         request.uri().path()
@@ -140,11 +140,8 @@ async fn method_not_allowed(response: Response) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let mut answer = ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        format!("this route answers {allowed} only"),
-    )
-    .into_response();
+    let mut answer =
+        ApiError::MethodNotAllowed(format!("this route answers {allowed} only")).into_response();
     if let Some(allow) = allow {
         answer.headers_mut().insert(header::ALLOW, allow);
     }

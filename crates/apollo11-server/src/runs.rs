@@ -30,10 +30,10 @@ pub async fn reload(State(state): Shared) -> Result<Json<Value>, ApiError> {
     let from = dir.clone();
     let loaded = tokio::task::spawn_blocking(move || Registry::load(from.as_deref(), &data_dir))
         .await
-        .map_err(|e| ApiError::unavailable(format!("reloading: {e}")))?;
+        .map_err(|e| ApiError::Unavailable(format!("reloading: {e}")))?;
     let registry = Arc::new(loaded.map_err(|e| {
         tracing::warn!(error = %e, "workflows not reloaded");
-        ApiError::invalid(dir.as_deref().map_or(e.clone(), |dir| without_dir(&e, dir)))
+        ApiError::Invalid(dir.as_deref().map_or(e.clone(), |dir| without_dir(&e, dir)))
     })?);
     *state.registry.write().unwrap_or_else(|p| p.into_inner()) = registry.clone();
     Ok(Json(registry.to_json()))
@@ -76,7 +76,7 @@ pub async fn list(State(state): Shared, params: Params) -> Result<Json<Value>, A
 
 fn run_status(name: &str) -> Result<RunStatus, ApiError> {
     serde_json::from_value(json!(name)).map_err(|_| {
-        ApiError::invalid(format!(
+        ApiError::Invalid(format!(
             "state: `{name}` is not one of running, succeeded, failed, rolled_back, paused"
         ))
     })
@@ -107,7 +107,7 @@ impl Cursor {
     }
 
     fn parse(text: &str) -> Result<Cursor, ApiError> {
-        let bad = || ApiError::invalid("cursor: not a next_cursor this server gave");
+        let bad = || ApiError::Invalid("cursor: not a next_cursor this server gave".into());
         let bytes = (0..text.len())
             .step_by(2)
             .map(|i| {

@@ -41,7 +41,7 @@ pub async fn events(
             .to_str()
             .ok()
             .and_then(|v| v.trim().parse().ok())
-            .ok_or_else(|| ApiError::invalid("Last-Event-ID: not an event id"))?,
+            .ok_or_else(|| ApiError::Invalid("Last-Event-ID: not an event id".into()))?,
         None => params.number("after", 0, 0, u64::MAX)?,
     };
     // An unknown run is a 404 now, not an empty stream.

@@ -30,14 +30,11 @@ impl Registered {
         if sent == self.digest {
             return Ok(());
         }
-        Err(ApiError::new(
-            axum::http::StatusCode::PRECONDITION_FAILED,
-            format!(
-                "workflow `{}` of this server ({}, definition digest {}) is not the \
+        Err(ApiError::DefinitionDiffers(format!(
+            "workflow `{}` of this server ({}, definition digest {}) is not the \
                  definition asked for (digest {sent}): nothing was started",
-                self.spec.name, self.file, self.digest
-            ),
-        ))
+            self.spec.name, self.file, self.digest
+        )))
     }
 }
 

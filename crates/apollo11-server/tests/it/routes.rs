@@ -310,16 +310,16 @@ async fn unknown_routes_are_404_and_other_methods_405_with_allow() {
         .send(Method::DELETE, "/api/v1/runs", &[], Bytes::new())
         .await
         .unwrap();
-    assert_error(&delete, 405, "invalid");
+    assert_error(&delete, 405, "method_not_allowed");
     let allow = delete.header("allow").unwrap();
     assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
     assert_eq!(delete.message(), format!("this route answers {allow} only"));
     let get_pause = server.client.get("/api/v1/runs/r/pause").await.unwrap();
-    assert_error(&get_pause, 405, "invalid");
+    assert_error(&get_pause, 405, "method_not_allowed");
     assert_eq!(get_pause.header("allow"), Some("POST"));
     assert_eq!(get_pause.message(), "this route answers POST only");
     let post_ui = server.client.post("/ui/app.js", &json!({})).await.unwrap();
-    assert_error(&post_ui, 405, "invalid");
+    assert_error(&post_ui, 405, "method_not_allowed");
     assert!(post_ui.message().contains("GET"), "{}", post_ui.message());
     let health = server.client.get("/healthz").await.unwrap();
     assert_eq!(
