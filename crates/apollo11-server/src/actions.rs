@@ -3,7 +3,7 @@
 //! with 409 when the run's state does not allow it (an archived run allows none); the server drives the run afterwards, as
 //! `apollo11 resume` would.
 
-use crate::extract::{Body, Names};
+use crate::extract::{Body, RunPath, StepPath};
 use crate::server::AppState;
 use crate::{archived, drive, ApiError};
 use apollo11_core::{disguise, limits, OverrideTarget};
@@ -66,35 +66,34 @@ pub fn check_note(field: &str, text: &str, max_bytes: u32) -> Result<(), String>
 }
 
 /// `POST /api/v1/runs/{id}/pause`.
-pub async fn pause(state: Shared, names: Names, note: Body<Note>) -> Answer {
-    act(state, names, note, RunAction::Pause).await
+pub async fn pause(state: Shared, run: RunPath, note: Body<Note>) -> Answer {
+    act(state, run, note, RunAction::Pause).await
 }
 
 /// `POST /api/v1/runs/{id}/rollback`.
-pub async fn rollback(state: Shared, names: Names, note: Body<Note>) -> Answer {
-    act(state, names, note, RunAction::Rollback).await
+pub async fn rollback(state: Shared, run: RunPath, note: Body<Note>) -> Answer {
+    act(state, run, note, RunAction::Rollback).await
 }
 
 /// `POST /api/v1/runs/{id}/resume`: lifts an operator's pause (its event id), or, for a run
 /// no operator paused, only drives it again (`event_id` null); refused for a run waiting for
 /// an override.
-pub async fn resume(state: Shared, names: Names, note: Body<Note>) -> Answer {
-    act(state, names, note, RunAction::Resume).await
+pub async fn resume(state: Shared, run: RunPath, note: Body<Note>) -> Answer {
+    act(state, run, note, RunAction::Resume).await
 }
 
 async fn act(
     State(state): Shared,
-    Names(names): Names,
+    RunPath(run_id): RunPath,
     Body(note): Body<Note>,
     action: RunAction,
 ) -> Answer {
-    drive::detached(act_on(state, names, note, action)).await
+    drive::detached(act_on(state, run_id, note, action)).await
 }
 
 /// The action, then the drive that follows it, whether or not the request is still waiting.
-async fn act_on(state: Arc<AppState>, names: Vec<String>, note: Note, action: RunAction) -> Answer {
+async fn act_on(state: Arc<AppState>, run_id: RunId, note: Note, action: RunAction) -> Answer {
     note.checked()?;
-    let run_id = RunId(names[0].clone());
     archived::refuse(&state, &run_id).await?;
     let engine = &state.engine;
     let appended = match action {
@@ -148,7 +147,7 @@ pub struct OverrideBody {
 /// `POST /api/v1/runs/{id}/steps/{step}/override`.
 pub async fn override_step(
     State(state): Shared,
-    Names(names): Names,
+    StepPath { run_id, step }: StepPath,
     Body(body): Body<OverrideBody>,
 ) -> Answer {
     let to = OverrideTarget::parse(&body.to).ok_or_else(|| {
@@ -163,11 +162,10 @@ pub async fn override_step(
     }
     .checked()?;
     drive::detached(async move {
-        let run_id = RunId(names[0].clone());
         archived::refuse(&state, &run_id).await?;
         let event_id = state
             .engine
-            .override_step(&run_id, &names[1], to, &body.by, &body.reason)
+            .override_step(&run_id, &step, to, &body.by, &body.reason)
             .await?;
         drive::drive(&state, &run_id).await?;
         Ok((StatusCode::OK, Json(json!({"event_id": event_id}))))

@@ -20,6 +20,7 @@ mod gc;
 mod guard;
 mod logs;
 pub mod metrics;
+mod query;
 mod router;
 mod runs;
 mod server;

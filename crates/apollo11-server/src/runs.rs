@@ -2,18 +2,20 @@
 //! the two that change the registry or start a run.
 
 use crate::client::segment;
-use crate::extract::{Body, Names, Params};
+use crate::extract::{Body, RunPath};
+use crate::query::{Bounded, Flag, Query};
 use crate::server::AppState;
 use crate::workflows::{without_dir, Registry};
 use crate::{archived, drive, ApiError};
 use apollo11_core::EventId;
 use apollo11_runtime::inspect::{RunFilter, RunRow, RunView};
-use apollo11_runtime::{RunId, RunStatus};
+use apollo11_runtime::RunStatus;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -39,22 +41,35 @@ pub async fn reload(State(state): Shared) -> Result<Json<Value>, ApiError> {
     Ok(Json(registry.to_json()))
 }
 
+/// The query of `GET /api/v1/runs`.
+#[derive(Deserialize)]
+pub struct ListQuery {
+    limit: Option<Bounded<1, 1000>>,
+    state: Option<States>,
+    workflow: Option<String>,
+    cursor: Option<Cursor>,
+    #[serde(default)]
+    all: Flag,
+}
+
 /// `GET /api/v1/runs?state=&workflow=&limit=&cursor=&all=`: newest first, paged; with
 /// `all=true` the archived runs too, each marked `"archived": true`.
-pub async fn list(State(state): Shared, params: Params) -> Result<Json<Value>, ApiError> {
-    let limit = params.number("limit", 100, 1, 1000)? as usize;
+pub async fn list(
+    State(state): Shared,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = query.limit.map_or(100, |l| l.0) as usize;
     let mut filter = RunFilter::all();
-    for name in params.text("state").into_iter().flat_map(|s| s.split(',')) {
-        filter = filter.state(run_status(name)?);
+    for status in query.state.into_iter().flat_map(|s| s.0) {
+        filter = filter.state(status);
     }
-    if let Some(workflow) = params.text("workflow") {
+    if let Some(workflow) = &query.workflow {
         filter = filter.workflow(workflow);
     }
-    let after = params.text("cursor").map(Cursor::parse).transpose()?;
-    let after = after.as_ref().map(Cursor::at);
+    let after = query.cursor.as_ref().map(Cursor::at);
     let live = state.inspector.runs_page(&filter, after, limit + 1).await?;
     let mut rows: Vec<(RunRow, bool)> = live.into_iter().map(|row| (row, false)).collect();
-    if params.flag("all")? {
+    if query.all.0 {
         let archived = archived::rows(&state, &filter).await?.into_iter();
         rows.extend(archived.map(|row| (row, true)).filter(|(row, _)| {
             after.is_none_or(|after| (row.created_at, row.run_id.as_str()) < after)
@@ -74,12 +89,24 @@ pub async fn list(State(state): Shared, params: Params) -> Result<Json<Value>, A
     Ok(Json(json!({"runs": runs, "next_cursor": next})))
 }
 
-fn run_status(name: &str) -> Result<RunStatus, ApiError> {
-    serde_json::from_value(json!(name)).map_err(|_| {
-        ApiError::Invalid(format!(
-            "state: `{name}` is not one of running, succeeded, failed, rolled_back, paused"
-        ))
-    })
+/// `state=`: run states, separated by commas.
+struct States(Vec<RunStatus>);
+
+impl<'de> Deserialize<'de> for States {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let parse = |name: &str| {
+            serde_json::from_value(json!(name)).map_err(|_| {
+                D::Error::custom(format!(
+                    "`{name}` is not one of running, succeeded, failed, rolled_back, paused"
+                ))
+            })
+        };
+        text.split(',')
+            .map(parse)
+            .collect::<Result<_, _>>()
+            .map(States)
+    }
 }
 
 /// Where a page of runs ends: runs sort by creation time, then id.
@@ -106,22 +133,27 @@ impl Cursor {
         text.bytes().map(|b| format!("{b:02x}")).collect()
     }
 
-    fn parse(text: &str) -> Result<Cursor, ApiError> {
-        let bad = || ApiError::Invalid("cursor: not a next_cursor this server gave".into());
+    fn parse(text: &str) -> Option<Cursor> {
         let bytes = (0..text.len())
             .step_by(2)
             .map(|i| {
                 text.get(i..i + 2)
                     .and_then(|h| u8::from_str_radix(h, 16).ok())
             })
-            .collect::<Option<Vec<u8>>>()
-            .ok_or_else(bad)?;
-        let text = String::from_utf8(bytes).map_err(|_| bad())?;
-        let (created_at, run_id) = text.split_once('.').ok_or_else(bad)?;
-        Ok(Cursor {
-            created_at: created_at.parse().map_err(|_| bad())?,
+            .collect::<Option<Vec<u8>>>()?;
+        let text = String::from_utf8(bytes).ok()?;
+        let (created_at, run_id) = text.split_once('.')?;
+        Some(Cursor {
+            created_at: created_at.parse().ok()?,
             run_id: run_id.to_owned(),
         })
+    }
+}
+
+impl<'de> Deserialize<'de> for Cursor {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Cursor::parse(&text).ok_or_else(|| D::Error::custom("not a next_cursor this server gave"))
     }
 }
 
@@ -147,17 +179,19 @@ pub async fn start(
     Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
 }
 
+/// The query of `GET /api/v1/runs/{id}`.
+#[derive(Deserialize)]
+pub struct StatusQuery {
+    at: Option<Bounded<0, { u64::MAX }>>,
+}
+
 /// `GET /api/v1/runs/{id}?at=N`.
 pub async fn status(
     State(state): Shared,
-    Names(names): Names,
-    params: Params,
+    RunPath(run_id): RunPath,
+    Query(query): Query<StatusQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let run_id = RunId(names[0].clone());
-    let at = match params.text("at") {
-        Some(_) => Some(EventId(params.number("at", 0, 0, u64::MAX)?)),
-        None => None,
-    };
+    let at = query.at.map(|at| EventId(at.0));
     let mut view = state.inspector.status(&run_id, at).await?;
     // Only a finished run is archived: a running one needs no look at the list of runs.
     if view.state != RunStatus::Running && archived::is_archived(&state, &run_id).await? {
@@ -188,23 +222,27 @@ fn run_json(view: &RunView) -> Value {
     value
 }
 
+/// The query of `GET /api/v1/runs/{id}/events`.
+#[derive(Deserialize)]
+pub struct EventsQuery {
+    after: Option<Bounded<0, { u64::MAX }>>,
+    limit: Option<Bounded<1, 10_000>>,
+}
+
 /// `GET /api/v1/runs/{id}/events?after=N&limit=M`.
 pub async fn events(
     State(state): Shared,
-    Names(names): Names,
-    params: Params,
+    RunPath(run_id): RunPath,
+    Query(query): Query<EventsQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let after = EventId(params.number("after", 0, 0, u64::MAX)?);
-    let limit = params.number("limit", 1000, 1, 10_000)? as usize;
-    let page = state
-        .inspector
-        .events(&RunId(names[0].clone()), after, limit)
-        .await?;
+    let after = EventId(query.after.map_or(0, |a| a.0));
+    let limit = query.limit.map_or(1000, |l| l.0) as usize;
+    let page = state.inspector.events(&run_id, after, limit).await?;
     Ok(Json(json!(page)))
 }
 
 /// `GET /api/v1/runs/{id}/plan`.
-pub async fn plan(State(state): Shared, Names(names): Names) -> Result<Json<Value>, ApiError> {
-    let plan = state.inspector.plan(&RunId(names[0].clone())).await?;
+pub async fn plan(State(state): Shared, RunPath(run_id): RunPath) -> Result<Json<Value>, ApiError> {
+    let plan = state.inspector.plan(&run_id).await?;
     Ok(Json(json!(plan)))
 }

@@ -5,7 +5,8 @@
 //! every 15 s; the stream stays open after the run ends, until the client leaves or the
 //! server stops.
 
-use crate::extract::{Names, Params};
+use crate::extract::RunPath;
+use crate::query::{Bounded, Query};
 use crate::server::AppState;
 use crate::ApiError;
 use apollo11_core::{Event, EventId, Seq};
@@ -17,6 +18,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use serde::Deserialize;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,21 +30,26 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Messages buffered for a slow client before the feed waits for it.
 const BUFFERED: usize = 64;
 
+/// The query of a stream: the events after which it starts (`Last-Event-ID` wins).
+#[derive(Deserialize)]
+pub struct StreamQuery {
+    after: Option<Bounded<0, { u64::MAX }>>,
+}
+
 /// The stream of a run's events.
 pub async fn events(
     State(state): State<Arc<AppState>>,
-    Names(names): Names,
-    params: Params,
+    RunPath(run_id): RunPath,
+    Query(query): Query<StreamQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let run_id = RunId(names[0].clone());
     let after = match headers.get("last-event-id") {
         Some(value) => value
             .to_str()
             .ok()
             .and_then(|v| v.trim().parse().ok())
             .ok_or_else(|| ApiError::Invalid("Last-Event-ID: not an event id".into()))?,
-        None => params.number("after", 0, 0, u64::MAX)?,
+        None => query.after.map_or(0, |a| a.0),
     };
     // An unknown run is a 404 now, not an empty stream.
     state.engine.state(&run_id).await?;

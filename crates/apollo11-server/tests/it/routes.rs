@@ -471,3 +471,33 @@ async fn a_start_with_another_definitions_digest_is_refused_and_starts_nothing()
         .await;
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_path_or_query_parameter_is_400_naming_it() {
+    let server = TestServer::start().await;
+    for (path, named) in [
+        ("/api/v1/runs/a%2Fb", "id: "),
+        ("/api/v1/runs/a%2Fb/steps/s/log?attempt=1", "id: "),
+        ("/api/v1/runs/r/steps/..%2Fx/log?attempt=1", "step: "),
+        ("/api/v1/runs/r/steps/s/log", "attempt: missing"),
+        (
+            "/api/v1/runs/r/steps/s/log?attempt=1&compensation=1",
+            "compensation: ",
+        ),
+        (
+            "/api/v1/runs/r/events?limit=10001",
+            "limit: 10001 is not between 1 and 10000",
+        ),
+        ("/api/v1/runs?state=done", "state: `done` is not one of"),
+        ("/api/v1/runs?cursor=zz", "cursor: not a next_cursor"),
+    ] {
+        let answer = server.client.get(path).await.unwrap();
+        assert_error(&answer, 400, "invalid");
+        assert!(
+            answer.message().starts_with(named),
+            "{path}: {}",
+            answer.message()
+        );
+    }
+    server.stop().await;
+}
