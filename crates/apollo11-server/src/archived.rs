@@ -3,7 +3,7 @@
 //! `GET /api/v1/runs?all=true`, and refuses every action on them with 409, as their run
 //! object's `allowed` says.
 
-use crate::server::{AppState, Readiness};
+use crate::server::{AppState, Backend};
 use crate::ApiError;
 use apollo11_core::Seq;
 use apollo11_runtime::inspect::{archived_refusal, RunFilter, RunRow};
@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 /// Whether only the archive holds `run_id` (never, with a shared store: it has no archive).
 pub(crate) async fn is_archived(state: &AppState, run_id: &RunId) -> Result<bool, ApiError> {
-    let Readiness::File(log) = &state.ready else {
+    let Backend::FileLog(log) = &state.backend else {
         return Ok(false);
     };
     if log.holds_live(run_id) {
@@ -33,7 +33,7 @@ pub(crate) async fn refuse(state: &AppState, run_id: &RunId) -> Result<(), ApiEr
 /// The archived runs `filter` admits, newest first (each folded from its archive: a run that
 /// cannot be read is left out, as `apollo11 runs --all` names it on stderr).
 pub(crate) async fn rows(state: &AppState, filter: &RunFilter) -> Result<Vec<RunRow>, ApiError> {
-    let Readiness::File(log) = &state.ready else {
+    let Backend::FileLog(log) = &state.backend else {
         return Ok(Vec::new());
     };
     let mut summaries = log.archived_runs().await?;

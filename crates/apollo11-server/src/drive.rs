@@ -2,7 +2,7 @@
 //! the definition it pinned (after an operator's action, or at start for the runs a crash
 //! left interrupted), and logging how each drive ended.
 
-use crate::server::{AppState, Readiness};
+use crate::server::{AppState, Backend};
 use crate::ApiError;
 use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
 use apollo11_runtime::inspect::RunFilter;
@@ -107,7 +107,7 @@ pub async fn resume_interrupted(state: &AppState) -> Result<usize, EngineError> 
 /// the server unready until one succeeds; rounds are retried at 100 ms, doubling up to the
 /// period. Runs until aborted.
 pub async fn claim_rounds(state: Arc<AppState>) {
-    let Readiness::Claims(ready) = &state.ready else {
+    let Backend::Shared { claims: ready } = &state.backend else {
         return;
     };
     // A tenth of the ttl: an expired lease is claimed within ttl + ttl/10 of its last renewal.

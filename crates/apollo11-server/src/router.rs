@@ -157,6 +157,6 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(state): State<Shared>) -> Result<Response, ApiError> {
-    state.ready.check()?;
+    state.backend.readiness()?;
     Ok(axum::Json(json!({"status": "ready"})).into_response())
 }
