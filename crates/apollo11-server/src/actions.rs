@@ -6,7 +6,7 @@
 use crate::extract::{Body, RunPath, StepPath};
 use crate::server::AppState;
 use crate::{archived, drive, ApiError};
-use apollo11_core::{disguise, limits, OverrideTarget};
+use apollo11_core::{check_note, check_operator, limits, OverrideTarget};
 use apollo11_runtime::inspect::Pause;
 use apollo11_runtime::{EngineError, EventId, Refusal, RunAction, RunId};
 use axum::extract::State;
@@ -33,36 +33,6 @@ impl Note {
         check_note("reason", &self.reason, limits::ERROR_MESSAGE_BYTES_MAX)
             .map_err(ApiError::Invalid)
     }
-}
-
-/// Checks who acts (`by`, named `field` in the message): a note of at most
-/// `LABEL_BYTES_MAX` bytes that, like a name, has nothing that disguises it when shown
-/// (`apollo11_core::disguise`): an operator could otherwise pass for another.
-pub fn check_operator(field: &str, text: &str) -> Result<(), String> {
-    check_note(field, text, limits::LABEL_BYTES_MAX)?;
-    match disguise(text) {
-        Some(d) => Err(format!(
-            "{field} contains {d}: it could pass for another name when shown"
-        )),
-        None => Ok(()),
-    }
-}
-
-/// Checks an operator's note (`by`, `reason`, named `field` in the message): it is kept in
-/// the log and shown on every timeline, so it must say something, fit `max_bytes`, and be
-/// one line of plain text (a newline could forge a line of a timeline, an escape sequence
-/// drive a terminal).
-pub fn check_note(field: &str, text: &str, max_bytes: u32) -> Result<(), String> {
-    let problem = if text.trim().is_empty() {
-        "is empty: it is kept in the log for whoever replays this run".to_owned()
-    } else if text.len() > max_bytes as usize {
-        format!("is {} bytes; at most {max_bytes} are allowed", text.len())
-    } else if text.chars().any(char::is_control) {
-        "contains a control character (newline, escape, ...)".to_owned()
-    } else {
-        return Ok(());
-    };
-    Err(format!("{field} {problem}"))
 }
 
 /// `POST /api/v1/runs/{id}/pause`.
