@@ -12,12 +12,18 @@ use apollo11_runtime::{EngineError, EventId, Refusal, RunAction, RunId};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 type Shared = State<Arc<AppState>>;
-type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+type Answer = Result<(StatusCode, Json<Acted>), ApiError>;
+
+/// The answer of an action: the event it appended (`null` for a resume that only drives
+/// the run again).
+#[derive(Serialize)]
+pub struct Acted {
+    event_id: Option<EventId>,
+}
 
 /// Who acts and why.
 #[derive(Deserialize)]
@@ -88,7 +94,7 @@ async fn act_on(state: Arc<AppState>, run_id: RunId, note: Note, action: RunActi
         Err(e) => return Err(e.into()),
     };
     drive::drive(&state, &run_id).await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({"event_id": event_id}))))
+    Ok((StatusCode::ACCEPTED, Json(Acted { event_id })))
 }
 
 /// A resume of a run no operator paused only drives it again, which cannot help a run that
@@ -138,7 +144,12 @@ pub async fn override_step(
             .override_step(&run_id, &step, to, &body.by, &body.reason)
             .await?;
         drive::drive(&state, &run_id).await?;
-        Ok((StatusCode::OK, Json(json!({"event_id": event_id}))))
+        Ok((
+            StatusCode::OK,
+            Json(Acted {
+                event_id: Some(event_id),
+            }),
+        ))
     })
     .await
 }

@@ -5,29 +5,29 @@ use crate::client::segment;
 use crate::extract::{Body, RunPath};
 use crate::query::{Bounded, Flag, Query};
 use crate::server::AppState;
-use crate::workflows::{without_dir, Registry};
+use crate::workflows::{without_dir, Registry, WorkflowList};
 use crate::{archived, drive, ApiError};
 use apollo11_core::EventId;
-use apollo11_runtime::inspect::{RunFilter, RunRow, RunView};
-use apollo11_runtime::RunStatus;
+use apollo11_runtime::inspect::{EventPage, Plan, RunFilter, RunRow, RunView};
+use apollo11_runtime::{RunId, RunStatus};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::Error as _;
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
 type Shared = State<Arc<AppState>>;
 
 /// `GET /api/v1/workflows`.
-pub async fn workflows(State(state): Shared) -> Json<Value> {
-    Json(state.registry().to_json())
+pub async fn workflows(State(state): Shared) -> Json<WorkflowList> {
+    Json(state.registry().listed())
 }
 
 /// `POST /api/v1/workflows/reload`: the previous set stays when a file is invalid.
-pub async fn reload(State(state): Shared) -> Result<Json<Value>, ApiError> {
+pub async fn reload(State(state): Shared) -> Result<Json<WorkflowList>, ApiError> {
     let (dir, data_dir) = (state.workflows_dir.clone(), state.data_dir.clone());
     let from = dir.clone();
     let loaded = tokio::task::spawn_blocking(move || Registry::load(from.as_deref(), &data_dir))
@@ -38,7 +38,7 @@ pub async fn reload(State(state): Shared) -> Result<Json<Value>, ApiError> {
         ApiError::Invalid(dir.as_deref().map_or(e.clone(), |dir| without_dir(&e, dir)))
     })?);
     *state.registry.write().unwrap_or_else(|p| p.into_inner()) = registry.clone();
-    Ok(Json(registry.to_json()))
+    Ok(Json(registry.listed()))
 }
 
 /// The query of `GET /api/v1/runs`.
@@ -57,7 +57,7 @@ pub struct ListQuery {
 pub async fn list(
     State(state): Shared,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunListPage>, ApiError> {
     let limit = query.limit.map_or(100, |l| l.0) as usize;
     let mut filter = RunFilter::all();
     for status in query.state.into_iter().flat_map(|s| s.0) {
@@ -79,14 +79,30 @@ pub async fn list(
         });
     }
     let next = (rows.len() > limit).then(|| Cursor::of(&rows[limit - 1].0).to_text());
-    let runs: Vec<Value> = (rows.iter().take(limit))
-        .map(|(row, archived)| {
-            let mut value = json!(row);
-            value["archived"] = json!(archived);
-            value
-        })
+    rows.truncate(limit);
+    let runs = (rows.into_iter())
+        .map(|(row, archived)| RunListRow { row, archived })
         .collect();
-    Ok(Json(json!({"runs": runs, "next_cursor": next})))
+    Ok(Json(RunListPage {
+        runs,
+        next_cursor: next,
+    }))
+}
+
+/// A page of `GET /api/v1/runs`.
+#[derive(Serialize)]
+pub struct RunListPage {
+    runs: Vec<RunListRow>,
+    /// Where the next page starts; `null` on the last.
+    next_cursor: Option<String>,
+}
+
+/// A run of a page: the inspector's row, and whether only the archive holds the run.
+#[derive(Serialize)]
+pub struct RunListRow {
+    #[serde(flatten)]
+    row: RunRow,
+    archived: bool,
 }
 
 /// `state=`: run states, separated by commas.
@@ -176,7 +192,13 @@ pub async fn start(
         drive::start(&state, &body.workflow, body.run_id, digest).await
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
+    Ok((StatusCode::CREATED, Json(Started { run_id })).into_response())
+}
+
+/// The answer of a start.
+#[derive(Serialize)]
+pub struct Started {
+    run_id: RunId,
 }
 
 /// The query of `GET /api/v1/runs/{id}`.
@@ -234,15 +256,14 @@ pub async fn events(
     State(state): Shared,
     RunPath(run_id): RunPath,
     Query(query): Query<EventsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<EventPage>, ApiError> {
     let after = EventId(query.after.map_or(0, |a| a.0));
     let limit = query.limit.map_or(1000, |l| l.0) as usize;
     let page = state.inspector.events(&run_id, after, limit).await?;
-    Ok(Json(json!(page)))
+    Ok(Json(page))
 }
 
 /// `GET /api/v1/runs/{id}/plan`.
-pub async fn plan(State(state): Shared, RunPath(run_id): RunPath) -> Result<Json<Value>, ApiError> {
-    let plan = state.inspector.plan(&run_id).await?;
-    Ok(Json(json!(plan)))
+pub async fn plan(State(state): Shared, RunPath(run_id): RunPath) -> Result<Json<Plan>, ApiError> {
+    Ok(Json(state.inspector.plan(&run_id).await?))
 }
