@@ -19,6 +19,7 @@ mod fanout;
 mod gc;
 mod guard;
 mod logs;
+mod meta;
 pub mod metrics;
 mod query;
 mod router;

@@ -7,7 +7,7 @@
 use crate::auth::require_token;
 use crate::guard::{require_host, require_same_site_json, Hosts};
 use crate::server::AppState;
-use crate::{actions, logs, metrics, runs, stream, ui, ApiError};
+use crate::{actions, logs, meta, metrics, runs, stream, ui, ApiError};
 use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::http::{header, Method, StatusCode};
@@ -65,6 +65,7 @@ fn open_routes() -> Vec<Route> {
 fn api_routes() -> Vec<Route> {
     vec![
         route(Method::GET, "/api/v1/openapi.json", openapi),
+        route(Method::GET, "/api/v1/meta", meta::meta),
         route(Method::GET, "/api/v1/workflows", runs::workflows),
         route(Method::POST, "/api/v1/workflows/reload", runs::reload),
         route(Method::GET, "/api/v1/runs", runs::list),

@@ -113,9 +113,8 @@ impl<'de> Deserialize<'de> for States {
         let text = String::deserialize(deserializer)?;
         let parse = |name: &str| {
             serde_json::from_value(json!(name)).map_err(|_| {
-                D::Error::custom(format!(
-                    "`{name}` is not one of running, succeeded, failed, rolled_back, paused"
-                ))
+                let names = RunStatus::ALL.map(RunStatus::name).join(", ");
+                D::Error::custom(format!("`{name}` is not one of {names}"))
             })
         };
         text.split(',')

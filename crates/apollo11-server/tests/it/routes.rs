@@ -501,3 +501,45 @@ async fn a_bad_path_or_query_parameter_is_400_naming_it() {
     }
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_answers_the_limits_and_names_the_server_enforces() {
+    let server = TestServer::start().await;
+    let meta = server.client.get("/api/v1/meta").await.unwrap().json();
+    for state in meta["run_states"].as_array().unwrap() {
+        let path = format!("/api/v1/runs?state={}", state.as_str().unwrap());
+        assert_eq!(
+            server.client.get(&path).await.unwrap().status,
+            200,
+            "{path}"
+        );
+    }
+    assert_eq!(meta["step_states"].as_array().unwrap().len(), 9, "{meta}");
+    server.start_run("gated", "held").await;
+    let limits = &meta["limits"];
+    for (field, max) in [
+        ("by", &limits["by_bytes"]),
+        ("reason", &limits["reason_bytes"]),
+    ] {
+        let max = max.as_u64().unwrap() as usize;
+        let mut note = json!({"by": "alice", "reason": "too long"});
+        note[field] = json!("x".repeat(max + 1));
+        let answer = server
+            .client
+            .post("/api/v1/runs/held/pause", &note)
+            .await
+            .unwrap();
+        assert_error(&answer, 400, "invalid");
+        let said = format!("{field} is {} bytes; at most {max} are allowed", max + 1);
+        assert_eq!(answer.message(), said);
+    }
+    for to in meta["override_targets"].as_array().unwrap() {
+        let body = json!({"to": to, "by": "alice", "reason": "a try"});
+        let path = "/api/v1/runs/nope/steps/s/override";
+        let answer = server.client.post(path, &body).await.unwrap();
+        assert_error(&answer, 404, "not_found");
+    }
+    assert_eq!(limits["body_bytes"], apollo11_server::BODY_BYTES_MAX);
+    assert_eq!(limits["log_bytes"], apollo11_server::LOG_BYTES_MAX);
+    server.stop().await;
+}

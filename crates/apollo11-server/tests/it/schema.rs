@@ -125,6 +125,7 @@ async fn every_answer_fits_its_schema_in_the_openapi_document() {
         .unwrap();
     answers.push(("post", "/api/v1/runs/{id}/pause", String::new(), paused));
     for (route, path) in [
+        ("/api/v1/meta", "/api/v1/meta"),
         ("/api/v1/workflows", "/api/v1/workflows"),
         ("/api/v1/runs", "/api/v1/runs?all=true"),
         ("/api/v1/runs/{id}", "/api/v1/runs/fit"),
