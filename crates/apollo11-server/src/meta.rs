@@ -8,6 +8,15 @@ use apollo11_runtime::{RunStatus, StepStatus};
 use axum::Json;
 use serde::Serialize;
 
+/// The override targets in the order a client offers them: done by hand, run again,
+/// skipped, failed for good.
+const OFFERED: [OverrideTarget; 4] = [
+    OverrideTarget::Succeeded,
+    OverrideTarget::Pending,
+    OverrideTarget::Skipped,
+    OverrideTarget::Failed,
+];
+
 /// The answer of `GET /api/v1/meta`.
 #[derive(Serialize)]
 pub struct Meta {
@@ -41,6 +50,20 @@ pub async fn meta() -> Json<Meta> {
         },
         run_states: RunStatus::ALL.map(RunStatus::name).to_vec(),
         step_states: StepStatus::ALL.map(StepStatus::name).to_vec(),
-        override_targets: OverrideTarget::ALL.map(OverrideTarget::name).to_vec(),
+        override_targets: OFFERED.map(OverrideTarget::name).to_vec(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_override_target_is_offered_once() {
+        let mut offered = OFFERED.map(OverrideTarget::name);
+        let mut all = OverrideTarget::ALL.map(OverrideTarget::name);
+        offered.sort_unstable();
+        all.sort_unstable();
+        assert_eq!(offered, all);
+    }
 }
