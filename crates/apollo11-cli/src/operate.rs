@@ -26,7 +26,7 @@ pub async fn override_step(
         )
     })?;
     label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
-    apollo11_server::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
+    apollo11_core::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
     let store = match open_or_reach(dir, token_file).await? {
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {
@@ -59,7 +59,7 @@ pub async fn override_step(
 
 /// An operator's note (`--by`, `--reason`), checked as the server checks it.
 fn label(flag: &str, text: &str, max_bytes: u32) -> Result<(), Exit> {
-    apollo11_server::check_note(flag, text, max_bytes).map_err(|e| Exit::fail(2, e))
+    apollo11_core::check_note(flag, text, max_bytes).map_err(|e| Exit::fail(2, e))
 }
 
 /// `pause` and `rollback`: an operator action on a whole run, recorded with who and why;
@@ -73,7 +73,7 @@ pub async fn act(
     token_file: Option<&Path>,
 ) -> Result<Exit, Exit> {
     label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
-    apollo11_server::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
+    apollo11_core::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
     let store = match open_or_reach(dir, token_file).await? {
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {

@@ -36,7 +36,7 @@ pub async fn open_or_reach(dir: &DataDir, token_file: Option<&Path>) -> Result<W
         return Err(refused);
     };
     let token = token_file
-        .map(apollo11_server::read_token)
+        .map(crate::serve::read_token)
         .transpose()
         .map_err(|e| Exit::fail(2, e))?;
     Ok(Writer::Server(Remote {

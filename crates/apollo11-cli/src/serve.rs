@@ -4,7 +4,7 @@
 
 use crate::data::{check_layout, store_exit, DataDir};
 use crate::{out, run::Interrupts, Exit};
-use apollo11_server::{read_token, ConnLimits, GcSchedule, ServeError, Server, ServerConfig};
+use apollo11_server::{ConnLimits, GcSchedule, ServeError, Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,6 +22,29 @@ pub struct ServeOptions {
     pub allow_host: Vec<String>,
     /// How connections are bounded.
     pub conns: ConnLimits,
+}
+
+/// Shortest token accepted.
+const TOKEN_CHARS_MIN: usize = 16;
+
+/// Reads a token file: its first line, at least [`TOKEN_CHARS_MIN`] characters.
+pub(crate) fn read_token(path: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
+    let token = text.lines().next().unwrap_or_default().trim().to_owned();
+    if token.chars().count() < TOKEN_CHARS_MIN {
+        return Err(format!(
+            "--token-file {}: the token (its first line) must have at least {TOKEN_CHARS_MIN} characters",
+            path.display()
+        ));
+    }
+    if token.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(format!(
+            "--token-file {}: the token holds a space or a control character",
+            path.display()
+        ));
+    }
+    Ok(token)
 }
 
 pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {

@@ -5,6 +5,7 @@ mod event;
 mod ids;
 pub mod limits;
 mod names;
+mod notes;
 mod payload;
 mod spec;
 #[cfg(feature = "proptest")]
@@ -13,5 +14,6 @@ pub mod strategies;
 pub use event::{Event, EventKind, EventRef, KindTag, OverrideTarget};
 pub use ids::{EventId, RunId, Seq, StepName};
 pub use names::{check_name, disguise, Disguise, NameError, NameKind, NameProblem};
+pub use notes::{check_note, check_operator};
 pub use payload::{BlobRef, Payload, PayloadRef};
 pub use spec::{Backoff, Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, WorkflowSpec};

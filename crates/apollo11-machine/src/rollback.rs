@@ -26,6 +26,15 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every state, in declaration order.
+    pub const ALL: [RunStatus; 5] = [
+        RunStatus::Running,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::RolledBack,
+        RunStatus::Paused,
+    ];
+
     /// Lower-case name, as shown to users.
     pub fn name(self) -> &'static str {
         match self {

@@ -3,21 +3,27 @@
 //! with 409 when the run's state does not allow it (an archived run allows none); the server drives the run afterwards, as
 //! `apollo11 resume` would.
 
-use crate::extract::{Body, Names};
+use crate::extract::{Body, RunPath, StepPath};
 use crate::server::AppState;
 use crate::{drive, ApiError};
-use apollo11_core::{disguise, limits, OverrideTarget};
+use apollo11_core::{check_note, check_operator, limits, OverrideTarget};
 use apollo11_runtime::inspect::Pause;
 use apollo11_runtime::{EngineError, EventId, Refusal, RunAction, RunId};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 type Shared = State<Arc<AppState>>;
-type Answer = Result<(StatusCode, Json<Value>), ApiError>;
+type Answer = Result<(StatusCode, Json<Acted>), ApiError>;
+
+/// The answer of an action: the event it appended (`null` for a resume that only drives
+/// the run again).
+#[derive(Serialize)]
+pub struct Acted {
+    event_id: Option<EventId>,
+}
 
 /// Who acts and why.
 #[derive(Deserialize)]
@@ -29,72 +35,41 @@ pub struct Note {
 
 impl Note {
     fn checked(&self) -> Result<(), ApiError> {
-        check_operator("by", &self.by).map_err(ApiError::invalid)?;
+        check_operator("by", &self.by).map_err(ApiError::Invalid)?;
         check_note("reason", &self.reason, limits::ERROR_MESSAGE_BYTES_MAX)
-            .map_err(ApiError::invalid)
+            .map_err(ApiError::Invalid)
     }
-}
-
-/// Checks who acts (`by`, named `field` in the message): a note of at most
-/// `LABEL_BYTES_MAX` bytes that, like a name, has nothing that disguises it when shown
-/// (`apollo11_core::disguise`): an operator could otherwise pass for another.
-pub fn check_operator(field: &str, text: &str) -> Result<(), String> {
-    check_note(field, text, limits::LABEL_BYTES_MAX)?;
-    match disguise(text) {
-        Some(d) => Err(format!(
-            "{field} contains {d}: it could pass for another name when shown"
-        )),
-        None => Ok(()),
-    }
-}
-
-/// Checks an operator's note (`by`, `reason`, named `field` in the message): it is kept in
-/// the log and shown on every timeline, so it must say something, fit `max_bytes`, and be
-/// one line of plain text (a newline could forge a line of a timeline, an escape sequence
-/// drive a terminal).
-pub fn check_note(field: &str, text: &str, max_bytes: u32) -> Result<(), String> {
-    let problem = if text.trim().is_empty() {
-        "is empty: it is kept in the log for whoever replays this run".to_owned()
-    } else if text.len() > max_bytes as usize {
-        format!("is {} bytes; at most {max_bytes} are allowed", text.len())
-    } else if text.chars().any(char::is_control) {
-        "contains a control character (newline, escape, ...)".to_owned()
-    } else {
-        return Ok(());
-    };
-    Err(format!("{field} {problem}"))
 }
 
 /// `POST /api/v1/runs/{id}/pause`.
-pub async fn pause(state: Shared, names: Names, note: Body<Note>) -> Answer {
-    act(state, names, note, RunAction::Pause).await
+pub async fn pause(state: Shared, run: RunPath, note: Body<Note>) -> Answer {
+    act(state, run, note, RunAction::Pause).await
 }
 
 /// `POST /api/v1/runs/{id}/rollback`.
-pub async fn rollback(state: Shared, names: Names, note: Body<Note>) -> Answer {
-    act(state, names, note, RunAction::Rollback).await
+pub async fn rollback(state: Shared, run: RunPath, note: Body<Note>) -> Answer {
+    act(state, run, note, RunAction::Rollback).await
 }
 
 /// `POST /api/v1/runs/{id}/resume`: lifts an operator's pause (its event id), or, for a run
 /// no operator paused, only drives it again (`event_id` null); refused for a run waiting for
 /// an override.
-pub async fn resume(state: Shared, names: Names, note: Body<Note>) -> Answer {
-    act(state, names, note, RunAction::Resume).await
+pub async fn resume(state: Shared, run: RunPath, note: Body<Note>) -> Answer {
+    act(state, run, note, RunAction::Resume).await
 }
 
 async fn act(
     State(state): Shared,
-    Names(names): Names,
+    RunPath(run_id): RunPath,
     Body(note): Body<Note>,
     action: RunAction,
 ) -> Answer {
-    drive::detached(act_on(state, names, note, action)).await
+    drive::detached(act_on(state, run_id, note, action)).await
 }
 
 /// The action, then the drive that follows it, whether or not the request is still waiting.
-async fn act_on(state: Arc<AppState>, names: Vec<String>, note: Note, action: RunAction) -> Answer {
+async fn act_on(state: Arc<AppState>, run_id: RunId, note: Note, action: RunAction) -> Answer {
     note.checked()?;
-    let run_id = RunId(names[0].clone());
     refuse_archived(&state, &run_id).await?;
     let engine = &state.engine;
     let appended = match action {
@@ -119,13 +94,13 @@ async fn act_on(state: Arc<AppState>, names: Vec<String>, note: Note, action: Ru
         Err(e) => return Err(e.into()),
     };
     drive::drive(&state, &run_id).await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({"event_id": event_id}))))
+    Ok((StatusCode::ACCEPTED, Json(Acted { event_id })))
 }
 
 /// 409 for an action on a run only the archive holds: it takes no more events.
 async fn refuse_archived(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
     match state.inspector.refusal_if_archived(run_id).await? {
-        Some(why) => Err(ApiError::conflict(why)),
+        Some(why) => Err(ApiError::Conflict(why)),
         None => Ok(()),
     }
 }
@@ -139,7 +114,7 @@ async fn not_waiting_for_a_person(state: &AppState, run_id: &RunId) -> Result<()
         Some(Pause::CompensationFailed { step, .. }) => format!("the compensation of `{step}`"),
         _ => return Ok(()),
     };
-    Err(ApiError::conflict(format!(
+    Err(ApiError::Conflict(format!(
         "the run is paused because {failed} failed for good: override the step to go on"
     )))
 }
@@ -156,11 +131,11 @@ pub struct OverrideBody {
 /// `POST /api/v1/runs/{id}/steps/{step}/override`.
 pub async fn override_step(
     State(state): Shared,
-    Names(names): Names,
+    StepPath { run_id, step }: StepPath,
     Body(body): Body<OverrideBody>,
 ) -> Answer {
     let to = OverrideTarget::parse(&body.to).ok_or_else(|| {
-        ApiError::invalid(format!(
+        ApiError::Invalid(format!(
             "to: `{}` is not one of succeeded, skipped, pending, failed",
             body.to
         ))
@@ -171,14 +146,18 @@ pub async fn override_step(
     }
     .checked()?;
     drive::detached(async move {
-        let run_id = RunId(names[0].clone());
         refuse_archived(&state, &run_id).await?;
         let event_id = state
             .engine
-            .override_step(&run_id, &names[1], to, &body.by, &body.reason)
+            .override_step(&run_id, &step, to, &body.by, &body.reason)
             .await?;
         drive::drive(&state, &run_id).await?;
-        Ok((StatusCode::OK, Json(json!({"event_id": event_id}))))
+        Ok((
+            StatusCode::OK,
+            Json(Acted {
+                event_id: Some(event_id),
+            }),
+        ))
     })
     .await
 }

@@ -4,33 +4,10 @@
 
 use crate::ApiError;
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
 use std::sync::Arc;
-
-/// Shortest token accepted.
-pub const TOKEN_CHARS_MIN: usize = 16;
-
-/// Reads a token file: its first line, at least [`TOKEN_CHARS_MIN`] characters.
-pub fn read_token(path: &std::path::Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
-    let token = text.lines().next().unwrap_or_default().trim().to_owned();
-    if token.chars().count() < TOKEN_CHARS_MIN {
-        return Err(format!(
-            "--token-file {}: the token (its first line) must have at least {TOKEN_CHARS_MIN} characters",
-            path.display()
-        ));
-    }
-    if token.chars().any(|c| c.is_control() || c == ' ') {
-        return Err(format!(
-            "--token-file {}: the token holds a space or a control character",
-            path.display()
-        ));
-    }
-    Ok(token)
-}
 
 /// Refuses a request without the right token (when one is configured).
 pub async fn require_token(
@@ -45,9 +22,9 @@ pub async fn require_token(
             .and_then(|v| v.to_str().ok())
             .and_then(bearer);
         if !sent.is_some_and(|sent| same(sent.as_bytes(), token.as_bytes())) {
-            return Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "this server needs `Authorization: Bearer TOKEN` with the token of its --token-file",
+            return Err(ApiError::Unauthorized(
+                "this server needs `Authorization: Bearer TOKEN` with the token of its --token-file"
+                    .to_owned(),
             ));
         }
     }

@@ -2,7 +2,7 @@
 //! the definition it pinned (after an operator's action, or at start for the runs a crash
 //! left interrupted), and logging how each drive ended.
 
-use crate::server::{AppState, Readiness};
+use crate::server::{AppState, Backend};
 use crate::ApiError;
 use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
 use apollo11_runtime::inspect::RunFilter;
@@ -23,12 +23,9 @@ use std::time::Duration;
 pub async fn detached<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, ApiError>> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::spawn(work).await.map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            format!("the request's work failed: {e}"),
-        )
-    })?
+    tokio::spawn(work)
+        .await
+        .map_err(|e| ApiError::Internal(format!("the request's work failed: {e}")))?
 }
 
 /// Starts a run of workflow `name` (under `run_id`, or a new id), driven until it ends;
@@ -42,14 +39,14 @@ pub async fn start(
     let registry = state.registry();
     let registered = registry
         .get(name)
-        .ok_or_else(|| ApiError::not_found(format!("no workflow `{name}` is registered")))?;
+        .ok_or_else(|| ApiError::NotFound(format!("no workflow `{name}` is registered")))?;
     if let Some(sent) = digest {
         registered.check_digest(sent)?;
     }
     let handle = match run_id {
         Some(id) => {
             check_name(NameKind::Run, &id)
-                .map_err(|e| ApiError::invalid(format!("run_id: {e}")))?;
+                .map_err(|e| ApiError::Invalid(format!("run_id: {e}")))?;
             step_folders_answered(&state.data_dir, &id, &registered.spec)?;
             state.engine.start(&registered.workflow, RunId(id)).await?
         }
@@ -77,7 +74,7 @@ pub async fn start(
 pub async fn drive(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
     let spec = state.inspector.definition(run_id).await?;
     let workflow = shell::workflow(&spec, &state.data_dir)
-        .map_err(|e| ApiError::damaged(format!("run `{run_id}`: its pinned definition: {e}")))?;
+        .map_err(|e| ApiError::Damaged(format!("run `{run_id}`: its pinned definition: {e}")))?;
     match state
         .engine
         .resume(&Arc::new(workflow), run_id.clone())
@@ -100,7 +97,7 @@ pub async fn resume_interrupted(state: &AppState) -> Result<usize, EngineError> 
     }
     for row in &list.runs {
         if let Err(e) = drive(state, &row.run_id).await {
-            tracing::warn!(run = %row.run_id, error = %e.message, "run not resumed");
+            tracing::warn!(run = %row.run_id, error = %e.message(), "run not resumed");
         }
     }
     Ok(list.runs.len())
@@ -112,7 +109,7 @@ pub async fn resume_interrupted(state: &AppState) -> Result<usize, EngineError> 
 /// the server unready until one succeeds; rounds are retried at 100 ms, doubling up to the
 /// period. Runs until aborted.
 pub async fn claim_rounds(state: Arc<AppState>) {
-    let Readiness::Claims(ready) = &state.ready else {
+    let Backend::Shared { claims: ready } = &state.backend else {
         return;
     };
     // A tenth of the ttl: an expired lease is claimed within ttl + ttl/10 of its last renewal.
@@ -125,7 +122,7 @@ pub async fn claim_rounds(state: Arc<AppState>) {
                 *ready.write().unwrap_or_else(|p| p.into_inner()) = Ok(());
                 for run_id in runs {
                     if let Err(e) = drive(&state, &run_id).await {
-                        tracing::warn!(run = %run_id, error = %e.message, "claimed run not driven");
+                        tracing::warn!(run = %run_id, error = %e.message(), "claimed run not driven");
                     }
                 }
                 period
@@ -194,7 +191,7 @@ fn step_folders_answered(
 ) -> Result<(), ApiError> {
     create_step_folders(data_dir, run_id, spec).map_err(|e| {
         tracing::warn!(error = %e, "run not started");
-        ApiError::invalid(format!(
+        ApiError::Invalid(format!(
             "run `{run_id}`, step `{}`: cannot create its folder in the data dir: {}",
             e.step, e.source
         ))

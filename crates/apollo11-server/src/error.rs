@@ -7,82 +7,99 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-/// An error answered as the API's error object.
+/// An error answered as the API's error object: each variant carries its message and
+/// stands for one status and one `code`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApiError {
-    /// The HTTP status.
-    pub status: StatusCode,
-    /// What the message is about.
-    pub message: String,
-    /// A `code` more precise than the status's (why an action is refused).
-    pub reason: Option<&'static str>,
+pub enum ApiError {
+    /// 400 `invalid`: a malformed request (body, path, query, header).
+    Invalid(String),
+    /// 401 `unauthorized`: no token, or not the server's.
+    Unauthorized(String),
+    /// 403 `invalid`: a foreign `Host` or `Origin`.
+    Forbidden(String),
+    /// 404 `not_found`.
+    NotFound(String),
+    /// 405 `method_not_allowed`: a known route asked with another method.
+    MethodNotAllowed(String),
+    /// 409 `conflict`.
+    Conflict(String),
+    /// 409 with the refusal's own code (`finished`, `not_paused`, ...).
+    Refused(Refusal, String),
+    /// 412 `definition_differs`: the client means another definition of the workflow.
+    DefinitionDiffers(String),
+    /// 413 `too_large`.
+    TooLarge(String),
+    /// 415 `invalid`: a mutation whose body is not JSON.
+    UnsupportedMediaType(String),
+    /// 500 `damaged`: the data dir holds something it cannot.
+    Damaged(String),
+    /// 500 `internal`: the server's own failure (a panic in a request's work).
+    Internal(String),
+    /// 503 `unavailable`.
+    Unavailable(String),
 }
 
 impl ApiError {
-    /// 400 `invalid`.
-    pub fn invalid(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, message)
-    }
-
-    /// 404 `not_found`.
-    pub fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, message)
-    }
-
-    /// 409 `conflict`.
-    pub fn conflict(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::CONFLICT, message)
-    }
-
-    /// 500 `damaged`.
-    pub fn damaged(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
-    }
-
-    /// 503 `unavailable`.
-    pub fn unavailable(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
-    }
-
-    /// An error with this status.
-    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            message: message.into(),
-            reason: None,
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Invalid(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict(_) | ApiError::Refused(..) => StatusCode::CONFLICT,
+            ApiError::DefinitionDiffers(_) => StatusCode::PRECONDITION_FAILED,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Damaged(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
-    /// 409 with the refusal's own code (`finished`, `not_paused`, ...).
-    pub fn refused(refusal: &Refusal, message: impl Into<String>) -> ApiError {
-        ApiError {
-            reason: Some(refusal.code()),
-            ..ApiError::conflict(message)
-        }
-    }
-
-    /// The `code` of the error object: the refusal's, else the status's.
+    /// The `code` of the error object.
     pub fn code(&self) -> &'static str {
-        if let Some(reason) = self.reason {
-            return reason;
+        match self {
+            ApiError::Invalid(_) | ApiError::Forbidden(_) | ApiError::UnsupportedMediaType(_) => {
+                "invalid"
+            }
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::MethodNotAllowed(_) => "method_not_allowed",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::Refused(refusal, _) => refusal.code(),
+            ApiError::DefinitionDiffers(_) => "definition_differs",
+            ApiError::TooLarge(_) => "too_large",
+            ApiError::Damaged(_) => "damaged",
+            ApiError::Internal(_) => "internal",
+            ApiError::Unavailable(_) => "unavailable",
         }
-        match self.status {
-            StatusCode::UNAUTHORIZED => "unauthorized",
-            StatusCode::NOT_FOUND => "not_found",
-            StatusCode::CONFLICT => "conflict",
-            StatusCode::PRECONDITION_FAILED => "definition_differs",
-            StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-            StatusCode::INTERNAL_SERVER_ERROR => "damaged",
-            StatusCode::SERVICE_UNAVAILABLE => "unavailable",
-            _ => "invalid",
+    }
+
+    /// What the message says.
+    pub fn message(&self) -> &str {
+        match self {
+            ApiError::Invalid(m)
+            | ApiError::Unauthorized(m)
+            | ApiError::Forbidden(m)
+            | ApiError::NotFound(m)
+            | ApiError::MethodNotAllowed(m)
+            | ApiError::Conflict(m)
+            | ApiError::Refused(_, m)
+            | ApiError::DefinitionDiffers(m)
+            | ApiError::TooLarge(m)
+            | ApiError::UnsupportedMediaType(m)
+            | ApiError::Damaged(m)
+            | ApiError::Internal(m)
+            | ApiError::Unavailable(m) => m,
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code(), "message": self.message}});
-        let mut response = (self.status, body.to_string()).into_response();
+        let body = json!({"error": {"code": self.code(), "message": self.message()}});
+        let mut response = (self.status(), body.to_string()).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
@@ -118,20 +135,20 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         if let Some(public) = without_path(&e) {
             return match e {
-                StoreError::Corrupted { .. } => ApiError::damaged(public),
-                _ => ApiError::unavailable(public),
+                StoreError::Corrupted { .. } => ApiError::Damaged(public),
+                _ => ApiError::Unavailable(public),
             };
         }
         match e {
             // Something the log points at is gone: the data dir is damaged.
-            StoreError::NotFound { .. } => ApiError::damaged(format!(
+            StoreError::NotFound { .. } => ApiError::Damaged(format!(
                 "{e}, but the log refers to it: the data dir is damaged"
             )),
             StoreError::Invalid { .. } | StoreError::TooLarge { .. } => {
-                ApiError::invalid(e.to_string())
+                ApiError::Invalid(e.to_string())
             }
-            StoreError::Conflict { .. } => ApiError::conflict(e.to_string()),
-            other => ApiError::unavailable(other.to_string()),
+            StoreError::Conflict { .. } => ApiError::Conflict(e.to_string()),
+            other => ApiError::Unavailable(other.to_string()),
         }
     }
 }
@@ -142,18 +159,18 @@ impl From<EngineError> for ApiError {
             EngineError::Store(s) => s.into(),
             EngineError::UnknownRun { .. }
             | EngineError::UnknownStep { .. }
-            | EngineError::BeforeRun { .. } => ApiError::not_found(e.to_string()),
+            | EngineError::BeforeRun { .. } => ApiError::NotFound(e.to_string()),
             EngineError::NotAllowed { ref refusal, .. }
             | EngineError::OverrideNotAllowed { ref refusal, .. } => {
-                ApiError::refused(refusal, e.to_string())
+                ApiError::Refused(refusal.clone(), e.to_string())
             }
             EngineError::RunExists { .. }
             | EngineError::AlreadyRunning { .. }
             | EngineError::DefinitionChanged { .. }
-            | EngineError::UnknownWorkflow { .. } => ApiError::conflict(e.to_string()),
-            EngineError::BadDefinition { .. } => ApiError::damaged(e.to_string()),
-            EngineError::Workflow(_) => ApiError::invalid(e.to_string()),
-            other => ApiError::unavailable(other.to_string()),
+            | EngineError::UnknownWorkflow { .. } => ApiError::Conflict(e.to_string()),
+            EngineError::BadDefinition { .. } => ApiError::Damaged(e.to_string()),
+            EngineError::Workflow(_) => ApiError::Invalid(e.to_string()),
+            other => ApiError::Unavailable(other.to_string()),
         }
     }
 }
@@ -174,16 +191,50 @@ mod tests {
             .collect()
     }
 
+    /// The variant after `e` in a walk through all of them; the match makes a new variant
+    /// a compile error here until it joins the walk.
+    fn after(e: &ApiError) -> Option<ApiError> {
+        let m = String::new;
+        Some(match e {
+            ApiError::Invalid(_) => ApiError::Unauthorized(m()),
+            ApiError::Unauthorized(_) => ApiError::Forbidden(m()),
+            ApiError::Forbidden(_) => ApiError::NotFound(m()),
+            ApiError::NotFound(_) => ApiError::MethodNotAllowed(m()),
+            ApiError::MethodNotAllowed(_) => ApiError::Conflict(m()),
+            ApiError::Conflict(_) => ApiError::Refused(Refusal::NotPaused, m()),
+            ApiError::Refused(..) => ApiError::DefinitionDiffers(m()),
+            ApiError::DefinitionDiffers(_) => ApiError::TooLarge(m()),
+            ApiError::TooLarge(_) => ApiError::UnsupportedMediaType(m()),
+            ApiError::UnsupportedMediaType(_) => ApiError::Damaged(m()),
+            ApiError::Damaged(_) => ApiError::Internal(m()),
+            ApiError::Internal(_) => ApiError::Unavailable(m()),
+            ApiError::Unavailable(_) => return None,
+        })
+    }
+
     #[test]
     fn every_code_an_answer_can_carry_is_documented() {
         let documented = documented_codes();
-        for status in 400..600 {
-            let Ok(status) = StatusCode::from_u16(status) else {
-                continue;
-            };
-            let code = ApiError::new(status, "").code();
-            assert!(documented.iter().any(|d| d == code), "{status}: {code}");
+        let mut next = Some(ApiError::Invalid(String::new()));
+        while let Some(e) = next {
+            let code = e.code();
+            assert!(documented.iter().any(|d| d == code), "{e:?}: {code}");
+            next = after(&e);
         }
+    }
+
+    #[test]
+    fn a_refused_method_and_a_panic_have_codes_of_their_own() {
+        let refused = ApiError::MethodNotAllowed(String::new());
+        assert_eq!(
+            (refused.status(), refused.code()),
+            (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
+        );
+        let panic = ApiError::Internal(String::new());
+        assert_eq!(
+            (panic.status(), panic.code()),
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+        );
     }
 
     #[test]
@@ -211,18 +262,21 @@ mod tests {
         for e in errors {
             let shown = e.to_string();
             let answered = ApiError::from(e);
-            assert!(!answered.message.contains("/srv"), "{shown}: {answered:?}");
             assert!(
-                answered.message.contains("the server's log"),
+                !answered.message().contains("/srv"),
+                "{shown}: {answered:?}"
+            );
+            assert!(
+                answered.message().contains("the server's log"),
                 "{answered:?}"
             );
         }
         let io = ApiError::from(StoreError::io(file, std::io::Error::other("EIO")));
-        assert!(io.message.contains("EIO"), "{io:?}");
+        assert!(io.message().contains("EIO"), "{io:?}");
         let damaged = ApiError::from(corrupted());
-        assert_eq!(damaged.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(damaged.code(), "damaged");
         assert!(
-            damaged.message.contains("offset 42: bad CRC"),
+            damaged.message().contains("offset 42: bad CRC"),
             "{damaged:?}"
         );
     }

@@ -1,14 +1,15 @@
 //! Extractors that answer every malformed request with the API's error object: JSON bodies
-//! (capped at [`BODY_BYTES_MAX`], unknown fields refused), path segments checked against the
-//! names rule, and query parameters parsed with messages naming the parameter.
+//! (capped at [`BODY_BYTES_MAX`], unknown fields refused) and the path's run and step,
+//! each checked against the names rule (the query string's are `query.rs`'s).
 
 use crate::ApiError;
 use apollo11_core::{check_name, NameKind};
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use apollo11_runtime::RunId;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
+use serde::Deserialize;
 
 /// Largest request body accepted (413 above it).
 pub const BODY_BYTES_MAX: usize = 64 * 1024;
@@ -20,12 +21,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _: &S) -> Result<Self, ApiError> {
-        let too_large = || {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body is over {BODY_BYTES_MAX} bytes"),
-            )
-        };
+        let too_large =
+            || ApiError::TooLarge(format!("the request body is over {BODY_BYTES_MAX} bytes"));
         let declared = request
             .headers()
             .get(header::CONTENT_LENGTH)
@@ -38,80 +35,67 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
             .map_err(|_| too_large())?;
         serde_json::from_slice(&bytes)
             .map(Body)
-            .map_err(|e| ApiError::invalid(format!("body: {e}")))
+            .map_err(|e| ApiError::Invalid(format!("body: {e}")))
     }
 }
 
-/// The path's parameters, each checked against the names rule (runs, steps).
-pub struct Names(pub Vec<String>);
+#[derive(Deserialize)]
+struct RunParams {
+    id: String,
+}
 
-impl<S: Send + Sync> FromRequestParts<S> for Names {
+#[derive(Deserialize)]
+struct StepParams {
+    id: String,
+    step: String,
+}
+
+/// `{id}` of the path: a run's id, checked against the names rule.
+pub struct RunPath(pub RunId);
+
+/// `{id}` and `{step}` of the path: a run's id and one of its steps, each checked against
+/// the names rule.
+pub struct StepPath {
+    /// The run.
+    pub run_id: RunId,
+    /// The step's name.
+    pub step: String,
+}
+
+/// The path's parameters as `T`; 400 when they do not decode.
+async fn params<T: DeserializeOwned + Send, S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+) -> Result<T, ApiError> {
+    let Path(params) = Path::<T>::from_request_parts(parts, state)
+        .await
+        .map_err(|e| ApiError::Invalid(format!("path: {e}")))?;
+    Ok(params)
+}
+
+/// `value` if it is a name of `kind`; 400 naming the parameter `key` otherwise.
+fn named(key: &str, kind: NameKind, value: String) -> Result<String, ApiError> {
+    check_name(kind, &value).map_err(|e| ApiError::Invalid(format!("{key}: {e}")))?;
+    Ok(value)
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RunPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let axum::extract::Path(params) =
-            axum::extract::Path::<Vec<(String, String)>>::from_request_parts(parts, state)
-                .await
-                .map_err(|e| ApiError::invalid(format!("path: {e}")))?;
-        let mut names = Vec::with_capacity(params.len());
-        for (key, value) in params {
-            let kind = if key == "step" {
-                NameKind::Step
-            } else {
-                NameKind::Run
-            };
-            check_name(kind, &value).map_err(|e| ApiError::invalid(format!("{key}: {e}")))?;
-            names.push(value);
-        }
-        Ok(Names(names))
+        let RunParams { id } = params(parts, state).await?;
+        Ok(RunPath(RunId(named("id", NameKind::Run, id)?)))
     }
 }
 
-/// The query string's parameters (the last of a repeated one counts).
-pub struct Params(BTreeMap<String, String>);
-
-impl<S: Send + Sync> FromRequestParts<S> for Params {
+impl<S: Send + Sync> FromRequestParts<S> for StepPath {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let query = parts.uri.query().unwrap_or_default();
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
-            .map_err(|e| ApiError::invalid(format!("query: {e}")))?;
-        Ok(Params(pairs.into_iter().collect()))
-    }
-}
-
-impl Params {
-    /// A text parameter.
-    pub fn text(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
-    }
-
-    /// A whole-number parameter, or `default` when absent; 400 naming it when it is not a
-    /// number within `min..=max`.
-    pub fn number(&self, name: &str, default: u64, min: u64, max: u64) -> Result<u64, ApiError> {
-        let Some(text) = self.text(name) else {
-            return Ok(default);
-        };
-        let n: u64 = text
-            .parse()
-            .map_err(|_| ApiError::invalid(format!("{name}: `{text}` is not a whole number")))?;
-        if !(min..=max).contains(&n) {
-            return Err(ApiError::invalid(format!(
-                "{name}: {n} is not between {min} and {max}"
-            )));
-        }
-        Ok(n)
-    }
-
-    /// A boolean parameter (`true` or `false`), `false` when absent.
-    pub fn flag(&self, name: &str) -> Result<bool, ApiError> {
-        match self.text(name) {
-            None | Some("false") => Ok(false),
-            Some("true") => Ok(true),
-            Some(other) => Err(ApiError::invalid(format!(
-                "{name}: `{other}` is neither true nor false"
-            ))),
-        }
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let StepParams { id, step } = params(parts, state).await?;
+        Ok(StepPath {
+            run_id: RunId(named("id", NameKind::Run, id)?),
+            step: named("step", NameKind::Step, step)?,
+        })
     }
 }

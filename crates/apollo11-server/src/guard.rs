@@ -13,7 +13,7 @@
 use crate::ApiError;
 use axum::extract::{Request, State};
 use axum::http::uri::Authority;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::Response;
 use std::net::{IpAddr, SocketAddr};
@@ -90,16 +90,13 @@ pub async fn require_host(
     let headers = request.headers().get_all(header::HOST).iter();
     let named = headers.map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     if let Some(foreign) = given.into_iter().chain(named).find(|h| !hosts.allows(h)) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "Host `{}` is not a name of this server (it listens on {}): a page of another \
+        return Err(ApiError::Forbidden(format!(
+            "Host `{}` is not a name of this server (it listens on {}): a page of another \
                  site may not reach it under a name of its own; serve with --allow-host NAME \
                  to answer to NAME",
-                foreign.escape_debug(),
-                hosts.bound
-            ),
-        ));
+            foreign.escape_debug(),
+            hosts.bound
+        )));
     }
     Ok(next.run(request).await)
 }
@@ -128,9 +125,7 @@ fn json_body(headers: &HeaderMap) -> Result<(), ApiError> {
         Some(t) => format!("`{}`", t.escape_debug()),
         None => "none".to_owned(),
     };
-    Err(ApiError::new(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        format!("this request changes something and needs `Content-Type: application/json`; its content type is {had}"),
+    Err(ApiError::UnsupportedMediaType(format!("this request changes something and needs `Content-Type: application/json`; its content type is {had}"),
     ))
 }
 
@@ -146,14 +141,11 @@ fn same_origin(headers: &HeaderMap, host: Option<&str>) -> Result<(), ApiError> 
     if site.is_some_and(|site| host.is_some_and(|host| site.eq_ignore_ascii_case(host))) {
         return Ok(());
     }
-    Err(ApiError::new(
-        StatusCode::FORBIDDEN,
-        format!(
-            "Origin `{}` is another site than this server's: a page may only change something \
+    Err(ApiError::Forbidden(format!(
+        "Origin `{}` is another site than this server's: a page may only change something \
              on the server that served it",
-            origin.escape_debug()
-        ),
-    ))
+        origin.escape_debug()
+    )))
 }
 
 #[cfg(test)]

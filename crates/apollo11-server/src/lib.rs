@@ -18,7 +18,9 @@ mod fanout;
 mod gc;
 mod guard;
 mod logs;
+mod meta;
 pub mod metrics;
+mod query;
 mod router;
 mod runs;
 mod server;
@@ -26,8 +28,6 @@ mod stream;
 mod ui;
 mod workflows;
 
-pub use actions::{check_note, check_operator};
-pub use auth::{read_token, TOKEN_CHARS_MIN};
 pub use conns::{
     fd_reserve, ConnLimits, DEFAULT_BACKLOG, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };

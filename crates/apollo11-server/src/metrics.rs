@@ -31,7 +31,7 @@ pub fn install() -> Result<Prometheus, InstallError> {
 /// `GET /metrics`.
 pub(crate) async fn scrape(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let prometheus = state.metrics.as_ref().ok_or_else(|| {
-        ApiError::not_found("this server records no metrics (started without a recorder)")
+        ApiError::NotFound("this server records no metrics (started without a recorder)".into())
     })?;
     Ok(([(header::CONTENT_TYPE, TEXT_FORMAT)], prometheus.render()).into_response())
 }

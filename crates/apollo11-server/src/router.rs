@@ -7,7 +7,7 @@
 use crate::auth::require_token;
 use crate::guard::{require_host, require_same_site_json, Hosts};
 use crate::server::AppState;
-use crate::{actions, logs, metrics, runs, stream, ui, ApiError};
+use crate::{actions, logs, meta, metrics, runs, stream, ui, ApiError};
 use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::http::{header, Method, StatusCode};
@@ -65,6 +65,7 @@ fn open_routes() -> Vec<Route> {
 fn api_routes() -> Vec<Route> {
     vec![
         route(Method::GET, "/api/v1/openapi.json", openapi),
+        route(Method::GET, "/api/v1/meta", meta::meta),
         route(Method::GET, "/api/v1/workflows", runs::workflows),
         route(Method::POST, "/api/v1/workflows/reload", runs::reload),
         route(Method::GET, "/api/v1/runs", runs::list),
@@ -121,7 +122,7 @@ fn with(routes: Vec<Route>) -> Router<Shared> {
 }
 
 async fn not_found(request: Request) -> ApiError {
-    ApiError::not_found(format!(
+    ApiError::NotFound(format!(
         "no route {} {}",
         request.method(),
         request.uri().path()
@@ -140,11 +141,8 @@ async fn method_not_allowed(response: Response) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let mut answer = ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        format!("this route answers {allowed} only"),
-    )
-    .into_response();
+    let mut answer =
+        ApiError::MethodNotAllowed(format!("this route answers {allowed} only")).into_response();
     if let Some(allow) = allow {
         answer.headers_mut().insert(header::ALLOW, allow);
     }
@@ -160,6 +158,6 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(state): State<Shared>) -> Result<Response, ApiError> {
-    state.ready.check()?;
+    state.backend.readiness()?;
     Ok(axum::Json(json!({"status": "ready"})).into_response())
 }

@@ -2,77 +2,120 @@
 //! the two that change the registry or start a run.
 
 use crate::client::segment;
-use crate::extract::{Body, Names, Params};
+use crate::extract::{Body, RunPath};
+use crate::query::{Bounded, Flag, Query};
 use crate::server::AppState;
-use crate::workflows::{without_dir, Registry};
+use crate::workflows::{without_dir, Registry, WorkflowList};
 use crate::{drive, ApiError};
 use apollo11_core::EventId;
-use apollo11_runtime::inspect::{RunFilter, RunRow, RunView};
+use apollo11_runtime::inspect::{EventPage, Plan, RunFilter, RunRow, RunView};
 use apollo11_runtime::{RunId, RunStatus};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
 type Shared = State<Arc<AppState>>;
 
 /// `GET /api/v1/workflows`.
-pub async fn workflows(State(state): Shared) -> Json<Value> {
-    Json(state.registry().to_json())
+pub async fn workflows(State(state): Shared) -> Json<WorkflowList> {
+    Json(state.registry().listed())
 }
 
 /// `POST /api/v1/workflows/reload`: the previous set stays when a file is invalid.
-pub async fn reload(State(state): Shared) -> Result<Json<Value>, ApiError> {
+pub async fn reload(State(state): Shared) -> Result<Json<WorkflowList>, ApiError> {
     let (dir, data_dir) = (state.workflows_dir.clone(), state.data_dir.clone());
     let from = dir.clone();
     let loaded = tokio::task::spawn_blocking(move || Registry::load(from.as_deref(), &data_dir))
         .await
-        .map_err(|e| ApiError::unavailable(format!("reloading: {e}")))?;
+        .map_err(|e| ApiError::Unavailable(format!("reloading: {e}")))?;
     let registry = Arc::new(loaded.map_err(|e| {
         tracing::warn!(error = %e, "workflows not reloaded");
-        ApiError::invalid(dir.as_deref().map_or(e.clone(), |dir| without_dir(&e, dir)))
+        ApiError::Invalid(dir.as_deref().map_or(e.clone(), |dir| without_dir(&e, dir)))
     })?);
     *state.registry.write().unwrap_or_else(|p| p.into_inner()) = registry.clone();
-    Ok(Json(registry.to_json()))
+    Ok(Json(registry.listed()))
+}
+
+/// The query of `GET /api/v1/runs`.
+#[derive(Deserialize)]
+pub struct ListQuery {
+    limit: Option<Bounded<1, 1000>>,
+    state: Option<States>,
+    workflow: Option<String>,
+    cursor: Option<Cursor>,
+    #[serde(default)]
+    all: Flag,
 }
 
 /// `GET /api/v1/runs?state=&workflow=&limit=&cursor=&all=`: newest first, paged; with
 /// `all=true` the archived runs too, each marked `"archived": true`.
-pub async fn list(State(state): Shared, params: Params) -> Result<Json<Value>, ApiError> {
-    let limit = params.number("limit", 100, 1, 1000)? as usize;
+pub async fn list(
+    State(state): Shared,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<RunListPage>, ApiError> {
+    let limit = query.limit.map_or(100, |l| l.0) as usize;
     let mut filter = RunFilter::all();
-    for name in params.text("state").into_iter().flat_map(|s| s.split(',')) {
-        filter = filter.state(run_status(name)?);
+    for status in query.state.into_iter().flat_map(|s| s.0) {
+        filter = filter.state(status);
     }
-    if let Some(workflow) = params.text("workflow") {
+    if let Some(workflow) = &query.workflow {
         filter = filter.workflow(workflow);
     }
-    let after = params.text("cursor").map(Cursor::parse).transpose()?;
-    let after = after.as_ref().map(Cursor::at);
-    let all = params.flag("all")?;
+    let after = query.cursor.as_ref().map(Cursor::at);
     let rows = (state.inspector)
-        .runs_page_with(&filter, after, limit + 1, all)
+        .runs_page_with(&filter, after, limit + 1, query.all.0)
         .await?;
     let next = (rows.len() > limit).then(|| Cursor::of(&rows[limit - 1].row).to_text());
-    let runs: Vec<Value> = (rows.iter().take(limit))
-        .map(|listed| {
-            let mut value = json!(listed.row);
-            value["archived"] = json!(listed.archived);
-            value
+    let runs = (rows.into_iter().take(limit))
+        .map(|listed| RunListRow {
+            row: listed.row,
+            archived: listed.archived,
         })
         .collect();
-    Ok(Json(json!({"runs": runs, "next_cursor": next})))
+    Ok(Json(RunListPage {
+        runs,
+        next_cursor: next,
+    }))
 }
 
-fn run_status(name: &str) -> Result<RunStatus, ApiError> {
-    serde_json::from_value(json!(name)).map_err(|_| {
-        ApiError::invalid(format!(
-            "state: `{name}` is not one of running, succeeded, failed, rolled_back, paused"
-        ))
-    })
+/// A page of `GET /api/v1/runs`.
+#[derive(Serialize)]
+pub struct RunListPage {
+    runs: Vec<RunListRow>,
+    /// Where the next page starts; `null` on the last.
+    next_cursor: Option<String>,
+}
+
+/// A run of a page: the inspector's row, and whether only the archive holds the run.
+#[derive(Serialize)]
+pub struct RunListRow {
+    #[serde(flatten)]
+    row: RunRow,
+    archived: bool,
+}
+
+/// `state=`: run states, separated by commas.
+struct States(Vec<RunStatus>);
+
+impl<'de> Deserialize<'de> for States {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let parse = |name: &str| {
+            serde_json::from_value(json!(name)).map_err(|_| {
+                let names = RunStatus::ALL.map(RunStatus::name).join(", ");
+                D::Error::custom(format!("`{name}` is not one of {names}"))
+            })
+        };
+        text.split(',')
+            .map(parse)
+            .collect::<Result<_, _>>()
+            .map(States)
+    }
 }
 
 /// Where a page of runs ends: runs sort by creation time, then id.
@@ -99,22 +142,27 @@ impl Cursor {
         text.bytes().map(|b| format!("{b:02x}")).collect()
     }
 
-    fn parse(text: &str) -> Result<Cursor, ApiError> {
-        let bad = || ApiError::invalid("cursor: not a next_cursor this server gave");
+    fn parse(text: &str) -> Option<Cursor> {
         let bytes = (0..text.len())
             .step_by(2)
             .map(|i| {
                 text.get(i..i + 2)
                     .and_then(|h| u8::from_str_radix(h, 16).ok())
             })
-            .collect::<Option<Vec<u8>>>()
-            .ok_or_else(bad)?;
-        let text = String::from_utf8(bytes).map_err(|_| bad())?;
-        let (created_at, run_id) = text.split_once('.').ok_or_else(bad)?;
-        Ok(Cursor {
-            created_at: created_at.parse().map_err(|_| bad())?,
+            .collect::<Option<Vec<u8>>>()?;
+        let text = String::from_utf8(bytes).ok()?;
+        let (created_at, run_id) = text.split_once('.')?;
+        Some(Cursor {
+            created_at: created_at.parse().ok()?,
             run_id: run_id.to_owned(),
         })
+    }
+}
+
+impl<'de> Deserialize<'de> for Cursor {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Cursor::parse(&text).ok_or_else(|| D::Error::custom("not a next_cursor this server gave"))
     }
 }
 
@@ -137,20 +185,28 @@ pub async fn start(
         drive::start(&state, &body.workflow, body.run_id, digest).await
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
+    Ok((StatusCode::CREATED, Json(Started { run_id })).into_response())
+}
+
+/// The answer of a start.
+#[derive(Serialize)]
+pub struct Started {
+    run_id: RunId,
+}
+
+/// The query of `GET /api/v1/runs/{id}`.
+#[derive(Deserialize)]
+pub struct StatusQuery {
+    at: Option<Bounded<0, { u64::MAX }>>,
 }
 
 /// `GET /api/v1/runs/{id}?at=N`.
 pub async fn status(
     State(state): Shared,
-    Names(names): Names,
-    params: Params,
+    RunPath(run_id): RunPath,
+    Query(query): Query<StatusQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let run_id = RunId(names[0].clone());
-    let at = match params.text("at") {
-        Some(_) => Some(EventId(params.number("at", 0, 0, u64::MAX)?)),
-        None => None,
-    };
+    let at = query.at.map(|at| EventId(at.0));
     let view = state.inspector.status_or_archived(&run_id, at).await?;
     Ok(Json(run_json(&view)))
 }
@@ -177,23 +233,26 @@ fn run_json(view: &RunView) -> Value {
     value
 }
 
+/// The query of `GET /api/v1/runs/{id}/events`.
+#[derive(Deserialize)]
+pub struct EventsQuery {
+    after: Option<Bounded<0, { u64::MAX }>>,
+    limit: Option<Bounded<1, 10_000>>,
+}
+
 /// `GET /api/v1/runs/{id}/events?after=N&limit=M`.
 pub async fn events(
     State(state): Shared,
-    Names(names): Names,
-    params: Params,
-) -> Result<Json<Value>, ApiError> {
-    let after = EventId(params.number("after", 0, 0, u64::MAX)?);
-    let limit = params.number("limit", 1000, 1, 10_000)? as usize;
-    let page = state
-        .inspector
-        .events(&RunId(names[0].clone()), after, limit)
-        .await?;
-    Ok(Json(json!(page)))
+    RunPath(run_id): RunPath,
+    Query(query): Query<EventsQuery>,
+) -> Result<Json<EventPage>, ApiError> {
+    let after = EventId(query.after.map_or(0, |a| a.0));
+    let limit = query.limit.map_or(1000, |l| l.0) as usize;
+    let page = state.inspector.events(&run_id, after, limit).await?;
+    Ok(Json(page))
 }
 
 /// `GET /api/v1/runs/{id}/plan`.
-pub async fn plan(State(state): Shared, Names(names): Names) -> Result<Json<Value>, ApiError> {
-    let plan = state.inspector.plan(&RunId(names[0].clone())).await?;
-    Ok(Json(json!(plan)))
+pub async fn plan(State(state): Shared, RunPath(run_id): RunPath) -> Result<Json<Plan>, ApiError> {
+    Ok(Json(state.inspector.plan(&run_id).await?))
 }

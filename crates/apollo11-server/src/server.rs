@@ -121,9 +121,8 @@ pub(crate) struct AppState {
     pub engine: Engine<DynStore>,
     pub store: Arc<DynStore>,
     pub inspector: Inspector<DynStore>,
-    /// Whether the store takes writes now: the file log's own check, or, with a shared
-    /// store, the last claim round's answer (see [`crate::drive::claim_rounds`]).
-    pub ready: Readiness,
+    /// Which store the server runs on, and so how it learns it is ready.
+    pub backend: Backend,
     /// The store's change feed, routed to the event streams by run.
     pub fanout: Arc<Fanout>,
     pub data_dir: PathBuf,
@@ -137,36 +136,41 @@ pub(crate) struct AppState {
     pub gc: Option<crate::GcSchedule>,
 }
 
-/// Where `/readyz` learns whether the server can do its work.
-pub(crate) enum Readiness {
-    /// The file log: ready while it takes writes.
-    File(Arc<FileLog>),
-    /// A shared store: the last claim round's outcome (its error while the store is out
-    /// of reach).
-    Claims(Arc<RwLock<Result<(), String>>>),
+/// The store the server runs on.
+pub(crate) enum Backend {
+    /// The data dir's file log, which this server alone writes.
+    FileLog(Arc<FileLog>),
+    /// A store shared by instances, whose runs each claims in rounds.
+    Shared {
+        /// The last claim round's outcome: its error while the store is out of reach (see
+        /// [`crate::drive::claim_rounds`]).
+        claims: Arc<RwLock<Result<(), String>>>,
+    },
 }
 
-impl Readiness {
-    /// Ready, or why not.
-    pub fn check(&self) -> Result<(), StoreError> {
+impl Backend {
+    /// Whether the store takes writes now (what `/readyz` answers): the file log's own
+    /// check, or the last claim round's outcome.
+    pub fn readiness(&self) -> Result<(), StoreError> {
         match self {
-            Readiness::File(log) => log.check_writable(),
-            Readiness::Claims(last) => {
-                let last = last.read().unwrap_or_else(|p| p.into_inner());
-                last.clone().map_err(|message| StoreError::Unavailable {
-                    message,
-                    sqlstate: None,
-                })
+            Backend::FileLog(log) => log.check_writable(),
+            Backend::Shared { claims } => {
+                let last = claims.read().unwrap_or_else(|p| p.into_inner());
+                last.clone()
+                    .map_err(|message| StoreError::Unavailable {
+                        message,
+                        sqlstate: None,
+                    })
             }
         }
     }
 }
 
 /// The inspector of `store`; of the file log's archive too, when the store is the file log.
-fn inspector(store: Arc<DynStore>, ready: &Readiness) -> Inspector<DynStore> {
-    match ready {
-        Readiness::File(log) => Inspector::new(store).with_archive(log.clone()),
-        Readiness::Claims(_) => Inspector::new(store),
+fn inspector(store: Arc<DynStore>, backend: &Backend) -> Inspector<DynStore> {
+    match backend {
+        Backend::FileLog(log) => Inspector::new(store).with_archive(log.clone()),
+        Backend::Shared { .. } => Inspector::new(store),
     }
 }
 
@@ -227,7 +231,7 @@ impl Server {
         let hosts = Hosts::new(address, &config.allowed_hosts).map_err(ServeError::Config)?;
         let registry = Registry::load(config.workflows.as_deref(), &config.data_dir)
             .map_err(ServeError::Config)?;
-        let (store, leasing, ready) = match config.store.clone() {
+        let (store, leasing, backend) = match config.store.clone() {
             Some(_) if config.gc.is_some() => {
                 return Err(ServeError::Config(
                     "--gc-every archives runs of the data dir's file log; with --store the \
@@ -240,13 +244,12 @@ impl Server {
                     ServeError::Config("a store shared by instances needs leases".into())
                 })?;
                 let leasing = Leasing::new(leases, config.lease_ttl)?;
-                let ready =
-                    Readiness::Claims(Arc::new(RwLock::new(Err("no claim round yet".to_owned()))));
-                (shared, Some(leasing), ready)
+                let claims = Arc::new(RwLock::new(Err("no claim round yet".to_owned())));
+                (shared, Some(leasing), Backend::Shared { claims })
             }
             None => {
                 let log = open_file_log(&config, address).await?;
-                (DynStore::new(log.clone()), None, Readiness::File(log))
+                (DynStore::new(log.clone()), None, Backend::FileLog(log))
             }
         };
         let store = Arc::new(store);
@@ -259,10 +262,10 @@ impl Server {
         let (closing, closing_rx) = watch::channel(false);
         let state = AppState {
             engine,
-            inspector: inspector(store.clone(), &ready),
+            inspector: inspector(store.clone(), &backend),
             fanout,
             store,
-            ready,
+            backend,
             data_dir: config.data_dir,
             workflows_dir: config.workflows,
             registry: RwLock::new(Arc::new(registry)),
@@ -308,15 +311,15 @@ impl Server {
         let (fanout, store) = (self.state.fanout.clone(), self.state.store.clone());
         let closing = self.state.closing.clone();
         tokio::spawn(async move { fanout.route(store.as_ref(), closing).await });
-        let background = match &self.state.ready {
-            Readiness::File(log) => {
+        let background = match &self.state.backend {
+            Backend::FileLog(log) => {
                 let resumed = drive::resume_interrupted(&self.state).await?;
                 tracing::info!(resumed, address = %self.local_addr(), "serving");
                 (self.state.gc.clone()).map(|schedule| {
                     tokio::spawn(crate::gc::rounds(self.state.clone(), log.clone(), schedule))
                 })
             }
-            Readiness::Claims(_) => {
+            Backend::Shared { .. } => {
                 tracing::info!(address = %self.local_addr(), "serving; claiming runs");
                 Some(tokio::spawn(drive::claim_rounds(self.state.clone())))
             }

@@ -42,7 +42,7 @@ fn serve(name: &str) -> Result<Response, ApiError> {
 }
 
 fn no_file(name: &str) -> ApiError {
-    ApiError::not_found(format!("no file `{}` in the web UI", name.escape_debug()))
+    ApiError::NotFound(format!("no file `{}` in the web UI", name.escape_debug()))
 }
 
 /// The content type of a file by its extension.

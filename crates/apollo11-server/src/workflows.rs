@@ -3,10 +3,10 @@
 //! reload, known by their `[workflow] name`.
 
 use crate::ApiError;
-use apollo11_core::WorkflowSpec;
+use apollo11_core::{Idempotency, OnFailure, WorkflowSpec};
 use apollo11_runtime::Workflow;
 use apollo11_shell::{definition, shell};
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,14 +30,11 @@ impl Registered {
         if sent == self.digest {
             return Ok(());
         }
-        Err(ApiError::new(
-            axum::http::StatusCode::PRECONDITION_FAILED,
-            format!(
-                "workflow `{}` of this server ({}, definition digest {}) is not the \
+        Err(ApiError::DefinitionDiffers(format!(
+            "workflow `{}` of this server ({}, definition digest {}) is not the \
                  definition asked for (digest {sent}): nothing was started",
-                self.spec.name, self.file, self.digest
-            ),
-        ))
+            self.spec.name, self.file, self.digest
+        )))
     }
 }
 
@@ -102,24 +99,54 @@ impl Registry {
     }
 
     /// `{"workflows": [...]}` as the API shows them.
-    pub fn to_json(&self) -> Value {
-        let workflows: Vec<Value> = self.by_name.values().map(workflow_json).collect();
-        json!({ "workflows": workflows })
+    pub fn listed(&self) -> WorkflowList {
+        let workflows = self.by_name.values().map(WorkflowItem::of).collect();
+        WorkflowList { workflows }
     }
 }
 
-fn workflow_json(registered: &Registered) -> Value {
-    let spec = &registered.spec;
-    let steps: Vec<Value> = spec
-        .steps
-        .iter()
-        .map(|s| {
-            json!({"name": s.name, "depends_on": s.depends_on, "idempotency": s.idempotency,
-                "compensate": s.has_compensation})
-        })
-        .collect();
-    json!({"name": spec.name, "file": registered.file, "digest": registered.digest,
-        "on_failure": spec.on_failure, "steps": steps})
+/// The answer of `GET /api/v1/workflows` and of a reload.
+#[derive(Serialize)]
+pub struct WorkflowList {
+    workflows: Vec<WorkflowItem>,
+}
+
+/// One registered workflow as listed.
+#[derive(Serialize)]
+struct WorkflowItem {
+    name: String,
+    file: String,
+    digest: String,
+    on_failure: OnFailure,
+    steps: Vec<WorkflowStep>,
+}
+
+/// One step of a listed workflow.
+#[derive(Serialize)]
+struct WorkflowStep {
+    name: String,
+    depends_on: Vec<String>,
+    idempotency: Idempotency,
+    compensate: bool,
+}
+
+impl WorkflowItem {
+    fn of(registered: &Registered) -> WorkflowItem {
+        let spec = &registered.spec;
+        let steps = spec.steps.iter().map(|s| WorkflowStep {
+            name: s.name.clone(),
+            depends_on: s.depends_on.clone(),
+            idempotency: s.idempotency,
+            compensate: s.has_compensation,
+        });
+        WorkflowItem {
+            name: spec.name.clone(),
+            file: registered.file.clone(),
+            digest: registered.digest.clone(),
+            on_failure: spec.on_failure,
+            steps: steps.collect(),
+        }
+    }
 }
 
 /// A message of [`Registry::load`] as API users see it: each file named relative to the

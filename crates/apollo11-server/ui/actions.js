@@ -2,15 +2,16 @@
 // sends the action, and says which event it appended; the server's refusal stays in the
 // dialog.
 
-import { api, seg } from './api.js';
+import { api, META, seg } from './api.js';
 
 const BY_KEY = 'apollo11.by';
-/** The server's limits on the notes, in bytes of UTF-8 (not characters: 2,048 × "é" is 4,096). */
-const BYTES_MAX = { by: 256, reason: 2048 };
-
-/** What is too long in `fields`, said as the server would, or null. */
+/**
+ * What is too long in `fields`, said as the server would, or null: the server's limits on
+ * the notes are bytes of UTF-8 (not characters: 2,048 × "é" is 4,096).
+ */
 function overLimit(fields) {
-  for (const [name, max] of Object.entries(BYTES_MAX)) {
+  const { by_bytes: by, reason_bytes: reason } = META.limits;
+  for (const [name, max] of Object.entries({ by, reason })) {
     const bytes = new TextEncoder().encode(fields[name]).length;
     if (bytes > max) return `${name} is ${bytes} bytes (UTF-8); at most ${max} are allowed`;
   }
@@ -31,16 +32,13 @@ export function runAction(runId, name) {
     api(`/api/v1/runs/${seg(runId)}/${name}`, { method: 'POST', body: fields }));
 }
 
-/** The override targets, in the order of their choices. */
-const TARGETS = ['succeeded', 'pending', 'skipped', 'failed'];
-
 /**
  * The choices of the override dialog: each target labelled with what the server says it
  * does to this step now (the step's `overrides`), so the label is never a guess.
  */
 function fillTargets(choices) {
   const select = document.querySelector('#action-dialog select[name=to]');
-  select.replaceChildren(...TARGETS.filter((to) => choices[to]).map((to) => {
+  select.replaceChildren(...META.override_targets.filter((to) => choices[to]).map((to) => {
     const option = document.createElement('option');
     option.value = to;
     option.textContent = `${to} (${choices[to].says})`;

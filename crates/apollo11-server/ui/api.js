@@ -67,6 +67,17 @@ export async function api(path, { method = 'GET', body, signal } = {}) {
   return (await checked(await call(path, init))).json();
 }
 
+/**
+ * What the server says of itself (`GET /api/v1/meta`): its limits and the names of run
+ * states, step states and override targets. Filled by `loadMeta` before a page shows.
+ */
+export const META = {};
+
+/** Reads the server's `meta` into `META`. */
+export async function loadMeta() {
+  Object.assign(META, await api('/api/v1/meta'));
+}
+
 /** GET of a step's log → `{text, bytes}`: its end as served, and its whole size. */
 export async function log(path, { signal } = {}) {
   const response = await checked(await call(path, { signal }));

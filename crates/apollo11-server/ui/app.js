@@ -4,6 +4,7 @@
 import { mountRuns } from './runs.js';
 import { mountRun } from './run.js';
 import { el } from './format.js';
+import { loadMeta } from './api.js';
 import { route } from './nav.js';
 
 let unmount = () => {};
@@ -29,4 +30,6 @@ function show() {
 }
 
 window.addEventListener('hashchange', show);
-show();
+loadMeta().then(show, (e) => {
+  document.getElementById('app').replaceChildren(el('p', { class: 'error' }, `The server's limits and names did not load: ${e.message}`));
+});

@@ -1,6 +1,6 @@
 // What the run page says in words: the run's header, why it waits, and one step's details.
 
-import { log as fetchLog } from './api.js';
+import { log as fetchLog, META } from './api.js';
 import { badge, duration, el, label, time, span } from './format.js';
 
 /**
@@ -31,9 +31,6 @@ export function header(view, now) {
   ];
   return parts.filter(Boolean);
 }
-
-/** The most of a log the server sends: its end. */
-const LOG_BYTES_MAX = 1024 * 1024;
 
 const tries = (n) => `${n} ${n === 1 ? 'try' : 'tries'}`;
 const steps = (n) => `${n} ${n === 1 ? 'step' : 'steps'}`;
@@ -66,8 +63,9 @@ export function stepDetail(name, step, { withLog, onOverride, overridable }) {
     try {
       const { text, bytes } = await fetchLog(url);
       log.textContent = text || '(the log is empty)';
-      cut.hidden = bytes <= LOG_BYTES_MAX;
-      cut.textContent = `Showing the last 1 MiB of ${bytes.toLocaleString('en')} bytes.`;
+      const max = META.limits.log_bytes;
+      cut.hidden = bytes <= max;
+      cut.textContent = `Showing the last ${max / 1048576} MiB of ${bytes.toLocaleString('en')} bytes.`;
     } catch (e) {
       log.textContent = `No log: ${e.message}`;
     }

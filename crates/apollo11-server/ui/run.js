@@ -3,7 +3,7 @@
 // the run is shown now (refreshed at most once a second while events arrive) or as it stood
 // at the slider's event (`GET /api/v1/runs/{id}?at=N`, debounced).
 
-import { api, follow, seg } from './api.js';
+import { api, follow, META, seg } from './api.js';
 import { overrideStep, runAction, RUN_ACTIONS } from './actions.js';
 import { Dag } from './dag.js';
 import { header, stepDetail } from './facts.js';
@@ -227,6 +227,5 @@ class RunPage {
 }
 
 function legend() {
-  const states = ['pending', 'running', 'succeeded', 'failed', 'compensating', 'compensated', 'compensation_failed', 'skipped', 'anomalous'];
-  return el('p', { class: 'legend' }, states.map((s) => el('span', { class: `badge st-${s}` }, label(s))));
+  return el('p', { class: 'legend' }, META.step_states.map((s) => el('span', { class: `badge st-${s}` }, label(s))));
 }

@@ -2,13 +2,12 @@
 // state and workflow on the server, the archived runs too when asked, paged by its cursor,
 // and polled while the tab is seen.
 
-import { api, ApiError } from './api.js';
+import { api, ApiError, META } from './api.js';
 import { href } from './nav.js';
 import { badge, duration, el, span, time } from './format.js';
 
 const POLL_MS = 2000;
 const PAGE = 50;
-const STATES = ['running', 'paused', 'succeeded', 'failed', 'rolled_back'];
 
 /** Mounts the page; returns what unmounts it. */
 export function mountRuns(root, params) {
@@ -59,7 +58,7 @@ function filters(filter) {
   };
   const state = el('select', { name: 'state', onchange: (e) => go({ state: e.target.value }) },
     el('option', { value: '' }, 'every state'),
-    STATES.map((s) => el('option', { value: s, selected: s === filter.state }, s.replace('_', ' '))));
+    META.run_states.map((s) => el('option', { value: s, selected: s === filter.state }, s.replace('_', ' '))));
   const workflow = el('select', { name: 'workflow', onchange: (e) => go({ workflow: e.target.value }) },
     el('option', { value: '' }, 'every workflow'));
   if (filter.workflow) workflow.append(el('option', { value: filter.workflow, selected: true }, filter.workflow));

@@ -3,10 +3,9 @@
 
 import { badge, duration, el, time } from './format.js';
 import { pageButtons } from './pager.js';
+import { META } from './api.js';
 
 const PAGE = 100;
-const STATES = ['pending', 'running', 'succeeded', 'failed', 'compensating', 'compensated',
-  'compensation_failed', 'skipped', 'anomalous'];
 const ERROR_CHARS = 120;
 
 /** The table; `onSelect(name)` when a step is picked, `onOverride(name)` for its button. */
@@ -16,7 +15,7 @@ export class Steps {
     this.state = '';
     this.actions = { onSelect, onOverride };
     const filter = el('select', { name: 'step-state', onchange: (e) => { this.state = e.target.value; this.page = 0; this.render(); } },
-      el('option', { value: '' }, 'every state'), STATES.map((s) => el('option', { value: s }, s.replace('_', ' '))));
+      el('option', { value: '' }, 'every state'), META.step_states.map((s) => el('option', { value: s }, s.replace('_', ' '))));
     this.body = el('tbody');
     this.pager = el('div');
     this.count = el('span', { class: 'muted' });

@@ -9,5 +9,6 @@ mod gc;
 mod harness;
 mod metrics;
 mod routes;
+mod schema;
 mod security;
 mod stream;

@@ -310,16 +310,16 @@ async fn unknown_routes_are_404_and_other_methods_405_with_allow() {
         .send(Method::DELETE, "/api/v1/runs", &[], Bytes::new())
         .await
         .unwrap();
-    assert_error(&delete, 405, "invalid");
+    assert_error(&delete, 405, "method_not_allowed");
     let allow = delete.header("allow").unwrap();
     assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
     assert_eq!(delete.message(), format!("this route answers {allow} only"));
     let get_pause = server.client.get("/api/v1/runs/r/pause").await.unwrap();
-    assert_error(&get_pause, 405, "invalid");
+    assert_error(&get_pause, 405, "method_not_allowed");
     assert_eq!(get_pause.header("allow"), Some("POST"));
     assert_eq!(get_pause.message(), "this route answers POST only");
     let post_ui = server.client.post("/ui/app.js", &json!({})).await.unwrap();
-    assert_error(&post_ui, 405, "invalid");
+    assert_error(&post_ui, 405, "method_not_allowed");
     assert!(post_ui.message().contains("GET"), "{}", post_ui.message());
     let health = server.client.get("/healthz").await.unwrap();
     assert_eq!(
@@ -469,5 +469,77 @@ async fn a_start_with_another_definitions_digest_is_refused_and_starts_nothing()
     server
         .wait_for("same", "succeeded", |r| r["state"] == "succeeded")
         .await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_path_or_query_parameter_is_400_naming_it() {
+    let server = TestServer::start().await;
+    for (path, named) in [
+        ("/api/v1/runs/a%2Fb", "id: "),
+        ("/api/v1/runs/a%2Fb/steps/s/log?attempt=1", "id: "),
+        ("/api/v1/runs/r/steps/..%2Fx/log?attempt=1", "step: "),
+        ("/api/v1/runs/r/steps/s/log", "attempt: missing"),
+        (
+            "/api/v1/runs/r/steps/s/log?attempt=1&compensation=1",
+            "compensation: ",
+        ),
+        (
+            "/api/v1/runs/r/events?limit=10001",
+            "limit: 10001 is not between 1 and 10000",
+        ),
+        ("/api/v1/runs?state=done", "state: `done` is not one of"),
+        ("/api/v1/runs?cursor=zz", "cursor: not a next_cursor"),
+    ] {
+        let answer = server.client.get(path).await.unwrap();
+        assert_error(&answer, 400, "invalid");
+        assert!(
+            answer.message().starts_with(named),
+            "{path}: {}",
+            answer.message()
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_answers_the_limits_and_names_the_server_enforces() {
+    let server = TestServer::start().await;
+    let meta = server.client.get("/api/v1/meta").await.unwrap().json();
+    for state in meta["run_states"].as_array().unwrap() {
+        let path = format!("/api/v1/runs?state={}", state.as_str().unwrap());
+        assert_eq!(
+            server.client.get(&path).await.unwrap().status,
+            200,
+            "{path}"
+        );
+    }
+    assert_eq!(meta["step_states"].as_array().unwrap().len(), 9, "{meta}");
+    server.start_run("gated", "held").await;
+    let limits = &meta["limits"];
+    for (field, max) in [
+        ("by", &limits["by_bytes"]),
+        ("reason", &limits["reason_bytes"]),
+    ] {
+        let max = max.as_u64().unwrap() as usize;
+        let mut note = json!({"by": "alice", "reason": "too long"});
+        note[field] = json!("x".repeat(max + 1));
+        let answer = server
+            .client
+            .post("/api/v1/runs/held/pause", &note)
+            .await
+            .unwrap();
+        assert_error(&answer, 400, "invalid");
+        let said = format!("{field} is {} bytes; at most {max} are allowed", max + 1);
+        assert_eq!(answer.message(), said);
+    }
+    for to in meta["override_targets"].as_array().unwrap() {
+        let body = json!({"to": to, "by": "alice", "reason": "a try"});
+        let path = "/api/v1/runs/nope/steps/s/override";
+        let answer = server.client.post(path, &body).await.unwrap();
+        assert_error(&answer, 404, "not_found");
+    }
+    assert_eq!(limits["body_bytes"], apollo11_server::BODY_BYTES_MAX);
+    assert_eq!(limits["log_bytes"], apollo11_server::LOG_BYTES_MAX);
     server.stop().await;
 }

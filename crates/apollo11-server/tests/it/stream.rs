@@ -153,3 +153,29 @@ async fn a_stream_delivers_events_appended_after_it_opened() {
     assert_eq!(event.1["to"], "succeeded");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_opens_with_a_keep_alive_comment_then_id_event_and_data_lines() {
+    let server = TestServer::start().await;
+    server.start_run("gated", "g").await;
+    let mut stream = server
+        .client
+        .stream("/api/v1/runs/g/events/stream", &[])
+        .await
+        .unwrap();
+    assert_eq!(stream.status, 200);
+    let mut text = String::new();
+    while text.matches("\n\n").count() < 2 {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next_chunk())
+            .await
+            .expect("a message within 10 s")
+            .expect("the stream goes on")
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let first = text.strip_prefix(": keep-alive\n\n").expect(&text);
+    let lines: Vec<&str> = first.lines().take(3).collect();
+    assert_eq!(lines[..2], ["id: 1", "event: event"], "{text}");
+    assert!(lines[2].starts_with("data: {"), "{text}");
+    server.stop().await;
+}
