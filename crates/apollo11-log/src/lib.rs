@@ -26,7 +26,6 @@ mod snapshot;
 mod verify;
 mod write;
 
-
 // What this crate's API takes and returns from the crates below it: the store traits its
 // methods come from and the types they name, so a user of the log needs no other dependency.
 /// The tokio the log runs on: its async calls need a tokio runtime (reads, snapshots and
