@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::Arc;
 
 type Shared = State<Arc<AppState>>;
@@ -205,32 +205,27 @@ pub async fn status(
     State(state): Shared,
     RunPath(run_id): RunPath,
     Query(query): Query<StatusQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunView<String>>, ApiError> {
     let at = query.at.map(|at| EventId(at.0));
     let view = state.inspector.status_or_archived(&run_id, at).await?;
-    Ok(Json(run_json(&view)))
+    Ok(Json(run_object(view)))
 }
 
 /// The run object: the inspector's view, with each step's `log` the route of its log.
-fn run_json(view: &RunView) -> Value {
-    let mut value = serde_json::to_value(view).unwrap_or_default();
-    for step in &view.steps {
-        let url = step.log.map(|log| {
-            let compensation = if log.compensation {
-                "&compensation=true"
-            } else {
-                ""
-            };
-            format!(
-                "/api/v1/runs/{}/steps/{}/log?attempt={}{compensation}",
-                segment(&view.run_id.0),
-                segment(&step.name),
-                log.attempt
-            )
-        });
-        value["steps"][&step.name]["log"] = json!(url);
-    }
-    value
+fn run_object(view: RunView) -> RunView<String> {
+    view.map_logs(|run_id, step, log| {
+        let compensation = if log.compensation {
+            "&compensation=true"
+        } else {
+            ""
+        };
+        format!(
+            "/api/v1/runs/{}/steps/{}/log?attempt={}{compensation}",
+            segment(&run_id.0),
+            segment(step),
+            log.attempt
+        )
+    })
 }
 
 /// The query of `GET /api/v1/runs/{id}/events`.

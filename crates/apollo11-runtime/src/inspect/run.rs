@@ -7,10 +7,12 @@ use apollo11_machine::{
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
-/// A run now or at an event (the HTTP server's `GET /api/v1/runs/{id}`).
+/// A run now or at an event (the HTTP server's `GET /api/v1/runs/{id}`). `L` is how a step's
+/// output is named: a [`StepLog`] here, what serves it in a front end ([`RunView::map_logs`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(bound(serialize = "L: Serialize"))]
 #[non_exhaustive]
-pub struct RunView {
+pub struct RunView<L = StepLog> {
     /// The run.
     pub run_id: RunId,
     /// The workflow it pinned.
@@ -41,7 +43,7 @@ pub struct RunView {
     pub rollback: Option<OperatorAction>,
     /// The steps, in declaration order (serialized as an object keyed by step name).
     #[serde(serialize_with = "steps_by_name")]
-    pub steps: Vec<StepView>,
+    pub steps: Vec<StepView<L>>,
     /// True when only an archive holds the run (see [`RunView::archived`]).
     pub archived: bool,
 }
@@ -49,7 +51,7 @@ pub struct RunView {
 /// One step of a run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
-pub struct StepView {
+pub struct StepView<L = StepLog> {
     /// The step's name (the key of the serialized map).
     #[serde(skip)]
     pub name: String,
@@ -73,7 +75,7 @@ pub struct StepView {
     /// How many tries its current compensation has had.
     pub compensation_tries: u32,
     /// Whose output a front end shows for the step, when it has started.
-    pub log: Option<StepLog>,
+    pub log: Option<L>,
     /// What an override to each target ([`OverrideTarget::name`]) would do now; empty when
     /// the run takes no override (see the run's `refused`).
     pub overrides: BTreeMap<&'static str, OverrideChoice>,
@@ -197,10 +199,12 @@ impl RunView {
             archived: false,
         }
     }
+}
 
+impl<L> RunView<L> {
     /// The view of a run `gc` archived: it takes no more events, so every action and override
     /// is refused with why (the store refuses an append to it).
-    pub fn archived(mut self) -> RunView {
+    pub fn archived(mut self) -> RunView<L> {
         let why = archived_refusal(&self.run_id);
         let names = RunAction::ALL.map(RunAction::name);
         for name in names.into_iter().chain(["override"]) {
@@ -219,6 +223,45 @@ impl RunView {
         (self.steps.iter())
             .filter(|s| s.state.satisfies_dependents())
             .count()
+    }
+
+    /// The same view with each step's log named by `name` (given the run, the step and the
+    /// log): how a front end says where a step's output is served.
+    pub fn map_logs<M>(self, name: impl Fn(&RunId, &str, L) -> M) -> RunView<M> {
+        let run_id = self.run_id;
+        let steps = (self.steps.into_iter())
+            .map(|step| StepView {
+                log: step.log.map(|log| name(&run_id, &step.name, log)),
+                name: step.name,
+                state: step.state,
+                attempt: step.attempt,
+                depends_on: step.depends_on,
+                idempotency: step.idempotency,
+                compensate: step.compensate,
+                duration_ms: step.duration_ms,
+                started_at: step.started_at,
+                error: step.error,
+                compensation_tries: step.compensation_tries,
+                overrides: step.overrides,
+            })
+            .collect();
+        RunView {
+            run_id,
+            workflow: self.workflow,
+            state: self.state,
+            event_id: self.event_id,
+            events: self.events,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            order: self.order,
+            allowed: self.allowed,
+            refused: self.refused,
+            paused: self.paused,
+            pausing: self.pausing,
+            rollback: self.rollback,
+            steps,
+            archived: self.archived,
+        }
     }
 }
 
@@ -264,6 +307,9 @@ pub fn archived_refusal(run_id: &RunId) -> String {
     format!("run `{run_id}` is archived: an archived run takes no more events")
 }
 
-fn steps_by_name<S: Serializer>(steps: &[StepView], s: S) -> Result<S::Ok, S::Error> {
+fn steps_by_name<S: Serializer, L: Serialize>(
+    steps: &[StepView<L>],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.collect_map(steps.iter().map(|step| (&step.name, step)))
 }

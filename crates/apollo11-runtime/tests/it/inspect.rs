@@ -199,6 +199,16 @@ async fn a_paused_run_says_why_what_is_allowed_and_serializes_steps_by_name() {
     assert_eq!(json["steps"]["a"]["log"]["attempt"], 1);
     assert_eq!(json["steps"]["b"]["log"], serde_json::Value::Null);
     assert_eq!(json["paused"]["cause"], "step_failed");
+    let named = view.map_logs(|run, step, log| format!("{run}/{step}/{}", log.attempt));
+    let renamed = serde_json::to_value(&named).unwrap();
+    assert_eq!(
+        renamed["steps"]["a"]["log"], "r/a/1",
+        "each log named by the front end"
+    );
+    assert_eq!(renamed["steps"]["b"]["log"], serde_json::Value::Null);
+    let mut unnamed = json.clone();
+    unnamed["steps"]["a"]["log"] = renamed["steps"]["a"]["log"].clone();
+    assert_eq!(renamed, unnamed, "nothing but the logs changes");
 }
 
 #[tokio::test]
