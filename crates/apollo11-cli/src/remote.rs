@@ -115,7 +115,7 @@ impl Remote {
         run_id: Option<String>,
         file: Option<(&Path, &WorkflowSpec)>,
     ) -> Result<String, Exit> {
-        let digest = file.map(|(_, spec)| apollo11_server::digest(spec));
+        let digest = file.map(|(_, spec)| apollo11_runtime::digest(spec));
         let body = json!({"workflow": name, "run_id": run_id, "digest": digest});
         let answer = self
             .client

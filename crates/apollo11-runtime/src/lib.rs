@@ -33,4 +33,4 @@ pub use inspect::Inspector;
 pub use lease::{Leasing, LEASE_TTL_MIN};
 pub use step::{Cancel, Leftover, Output, Place, Settled, Step, StepContext, StepError};
 pub use tries::{Try, TryKind};
-pub use workflow::{StepBuilder, Workflow, WorkflowBuilder, WorkflowError};
+pub use workflow::{digest, StepBuilder, Workflow, WorkflowBuilder, WorkflowError};

@@ -192,3 +192,13 @@ impl WorkflowBuilder {
         Ok(Workflow { spec, steps: code })
     }
 }
+
+/// The digest of a definition: the SHA-256 (hex) of its JSON, as a run pins it. Two
+/// definitions of one digest have the same schedule, commands and folder.
+///
+/// # Panics
+///
+/// Never: a definition always serializes.
+pub fn digest(spec: &WorkflowSpec) -> String {
+    apollo11_store::sha256_hex(&serde_json::to_vec(spec).expect("a definition serializes"))
+}

@@ -39,7 +39,6 @@ pub use logs::LOG_BYTES_MAX;
 pub use router::{routes, Route};
 pub use server::{runtime, ServeError, Server, ServerConfig, BLOCKING_THREADS_MAX, DEFAULT_LISTEN};
 pub use stream::KEEP_ALIVE;
-pub use workflows::digest;
 
 /// The OpenAPI 3.1 document of the API, served at `/api/v1/openapi.json`.
 pub const OPENAPI: &str = include_str!("openapi.json");

@@ -38,16 +38,6 @@ impl Registered {
     }
 }
 
-/// The digest of a definition: the SHA-256 (hex) of its JSON, as a run pins it. Two
-/// definitions of one digest have the same schedule, commands and folder.
-///
-/// # Panics
-///
-/// Never: a definition always serializes.
-pub fn digest(spec: &WorkflowSpec) -> String {
-    apollo11_store::sha256_hex(&serde_json::to_vec(spec).expect("a definition serializes"))
-}
-
 /// The registered workflows, by name.
 #[derive(Default)]
 pub struct Registry {
@@ -82,7 +72,7 @@ impl Registry {
             }
             let registered = Registered {
                 file,
-                digest: digest(&spec),
+                digest: apollo11_runtime::digest(&spec),
                 spec,
                 workflow: Arc::new(workflow),
             };
