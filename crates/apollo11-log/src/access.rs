@@ -65,10 +65,7 @@ fn joined<T>(
     match outcome {
         Ok(result) => result,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => Err(StoreError::Unavailable {
-            message: "the runtime is shutting down".into(),
-            sqlstate: None,
-        }),
+        Err(_) => Err(StoreError::unavailable("the runtime is shutting down")),
     }
 }
 

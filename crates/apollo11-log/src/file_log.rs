@@ -314,10 +314,9 @@ impl Drop for FileLog {
                 let inline = (*inline).into_inner().unwrap_or_else(|p| p.into_inner());
                 inline.writer.index_on_close();
             }
-            Some(Writing::Thread(queue)) => queue.close(StoreError::Unavailable {
-                message: "the log is closed".into(),
-                sqlstate: None,
-            }),
+            Some(Writing::Thread(queue)) => {
+                queue.close(StoreError::unavailable("the log is closed"))
+            }
             None => {}
         }
         if let Some(handle) = self.writer.take() {

@@ -58,10 +58,7 @@ fn client_side(doing: &str, e: tokio_postgres::Error) -> StoreError {
         None => format!("{doing}: {e}"),
     };
     if e.is_closed() || io {
-        StoreError::Unavailable {
-            message,
-            sqlstate: None,
-        }
+        StoreError::unavailable(message)
     } else {
         StoreError::Backend {
             message,
@@ -75,10 +72,7 @@ fn client_side(doing: &str, e: tokio_postgres::Error) -> StoreError {
 pub fn pool(doing: &str, e: deadpool_postgres::PoolError) -> StoreError {
     match e {
         deadpool_postgres::PoolError::Backend(e) => pg(doing, e),
-        other => StoreError::Unavailable {
-            message: format!("{doing}: no database connection: {other}"),
-            sqlstate: None,
-        },
+        other => StoreError::unavailable(format!("{doing}: no database connection: {other}")),
     }
 }
 

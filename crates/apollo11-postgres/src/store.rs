@@ -142,10 +142,7 @@ impl PgStore {
             events,
             reply,
         };
-        let gone = || StoreError::Unavailable {
-            message: "appending events: the store's writer task ended".into(),
-            sqlstate: None,
-        };
+        let gone = || StoreError::unavailable("appending events: the store's writer task ended");
         self.writer.send(request).await.map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
     }

@@ -156,10 +156,7 @@ impl Backend {
             Backend::FileLog(log) => log.check_writable(),
             Backend::Shared { claims } => {
                 let last = claims.read().unwrap_or_else(|p| p.into_inner());
-                last.clone().map_err(|message| StoreError::Unavailable {
-                    message,
-                    sqlstate: None,
-                })
+                last.clone().map_err(StoreError::unavailable)
             }
         }
     }

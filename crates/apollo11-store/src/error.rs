@@ -172,6 +172,15 @@ impl StoreError {
         }
     }
 
+    /// [`StoreError::Unavailable`] with no database code: the backend is out of reach or
+    /// closing.
+    pub fn unavailable(message: impl Into<String>) -> StoreError {
+        StoreError::Unavailable {
+            message: message.into(),
+            sqlstate: None,
+        }
+    }
+
     /// Wraps an IO error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> StoreError {
         StoreError::Io {

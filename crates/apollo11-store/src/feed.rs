@@ -150,10 +150,7 @@ impl<'s> Subscription<'s> {
                         Ok(Err(e)) => return Err(e),
                         Err(broadcast::error::RecvError::Lagged(_)) => self.fell_behind = true,
                         Err(broadcast::error::RecvError::Closed) => {
-                            return Err(StoreError::Unavailable {
-                                message: "the store's change feed closed".into(),
-                                sqlstate: None,
-                            })
+                            return Err(StoreError::unavailable("the store's change feed closed"))
                         }
                     }
                 }

@@ -40,10 +40,7 @@ struct Flaky {
 }
 
 fn unavailable() -> StoreError {
-    StoreError::Unavailable {
-        message: "connection reset by peer (simulated)".into(),
-        sqlstate: None,
-    }
+    StoreError::unavailable("connection reset by peer (simulated)")
 }
 
 impl Flaky {
