@@ -43,7 +43,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// What [`FileLog::collect`] did.
+/// What [`FileLog::collect`](crate::FileLog::collect) did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Collected {
     /// The archive file written (relative to the data directory); `None` when no run moved.
