@@ -91,7 +91,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// `proptest` is optional in each, behind the `proptest` feature that publishes the
 /// strategies property tests use (generators of values: no IO, no clock of their own).
 const PURE: &[(&str, &[&str])] = &[
-    ("apollo11-core", &["serde", "proptest"]),
+    ("apollo11-core", &["serde", "serde_json", "proptest"]),
     ("apollo11-dag", &["proptest"]),
     ("apollo11-machine", &["serde", "proptest"]),
 ];

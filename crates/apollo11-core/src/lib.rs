@@ -16,4 +16,8 @@ pub use ids::{EventId, RunId, Seq, StepName};
 pub use names::{check_name, disguise, Disguise, NameError, NameKind, NameProblem};
 pub use notes::{check_note, check_operator};
 pub use payload::{BlobRef, Payload, PayloadRef};
-pub use spec::{Backoff, Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, WorkflowSpec};
+pub use serde_json::Value;
+pub use spec::{
+    Backoff, ForEach, Idempotency, ItemSource, OnFailure, Origin, ParamKind, ParamSpec,
+    RetryPolicy, SecretSource, StepSpec, Timeout, TriggerRule, WorkflowSpec,
+};

@@ -3,6 +3,7 @@
 //! the front end; this is what the scheduler needs to decide.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// A workflow definition as the scheduler sees it.
@@ -20,6 +21,65 @@ pub struct WorkflowSpec {
     /// file's folder here). Omitted from the encoding when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attributes: BTreeMap<String, String>,
+    /// The parameters the workflow declares, in declaration order. Omitted when empty, like
+    /// every field added after the first logs were written, so old definitions read the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<ParamSpec>,
+    /// The values a run was started with, by parameter name, defaults filled in: set in the
+    /// definition a run pins, empty in a declared workflow. A secret parameter is never here.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub arguments: BTreeMap<String, Value>,
+}
+
+/// A parameter a workflow declares.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamSpec {
+    /// Its name (`${params.NAME}`).
+    pub name: String,
+    /// The type a value must have.
+    #[serde(rename = "type")]
+    pub kind: ParamKind,
+    /// The value when none is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// Whether a run must be given a value (a parameter with a default never is).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub required: bool,
+    /// What it is for, shown by `validate`, the API and the UI's start form.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Where a secret's value is read at each attempt; `None` for an ordinary parameter.
+    /// A secret is never given at start and never written anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<SecretSource>,
+}
+
+/// The type of a parameter's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamKind {
+    /// A UTF-8 string.
+    String,
+    /// A signed 64-bit integer.
+    Integer,
+    /// A number (integer or floating point).
+    Number,
+    /// `true` or `false`.
+    Boolean,
+    /// A JSON array.
+    List,
+    /// A JSON object.
+    Object,
+}
+
+/// Where a secret parameter's value is read, at each attempt, by the engine running it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretSource {
+    /// The engine's environment variable of this name.
+    Env(String),
+    /// The file at this path (read whole, one trailing newline removed).
+    File(String),
 }
 
 /// One step of a workflow.
@@ -41,6 +101,96 @@ pub struct StepSpec {
     /// from the encoding when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attributes: BTreeMap<String, String>,
+    /// When the step runs, given how its dependencies ended.
+    #[serde(default, skip_serializing_if = "TriggerRule::is_default")]
+    pub trigger: TriggerRule,
+    /// An expression over parameters and dependency outputs; when it is false the step is
+    /// skipped, with the reason recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// A declaration that becomes one step per item. In a run's pinned definition only the
+    /// lists known at run time are left ([`ItemSource::Output`]): the rest were expanded when
+    /// the run was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<ForEach>,
+    /// For a step a `for_each` made: its declaration and item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// When a step runs, given how its dependencies ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerRule {
+    /// Every dependency succeeded or was skipped (the default).
+    #[default]
+    AllSucceeded,
+    /// Every dependency is done, whatever its outcome.
+    AllDone,
+    /// At least one dependency failed for good (cleanup, notification).
+    OneFailed,
+}
+
+impl TriggerRule {
+    /// Whether this is the default rule (omitted from the encoding).
+    pub fn is_default(&self) -> bool {
+        *self == TriggerRule::AllSucceeded
+    }
+}
+
+/// One declaration, many steps: one per item.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForEach {
+    /// Where the items come from.
+    pub items: ItemSource,
+    /// Items go in waves of this many: a wave's steps start once every step of the
+    /// previous wave is done. `None`: all at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave_size: Option<u32>,
+    /// A declaration run once after each wave, whose failure stops the following waves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
+    /// The field of an item (a JSON object) that names its step; `None`: the item itself
+    /// (a string or a number) or, failing that, its position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// Where a `for_each` takes its items.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemSource {
+    /// A list written in the definition (an inventory file is read into one).
+    List(Vec<Value>),
+    /// A list parameter.
+    Param(String),
+    /// The JSON output of a dependency, at a path (`""`: the whole output), known only
+    /// when that dependency succeeds.
+    Output {
+        /// The dependency.
+        step: String,
+        /// A dotted path into its JSON output.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        path: String,
+    },
+}
+
+/// Which declaration and item a step was made from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The declaration's name.
+    pub declaration: String,
+    /// The item (`${item}`).
+    pub item: Value,
+    /// The key shown in the step's name (`declaration[key]`).
+    pub key: String,
+    /// Its wave, from 1, when the declaration goes in waves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave: Option<u32>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What a run does when a step fails and has no retry left.
@@ -130,6 +280,8 @@ impl WorkflowSpec {
             max_concurrency: 8,
             steps,
             attributes: BTreeMap::new(),
+            params: Vec::new(),
+            arguments: BTreeMap::new(),
         }
     }
 
@@ -151,6 +303,10 @@ impl StepSpec {
             retry: RetryPolicy::default(),
             timeout: Timeout::None,
             attributes: BTreeMap::new(),
+            trigger: TriggerRule::AllSucceeded,
+            condition: None,
+            for_each: None,
+            origin: None,
         }
     }
 

@@ -178,6 +178,7 @@ impl WorkflowBuilder {
                 retry: s.retry.unwrap_or_else(|| self.defaults.0.clone()),
                 timeout: s.timeout.unwrap_or(self.defaults.1),
                 attributes: s.attributes,
+                ..StepSpec::new(&s.name, &[], idempotency)
             });
             code.insert(s.name, s.code);
         }
@@ -187,6 +188,7 @@ impl WorkflowBuilder {
             max_concurrency: self.max_concurrency,
             steps: specs,
             attributes: self.attributes,
+            ..WorkflowSpec::new("", self.on_failure, Vec::new())
         };
         Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
         Ok(Workflow { spec, steps: code })

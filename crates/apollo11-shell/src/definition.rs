@@ -187,6 +187,7 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, Definit
             .map_or(8, |m| *m.get_ref()),
         steps,
         attributes: BTreeMap::from([(DIR.to_owned(), dir.display().to_string())]),
+        ..WorkflowSpec::new("", on_failure, Vec::new())
     };
     if spec.max_concurrency == 0 {
         let offset = workflow
@@ -254,6 +255,7 @@ fn step_spec(
             None => default_timeout,
         },
         attributes,
+        ..StepSpec::new(name, &[], idempotency)
     })
 }
 

@@ -58,7 +58,7 @@ proptest! {
                 }
             })
             .collect();
-        let spec = WorkflowSpec { name: "wf".into(), on_failure, max_concurrency: 2, steps, attributes: Default::default() };
+        let spec = WorkflowSpec::new("wf", on_failure, steps).with_max_concurrency(2);
         let mut machine = RunMachine::compile(&spec, RunState::new(run()), |_, f| f).unwrap();
         let nothing = BTreeSet::new();
         for e in &events {

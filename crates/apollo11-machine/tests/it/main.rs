@@ -26,7 +26,7 @@ pub fn spec(on_failure: OnFailure, steps: &[(&str, &[&str], Idempotency, bool)])
                 ..StepSpec::new(name, deps, *idem)
             })
             .collect(),
-        attributes: Default::default(),
+        ..WorkflowSpec::new("test", on_failure, Vec::new())
     }
 }
 
