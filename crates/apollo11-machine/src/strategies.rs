@@ -2,7 +2,7 @@
 
 use crate::History;
 use apollo11_core::strategies::arb_event_kind;
-use apollo11_core::{Event, EventKind, Payload};
+use apollo11_core::{Event, EventKind, Payload, TriggerRule};
 use proptest::prelude::*;
 
 /// A run's history over `steps` steps: mostly plausible (attempts near the step's current
@@ -37,4 +37,13 @@ pub fn arb_history(steps: usize, max_len: usize) -> impl Strategy<Value = Vec<Ev
         }
         events
     })
+}
+
+/// A trigger rule, mostly the default one.
+pub fn arb_trigger_rule() -> impl Strategy<Value = TriggerRule> {
+    prop_oneof![
+        4 => Just(TriggerRule::AllSucceeded),
+        1 => Just(TriggerRule::AllDone),
+        1 => Just(TriggerRule::OneFailed),
+    ]
 }
