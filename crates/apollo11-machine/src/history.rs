@@ -209,7 +209,8 @@ impl History {
         self
     }
 
-    fn attempt(&self, step: &str) -> u32 {
+    /// The step's current attempt, as the next event of its try carries it.
+    pub fn attempt(&self, step: &str) -> u32 {
         self.attempts.get(step).copied().unwrap_or(0)
     }
 
