@@ -355,20 +355,22 @@ fn advance(
     if due_ms > now.ms {
         return Some(Command::WakeAt { ms: due_ms });
     }
-    match verdict(state, dag, policy, n, failing) {
-        Verdict::Holds if *slots > 0 => {
+    // A step that started once its rule held is tried again even if the rule no longer
+    // holds (an override took a failure away): only a step never started is skipped.
+    match (verdict(state, dag, policy, n, failing), step.status) {
+        (Verdict::Never(reason), StepStatus::Pending) => Some(Command::Skip {
+            step: StepName(name.into()),
+            attempt: step.attempt,
+            reason,
+        }),
+        (Verdict::Holds | Verdict::Never(_), _) if *slots > 0 => {
             *slots -= 1;
             Some(Command::Start {
                 step: StepName(name.into()),
                 attempt: step.attempt + 1,
             })
         }
-        Verdict::Never(reason) if step.status == StepStatus::Pending => Some(Command::Skip {
-            step: StepName(name.into()),
-            attempt: step.attempt,
-            reason,
-        }),
-        Verdict::Holds | Verdict::Never(_) | Verdict::Waits => None,
+        (Verdict::Holds | Verdict::Never(_) | Verdict::Waits, _) => None,
     }
 }
 

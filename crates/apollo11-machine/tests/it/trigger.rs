@@ -217,3 +217,32 @@ fn a_failed_handler_is_retried_per_its_policy_before_the_run_pauses() {
     assert_eq!(seqs(&sim, "notify", "started").len(), 2);
     assert_eq!(sim.state().status("notify"), StepStatus::Succeeded);
 }
+
+#[test]
+fn a_handler_that_started_is_retried_even_once_an_override_took_its_failure_away() {
+    let mut w = spec(
+        OnFailure::Pause,
+        &[
+            ("b", &[], I::Natural, false),
+            ("notify", &["b"], I::Natural, false),
+        ],
+    );
+    w = with_triggers(w, &[("notify", TriggerRule::OneFailed)]);
+    let mut sim = Sim::new(&w, |step, attempt| match (step, attempt) {
+        ("b", _) => Outcome::Err {
+            after_ms: 5,
+            retryable: false,
+        },
+        ("notify", 1) => Outcome::Err {
+            after_ms: 5,
+            retryable: true,
+        },
+        _ => Outcome::Ok(10),
+    });
+    while sim.state().status("notify") != StepStatus::Failed {
+        assert!(sim.round().is_none(), "{}", sim.summary());
+    }
+    sim.override_step("b", OverrideTarget::Succeeded, "fixed by hand");
+    assert_eq!(sim.run(), RunStatus::Succeeded);
+    assert_eq!(seqs(&sim, "notify", "succeeded").len(), 1);
+}
