@@ -28,6 +28,15 @@ pub const NAME_BYTES_MAX: u32 = 200;
 /// Largest free-form label: an operator's name (`by`), a scheduler instance's name.
 pub const LABEL_BYTES_MAX: u32 = 256;
 
+/// Most items one `for_each` declaration may expand to: over it, a definition is invalid
+/// (items known when the run is created) or the template step fails (items known at run
+/// time), naming the count and this limit.
+pub const FOR_EACH_ITEMS_MAX: u32 = 10_000;
+
+/// Largest value of one workflow parameter, in bytes of its JSON text: arguments are pinned
+/// in the run's definition, which is not the place for bulk data.
+pub const PARAM_VALUE_BYTES_MAX: u32 = 64 * 1024;
+
 /// Default number of steps a workflow may have.
 pub const DAG_NODES_MAX: u32 = 10_000;
 
