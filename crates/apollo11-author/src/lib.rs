@@ -9,6 +9,7 @@ mod params;
 mod reference;
 mod scope;
 mod template;
+mod validate;
 
 pub use error::AuthorError;
 pub use expand::{grow, instantiate, output_items};
@@ -22,3 +23,4 @@ pub use scope::{secret_var, walk, Missing, Scope};
 pub use template::{
     references, render, shell_quote, text_of, Mode, Template, TemplateError, TemplateProblem,
 };
+pub use validate::{validate, TemplateField};

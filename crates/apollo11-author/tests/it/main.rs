@@ -6,3 +6,4 @@ mod expr;
 mod params;
 mod spec;
 mod template;
+mod validate;
