@@ -7,6 +7,7 @@ mod expr;
 mod items;
 mod params;
 mod reference;
+mod render;
 mod scope;
 mod template;
 mod validate;
@@ -19,6 +20,7 @@ pub use params::{
     bind, check_value, has_kind, kind_label, parse_assignment, parse_cli, value_type, ParamError,
 };
 pub use reference::Ref;
+pub use render::{graph_dot, graph_mermaid, graph_text};
 pub use scope::{secret_var, walk, Missing, Scope};
 pub use template::{
     references, render, shell_quote, text_of, Mode, Template, TemplateError, TemplateProblem,
