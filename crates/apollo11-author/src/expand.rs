@@ -4,7 +4,7 @@
 use crate::items::{gate_name, Items};
 use crate::scope::walk;
 use crate::{bind, value_type, AuthorError, Missing, Ref};
-use apollo11_core::{ItemSource, Origin, StepSpec, Value, WorkflowSpec};
+use apollo11_core::{check_name, ItemSource, NameKind, Origin, StepSpec, Value, WorkflowSpec};
 use apollo11_dag::{Dag, NodeId};
 use std::collections::{BTreeMap, HashMap};
 
@@ -190,6 +190,11 @@ impl<'s> Plan<'s> {
                         bad(format!("depends on no step of `{}`'s items", step.name))
                     })
                 })?;
+            let last = gate_name(gate, items.wave_count());
+            check_name(NameKind::Step, &last).map_err(|error| AuthorError::BadName {
+                step: gate.clone(),
+                error,
+            })?;
             self.gate_of[g] = Some(i);
         }
         Ok(())

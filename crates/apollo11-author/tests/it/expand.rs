@@ -236,6 +236,16 @@ fn bad_items_are_refused_naming_them() {
     for (s, text) in cases {
         assert_eq!(instantiate(&s, &none()).unwrap_err().to_string(), text);
     }
+    let long = "g".repeat(195);
+    let s = spec(vec![
+        waves(for_each("d", &[], list(&["x"])), 1, Some(&long)),
+        step(&long, &["d"]),
+    ]);
+    let e = instantiate(&s, &none()).unwrap_err();
+    assert!(
+        matches!(&e, AuthorError::BadName { step, .. } if *step == long),
+        "{e}"
+    );
     let mut s = spec(vec![for_each("d", &[], ItemSource::Param("n".into()))]);
     s.params = vec![list_param("n", json!(3))];
     s.params[0].kind = apollo11_core::ParamKind::Integer;
