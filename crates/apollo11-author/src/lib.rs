@@ -21,7 +21,7 @@ pub use params::{
 };
 pub use reference::Ref;
 pub use render::{graph_dot, graph_mermaid, graph_text};
-pub use scope::{secret_var, walk, Missing, Scope};
+pub use scope::{readable_steps, secret_var, walk, Missing, Scope};
 pub use template::{
     references, render, shell_quote, text_of, Mode, Template, TemplateError, TemplateProblem,
 };

@@ -1,5 +1,5 @@
 use crate::spec::{closure, edges, for_each, list, list_param, spec, step, waves};
-use apollo11_author::{grow, instantiate, output_items, AuthorError};
+use apollo11_author::{grow, instantiate, output_items, readable_steps, AuthorError};
 use apollo11_core::limits::FOR_EACH_ITEMS_MAX;
 use apollo11_core::{ItemSource, Origin, Value, WorkflowSpec};
 use serde_json::json;
@@ -349,4 +349,27 @@ fn output_items_read_a_list_at_a_path() {
         "step `load`: for_each: `steps.discover.output.rows` has no field `rows`"
     );
     assert!(output_items("load", "discover", "", b"[1, 2]").is_ok());
+}
+
+#[test]
+fn a_made_step_reads_its_paired_upstream_by_declaration() {
+    let inst = instantiate(&runbook(), &none()).unwrap();
+    let readable = readable_steps(&inst, "undrain[host-09]").unwrap();
+    assert_eq!(readable["upgrade"], "upgrade[host-09]");
+    assert_eq!(readable["drain"], "drain[host-09]");
+    assert_eq!(readable["precheck"], "precheck");
+    assert_eq!(readable["undrain[host-00]"], "undrain[host-00]");
+    assert_eq!(readable["gate[wave-1]"], "gate[wave-1]");
+    assert!(!readable.contains_key("undrain[host-09]"));
+    assert!(!readable.contains_key("drain[host-10]"));
+    assert!(!readable.contains_key("undrain"));
+    let report = readable_steps(&inst, "report").unwrap();
+    assert_eq!(report.len(), 101);
+    assert!(!report.contains_key("drain"));
+    assert_eq!(
+        readable_steps(&inst, "nope").unwrap_err(),
+        AuthorError::UnknownStep {
+            step: "nope".into()
+        }
+    );
 }

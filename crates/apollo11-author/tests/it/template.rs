@@ -28,7 +28,7 @@ fn shell_mode_makes_each_value_one_quoted_word() {
     assert_eq!(shell("echo ${params.date}"), "echo 'x; touch pwned'");
     assert_eq!(shell("echo ${params.quote}"), r"echo 'it'\''s'");
     assert_eq!(shell("n=${params.rows}"), "n='200'");
-    assert_eq!(shell("${run.id}/${wave}"), "'r1'/'2'");
+    assert_eq!(shell("${run.id}/${ wave }"), "'r1'/'2'");
     assert_eq!(shell("up ${item.host}:${item.port}"), "up 'db-1':'5432'");
     assert_eq!(shell("cat ${steps.plain.output}"), "cat 'hello'");
     assert_eq!(shell("id=${steps.discover.output.parts.0.id}"), "id='p0'");
