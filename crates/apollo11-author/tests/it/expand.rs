@@ -119,6 +119,14 @@ fn the_runbook_expands_to_the_graph_written_by_hand() {
 }
 
 #[test]
+fn no_items_leave_the_order_around_them() {
+    let given = BTreeMap::from([("hosts".to_owned(), json!([]))]);
+    let inst = instantiate(&runbook(), &given).unwrap();
+    assert_eq!(names(&inst), ["precheck", "report"]);
+    assert_eq!(deps(&inst, "report"), ["precheck"]);
+}
+
+#[test]
 fn waves_without_a_gate_wait_for_the_last_steps_paired() {
     let s = spec(vec![
         waves(for_each("a", &[], list(&["x", "y", "z"])), 2, None),
