@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 /// The definition a run pins: the arguments bound ([`bind`]: defaults filled in, values
 /// checked), each `for_each` over a list known now (written, or a parameter) made into one
 /// step per item, with its [`Origin`]; each gate made into one step per wave. A `for_each`
-/// over an output stays one template step, for [`grow`] at run time. Templates and
+/// over an output stays one template step, for [`grow`](crate::grow) at run time. Templates and
 /// conditions are left as written: they are rendered at each attempt.
 ///
 /// Dependencies: a step made from item `k` depends on the item `k` of another `for_each`
