@@ -116,11 +116,6 @@ impl Template {
         })
     }
 
-    /// Whether the template holds no reference (it renders as its text).
-    pub fn is_literal(&self) -> bool {
-        self.references().next().is_none()
-    }
-
     /// The text with each reference replaced by its value in `scope`, as `mode` says. A
     /// string is its text, any other value its JSON text.
     ///

@@ -129,3 +129,20 @@ fn references_are_listed_with_their_offsets() {
         ]
     );
 }
+
+#[test]
+fn a_field_named_status_is_a_field_of_the_output() {
+    assert_eq!(
+        references("${steps.s.output.status} ${steps.s.status}").unwrap(),
+        vec![
+            (
+                0,
+                Ref::Output {
+                    step: "s".into(),
+                    path: vec!["status".into()]
+                }
+            ),
+            (25, Ref::Status { step: "s".into() }),
+        ]
+    );
+}
