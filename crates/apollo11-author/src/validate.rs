@@ -54,6 +54,7 @@ pub fn validate(declared: &WorkflowSpec, templates: &[TemplateField]) -> Result<
                 error,
             })?;
             checker.references(step, "condition", condition.references())?;
+            checker.no_secret(step, condition.references())?;
         }
     }
     for field in templates {
@@ -184,6 +185,29 @@ impl<'s> Checker<'s> {
             source: Ref::Param(name.to_owned()).to_string(),
             found,
         })
+    }
+
+    /// A condition reads no secret: its value would decide what runs, and show in the
+    /// reason a step was skipped.
+    fn no_secret<'r>(
+        &self,
+        step: &StepSpec,
+        mut refs: impl Iterator<Item = (usize, &'r Ref)>,
+    ) -> Result<(), AuthorError> {
+        let secret = |name: &String| {
+            self.spec
+                .params
+                .iter()
+                .any(|p| &p.name == name && p.secret.is_some())
+        };
+        match refs.find(|(_, r)| matches!(r, Ref::Param(name) if secret(name))) {
+            Some((at, Ref::Param(param))) => Err(AuthorError::SecretInCondition {
+                step: step.name.clone(),
+                at,
+                param: param.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn references<'r>(

@@ -117,6 +117,12 @@ fn declarations_that_cannot_hold_are_refused() {
             target: "alone".into()
         }
     );
+    let e = with(&|s| load(s).condition = Some(r#"item == "a" || params.token == "x""#.into()));
+    assert_eq!(
+        e.to_string(),
+        "step `load`, condition at byte 15: parameter `token` is a secret, which a condition \
+         cannot read"
+    );
     let e = with(&|s| load(s).condition = Some("params.hosts ==".into()));
     assert!(matches!(e, AuthorError::Condition { .. }), "{e}");
     let e = with(&|s| load(s).for_each.as_mut().unwrap().items = ItemSource::Param("token".into()));
