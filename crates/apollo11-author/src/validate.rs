@@ -2,10 +2,10 @@
 //! has not necessarily run, an undeclared parameter, a `for_each` over something that is not
 //! a list, a gate that is not a step, `item` where there is none.
 
-use crate::{check_value, AuthorError, Condition, Ref, Template};
+use crate::{check_value, secret_var, AuthorError, Condition, Ref, Template};
 use apollo11_core::{ItemSource, ParamKind, StepSpec, WorkflowSpec};
 use apollo11_dag::{Dag, NodeId};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A template a front end keeps in a step (its command, an environment value, its folder),
 /// named for messages.
@@ -45,6 +45,7 @@ pub fn validate(declared: &WorkflowSpec, templates: &[TemplateField]) -> Result<
             check_value(param, default)?;
         }
     }
+    distinct_secret_vars(declared)?;
     let checker = Checker::new(declared, &dag);
     for step in &declared.steps {
         checker.for_each(step)?;
@@ -65,6 +66,22 @@ pub fn validate(declared: &WorkflowSpec, templates: &[TemplateField]) -> Result<
             error,
         })?;
         checker.references(step, &field.field, template.references())?;
+    }
+    Ok(())
+}
+
+/// Two secrets passed in one environment variable would give a step the wrong one.
+fn distinct_secret_vars(declared: &WorkflowSpec) -> Result<(), AuthorError> {
+    let mut vars = BTreeMap::new();
+    for param in declared.params.iter().filter(|p| p.secret.is_some()) {
+        let var = secret_var(&param.name);
+        if let Some(first) = vars.insert(var.clone(), &param.name) {
+            return Err(AuthorError::SecretVarClash {
+                first: first.clone(),
+                second: param.name.clone(),
+                var,
+            });
+        }
     }
     Ok(())
 }

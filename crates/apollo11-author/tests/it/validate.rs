@@ -130,6 +130,16 @@ fn declarations_that_cannot_hold_are_refused() {
         e.to_string(),
         "step `load`: for_each over `params.token`, which is a secret, not a list"
     );
+    let e = with(&|s| {
+        let mut twin = s.params[1].clone();
+        twin.name = "TOKEN".into();
+        s.params.push(twin);
+    });
+    assert_eq!(
+        e.to_string(),
+        "secret parameters `token` and `TOKEN` would both be passed in \
+         `APOLLO11_SECRET_TOKEN`: rename one"
+    );
     let e = with(&|s| s.params[0].kind = ParamKind::String);
     assert_eq!(
         e.to_string(),
