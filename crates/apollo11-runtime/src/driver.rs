@@ -3,18 +3,23 @@
 //! so a crash at any instant leaves a log from which `decide` knows what to do. Where tries
 //! run and how a try the driver did not see end is settled are in `settle.rs`.
 
+mod condition;
+mod expand;
 mod gauges;
 mod inputs;
 mod running;
 mod settle;
 
 use crate::engine::{Shared, Store};
+use crate::grown::grown_spec;
 use crate::lease::{Held, LostSignal};
 use crate::metrics;
 use crate::step::{Cancel, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
 use apollo11_author::Scope;
-use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout, WorkflowSpec};
+use apollo11_core::{
+    limits, EventKind, Payload, RunId, Seq, StepName, StepSpec, Timeout, Value, WorkflowSpec,
+};
 use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
 use gauges::{step_pending, Counted};
@@ -75,6 +80,12 @@ pub(crate) struct Driver<S: Store> {
     workflow: Arc<Workflow>,
     /// The run's definition as it stands: the pinned one, grown by the expansions so far.
     spec: WorkflowSpec,
+    /// How many of the state's expansions `spec` is grown by.
+    grown: usize,
+    /// The items of expansions this driver appended, until `spec` grows by them.
+    fresh: BTreeMap<StepName, Vec<Value>>,
+    /// The learned timeouts of the steps with `timeout = "auto"`, by step.
+    auto: BTreeMap<String, u64>,
     /// The run's state with what decisions read of it, kept together event by event, so
     /// each decision costs what the run is doing.
     machine: RunMachine,
@@ -108,29 +119,20 @@ impl<S: Store> Driver<S> {
         held: Option<Held>,
     ) -> Result<Driver<S>, EngineError> {
         let mut failures = 0;
-        let state = loop {
-            match shared.run_state(&run_id).await {
-                Ok(state) => break state,
-                Err(e) if e.is_retryable() => {
+        let (state, spec) = loop {
+            match load(&shared, &run_id, workflow.spec()).await {
+                Ok(loaded) => break loaded,
+                Err(EngineError::Store(e)) if e.is_retryable() => {
                     failures += 1;
                     wait_out(shared.clock, &e, failures).await;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         };
         metrics::run_started(&workflow.spec().name);
-        let spec = workflow.spec().clone();
         let mut auto = BTreeMap::new();
-        for step in &spec.steps {
-            if let Timeout::Auto { fallback_ms } = step.timeout {
-                auto.insert(
-                    step.name.clone(),
-                    shared
-                        .auto_timeout_ms(&spec.name, &step.name, fallback_ms)
-                        .await,
-                );
-            }
-        }
+        learn_auto(&shared, &spec, &mut auto).await;
+        let grown = state.expansions.len();
         let machine = RunMachine::compile(&spec, state, |name, fallback| {
             auto.get(name).copied().unwrap_or(fallback)
         })
@@ -142,6 +144,9 @@ impl<S: Store> Driver<S> {
             shared,
             workflow,
             spec,
+            grown,
+            fresh: BTreeMap::new(),
+            auto,
             machine,
             notify,
             running: Running::default(),
@@ -231,6 +236,7 @@ impl<S: Store> Driver<S> {
         if std::mem::take(&mut self.stale) && self.commit(Vec::new()).await? {
             self.catch_up().await?;
         }
+        self.regrow().await?;
         let started = std::time::Instant::now();
         let executing = self.running.steps();
         let now = Now {
@@ -254,6 +260,23 @@ impl<S: Store> Driver<S> {
                     Command::FailCompensation { .. } => {
                         let tried = Try::of(step, attempt, TryKind::Compensation);
                         events.extend(self.settled_failure(&tried, kind).await?);
+                    }
+                    // A template expands, a step whose condition says so does not run:
+                    // their events take the place of the start.
+                    Command::Start { .. } if self.is_template(step) => {
+                        events.extend(self.expansion(step, attempt).await?);
+                        continue;
+                    }
+                    Command::Start { .. } => match self.unless_condition(step, attempt).await? {
+                        Some(instead) => {
+                            events.extend(instead);
+                            continue;
+                        }
+                        None => events.push(self.event(step, kind, attempt, Payload::Empty)),
+                    },
+                    Command::Compensate { .. } if self.is_template(step) => {
+                        events.extend(self.compensated_template(step, attempt));
+                        continue;
                     }
                     _ => events.push(self.event(step, kind, attempt, Payload::Empty)),
                 }
@@ -552,10 +575,28 @@ impl<S: Store> Driver<S> {
         }
     }
 
+    /// The definition of `step`, one of the run's.
+    fn step_spec(&self, step: &StepName) -> &StepSpec {
+        let node = self.machine.dag().node(step.as_str());
+        &self.spec.steps[node.expect("decide only names steps of the run").index()]
+    }
+
+    /// Takes `spec`, the run's definition grown, as the graph decisions read.
+    async fn recompile(&mut self, spec: WorkflowSpec) -> Result<(), EngineError> {
+        learn_auto(&self.shared, &spec, &mut self.auto).await;
+        let auto = &self.auto;
+        (self.machine)
+            .regraph(&spec, |name, fallback| {
+                auto.get(name).copied().unwrap_or(fallback)
+            })
+            .map_err(WorkflowError::Invalid)?;
+        self.spec = spec;
+        Ok(())
+    }
+
     /// The code of `step`: its own, or for a step a `for_each` made, its declaration's.
     fn code(&self, step: &StepName) -> Arc<dyn crate::Step> {
-        let node = self.machine.dag().node(step.as_str());
-        let origin = node.and_then(|n| self.spec.steps[n.index()].origin.as_ref());
+        let origin = self.step_spec(step).origin.as_ref();
         let name = origin.map_or(step.as_str(), |o| o.declaration.as_str());
         (self.workflow.step(step.as_str()))
             .or_else(|| self.workflow.step(name))
@@ -730,6 +771,38 @@ impl<S: Store> Driver<S> {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+/// A run's state and its definition as it stands: `pinned` grown by the expansions the
+/// state records.
+async fn load<S: Store>(
+    shared: &Shared<S>,
+    run_id: &RunId,
+    pinned: &WorkflowSpec,
+) -> Result<(RunState, WorkflowSpec), EngineError> {
+    let state = shared.run_state(run_id).await?;
+    let store = shared.store.as_ref();
+    let spec = grown_spec(store, run_id, pinned.clone(), &state.expansions).await?;
+    Ok((state, spec))
+}
+
+/// Adds to `auto` the learned timeout of each step of `spec` with `timeout = "auto"` that
+/// it lacks.
+async fn learn_auto<S: Store>(
+    shared: &Shared<S>,
+    spec: &WorkflowSpec,
+    auto: &mut BTreeMap<String, u64>,
+) {
+    for step in &spec.steps {
+        if let (Timeout::Auto { fallback_ms }, false) =
+            (step.timeout, auto.contains_key(&step.name))
+        {
+            let ms = shared
+                .auto_timeout_ms(&spec.name, &step.name, fallback_ms)
+                .await;
+            auto.insert(step.name.clone(), ms);
         }
     }
 }
