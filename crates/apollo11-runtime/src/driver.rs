@@ -11,18 +11,18 @@ mod running;
 mod settle;
 
 use crate::engine::{Shared, Store};
-use crate::grown::grown_spec;
 use crate::lease::{Held, LostSignal};
 use crate::metrics;
 use crate::step::{Cancel, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
-use apollo11_author::Scope;
 use apollo11_core::{
-    limits, EventKind, Payload, RunId, Seq, StepName, StepSpec, Timeout, Value, WorkflowSpec,
+    limits, EventKind, Payload, RunId, Seq, StepName, StepSpec, Value, WorkflowSpec,
 };
 use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
+use expand::{learn_auto, load};
 use gauges::{step_pending, Counted};
+use inputs::Prepared;
 use running::Running;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -65,14 +65,6 @@ impl Done {
             kind,
         }
     }
-}
-
-/// What a launch hands its try, read before its `Started` or `Compensating` is appended.
-struct Prepared {
-    /// The step's checkpoint marker, or for a compensation its output.
-    payload: Option<Vec<u8>>,
-    /// What it reads, but the secrets.
-    scope: Scope,
 }
 
 pub(crate) struct Driver<S: Store> {
@@ -518,31 +510,6 @@ impl<S: Store> Driver<S> {
         self.running.stop(step);
     }
 
-    /// What each launch hands its step (its checkpoint marker, or for a compensation its
-    /// output, and the outputs it may read), read before its `Started` or `Compensating` is
-    /// appended. A payload that cannot be read (a damaged or missing blob) stops the run with
-    /// the store's error before that append: a step must never run with nothing in place of
-    /// what it was promised. Outcomes already known are appended first: they are facts worth
-    /// keeping.
-    async fn prepare(&mut self, launches: &[Try]) -> Result<Vec<Prepared>, EngineError> {
-        let mut prepared = Vec::with_capacity(launches.len());
-        for tried in launches {
-            let read = async {
-                let payload = self.recorded_payload(&tried.step, tried.kind).await?;
-                let scope = self.scope_of(&tried.step).await?;
-                Ok::<_, StoreError>(Prepared { payload, scope })
-            };
-            match read.await {
-                Ok(p) => prepared.push(p),
-                Err(e) => {
-                    self.commit(Vec::new()).await?;
-                    return Err(e.into());
-                }
-            }
-        }
-        Ok(prepared)
-    }
-
     /// The payload a step's state points at, when its launch uses it; one of an outcome not
     /// yet appended is taken from the unsent batch.
     async fn recorded_payload(
@@ -579,19 +546,6 @@ impl<S: Store> Driver<S> {
     fn step_spec(&self, step: &StepName) -> &StepSpec {
         let node = self.machine.dag().node(step.as_str());
         &self.spec.steps[node.expect("decide only names steps of the run").index()]
-    }
-
-    /// Takes `spec`, the run's definition grown, as the graph decisions read.
-    async fn recompile(&mut self, spec: WorkflowSpec) -> Result<(), EngineError> {
-        learn_auto(&self.shared, &spec, &mut self.auto).await;
-        let auto = &self.auto;
-        (self.machine)
-            .regraph(&spec, |name, fallback| {
-                auto.get(name).copied().unwrap_or(fallback)
-            })
-            .map_err(WorkflowError::Invalid)?;
-        self.spec = spec;
-        Ok(())
     }
 
     /// The code of `step`: its own, or for a step a `for_each` made, its declaration's.
@@ -771,38 +725,6 @@ impl<S: Store> Driver<S> {
                 }
                 Err(e) => return Err(e),
             }
-        }
-    }
-}
-
-/// A run's state and its definition as it stands: `pinned` grown by the expansions the
-/// state records.
-async fn load<S: Store>(
-    shared: &Shared<S>,
-    run_id: &RunId,
-    pinned: &WorkflowSpec,
-) -> Result<(RunState, WorkflowSpec), EngineError> {
-    let state = shared.run_state(run_id).await?;
-    let store = shared.store.as_ref();
-    let spec = grown_spec(store, run_id, pinned.clone(), &state.expansions).await?;
-    Ok((state, spec))
-}
-
-/// Adds to `auto` the learned timeout of each step of `spec` with `timeout = "auto"` that
-/// it lacks.
-async fn learn_auto<S: Store>(
-    shared: &Shared<S>,
-    spec: &WorkflowSpec,
-    auto: &mut BTreeMap<String, u64>,
-) {
-    for step in &spec.steps {
-        if let (Timeout::Auto { fallback_ms }, false) =
-            (step.timeout, auto.contains_key(&step.name))
-        {
-            let ms = shared
-                .auto_timeout_ms(&spec.name, &step.name, fallback_ms)
-                .await;
-            auto.insert(step.name.clone(), ms);
         }
     }
 }

@@ -12,13 +12,16 @@
 //! compensating the template itself undoes nothing.
 
 use super::{clip, Driver};
-use crate::engine::Store;
-use crate::grown::grow;
-use crate::EngineError;
+use crate::engine::{Shared, Store};
+use crate::grown::{grow, grown_spec};
+use crate::{EngineError, WorkflowError};
 use apollo11_author::output_items;
-use apollo11_core::{EventKind, ItemSource, Payload, StepName, Value};
-use apollo11_machine::{Expansion, Policy, StepStatus};
+use apollo11_core::{
+    EventKind, ItemSource, Payload, RunId, StepName, Timeout, Value, WorkflowSpec,
+};
+use apollo11_machine::{Expansion, Policy, RunState, StepStatus};
 use apollo11_store::{NewEvent, StoreError};
+use std::collections::BTreeMap;
 
 impl<S: Store> Driver<S> {
     /// Whether `step` is a template: a `for_each` over an output, expanded at run time.
@@ -120,8 +123,7 @@ impl<S: Store> Driver<S> {
                 Some(items) => grow(&run_id, &spec, expansion, &items)?,
                 None => {
                     let store = self.shared.store.as_ref();
-                    crate::grown::grown_spec(store, &run_id, spec, std::slice::from_ref(expansion))
-                        .await?
+                    grown_spec(store, &run_id, spec, std::slice::from_ref(expansion)).await?
                 }
             };
         }
@@ -129,5 +131,50 @@ impl<S: Store> Driver<S> {
         self.recompile(spec).await?;
         self.grown += expansions.len();
         Ok(())
+    }
+
+    /// Takes `spec`, the run's definition grown, as the graph decisions read.
+    async fn recompile(&mut self, spec: WorkflowSpec) -> Result<(), EngineError> {
+        learn_auto(&self.shared, &spec, &mut self.auto).await;
+        let auto = &self.auto;
+        (self.machine)
+            .regraph(&spec, |name, fallback| {
+                auto.get(name).copied().unwrap_or(fallback)
+            })
+            .map_err(WorkflowError::Invalid)?;
+        self.spec = spec;
+        Ok(())
+    }
+}
+
+/// A run's state and its definition as it stands: `pinned` grown by the expansions the
+/// state records.
+pub(super) async fn load<S: Store>(
+    shared: &Shared<S>,
+    run_id: &RunId,
+    pinned: &WorkflowSpec,
+) -> Result<(RunState, WorkflowSpec), EngineError> {
+    let state = shared.run_state(run_id).await?;
+    let store = shared.store.as_ref();
+    let spec = grown_spec(store, run_id, pinned.clone(), &state.expansions).await?;
+    Ok((state, spec))
+}
+
+/// Adds to `auto` the learned timeout of each step of `spec` with `timeout = "auto"` that
+/// it lacks.
+pub(super) async fn learn_auto<S: Store>(
+    shared: &Shared<S>,
+    spec: &WorkflowSpec,
+    auto: &mut BTreeMap<String, u64>,
+) {
+    for step in &spec.steps {
+        if let (Timeout::Auto { fallback_ms }, false) =
+            (step.timeout, auto.contains_key(&step.name))
+        {
+            let ms = shared
+                .auto_timeout_ms(&spec.name, &step.name, fallback_ms)
+                .await;
+            auto.insert(step.name.clone(), ms);
+        }
     }
 }

@@ -82,6 +82,7 @@ fn seen(ctx: &StepContext) -> Result<Output, StepError> {
         "status": scope.statuses.get("make"),
         "item": ctx.item(),
         "run": scope.run_id,
+        "debug_shows_secret": format!("{ctx:?}").contains("s3cr3t"),
     }))
 }
 
@@ -107,6 +108,7 @@ async fn an_attempt_sees_arguments_defaults_secrets_and_its_dependencies_output(
     let expected = json!({
         "rows": 5, "date": "2024-05-01", "token": null, "secret": "s3cr3t",
         "input": "{\"n\":1}", "status": "succeeded", "item": null, "run": "r",
+        "debug_shows_secret": false,
     });
     assert_eq!(output(&store, "r", "use").await, expected);
     let engine = open(&store).await;
