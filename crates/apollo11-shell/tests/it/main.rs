@@ -1,0 +1,3 @@
+//! Tests of workflow files.
+
+mod compat;
