@@ -16,6 +16,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("apollo11-core", &[]),
     ("apollo11-dag", &[]),
     ("apollo11-machine", &["apollo11-core", "apollo11-dag"]),
+    ("apollo11-author", &["apollo11-core", "apollo11-dag"]),
     ("apollo11-store", &["apollo11-core"]),
     ("apollo11-log", &["apollo11-core", "apollo11-store"]),
     ("apollo11-postgres", &["apollo11-core", "apollo11-store"]),
@@ -94,6 +95,7 @@ const PURE: &[(&str, &[&str])] = &[
     ("apollo11-core", &["serde", "serde_json", "proptest"]),
     ("apollo11-dag", &["proptest"]),
     ("apollo11-machine", &["serde", "proptest"]),
+    ("apollo11-author", &["serde", "serde_json", "evalexpr"]),
 ];
 
 /// Source text a pure crate must not contain: clocks, IO, threads, processes, randomness.

@@ -61,3 +61,11 @@ pub const SEGMENT_BYTES_MAX_LIMIT: u64 = 1024 * 1024 * 1024;
 /// The file log's writer stops gathering queued appends into one write once it holds this
 /// many bytes: group commit amortizes fsync without unbounded memory.
 pub const GROUP_COMMIT_BYTES_MAX: u32 = 8 * 1024 * 1024;
+
+/// Largest value a parameter may be given (its JSON text, in bytes): arguments are pinned in
+/// the run's definition, which lives in an event. Bulk data belongs in files.
+pub const PARAM_VALUE_BYTES_MAX: u32 = 64 * 1024;
+
+/// Most items one `for_each` declaration may expand to: over it, a definition is refused
+/// (a list known at start) or the declaration's step fails (a list known at run time).
+pub const FOR_EACH_ITEMS_MAX: u32 = 10_000;

@@ -1,0 +1,4 @@
+//! Integration tests of authoring: parameters, templates, conditions, expansion,
+//! validation and rendering.
+
+mod params;
