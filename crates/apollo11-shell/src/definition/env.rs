@@ -34,7 +34,10 @@ pub(super) fn step_attributes(
     }
     if let Some(cwd) = raw.cwd.as_ref().or(defaults.cwd.as_ref()) {
         if cwd.get_ref().contains('\0') || cwd.get_ref().is_empty() {
-            return Err(at.error(cwd.span().start, "cwd is a folder's path: not empty, no NUL"));
+            return Err(at.error(
+                cwd.span().start,
+                "cwd is a folder's path: not empty, no NUL",
+            ));
         }
         attributes.insert(CWD.to_owned(), cwd.get_ref().clone());
     }

@@ -123,7 +123,11 @@ fn inventory(dir: &Path, file: &str) -> Result<Vec<Value>, String> {
                 )),
             }
         }
-        _ => return Err(format!("the inventory file {shown} is read as .toml or .json, by its name")),
+        _ => {
+            return Err(format!(
+                "the inventory file {shown} is read as .toml or .json, by its name"
+            ))
+        }
     };
     match value {
         Value::Array(items) => Ok(items),

@@ -2,8 +2,8 @@
 //! the file declares them.
 
 use super::raw::RawParam;
-use super::Locator;
 use super::DefinitionError;
+use super::Locator;
 use apollo11_core::{ParamKind, ParamSpec, SecretSource, Value};
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -122,7 +122,9 @@ pub(super) fn json(value: &toml::Value) -> Result<Value, String> {
             .ok_or_else(|| format!("{f} is not a number JSON can hold"))?,
         toml::Value::Boolean(b) => Value::Bool(*b),
         toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(items) => Value::Array(items.iter().map(json).collect::<Result<_, _>>()?),
+        toml::Value::Array(items) => {
+            Value::Array(items.iter().map(json).collect::<Result<_, _>>()?)
+        }
         toml::Value::Table(table) => Value::Object(
             table
                 .iter()

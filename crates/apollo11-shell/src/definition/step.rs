@@ -3,9 +3,7 @@
 
 use super::raw::{RawDefaults, RawRetry, RawStep};
 use super::{env, items, DefinitionError, Locator, COMPENSATE, NON_RETRYABLE, RUN};
-use apollo11_core::{
-    limits, Backoff, Idempotency, RetryPolicy, StepSpec, Timeout, TriggerRule,
-};
+use apollo11_core::{limits, Backoff, Idempotency, RetryPolicy, StepSpec, Timeout, TriggerRule};
 use std::collections::BTreeMap;
 use std::path::Path;
 use toml::Spanned;
@@ -83,7 +81,11 @@ fn idempotency(at: &Locator<'_>, step: &Spanned<RawStep>) -> Result<Idempotency,
 }
 
 fn trigger(at: &Locator<'_>, raw: &RawStep) -> Result<TriggerRule, DefinitionError> {
-    match raw.trigger.as_ref().map(|t| (t.get_ref().as_str(), t.span().start)) {
+    match raw
+        .trigger
+        .as_ref()
+        .map(|t| (t.get_ref().as_str(), t.span().start))
+    {
         None | Some(("all_succeeded", _)) => Ok(TriggerRule::AllSucceeded),
         Some(("all_done", _)) => Ok(TriggerRule::AllDone),
         Some(("one_failed", _)) => Ok(TriggerRule::OneFailed),

@@ -5,7 +5,9 @@ use apollo11_shell::parse;
 use std::path::Path;
 
 fn digest_of(fixture: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures").join(fixture);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/fixtures")
+        .join(fixture);
     let text = std::fs::read_to_string(path).unwrap();
     let spec = parse(&text, fixture, Path::new("/workflows")).unwrap();
     apollo11_runtime::digest(&spec)
