@@ -13,6 +13,7 @@ mod step;
 
 pub use env::{CWD, ENV, ENV_PASS};
 pub use items::INVENTORY_BYTES_MAX;
+pub use params::read_params_file;
 
 use apollo11_core::{check_name, NameKind, OnFailure, RetryPolicy, Timeout, WorkflowSpec};
 use apollo11_machine::Policy;

@@ -16,7 +16,7 @@ use crate::files::{
 };
 use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
 use apollo11_runtime::{
-    Leftover, Output, Settled, Step, StepBuilder, StepContext, StepError, Workflow, WorkflowError,
+    Leftover, Output, Settled, Step, StepContext, StepError, Workflow, WorkflowError,
 };
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
@@ -24,6 +24,7 @@ use nix::unistd::Pid;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 /// Where a shell step's try was placed, in words (`pid 10268 on db1 (boot 8c1f2a3b)`);
 /// `None` for a handle that names no process group (another step executor's).
@@ -66,7 +67,7 @@ impl Drop for GroupGuard {
 ///
 /// # Errors
 ///
-/// What [`Workflow::builder`]'s `build` returns for a spec that is not a valid workflow.
+/// What [`Workflow::from_spec`] returns for a spec that is not a valid workflow.
 ///
 /// # Panics
 ///
@@ -78,35 +79,18 @@ pub fn workflow(spec: &WorkflowSpec, data_dir: &Path) -> Result<Workflow, Workfl
         "the data dir is made absolute first"
     );
     let dir = PathBuf::from(spec.attributes.get(DIR).map_or(".", String::as_str));
-    let mut builder = Workflow::builder(&spec.name)
-        .on_failure(spec.on_failure)
-        .max_concurrency(spec.max_concurrency);
-    for (key, value) in &spec.attributes {
-        builder = builder.attribute(key, value);
-    }
-    for s in &spec.steps {
+    Workflow::from_spec(spec.clone(), |s| {
         let non_retryable = s.attributes.get(NON_RETRYABLE).map_or(Vec::new(), |codes| {
             codes.split(',').filter_map(|c| c.parse().ok()).collect()
         });
-        let code = ShellStep {
+        Arc::new(ShellStep {
             run: s.attributes.get(RUN).cloned().unwrap_or_default(),
             compensate: s.attributes.get(COMPENSATE).cloned(),
             dir: dir.clone(),
             non_retryable,
             data_dir: data_dir.to_path_buf(),
-        };
-        let deps: Vec<&str> = s.depends_on.iter().map(String::as_str).collect();
-        let mut step = StepBuilder::new(&s.name, code)
-            .depends_on(&deps)
-            .idempotency(s.idempotency)
-            .retry(s.retry.clone())
-            .timeout(s.timeout);
-        for (key, value) in &s.attributes {
-            step = step.attribute(key, value);
-        }
-        builder = builder.step(step);
-    }
-    builder.build()
+        })
+    })
 }
 
 /// Payloads up to this size are also passed in an environment variable. Linux refuses to

@@ -6,6 +6,7 @@ use super::DefinitionError;
 use super::Locator;
 use apollo11_core::{ParamKind, ParamSpec, SecretSource, Value};
 use std::collections::BTreeMap;
+use std::path::Path;
 use toml::Spanned;
 
 /// The declarations of `[params]`, in file order.
@@ -132,4 +133,50 @@ pub(super) fn json(value: &toml::Value) -> Result<Value, String> {
                 .collect::<Result<_, String>>()?,
         ),
     })
+}
+
+/// The values of a parameters file (`--params-file`): a JSON object, or a TOML table, of
+/// parameter names to values, read by the file's extension. The values are checked against
+/// the declarations later, with those given otherwise.
+///
+/// # Errors
+///
+/// A [`DefinitionError`] naming the file: it cannot be read, its extension is neither
+/// `.json` nor `.toml`, its text is not one object of values (at the line and column).
+pub fn read_params_file(path: &Path) -> Result<BTreeMap<String, Value>, DefinitionError> {
+    let file = path.display().to_string();
+    let whole_file = |message: String| DefinitionError {
+        file: file.clone(),
+        line: 0,
+        column: 0,
+        message,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| whole_file(format!("cannot read the parameters file: {e}")))?;
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("json") => match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(map)) => Ok(map.into_iter().collect()),
+            Ok(other) => Err(whole_file(format!(
+                "a parameters file holds one object of names to values, not {}",
+                apollo11_author::value_type(&other)
+            ))),
+            Err(e) => Err(DefinitionError {
+                file: file.clone(),
+                line: e.line(),
+                column: e.column(),
+                message: format!("not JSON: {e}"),
+            }),
+        },
+        Some("toml") => {
+            let table: toml::Table =
+                toml::from_str(&text).map_err(|e| super::toml_error(&text, &file, &e))?;
+            table
+                .iter()
+                .map(|(name, value)| Ok((name.clone(), json(value).map_err(&whole_file)?)))
+                .collect()
+        }
+        _ => Err(whole_file(
+            "a parameters file is read as .json or .toml, by its name".to_owned(),
+        )),
+    }
 }
