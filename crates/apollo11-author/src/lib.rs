@@ -2,7 +2,15 @@
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 mod params;
+mod reference;
+mod scope;
+mod template;
 
 pub use params::{
     bind, check_value, has_kind, kind_label, parse_assignment, parse_cli, value_type, ParamError,
+};
+pub use reference::Ref;
+pub use scope::{secret_var, walk, Missing, Scope};
+pub use template::{
+    references, render, shell_quote, text_of, Mode, Template, TemplateError, TemplateProblem,
 };

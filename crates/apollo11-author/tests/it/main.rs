@@ -2,3 +2,4 @@
 //! validation and rendering.
 
 mod params;
+mod template;
