@@ -108,4 +108,3 @@ pub async fn act(
     ))?;
     Ok(Exit::code(0))
 }
-

@@ -8,7 +8,10 @@
 //! group (or pauses the run when it runs on another host), and takes what the try left in
 //! its output file as its marker for the next attempt.
 
+mod command;
 mod group;
+
+pub use command::{render, shell_text, source_offset};
 
 use crate::definition::{COMPENSATE, DIR, NON_RETRYABLE, RUN};
 use crate::files::{
@@ -41,6 +44,7 @@ pub struct ShellStep {
     dir: PathBuf,
     non_retryable: Vec<i32>,
     data_dir: PathBuf,
+    rendering: command::Rendering,
 }
 
 impl ShellStep {
@@ -89,6 +93,7 @@ pub fn workflow(spec: &WorkflowSpec, data_dir: &Path) -> Result<Workflow, Workfl
             dir: dir.clone(),
             non_retryable,
             data_dir: data_dir.to_path_buf(),
+            rendering: command::Rendering::of(spec, s),
         })
     })
 }
@@ -128,9 +133,22 @@ impl ShellStep {
         // crashed earlier try of this attempt leaves nothing behind for this one.
         create_private_file(&files.output).map_err(|e| io("creating the output file", e))?;
         let log = create_private_file(&files.log).map_err(|e| io("creating the step log", e))?;
+        let prepared = self
+            .rendering
+            .prepare(command, ctx.run_id.as_str(), &self.dir)
+            .map_err(StepError::fatal)?;
         let mut cmd = tokio::process::Command::new("sh");
-        cmd.args(["-c", GATE, "sh", command])
-            .current_dir(&self.dir)
+        if let Some(pass) = &prepared.pass {
+            cmd.env_clear();
+            for var in pass {
+                if let Some(value) = std::env::var_os(var) {
+                    cmd.env(var, value);
+                }
+            }
+        }
+        cmd.args(["-c", GATE, "sh", &prepared.command])
+            .current_dir(&prepared.dir)
+            .envs(prepared.env.iter().map(|(k, v)| (k, v)))
             .env("APOLLO11_RUN_ID", ctx.run_id.as_str())
             .env("APOLLO11_STEP", ctx.step.as_str())
             .env("APOLLO11_ATTEMPT", ctx.attempt.to_string())
@@ -151,7 +169,7 @@ impl ShellStep {
             pass_payload(&mut cmd, var, &files.payload, bytes)
                 .map_err(|e| io("writing the payload file", e))?;
         }
-        let result = self.wait(cmd, command, &files, ctx).await;
+        let result = self.wait(cmd, &prepared, &files, ctx).await;
         if payload.is_some() {
             let _ = std::fs::remove_file(&files.payload);
         }
@@ -162,14 +180,18 @@ impl ShellStep {
     async fn wait(
         &self,
         mut cmd: tokio::process::Command,
-        command: &str,
+        prepared: &command::Prepared,
         files: &StepFiles,
         ctx: &StepContext,
     ) -> Result<Output, StepError> {
         let io = |what: &str, e: std::io::Error| StepError::retryable(format!("{what}: {e}"));
         let mut child = cmd.spawn().map_err(|e| {
             io(
-                &format!("starting `sh -c {command}` in {}", self.dir.display()),
+                &format!(
+                    "starting `sh -c {}` in {}",
+                    prepared.command,
+                    prepared.dir.display()
+                ),
                 e,
             )
         })?;

@@ -4,6 +4,7 @@
 use super::params::json;
 use super::raw::RawStep;
 use super::{DefinitionError, Locator};
+use apollo11_author::Ref;
 use apollo11_core::{ForEach, ItemSource, Value};
 use std::path::Path;
 use toml::Spanned;
@@ -79,17 +80,12 @@ fn items(
 /// `${params.NAME}` or `${steps.STEP.output[.PATH]}`, the whole text.
 fn reference(text: &str) -> Option<ItemSource> {
     let inner = text.strip_prefix("${")?.strip_suffix('}')?;
-    let mut parts = inner.splitn(4, '.');
-    match (parts.next()?, parts.next(), parts.next(), parts.next()) {
-        ("params", Some(name), None, None) if !name.is_empty() => {
-            Some(ItemSource::Param(name.to_owned()))
-        }
-        ("steps", Some(step), Some("output"), path) if !step.is_empty() => {
-            Some(ItemSource::Output {
-                step: step.to_owned(),
-                path: path.unwrap_or_default().to_owned(),
-            })
-        }
+    match Ref::parse(inner)? {
+        Ref::Param(name) => Some(ItemSource::Param(name)),
+        Ref::Output { step, path } => Some(ItemSource::Output {
+            step,
+            path: path.join("."),
+        }),
         _ => None,
     }
 }
