@@ -1,3 +1,4 @@
 //! Tests of workflow files.
 
 mod compat;
+mod syntax;
