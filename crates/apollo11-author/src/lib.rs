@@ -1,11 +1,15 @@
 #![doc = include_str!("../README.md")]
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
+mod error;
+mod expr;
 mod params;
 mod reference;
 mod scope;
 mod template;
 
+pub use error::AuthorError;
+pub use expr::{check, eval, Condition, ExprError};
 pub use params::{
     bind, check_value, has_kind, kind_label, parse_assignment, parse_cli, value_type, ParamError,
 };

@@ -1,0 +1,404 @@
+//! Conditions (`when`): expressions of the `evalexpr` language over the references a
+//! template may use, written bare: `params.full == true`, `steps.check.output.count > 0`,
+//! `steps.probe.status == "failed"`, `item.region != "eu"`. References are found in the text
+//! first (a step's name may hold `-` or `[`, which the language would read as operators) and
+//! handed to the language as plain variables, so every error can say where it is.
+
+use crate::scope::Missing;
+use crate::{Ref, Scope};
+use apollo11_core::Value;
+use evalexpr::{
+    ContextWithMutableVariables, EvalexprError, HashMapContext, Node, Operator, Value as EValue,
+};
+use std::fmt;
+
+/// A condition, parsed: its text, its references and where they are, its expression tree.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Condition {
+    refs: Vec<(usize, Ref)>,
+    tree: Node,
+}
+
+/// Why a condition cannot be read or evaluated.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprError {
+    /// The text is not an expression (the language reports no position).
+    Parse {
+        /// The language's message.
+        message: String,
+    },
+    /// A name that is not a reference (`params.X`, `run.id`, `steps.S.output[.F...]`,
+    /// `steps.S.status`, `item[.F...]`, `wave`) nor a function of the language.
+    UnknownName {
+        /// The byte offset of the name in the text.
+        at: usize,
+        /// The name.
+        name: String,
+    },
+    /// A reference with no value at this attempt.
+    Missing {
+        /// The byte offset of the reference in the text.
+        at: usize,
+        /// What is not there.
+        missing: Missing,
+    },
+    /// Two values compared that are of different types.
+    Mismatch {
+        /// The operator (`==`, `<`, ...).
+        operator: &'static str,
+        /// The left value's type.
+        left: &'static str,
+        /// The right value's type.
+        right: &'static str,
+    },
+    /// The expression's value is not a boolean.
+    NotBoolean {
+        /// Its type.
+        found: &'static str,
+    },
+    /// Evaluation failed otherwise (an operator given the wrong type, a division by zero).
+    Eval {
+        /// The language's message.
+        message: String,
+    },
+}
+
+impl fmt::Display for ExprError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExprError::Parse { message } => write!(f, "is not an expression: {message}"),
+            ExprError::UnknownName { at, name } => write!(
+                f,
+                "at byte {at}: `{name}` names nothing: expected params.NAME, run.id, \
+                 steps.STEP.output[.FIELD...], steps.STEP.status, item[.FIELD...] or wave"
+            ),
+            ExprError::Missing { at, missing } => write!(f, "at byte {at}: {missing}"),
+            ExprError::Mismatch {
+                operator,
+                left,
+                right,
+            } => write!(f, "compares {left} with {right} (`{operator}`)"),
+            ExprError::NotBoolean { found } => write!(f, "is {found}, not a boolean"),
+            ExprError::Eval { message } => write!(f, "cannot be evaluated: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ExprError {}
+
+/// What the language would only find at evaluation: an operator short of operands (it
+/// builds `a ==` without complaint), or an assignment (a condition changes nothing).
+fn malformed(node: &Node) -> Option<String> {
+    let op = node.operator();
+    let wanted = match op {
+        Operator::Not | Operator::Neg | Operator::FunctionIdentifier { .. } => Some(1),
+        Operator::RootNode | Operator::Tuple | Operator::Chain => None,
+        Operator::Const { .. } | Operator::VariableIdentifierRead { .. } => Some(0),
+        Operator::VariableIdentifierWrite { .. } => return Some("it assigns".to_owned()),
+        _ => Some(2),
+    };
+    let given = node.children().len();
+    if wanted.is_some_and(|n| n != given) {
+        return Some(format!(
+            "`{op}` takes {} operand(s), given {given}",
+            wanted.unwrap_or(0)
+        ));
+    }
+    node.children().iter().find_map(malformed)
+}
+
+/// The variable a reference is handed to the language as.
+fn var(i: usize) -> String {
+    format!("__apollo11_ref_{i}")
+}
+
+impl Condition {
+    /// Reads a condition: its references, then the expression.
+    ///
+    /// # Errors
+    ///
+    /// [`ExprError::Parse`] when the text is not an expression; [`ExprError::UnknownName`]
+    /// at the first name that is neither a reference nor a function.
+    pub fn parse(text: &str) -> Result<Condition, ExprError> {
+        let (rewritten, refs) = extract(text)?;
+        let tree = evalexpr::build_operator_tree(&rewritten).map_err(|e| ExprError::Parse {
+            message: e.to_string(),
+        })?;
+        if let Some(message) = malformed(&tree) {
+            return Err(ExprError::Parse { message });
+        }
+        if let Some(name) = tree
+            .iter_variable_identifiers()
+            .find(|name| !name.starts_with("__apollo11_ref_"))
+        {
+            return Err(ExprError::UnknownName {
+                at: text.find(name).unwrap_or(0),
+                name: name.to_owned(),
+            });
+        }
+        Ok(Condition { refs, tree })
+    }
+
+    /// The references in order, each with its byte offset in the text.
+    pub fn references(&self) -> impl Iterator<Item = (usize, &Ref)> {
+        self.refs.iter().map(|(at, r)| (*at, r))
+    }
+
+    /// The condition's value at an attempt. `&&` and `||` stop at their first operand when
+    /// it decides, so `steps.s.status == "succeeded" && steps.s.output.n > 0` reads no
+    /// output of a step that did not succeed.
+    ///
+    /// # Errors
+    ///
+    /// [`ExprError`]: a reference read with no value, values of two types compared, a
+    /// value that is not a boolean, or the language's own error.
+    pub fn eval(&self, scope: &Scope) -> Result<bool, ExprError> {
+        let mut context = HashMapContext::new();
+        for (i, (_, reference)) in self.refs.iter().enumerate() {
+            if let Ok(value) = scope.value(reference) {
+                context
+                    .set_value(var(i), to_evalexpr(&value))
+                    .map_err(|e| eval_error(e, self, scope))?;
+            }
+        }
+        match evaluate(&self.tree, &context).map_err(|e| self.located(e, scope))? {
+            EValue::Boolean(b) => Ok(b),
+            other => Err(ExprError::NotBoolean {
+                found: type_name(&other),
+            }),
+        }
+    }
+
+    /// An evaluation error, with a missing reference located and explained.
+    fn located(&self, e: Failure, scope: &Scope) -> ExprError {
+        match e {
+            Failure::Expr(e) => e,
+            Failure::Language(e) => eval_error(e, self, scope),
+        }
+    }
+}
+
+/// The language's error; for a variable it did not find, the reference's own reason.
+fn eval_error(e: EvalexprError, condition: &Condition, scope: &Scope) -> ExprError {
+    if let EvalexprError::VariableIdentifierNotFound(name) = &e {
+        let found = condition
+            .refs
+            .iter()
+            .enumerate()
+            .find(|(i, _)| var(*i) == *name);
+        if let Some((_, (at, reference))) = found {
+            if let Err(missing) = scope.value(reference) {
+                return ExprError::Missing { at: *at, missing };
+            }
+        }
+    }
+    ExprError::Eval {
+        message: e.to_string(),
+    }
+}
+
+enum Failure {
+    Expr(ExprError),
+    Language(EvalexprError),
+}
+
+impl From<EvalexprError> for Failure {
+    fn from(e: EvalexprError) -> Self {
+        Failure::Language(e)
+    }
+}
+
+/// Evaluates `node`: `&&`, `||` and `!` here (short-circuiting), comparisons with their
+/// operands' types checked, the rest by the language.
+fn evaluate(node: &Node, context: &HashMapContext) -> Result<EValue, Failure> {
+    let children = node.children();
+    match node.operator() {
+        Operator::RootNode if children.len() == 1 => evaluate(&children[0], context),
+        Operator::And | Operator::Or if children.len() == 2 => {
+            let stop = matches!(node.operator(), Operator::Or);
+            if boolean(&children[0], context)? == stop {
+                return Ok(EValue::Boolean(stop));
+            }
+            Ok(EValue::Boolean(boolean(&children[1], context)?))
+        }
+        Operator::Not if children.len() == 1 => {
+            Ok(EValue::Boolean(!boolean(&children[0], context)?))
+        }
+        op if children.len() == 2 && comparison(op).is_some() => {
+            let left = evaluate(&children[0], context)?;
+            let right = evaluate(&children[1], context)?;
+            let (l, r) = (type_class(&left), type_class(&right));
+            if l != r {
+                return Err(Failure::Expr(ExprError::Mismatch {
+                    operator: comparison(op).unwrap_or_default(),
+                    left: type_name(&left),
+                    right: type_name(&right),
+                }));
+            }
+            Ok(node.eval_with_context(context)?)
+        }
+        _ => Ok(node.eval_with_context(context)?),
+    }
+}
+
+/// A boolean operand: its value, or a mismatch naming what it is.
+fn boolean(node: &Node, context: &HashMapContext) -> Result<bool, Failure> {
+    match evaluate(node, context)? {
+        EValue::Boolean(b) => Ok(b),
+        other => Err(Failure::Language(EvalexprError::ExpectedBoolean {
+            actual: other,
+        })),
+    }
+}
+
+/// The text of a comparison operator; `None` for any other operator.
+fn comparison(op: &Operator) -> Option<&'static str> {
+    Some(match op {
+        Operator::Eq => "==",
+        Operator::Neq => "!=",
+        Operator::Gt => ">",
+        Operator::Lt => "<",
+        Operator::Geq => ">=",
+        Operator::Leq => "<=",
+        _ => return None,
+    })
+}
+
+/// Values of one class compare with each other: integers with floats, strings with
+/// strings, ...
+fn type_class(value: &EValue) -> u8 {
+    match value {
+        EValue::Int(_) | EValue::Float(_) => 0,
+        EValue::String(_) => 1,
+        EValue::Boolean(_) => 2,
+        EValue::Tuple(_) => 3,
+        EValue::Empty => 4,
+    }
+}
+
+/// A value's type in messages, in the words of parameter kinds.
+fn type_name(value: &EValue) -> &'static str {
+    match value {
+        EValue::Int(_) => "integer",
+        EValue::Float(_) => "number",
+        EValue::String(_) => "string",
+        EValue::Boolean(_) => "boolean",
+        EValue::Tuple(_) => "list",
+        EValue::Empty => "null",
+    }
+}
+
+/// A JSON value for the language: `null` is empty, a list a tuple, an object its JSON text.
+fn to_evalexpr(value: &Value) -> EValue {
+    match value {
+        Value::Null => EValue::Empty,
+        Value::Bool(b) => EValue::Boolean(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => EValue::Int(i),
+            None => EValue::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => EValue::String(s.clone()),
+        Value::Array(list) => EValue::Tuple(list.iter().map(to_evalexpr).collect()),
+        Value::Object(_) => EValue::String(value.to_string()),
+    }
+}
+
+/// The text with each reference replaced by its variable, and the references with their
+/// offsets. String literals are left alone.
+fn extract(text: &str) -> Result<(String, Vec<(usize, Ref)>), ExprError> {
+    let mut out = String::with_capacity(text.len());
+    let mut refs = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        if rest.starts_with('"') {
+            let end = string_end(rest);
+            out.push_str(&rest[..end]);
+            i += end;
+            continue;
+        }
+        let boundary = !text[..i].ends_with(|c: char| is_name_char(c) || c == '.');
+        match boundary.then(|| reference_len(rest)).flatten() {
+            Some(len) => {
+                let reference = Ref::parse(&rest[..len]).ok_or_else(|| ExprError::UnknownName {
+                    at: i,
+                    name: rest[..len].to_owned(),
+                })?;
+                out.push_str(&var(refs.len()));
+                refs.push((i, reference));
+                i += len;
+            }
+            None => {
+                let ch = rest.chars().next().unwrap_or_default();
+                out.push(ch);
+                i += ch.len_utf8();
+            }
+        }
+    }
+    Ok((out, refs))
+}
+
+/// The length of a string literal at the start of `rest` (`\` escapes), or all of it.
+fn string_end(rest: &str) -> usize {
+    let mut escaped = false;
+    for (i, c) in rest.char_indices().skip(1) {
+        match c {
+            '\\' if !escaped => escaped = true,
+            '"' if !escaped => return i + 1,
+            _ => escaped = false,
+        }
+    }
+    rest.len()
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The length of the reference starting `rest`, if one does: a root (`params`, `run`,
+/// `steps`, `item`, `wave`) and what follows it. A step's name runs to its `.output` or
+/// `.status`, whatever it holds but spaces.
+fn reference_len(rest: &str) -> Option<usize> {
+    let root_len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
+    let root = &rest[..root_len];
+    if !["params", "run", "steps", "item", "wave"].contains(&root) {
+        return None;
+    }
+    let mut start = root_len;
+    if root == "steps" && rest[root_len..].starts_with('.') {
+        let body = &rest[root_len + 1..];
+        let word_end = body.find(char::is_whitespace).unwrap_or(body.len());
+        let word = &body[..word_end];
+        let marker = [".output", ".status"]
+            .iter()
+            .filter_map(|m| word.find(m))
+            .min()?;
+        start = root_len + 1 + marker;
+    }
+    let tail = &rest[start..];
+    let tail_len = tail
+        .find(|c: char| !(is_name_char(c) || c == '.'))
+        .unwrap_or(tail.len());
+    Some(start + tail_len)
+}
+
+/// Checks a condition's text and gives its references with their offsets.
+///
+/// # Errors
+///
+/// What [`Condition::parse`] finds.
+pub fn check(text: &str) -> Result<Vec<(usize, Ref)>, ExprError> {
+    Ok(Condition::parse(text)?
+        .references()
+        .map(|(at, r)| (at, r.clone()))
+        .collect())
+}
+
+/// Parses and evaluates a condition in one go.
+///
+/// # Errors
+///
+/// What [`Condition::parse`] and [`Condition::eval`] find.
+pub fn eval(text: &str, scope: &Scope) -> Result<bool, ExprError> {
+    Condition::parse(text)?.eval(scope)
+}
