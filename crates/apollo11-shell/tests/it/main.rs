@@ -1,4 +1,5 @@
 //! Tests of workflow files.
 
 mod compat;
+mod render;
 mod syntax;
