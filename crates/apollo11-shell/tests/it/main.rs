@@ -2,4 +2,5 @@
 
 mod compat;
 mod render;
+mod runbook;
 mod syntax;
