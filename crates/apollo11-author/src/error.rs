@@ -2,7 +2,7 @@
 //! declaration as written) and, when it is about text, the field and a byte offset in it, so
 //! a front end can point at the file's line and column.
 
-use crate::{ExprError, ParamError, TemplateError};
+use crate::{ExprError, Missing, ParamError, TemplateError};
 use apollo11_core::{NameError, Value};
 use apollo11_dag::DagError;
 use std::fmt;
@@ -90,7 +90,19 @@ pub enum AuthorError {
         /// The gate.
         gate: String,
         /// Why.
-        problem: &'static str,
+        problem: String,
+    },
+    /// A `wave_size` of 0.
+    ZeroWaveSize {
+        /// The declaration.
+        step: String,
+    },
+    /// The output a `for_each` reads its items from at run time, unreadable.
+    Output {
+        /// The declaration.
+        step: String,
+        /// What is wrong with the output.
+        missing: Missing,
     },
     /// `grow` on a step that is not a `for_each` over an output, or that already grew.
     NotATemplate {
@@ -226,6 +238,12 @@ impl fmt::Display for AuthorError {
                 gate,
                 problem,
             } => write!(f, "step `{step}`: gate `{gate}` {problem}"),
+            AuthorError::ZeroWaveSize { step } => {
+                write!(f, "step `{step}`: a wave_size of 0 makes no wave")
+            }
+            AuthorError::Output { step, missing } => {
+                write!(f, "step `{step}`: for_each: {missing}")
+            }
             AuthorError::NotATemplate { step, problem } => write!(f, "step `{step}` {problem}"),
             AuthorError::SourceNotDependency { step, source } => write!(
                 f,

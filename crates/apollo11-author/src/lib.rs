@@ -2,14 +2,18 @@
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 mod error;
+mod expand;
 mod expr;
+mod items;
 mod params;
 mod reference;
 mod scope;
 mod template;
 
 pub use error::AuthorError;
+pub use expand::{grow, instantiate, output_items};
 pub use expr::{check, eval, Condition, ExprError};
+pub use items::{gate_name, item_key, item_name};
 pub use params::{
     bind, check_value, has_kind, kind_label, parse_assignment, parse_cli, value_type, ParamError,
 };
