@@ -10,6 +10,7 @@ mod locate;
 mod params;
 mod raw;
 mod step;
+mod templates;
 
 pub use env::{CWD, ENV, ENV_PASS};
 pub use items::INVENTORY_BYTES_MAX;
@@ -147,6 +148,13 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, Definit
     }
     Policy::compile(&spec, |_, fallback| fallback)
         .map_err(|e| locate::policy_error(&at, &raw, e))?;
+    let authoring = |e| locate::author_error(&at, &raw, &e);
+    templates::check(&spec).map_err(authoring)?;
+    // With every parameter's value known (each has a default or is optional), the steps
+    // the file makes are checked now: names made twice, too many items, keys that do not pair.
+    if spec.params.iter().all(|p| !p.required) {
+        apollo11_author::instantiate(&spec, &BTreeMap::new()).map_err(authoring)?;
+    }
     Ok(spec)
 }
 

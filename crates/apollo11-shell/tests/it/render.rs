@@ -26,7 +26,10 @@ fn offsets_map_back_to_the_written_text() {
     let text = "a ${HOME} ${params.nope}";
     assert_eq!(shell_text(text), "a $${HOME} ${params.nope}");
     let escaped_at = shell_text(text).find("${params").unwrap();
-    assert_eq!(source_offset(text, escaped_at), text.find("${params").unwrap());
+    assert_eq!(
+        source_offset(text, escaped_at),
+        text.find("${params").unwrap()
+    );
     let error = render(text, &Scope::default(), Mode::Shell).unwrap_err();
     assert_eq!(source_offset(text, error.at), 10);
 }

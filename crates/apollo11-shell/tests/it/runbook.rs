@@ -18,10 +18,19 @@ fn reduced(spec: &WorkflowSpec, name: impl Fn(&str) -> String) -> BTreeSet<(Stri
     let deps: BTreeMap<String, Vec<String>> = spec
         .steps
         .iter()
-        .map(|s| (name(&s.name), s.depends_on.iter().map(|d| name(d)).collect()))
+        .map(|s| {
+            (
+                name(&s.name),
+                s.depends_on.iter().map(|d| name(d)).collect(),
+            )
+        })
         .collect();
     let reaches = |from: &str, to: &str, skip: &str| {
-        let mut stack: Vec<&str> = deps[from].iter().map(String::as_str).filter(|d| *d != skip).collect();
+        let mut stack: Vec<&str> = deps[from]
+            .iter()
+            .map(String::as_str)
+            .filter(|d| *d != skip)
+            .collect();
         let mut seen = BTreeSet::new();
         while let Some(s) = stack.pop() {
             if s == to {
@@ -57,17 +66,29 @@ fn shape(step: &StepSpec) -> (String, String) {
 
 #[test]
 fn the_declarations_make_the_unrolled_graph() {
-    let declared = apollo11_shell::load(&root().join("../../examples/ops-runbook/workflow.toml")).unwrap();
+    let declared =
+        apollo11_shell::load(&root().join("../../examples/ops-runbook/workflow.toml")).unwrap();
     let made = apollo11_author::instantiate(&declared, &BTreeMap::new()).unwrap();
     let fixture = root().join("tests/it/fixtures/ops-runbook-unrolled.toml");
     let unrolled = apollo11_shell::load(&fixture).unwrap();
     let name = |n: &str| n.replace('[', "-").replace(']', "");
     assert_eq!(made.steps.len(), 102);
-    assert_eq!(reduced(&made, name), reduced(&unrolled, |n: &str| n.to_owned()));
-    let shapes = |spec: &WorkflowSpec, rename: &dyn Fn(&str) -> String| -> BTreeMap<String, (String, String)> {
-        spec.steps.iter().map(|s| (rename(&s.name), shape(s))).collect()
+    assert_eq!(
+        reduced(&made, name),
+        reduced(&unrolled, |n: &str| n.to_owned())
+    );
+    let shapes = |spec: &WorkflowSpec,
+                  rename: &dyn Fn(&str) -> String|
+     -> BTreeMap<String, (String, String)> {
+        spec.steps
+            .iter()
+            .map(|s| (rename(&s.name), shape(s)))
+            .collect()
     };
-    assert_eq!(shapes(&made, &name), shapes(&unrolled, &|n: &str| n.to_owned()));
+    assert_eq!(
+        shapes(&made, &name),
+        shapes(&unrolled, &|n: &str| n.to_owned())
+    );
     assert_eq!(
         (made.on_failure, made.max_concurrency),
         (unrolled.on_failure, unrolled.max_concurrency)

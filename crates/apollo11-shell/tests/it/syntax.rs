@@ -56,7 +56,7 @@ fn for_each_takes_a_list_a_parameter_or_an_output() {
         ItemSource::List(vec![json!("a"), json!(2), json!({"k": "v"})])
     );
     let param = spec(&format!(
-        "[params]\nhosts = {{ type = \"list\", default = [] }}\n{STEP}for_each = \"${{params.hosts}}\"\nwaves = 8\ngate = \"g\"\nkey = \"name\"\n[[steps]]\nname = \"g\"\nrun = \"true\"\nidempotency = \"natural\"\ndepends_on = [\"s\"]\n"
+        "[params]\nhosts = {{ type = \"list\", default = [{{ name = \"a\" }}] }}\n{STEP}for_each = \"${{params.hosts}}\"\nwaves = 8\ngate = \"g\"\nkey = \"name\"\n[[steps]]\nname = \"g\"\nrun = \"true\"\nidempotency = \"natural\"\ndepends_on = [\"s\"]\n"
     ));
     let each = param.steps[0].for_each.as_ref().unwrap();
     assert_eq!(each.items, ItemSource::Param("hosts".into()));
@@ -111,6 +111,7 @@ fn an_inventory_file_is_read_next_to_the_workflow_file() {
 #[test]
 fn conditions_triggers_env_cwd_and_env_pass_are_kept() {
     let spec = spec(concat!(
+        "[params]\nfull = { type = \"boolean\", default = false }\n",
         "[defaults]\nenv = { LANG = \"C\", A = \"1\" }\ncwd = \"work\"\nenv_pass = [\"PATH\", \"HOME\"]\n",
         "[[steps]]\nname = \"s\"\nrun = \"true\"\nidempotency = \"natural\"\n",
         "when = \"params.full == true\"\ntrigger = \"one_failed\"\nenv = { A = \"2\", HOST = \"${run.id}\" }\n",
