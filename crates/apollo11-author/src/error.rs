@@ -14,6 +14,11 @@ pub enum AuthorError {
     Param(ParamError),
     /// The graph (declared, or expanded: a name made twice, a cycle through waves).
     Graph(DagError),
+    /// A step the definition does not have.
+    UnknownStep {
+        /// The name.
+        step: String,
+    },
     /// A `for_each` over a parameter that is not declared.
     UnknownParam {
         /// The declaration.
@@ -175,6 +180,9 @@ impl fmt::Display for AuthorError {
         match self {
             AuthorError::Param(e) => write!(f, "{e}"),
             AuthorError::Graph(e) => write!(f, "{e}"),
+            AuthorError::UnknownStep { step } => {
+                write!(f, "step `{step}` is not a step of the workflow")
+            }
             AuthorError::UnknownParam { step, param } => write!(
                 f,
                 "step `{step}`: for_each over `params.{param}`, which is not declared"

@@ -400,7 +400,8 @@ fn check_graph(spec: &WorkflowSpec) -> Result<(), AuthorError> {
 ///
 /// # Errors
 ///
-/// [`AuthorError`]: `template` is no such step, or already grew; too many items, an item
+/// [`AuthorError`]: `template` is no such step, not a `for_each` over an output, or already
+/// grew; too many items, an item
 /// with no key, two with one name, or a name already taken.
 pub fn grow(
     spec: &WorkflowSpec,
@@ -415,7 +416,9 @@ pub fn grow(
         .steps
         .iter()
         .position(|s| s.name == template)
-        .ok_or_else(|| not("is not a step of the workflow"))?;
+        .ok_or_else(|| AuthorError::UnknownStep {
+            step: template.to_owned(),
+        })?;
     let step = &spec.steps[t];
     let for_each = match &step.for_each {
         Some(f) if matches!(f.items, ItemSource::Output { .. }) => f,

@@ -7,8 +7,10 @@ mod expr;
 mod items;
 mod params;
 mod reference;
+mod render;
 mod scope;
 mod template;
+mod validate;
 
 pub use error::AuthorError;
 pub use expand::{grow, instantiate, output_items};
@@ -18,7 +20,9 @@ pub use params::{
     bind, check_value, has_kind, kind_label, parse_assignment, parse_cli, value_type, ParamError,
 };
 pub use reference::Ref;
+pub use render::{graph_dot, graph_mermaid, graph_text};
 pub use scope::{secret_var, walk, Missing, Scope};
 pub use template::{
     references, render, shell_quote, text_of, Mode, Template, TemplateError, TemplateProblem,
 };
+pub use validate::{validate, TemplateField};

@@ -4,5 +4,7 @@
 mod expand;
 mod expr;
 mod params;
+mod render;
 mod spec;
 mod template;
+mod validate;
