@@ -64,7 +64,7 @@ pub fn validate(file: &Path, args: &ParamArgs) -> Result<Exit, Exit> {
         spec.steps.len()
     ))?;
     if spec.steps.len() != given.declared.steps.len() || !spec.params.is_empty() {
-        out::line(apollo11_author::render_text(&spec))?;
+        out::line(apollo11_author::graph_text(&spec))?;
     }
     Ok(Exit::code(0))
 }
@@ -85,9 +85,9 @@ pub enum GraphFormat {
 pub fn graph(file: &Path, args: &ParamArgs, format: GraphFormat) -> Result<Exit, Exit> {
     let spec = instantiate(file, &given(file, args)?)?;
     out::line(match format {
-        GraphFormat::Dot => apollo11_author::render_dot(&spec),
-        GraphFormat::Mermaid => apollo11_author::render_mermaid(&spec),
-        GraphFormat::Text => apollo11_author::render_text(&spec),
+        GraphFormat::Dot => apollo11_author::graph_dot(&spec),
+        GraphFormat::Mermaid => apollo11_author::graph_mermaid(&spec),
+        GraphFormat::Text => apollo11_author::graph_text(&spec),
     })?;
     Ok(Exit::code(0))
 }
