@@ -151,6 +151,18 @@ pub enum AuthorError {
         /// The step referred to.
         target: String,
     },
+    /// A reference, by its declaration's name, to a `for_each`'s steps from a step not made
+    /// from the same items: which of them is meant?
+    ManySteps {
+        /// The step referring.
+        step: String,
+        /// The field holding the reference.
+        field: String,
+        /// The byte offset of the reference in the field's text.
+        at: usize,
+        /// The `for_each` declaration referred to.
+        target: String,
+    },
     /// A reference to a parameter the workflow does not declare.
     UndeclaredParam {
         /// The step referring.
@@ -273,6 +285,17 @@ impl fmt::Display for AuthorError {
                 f,
                 "step `{step}`, {field} at byte {at}: refers to step `{target}`, which is not \
                  among its dependencies (direct or not), so it may not have run"
+            ),
+            AuthorError::ManySteps {
+                step,
+                field,
+                at,
+                target,
+            } => write!(
+                f,
+                "step `{step}`, {field} at byte {at}: `{target}` is a for_each, made of one \
+                 step per item: name one (`{target}[KEY]`), or read it from a for_each over \
+                 the same items"
             ),
             AuthorError::UndeclaredParam {
                 step,

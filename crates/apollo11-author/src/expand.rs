@@ -1,25 +1,25 @@
-//! A declared definition made into the one a run pins ([`instantiate`]), and a run-time
-//! `for_each` made into its steps once its list is known ([`grow`]).
+//! A declared definition made into the one a run pins ([`instantiate`]).
 
 use crate::items::{gate_name, Items};
-use crate::scope::walk;
-use crate::{bind, value_type, AuthorError, Missing, Ref};
-use apollo11_core::{ItemSource, Origin, StepSpec, Value, WorkflowSpec};
+use crate::{bind, value_type, AuthorError, Ref};
+use apollo11_core::{check_name, ItemSource, NameKind, Origin, StepSpec, Value, WorkflowSpec};
 use apollo11_dag::{Dag, NodeId};
 use std::collections::{BTreeMap, HashMap};
 
 /// The definition a run pins: the arguments bound ([`bind`]: defaults filled in, values
 /// checked), each `for_each` over a list known now (written, or a parameter) made into one
 /// step per item, with its [`Origin`]; each gate made into one step per wave. A `for_each`
-/// over an output stays one template step, for [`grow`] at run time. Templates and
+/// over an output stays one template step, for [`grow`](crate::grow) at run time. Templates and
 /// conditions are left as written: they are rendered at each attempt.
 ///
 /// Dependencies: a step made from item `k` depends on the item `k` of another `for_each`
 /// it depends on (pairing by key), on every step made from a declaration otherwise
 /// (fan-in), and on a plain step as declared (fan-out). In waves of `N`, the steps of wave
 /// `w + 1` depend on the gate's step of wave `w`, or, without a gate, on the steps of wave
-/// `w` of the last declarations paired with it. Deterministic, and idempotent: a pinned
-/// definition instantiated with its own arguments is itself.
+/// `w` of the last declarations paired with it (`N × N` dependencies between two waves: a
+/// gate, `N + N`, is the cheaper barrier for large waves). A declaration of no items stands
+/// for its own dependencies. Deterministic, and idempotent: a pinned definition
+/// instantiated with its own arguments is itself.
 ///
 /// # Errors
 ///
@@ -190,6 +190,11 @@ impl<'s> Plan<'s> {
                         bad(format!("depends on no step of `{}`'s items", step.name))
                     })
                 })?;
+            let last = gate_name(gate, items.wave_count());
+            check_name(NameKind::Step, &last).map_err(|error| AuthorError::BadName {
+                step: gate.clone(),
+                error,
+            })?;
             self.gate_of[g] = Some(i);
         }
         Ok(())
@@ -346,24 +351,43 @@ impl<'s> Plan<'s> {
     }
 
     /// Every step declaration `name` became (fan-in): its items' steps, its gate's steps,
-    /// or itself.
+    /// or itself. A declaration of no items (hence a gate of no waves) stands for what it
+    /// depends on, so its dependents still wait for that.
     fn all_of(&self, name: &str) -> Vec<String> {
         let i = self.index[name];
-        if let Some(items) = &self.items[i] {
-            return items.names.clone();
-        }
-        match self.gate_of[i].and_then(|d| self.items[d].as_ref()) {
-            Some(items) => (1..=items.wave_count())
+        let made = match (
+            &self.items[i],
+            self.gate_of[i].and_then(|d| self.items[d].as_ref()),
+        ) {
+            (Some(items), _) => items.names.clone(),
+            (None, Some(gated)) => (1..=gated.wave_count())
                 .map(|w| gate_name(name, w))
                 .collect(),
-            None => vec![name.to_owned()],
+            (None, None) => return vec![name.to_owned()],
+        };
+        if !made.is_empty() {
+            return made;
         }
+        let mut upstream: Vec<String> = Vec::new();
+        for dep in &self.spec.steps[i].depends_on {
+            for d in self.all_of(dep) {
+                if !upstream.contains(&d) {
+                    upstream.push(d);
+                }
+            }
+        }
+        upstream
     }
 }
 
 /// A step made from a declaration: everything carried over but the name, the
 /// dependencies, the `for_each` (spent) and the origin.
-fn made(step: &StepSpec, name: String, depends_on: Vec<String>, origin: Origin) -> StepSpec {
+pub(crate) fn made(
+    step: &StepSpec,
+    name: String,
+    depends_on: Vec<String>,
+    origin: Origin,
+) -> StepSpec {
     StepSpec {
         name,
         depends_on,
@@ -374,7 +398,7 @@ fn made(step: &StepSpec, name: String, depends_on: Vec<String>, origin: Origin) 
 }
 
 /// The graph of the declarations as written (its node `i` is step `i`).
-fn declared_graph(spec: &WorkflowSpec) -> Result<Dag, AuthorError> {
+pub(crate) fn declared_graph(spec: &WorkflowSpec) -> Result<Dag, AuthorError> {
     let steps: Vec<(&str, Vec<&str>)> = spec
         .steps
         .iter()
@@ -389,122 +413,6 @@ fn declared_graph(spec: &WorkflowSpec) -> Result<Dag, AuthorError> {
 }
 
 /// The expanded graph is one: no name made twice, no cycle (through waves, say).
-fn check_graph(spec: &WorkflowSpec) -> Result<(), AuthorError> {
+pub(crate) fn check_graph(spec: &WorkflowSpec) -> Result<(), AuthorError> {
     declared_graph(spec).map(|_| ())
-}
-
-/// The definition with the template step `template` (a `for_each` over an output) made into
-/// one step per item of `items`, each depending on the template (and, in waves, on the
-/// previous wave's), inserted after it; every step that depended on the template now
-/// depends on all of them (on the template still when there are none). The template stays.
-///
-/// # Errors
-///
-/// [`AuthorError`]: `template` is no such step, not a `for_each` over an output, or already
-/// grew; too many items, an item
-/// with no key, two with one name, or a name already taken.
-pub fn grow(
-    spec: &WorkflowSpec,
-    template: &str,
-    items: &[Value],
-) -> Result<WorkflowSpec, AuthorError> {
-    let not = |problem| AuthorError::NotATemplate {
-        step: template.to_owned(),
-        problem,
-    };
-    let t = spec
-        .steps
-        .iter()
-        .position(|s| s.name == template)
-        .ok_or_else(|| AuthorError::UnknownStep {
-            step: template.to_owned(),
-        })?;
-    let step = &spec.steps[t];
-    let for_each = match &step.for_each {
-        Some(f) if matches!(f.items, ItemSource::Output { .. }) => f,
-        _ => return Err(not("is not a for_each over an output")),
-    };
-    if spec
-        .steps
-        .iter()
-        .any(|s| s.origin.as_ref().is_some_and(|o| o.declaration == template))
-    {
-        return Err(not("has already grown its steps"));
-    }
-    let items = Items::new(template, for_each, items.to_vec())?;
-    let grown: Vec<StepSpec> = (0..items.keys.len())
-        .map(|j| {
-            let mut deps = vec![template.to_owned()];
-            if let Some(w) = items.waves[j].filter(|&w| w > 1) {
-                deps.extend(items.names[items.wave(w - 1)].iter().cloned());
-            }
-            made(
-                step,
-                items.names[j].clone(),
-                deps,
-                items.origin(template, j),
-            )
-        })
-        .collect();
-    let mut steps = Vec::with_capacity(spec.steps.len() + grown.len());
-    for (i, s) in spec.steps.iter().enumerate() {
-        let mut s = s.clone();
-        if !grown.is_empty() && s.depends_on.iter().any(|d| d == template) {
-            s.depends_on = s
-                .depends_on
-                .iter()
-                .flat_map(|d| match d == template {
-                    true => items.names.clone(),
-                    false => vec![d.clone()],
-                })
-                .collect();
-        }
-        steps.push(s);
-        if i == t {
-            steps.extend(grown.iter().cloned());
-        }
-    }
-    let spec = WorkflowSpec {
-        steps,
-        ..spec.clone()
-    };
-    check_graph(&spec)?;
-    Ok(spec)
-}
-
-/// The items a `for_each` over `source`'s output at `path` (dotted; `""`: the whole
-/// output) gets from the output's bytes: a JSON list.
-///
-/// # Errors
-///
-/// [`AuthorError::Output`] when the output is not JSON text or has no such path;
-/// [`AuthorError::NotAList`] when the value there is not a list.
-pub fn output_items(
-    declaration: &str,
-    source: &str,
-    path: &str,
-    output: &[u8],
-) -> Result<Vec<Value>, AuthorError> {
-    let fields: Vec<String> = match path {
-        "" => Vec::new(),
-        path => path.split('.').map(str::to_owned).collect(),
-    };
-    let reference = Ref::Output {
-        step: source.to_owned(),
-        path: fields.clone(),
-    };
-    let failed = |missing| AuthorError::Output {
-        step: declaration.to_owned(),
-        missing,
-    };
-    let json: Value = serde_json::from_slice(output)
-        .map_err(|e| failed(Missing::NotJson(source.to_owned(), e.to_string())))?;
-    match walk(&reference, &json, &fields).map_err(failed)? {
-        Value::Array(items) => Ok(items.clone()),
-        other => Err(AuthorError::NotAList {
-            step: declaration.to_owned(),
-            source: reference.to_string(),
-            found: value_type(other),
-        }),
-    }
 }

@@ -4,6 +4,7 @@
 mod error;
 mod expand;
 mod expr;
+mod grow;
 mod items;
 mod params;
 mod reference;
@@ -13,15 +14,16 @@ mod template;
 mod validate;
 
 pub use error::AuthorError;
-pub use expand::{grow, instantiate, output_items};
+pub use expand::instantiate;
 pub use expr::{check, eval, Condition, ExprError};
+pub use grow::{grow, output_items};
 pub use items::{gate_name, item_key, item_name};
 pub use params::{
     bind, check_value, has_kind, kind_label, parse_assignment, parse_cli, value_type, ParamError,
 };
 pub use reference::Ref;
 pub use render::{graph_dot, graph_mermaid, graph_text};
-pub use scope::{secret_var, walk, Missing, Scope};
+pub use scope::{readable_steps, secret_var, walk, Missing, Scope};
 pub use template::{
     references, render, shell_quote, text_of, Mode, Template, TemplateError, TemplateProblem,
 };

@@ -48,34 +48,36 @@ impl Ref {
             _ => None,
         }
     }
-
-    /// The step it reads, for `steps.*` references.
-    pub fn step(&self) -> Option<&str> {
-        match self {
-            Ref::Output { step, .. } | Ref::Status { step } => Some(step),
-            _ => None,
-        }
-    }
 }
 
-/// `STEP.output[.path]` or `STEP.status`.
+/// `STEP.output[.path]` or `STEP.status`: the first `.output` ending the text or followed
+/// by a field ends the step's name (`s.output.status` is the field `status` of `s`'s output).
 fn step_ref(rest: &str) -> Option<Ref> {
-    if let Some(step) = rest.strip_suffix(".status") {
-        return (!step.is_empty()).then(|| Ref::Status {
-            step: step.to_owned(),
-        });
-    }
-    let (step, path) = match rest.strip_suffix(".output") {
-        Some(step) => (step, Vec::new()),
+    let output = rest.match_indices(".output").map(|(i, _)| i).find(|&i| {
+        let after = &rest[i + ".output".len()..];
+        after.is_empty() || after.starts_with('.')
+    });
+    let (step, reference) = match output {
+        Some(i) => {
+            let after = &rest[i + ".output".len()..];
+            let path = match after.strip_prefix('.') {
+                Some(path) => fields(path)?,
+                None => Vec::new(),
+            };
+            let step = rest[..i].to_owned();
+            (i, Ref::Output { step, path })
+        }
         None => {
-            let (step, path) = rest.split_once(".output.")?;
-            (step, fields(path)?)
+            let step = rest.strip_suffix(".status")?;
+            (
+                step.len(),
+                Ref::Status {
+                    step: step.to_owned(),
+                },
+            )
         }
     };
-    (!step.is_empty()).then(|| Ref::Output {
-        step: step.to_owned(),
-        path,
-    })
+    (step > 0).then_some(reference)
 }
 
 /// `a.b.c` as its non-empty fields.
@@ -110,6 +112,8 @@ mod tests {
             "steps.discover.output",
             "steps.discover.output.partitions.0",
             "steps.a.b.output.x",
+            "steps.s.output.status",
+            "steps.s.status",
             "steps.drain[host-00].status",
             "item",
             "item.host",
@@ -125,6 +129,8 @@ mod tests {
             "run.date",
             "steps.s",
             "steps..output",
+            "steps..status",
+            "steps.s.outputs",
             "steps.s.output.",
             "item..x",
             "wave.1",

@@ -1,7 +1,8 @@
 //! What the runtime knows at an attempt, for templates and conditions to read.
 
-use crate::Ref;
-use apollo11_core::Value;
+use crate::{AuthorError, Ref};
+use apollo11_core::{Value, WorkflowSpec};
+use apollo11_dag::Dag;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -158,4 +159,52 @@ pub fn walk<'v>(reference: &Ref, value: &'v Value, path: &[String]) -> Result<&'
         };
         next.ok_or_else(|| Missing::Field(reference.to_string(), field.clone()))
     })
+}
+
+/// The steps whose outputs and statuses an attempt of `step` may read, by the name a
+/// template or condition uses: every step it depends on, directly or not, by its own name;
+/// and for a step a `for_each` made, each upstream step made from the same key by its
+/// declaration's name (`${steps.drain.output}` in `upgrade[host-01]` reads
+/// `drain[host-01]`). The runtime fills [`Scope::outputs`] and [`Scope::statuses`] from it.
+///
+/// # Errors
+///
+/// [`AuthorError::UnknownStep`] when `step` is not in `spec`; [`AuthorError::Graph`] when
+/// its dependencies are not a graph.
+pub fn readable_steps(
+    spec: &WorkflowSpec,
+    step: &str,
+) -> Result<BTreeMap<String, String>, AuthorError> {
+    let steps: Vec<(&str, Vec<&str>)> = spec
+        .steps
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.depends_on.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect();
+    let dag = Dag::build(&steps, usize::MAX)?;
+    let me = dag.node(step).ok_or_else(|| AuthorError::UnknownStep {
+        step: step.to_owned(),
+    })?;
+    let key = spec.steps[me.index()].origin.as_ref().map(|o| &o.key);
+    let mut readable = BTreeMap::new();
+    let mut stack = vec![me];
+    let mut seen = vec![false; dag.len()];
+    while let Some(node) = stack.pop() {
+        for &d in dag.dependencies(node) {
+            if std::mem::replace(&mut seen[d.index()], true) {
+                continue;
+            }
+            stack.push(d);
+            let upstream = &spec.steps[d.index()];
+            readable.insert(upstream.name.clone(), upstream.name.clone());
+            if let Some(origin) = upstream.origin.as_ref().filter(|o| Some(&o.key) == key) {
+                readable.insert(origin.declaration.clone(), upstream.name.clone());
+            }
+        }
+    }
+    Ok(readable)
 }

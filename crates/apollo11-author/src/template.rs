@@ -67,7 +67,8 @@ impl fmt::Display for TemplateError {
 impl std::error::Error for TemplateError {}
 
 impl Template {
-    /// Reads `text`: `${REFERENCE}` is a reference ([`Ref::parse`]), `$${` a literal `${`.
+    /// Reads `text`: `${REFERENCE}` is a reference ([`Ref::parse`], spaces around it
+    /// allowed), `$${` a literal `${`.
     ///
     /// # Errors
     ///
@@ -90,7 +91,7 @@ impl Template {
                 at,
                 problem: TemplateProblem::Unterminated,
             })?;
-            let reference = Ref::parse(&inner[..end]).ok_or_else(|| TemplateError {
+            let reference = Ref::parse(inner[..end].trim()).ok_or_else(|| TemplateError {
                 at,
                 problem: TemplateProblem::UnknownReference(inner[..end].to_owned()),
             })?;
@@ -113,11 +114,6 @@ impl Template {
             Part::Ref { at, reference } => Some((*at, reference)),
             Part::Text(_) => None,
         })
-    }
-
-    /// Whether the template holds no reference (it renders as its text).
-    pub fn is_literal(&self) -> bool {
-        self.references().next().is_none()
     }
 
     /// The text with each reference replaced by its value in `scope`, as `mode` says. A

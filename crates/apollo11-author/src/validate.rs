@@ -127,6 +127,13 @@ impl<'s> Checker<'s> {
         declaration.is_some_and(|NodeId(t)| self.upstream[me.index()].contains(&(t as usize)))
     }
 
+    /// Whether `name` is a declaration that becomes one step per item.
+    fn is_for_each(&self, name: &str) -> bool {
+        self.dag
+            .node(name)
+            .is_some_and(|n| self.spec.steps[n.index()].for_each.is_some())
+    }
+
     fn for_each(&self, step: &StepSpec) -> Result<(), AuthorError> {
         let Some(for_each) = &step.for_each else {
             return Ok(());
@@ -217,6 +224,17 @@ impl<'s> Checker<'s> {
                 {
                     let (step, field, at) = located(at);
                     return Err(AuthorError::NotUpstream {
+                        step,
+                        field,
+                        at,
+                        target: target.clone(),
+                    });
+                }
+                Ref::Output { step: target, .. } | Ref::Status { step: target }
+                    if step.for_each.is_none() && self.is_for_each(target) =>
+                {
+                    let (step, field, at) = located(at);
+                    return Err(AuthorError::ManySteps {
                         step,
                         field,
                         at,

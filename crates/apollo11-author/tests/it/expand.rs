@@ -1,5 +1,5 @@
 use crate::spec::{closure, edges, for_each, list, list_param, spec, step, waves};
-use apollo11_author::{grow, instantiate, output_items, AuthorError};
+use apollo11_author::{grow, instantiate, output_items, readable_steps, AuthorError};
 use apollo11_core::limits::FOR_EACH_ITEMS_MAX;
 use apollo11_core::{ItemSource, Origin, Value, WorkflowSpec};
 use serde_json::json;
@@ -116,6 +116,14 @@ fn the_runbook_expands_to_the_graph_written_by_hand() {
     assert_eq!(gate.origin.as_ref().unwrap().wave, Some(4));
     assert_eq!(inst.arguments["hosts"].as_array().unwrap().len(), 32);
     assert_eq!(instantiate(&inst, &inst.arguments).unwrap(), inst);
+}
+
+#[test]
+fn no_items_leave_the_order_around_them() {
+    let given = BTreeMap::from([("hosts".to_owned(), json!([]))]);
+    let inst = instantiate(&runbook(), &given).unwrap();
+    assert_eq!(names(&inst), ["precheck", "report"]);
+    assert_eq!(deps(&inst, "report"), ["precheck"]);
 }
 
 #[test]
@@ -236,6 +244,16 @@ fn bad_items_are_refused_naming_them() {
     for (s, text) in cases {
         assert_eq!(instantiate(&s, &none()).unwrap_err().to_string(), text);
     }
+    let long = "g".repeat(195);
+    let s = spec(vec![
+        waves(for_each("d", &[], list(&["x"])), 1, Some(&long)),
+        step(&long, &["d"]),
+    ]);
+    let e = instantiate(&s, &none()).unwrap_err();
+    assert!(
+        matches!(&e, AuthorError::BadName { step, .. } if *step == long),
+        "{e}"
+    );
     let mut s = spec(vec![for_each("d", &[], ItemSource::Param("n".into()))]);
     s.params = vec![list_param("n", json!(3))];
     s.params[0].kind = apollo11_core::ParamKind::Integer;
@@ -339,4 +357,27 @@ fn output_items_read_a_list_at_a_path() {
         "step `load`: for_each: `steps.discover.output.rows` has no field `rows`"
     );
     assert!(output_items("load", "discover", "", b"[1, 2]").is_ok());
+}
+
+#[test]
+fn a_made_step_reads_its_paired_upstream_by_declaration() {
+    let inst = instantiate(&runbook(), &none()).unwrap();
+    let readable = readable_steps(&inst, "undrain[host-09]").unwrap();
+    assert_eq!(readable["upgrade"], "upgrade[host-09]");
+    assert_eq!(readable["drain"], "drain[host-09]");
+    assert_eq!(readable["precheck"], "precheck");
+    assert_eq!(readable["undrain[host-00]"], "undrain[host-00]");
+    assert_eq!(readable["gate[wave-1]"], "gate[wave-1]");
+    assert!(!readable.contains_key("undrain[host-09]"));
+    assert!(!readable.contains_key("drain[host-10]"));
+    assert!(!readable.contains_key("undrain"));
+    let report = readable_steps(&inst, "report").unwrap();
+    assert_eq!(report.len(), 101);
+    assert!(!report.contains_key("drain"));
+    assert_eq!(
+        readable_steps(&inst, "nope").unwrap_err(),
+        AuthorError::UnknownStep {
+            step: "nope".into()
+        }
+    );
 }

@@ -4,6 +4,7 @@
 mod expand;
 mod expr;
 mod params;
+mod props;
 mod render;
 mod spec;
 mod template;

@@ -28,7 +28,7 @@ fn shell_mode_makes_each_value_one_quoted_word() {
     assert_eq!(shell("echo ${params.date}"), "echo 'x; touch pwned'");
     assert_eq!(shell("echo ${params.quote}"), r"echo 'it'\''s'");
     assert_eq!(shell("n=${params.rows}"), "n='200'");
-    assert_eq!(shell("${run.id}/${wave}"), "'r1'/'2'");
+    assert_eq!(shell("${run.id}/${ wave }"), "'r1'/'2'");
     assert_eq!(shell("up ${item.host}:${item.port}"), "up 'db-1':'5432'");
     assert_eq!(shell("cat ${steps.plain.output}"), "cat 'hello'");
     assert_eq!(shell("id=${steps.discover.output.parts.0.id}"), "id='p0'");
@@ -126,6 +126,23 @@ fn references_are_listed_with_their_offsets() {
                 }
             ),
             (43, Ref::Item(vec![])),
+        ]
+    );
+}
+
+#[test]
+fn a_field_named_status_is_a_field_of_the_output() {
+    assert_eq!(
+        references("${steps.s.output.status} ${steps.s.status}").unwrap(),
+        vec![
+            (
+                0,
+                Ref::Output {
+                    step: "s".into(),
+                    path: vec!["status".into()]
+                }
+            ),
+            (25, Ref::Status { step: "s".into() }),
         ]
     );
 }

@@ -81,6 +81,11 @@ fn each_unreachable_reference_is_named_with_its_place() {
              dependencies (direct or not), so it may not have run",
         ),
         (
+            field("gate", "run", "echo ${steps.w.status}"),
+            "step `gate`, run at byte 5: `w` is a for_each, made of one step per item: name \
+             one (`w[KEY]`), or read it from a for_each over the same items",
+        ),
+        (
             field("check", "run", "echo ${oops"),
             "step `check`, run at byte 5: `${` is not closed by `}`",
         ),
