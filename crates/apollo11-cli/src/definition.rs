@@ -49,7 +49,7 @@ pub fn given(file: &Path, args: &ParamArgs) -> Result<Given, Exit> {
 /// The definition a run pins: the declared one instantiated with the values given, defaults
 /// filled in; exit 2 naming the parameter or what the expansion refused.
 pub fn instantiate(file: &Path, given: &Given) -> Result<WorkflowSpec, Exit> {
-    apollo11_author::instantiate(&given.declared, &given.values)
+    definition::instantiate(&given.declared, &given.values)
         .map_err(|e| Exit::fail(2, format!("{}: {e}", file.display())))
 }
 

@@ -16,7 +16,7 @@ pub use env::{CWD, ENV, ENV_PASS};
 pub use items::INVENTORY_BYTES_MAX;
 pub use params::read_params_file;
 
-use apollo11_core::{check_name, NameKind, OnFailure, RetryPolicy, Timeout, WorkflowSpec};
+use apollo11_core::{check_name, NameKind, OnFailure, RetryPolicy, Timeout, Value, WorkflowSpec};
 use apollo11_machine::Policy;
 use raw::RawFile;
 use std::collections::BTreeMap;
@@ -83,6 +83,21 @@ pub fn load(path: &Path) -> Result<WorkflowSpec, DefinitionError> {
     let dir = std::fs::canonicalize(dir)
         .map_err(|e| whole_file(format!("cannot find the workflow file's folder: {e}")))?;
     parse(&text, &path.display().to_string(), &dir)
+}
+
+/// The definition a run pins: `declared` (what [`load`] or [`parse`] read) instantiated
+/// with the values `given` for its parameters, defaults filled in, each `for_each` over a
+/// list known now made into its steps (`apollo11_author::instantiate`).
+///
+/// # Errors
+///
+/// What is wrong, in words naming the parameter or the declaration: a value undeclared,
+/// missing or of another type, items that cannot make steps.
+pub fn instantiate(
+    declared: &WorkflowSpec,
+    given: &BTreeMap<String, Value>,
+) -> Result<WorkflowSpec, String> {
+    apollo11_author::instantiate(declared, given).map_err(|e| e.to_string())
 }
 
 /// Parses and validates workflow text; `dir` is where its steps run, and where the
