@@ -192,3 +192,46 @@ fn validate_and_graph_show_the_steps_a_file_makes() {
         shown.stdout
     );
 }
+
+#[test]
+fn env_cwd_env_pass_and_secrets_reach_the_step_and_the_secret_no_record() {
+    let cli = Cli::new();
+    std::fs::create_dir(cli.work.path().join("sub")).unwrap();
+    let wf = cli.workflow(
+        "env.toml",
+        r#"[workflow]
+name = "e"
+
+[params]
+word = { type = "string", default = "w" }
+token = { type = "string", secret = { env = "TEST_TOKEN" } }
+
+[defaults]
+env = { A = "${params.word}", LANG = "C" }
+cwd = "sub"
+env_pass = ["PATH"]
+
+[[steps]]
+name = "s"
+run = "echo \"$A|${HOME:-no home}|$LANG|$B\" > out.txt; echo ${params.token} > secret.txt"
+idempotency = "natural"
+env = { B = "${run.id}" }
+"#,
+    );
+    let mut command = cli.command(&["run", wf.to_str().unwrap(), "--run-id", "r1"]);
+    command
+        .env("TEST_TOKEN", "s3cret")
+        .env("HOME", "/home/someone");
+    let ran = crate::harness::ran(command.stdin(std::process::Stdio::null()).output().unwrap());
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let read =
+        |file: &str| std::fs::read_to_string(cli.work.path().join("sub").join(file)).unwrap();
+    assert_eq!(
+        read("out.txt"),
+        "w|no home|C|r1\n",
+        "env over env_pass, in cwd"
+    );
+    assert_eq!(read("secret.txt"), "s3cret\n");
+    let events = cli.run(&["events", "r1", "--json"]).stdout;
+    assert!(!events.contains("s3cret"), "{events}");
+}
