@@ -97,7 +97,7 @@ const PURE: &[(&str, &[&str])] = &[
     ("apollo11-core", &["serde", "serde_json", "proptest"]),
     ("apollo11-dag", &["proptest"]),
     ("apollo11-machine", &["serde", "proptest"]),
-    ("apollo11-author", &["serde", "serde_json", "evalexpr"]),
+    ("apollo11-author", &["serde_json", "evalexpr"]),
 ];
 
 /// Source text a pure crate must not contain: clocks, IO, threads, processes, randomness.

@@ -163,6 +163,24 @@ pub enum AuthorError {
         /// The `for_each` declaration referred to.
         target: String,
     },
+    /// Two secret parameters whose names give one environment variable.
+    SecretVarClash {
+        /// The first parameter.
+        first: String,
+        /// The second.
+        second: String,
+        /// The variable both would be passed in.
+        var: String,
+    },
+    /// A secret parameter in a condition.
+    SecretInCondition {
+        /// The step.
+        step: String,
+        /// The byte offset of the reference in the condition.
+        at: usize,
+        /// The parameter.
+        param: String,
+    },
     /// A reference to a parameter the workflow does not declare.
     UndeclaredParam {
         /// The step referring.
@@ -296,6 +314,16 @@ impl fmt::Display for AuthorError {
                 "step `{step}`, {field} at byte {at}: `{target}` is a for_each, made of one \
                  step per item: name one (`{target}[KEY]`), or read it from a for_each over \
                  the same items"
+            ),
+            AuthorError::SecretVarClash { first, second, var } => write!(
+                f,
+                "secret parameters `{first}` and `{second}` would both be passed in `{var}`: \
+                 rename one"
+            ),
+            AuthorError::SecretInCondition { step, at, param } => write!(
+                f,
+                "step `{step}`, condition at byte {at}: parameter `{param}` is a secret, which \
+                 a condition cannot read"
             ),
             AuthorError::UndeclaredParam {
                 step,

@@ -10,12 +10,12 @@ use apollo11_core::{ItemSource, StepSpec, Value, WorkflowSpec};
 /// one step per item of `items`, each depending on the template (and, in waves, on the
 /// previous wave's), inserted after it; every step that depended on the template now
 /// depends on all of them (on the template still when there are none). The template stays.
+/// Such a `for_each` has no gate ([`instantiate`](crate::instantiate) refuses one).
 ///
 /// # Errors
 ///
 /// [`AuthorError`]: `template` is no such step, not a `for_each` over an output, or already
-/// grew; too many items, an item
-/// with no key, two with one name, or a name already taken.
+/// grew; too many items, an item with no key, two with one name, or a name already taken.
 pub fn grow(
     spec: &WorkflowSpec,
     template: &str,

@@ -2,10 +2,10 @@
 //! has not necessarily run, an undeclared parameter, a `for_each` over something that is not
 //! a list, a gate that is not a step, `item` where there is none.
 
-use crate::{check_value, AuthorError, Condition, Ref, Template};
+use crate::{check_value, secret_var, AuthorError, Condition, Ref, Template};
 use apollo11_core::{ItemSource, ParamKind, StepSpec, WorkflowSpec};
 use apollo11_dag::{Dag, NodeId};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A template a front end keeps in a step (its command, an environment value, its folder),
 /// named for messages.
@@ -45,6 +45,7 @@ pub fn validate(declared: &WorkflowSpec, templates: &[TemplateField]) -> Result<
             check_value(param, default)?;
         }
     }
+    distinct_secret_vars(declared)?;
     let checker = Checker::new(declared, &dag);
     for step in &declared.steps {
         checker.for_each(step)?;
@@ -54,6 +55,7 @@ pub fn validate(declared: &WorkflowSpec, templates: &[TemplateField]) -> Result<
                 error,
             })?;
             checker.references(step, "condition", condition.references())?;
+            checker.no_secret(step, condition.references())?;
         }
     }
     for field in templates {
@@ -64,6 +66,22 @@ pub fn validate(declared: &WorkflowSpec, templates: &[TemplateField]) -> Result<
             error,
         })?;
         checker.references(step, &field.field, template.references())?;
+    }
+    Ok(())
+}
+
+/// Two secrets passed in one environment variable would give a step the wrong one.
+fn distinct_secret_vars(declared: &WorkflowSpec) -> Result<(), AuthorError> {
+    let mut vars = BTreeMap::new();
+    for param in declared.params.iter().filter(|p| p.secret.is_some()) {
+        let var = secret_var(&param.name);
+        if let Some(first) = vars.insert(var.clone(), &param.name) {
+            return Err(AuthorError::SecretVarClash {
+                first: first.clone(),
+                second: param.name.clone(),
+                var,
+            });
+        }
     }
     Ok(())
 }
@@ -184,6 +202,29 @@ impl<'s> Checker<'s> {
             source: Ref::Param(name.to_owned()).to_string(),
             found,
         })
+    }
+
+    /// A condition reads no secret: its value would decide what runs, and show in the
+    /// reason a step was skipped.
+    fn no_secret<'r>(
+        &self,
+        step: &StepSpec,
+        mut refs: impl Iterator<Item = (usize, &'r Ref)>,
+    ) -> Result<(), AuthorError> {
+        let secret = |name: &String| {
+            self.spec
+                .params
+                .iter()
+                .any(|p| &p.name == name && p.secret.is_some())
+        };
+        match refs.find(|(_, r)| matches!(r, Ref::Param(name) if secret(name))) {
+            Some((at, Ref::Param(param))) => Err(AuthorError::SecretInCondition {
+                step: step.name.clone(),
+                at,
+                param: param.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn references<'r>(

@@ -149,6 +149,10 @@ pub fn event_line(e: &EventView) -> String {
                 |words| format!(" {}", detail(&words)),
             )
         }
+        EventDetail::Skipped { reason } => format!(": {}", detail(reason)),
+        EventDetail::Expanded { items } => {
+            format!(" into {items} item{}", if *items == 1 { "" } else { "s" })
+        }
         EventDetail::None {} => String::new(),
     };
     format!(

@@ -228,6 +228,19 @@ pub enum EventKind {
     /// spends none of the step's attempts or compensation tries. The payload is the marker
     /// the step salvaged from the try, if any.
     Interrupted,
+    /// The step will not run: its condition is false, or its trigger rule can no longer
+    /// hold (a `one_failed` step none of whose dependencies failed).
+    Skipped {
+        /// Why, naming the condition or the rule.
+        reason: String,
+    },
+    /// A template step (a `for_each` over a dependency's output) was expanded at run time
+    /// into one step per item; the payload is the JSON array of the items. The step counts
+    /// as succeeded for its dependents.
+    Expanded {
+        /// How many items the array holds.
+        items: u32,
+    },
 }
 
 /// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
@@ -277,6 +290,10 @@ pub enum KindTag {
     Placed,
     /// [`EventKind::Interrupted`].
     Interrupted,
+    /// [`EventKind::Skipped`].
+    Skipped,
+    /// [`EventKind::Expanded`].
+    Expanded,
 }
 
 impl KindTag {
@@ -296,6 +313,8 @@ impl KindTag {
             KindTag::RollbackRequested => "rollback_requested",
             KindTag::Placed => "placed",
             KindTag::Interrupted => "interrupted",
+            KindTag::Skipped => "skipped",
+            KindTag::Expanded => "expanded",
         }
     }
 
@@ -314,7 +333,9 @@ impl KindTag {
             | KindTag::ManualOverride
             | KindTag::CompensationFailed
             | KindTag::Placed
-            | KindTag::Interrupted => false,
+            | KindTag::Interrupted
+            | KindTag::Skipped
+            | KindTag::Expanded => false,
         }
     }
 }
@@ -342,6 +363,8 @@ impl EventKind {
             EventKind::RollbackRequested { .. } => KindTag::RollbackRequested,
             EventKind::Placed { .. } => KindTag::Placed,
             EventKind::Interrupted => KindTag::Interrupted,
+            EventKind::Skipped { .. } => KindTag::Skipped,
+            EventKind::Expanded { .. } => KindTag::Expanded,
         }
     }
 

@@ -28,6 +28,15 @@ pub const NAME_BYTES_MAX: u32 = 200;
 /// Largest free-form label: an operator's name (`by`), a scheduler instance's name.
 pub const LABEL_BYTES_MAX: u32 = 256;
 
+/// Most items one `for_each` declaration may expand to: over it, a definition is invalid
+/// (items known when the run is created) or the template step fails (items known at run
+/// time), naming the count and this limit.
+pub const FOR_EACH_ITEMS_MAX: u32 = 10_000;
+
+/// Largest value of one workflow parameter, in bytes of its JSON text: arguments are pinned
+/// in the run's definition, which is not the place for bulk data.
+pub const PARAM_VALUE_BYTES_MAX: u32 = 64 * 1024;
+
 /// Default number of steps a workflow may have.
 pub const DAG_NODES_MAX: u32 = 10_000;
 
@@ -61,11 +70,3 @@ pub const SEGMENT_BYTES_MAX_LIMIT: u64 = 1024 * 1024 * 1024;
 /// The file log's writer stops gathering queued appends into one write once it holds this
 /// many bytes: group commit amortizes fsync without unbounded memory.
 pub const GROUP_COMMIT_BYTES_MAX: u32 = 8 * 1024 * 1024;
-
-/// Largest value a parameter may be given (its JSON text, in bytes): arguments are pinned in
-/// the run's definition, which lives in an event. Bulk data belongs in files.
-pub const PARAM_VALUE_BYTES_MAX: u32 = 64 * 1024;
-
-/// Most items one `for_each` declaration may expand to: over it, a definition is refused
-/// (a list known at start) or the declaration's step fails (a list known at run time).
-pub const FOR_EACH_ITEMS_MAX: u32 = 10_000;

@@ -26,5 +26,7 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
         1 => "[a-z]{1,4}".prop_map(|by| EventKind::RollbackRequested { by, reason: "why".into() }),
         2 => "[a-z]{1,4}".prop_map(|host| EventKind::Placed { host, handle: "pgid 7".into() }),
         2 => Just(EventKind::Interrupted),
+        2 => "[a-z]{0,6}".prop_map(|reason| EventKind::Skipped { reason }),
+        2 => (0u32..4).prop_map(|items| EventKind::Expanded { items }),
     ]
 }

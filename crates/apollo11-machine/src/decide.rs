@@ -1,8 +1,17 @@
 //! `decide`: the scheduling brain as a pure function. The runtime calls it after every
 //! change, executes the commands, appends the events they produce, and calls it again.
+//!
+//! Once a step has failed for good, nothing new starts but the handlers (steps whose
+//! trigger rule is `all_done` or `one_failed`, see `trigger.rs`): they start, or are
+//! skipped, as their rule says, and are retried per their policy. Under `on_failure =
+//! "pause"` the run pauses once no handler has anything left to do and nothing runs; under
+//! `"rollback"` the rollback starts only then, so a cleanup or a notification runs before
+//! the compensations (and, having succeeded, is compensated first if it has a
+//! compensation). An operator's rollback without a failure runs no handler.
 
 use crate::interrupt::interruptions_pause;
 use crate::rollback::{compensation_stuck, failed_for_good, rolling_back, status_with, to_undo};
+use crate::trigger::{handlers_due, verdict, Verdict};
 use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
 use apollo11_core::{EventKind, Idempotency, StepName};
 use apollo11_dag::{Dag, NodeId};
@@ -98,6 +107,16 @@ pub enum Command {
         /// Why, naming the step and its interruptions.
         reason: String,
     },
+    /// Append `Skipped {reason}`: the pending step's trigger rule can never hold, so it will
+    /// not run; its dependents take it as a success.
+    Skip {
+        /// The step.
+        step: StepName,
+        /// Its current attempt (0 unless an operator put it back to pending).
+        attempt: u32,
+        /// Why, naming the rule.
+        reason: String,
+    },
     /// Nothing more is due before this time (a retry backoff or a timeout); decide again then.
     WakeAt {
         /// Wall-clock milliseconds.
@@ -138,6 +157,16 @@ impl Command {
             Command::Compensate { step, attempt } => {
                 Some((step, EventKind::Compensating, *attempt))
             }
+            Command::Skip {
+                step,
+                attempt,
+                reason,
+            } => {
+                let skipped = EventKind::Skipped {
+                    reason: reason.clone(),
+                };
+                Some((step, skipped, *attempt))
+            }
             Command::Pause { .. } | Command::WakeAt { .. } | Command::Finish { .. } => None,
         }
     }
@@ -170,17 +199,23 @@ pub(crate) fn decide_with(
     if let Some(pause) = interruptions_pause(state, dag, f) {
         return vec![pause];
     }
+    let rolling_back = rolling_back(state, dag, policy, f);
     let mut commands = if state.anomaly.is_some()
         || f.anomalous()
         || compensation_stuck(state, dag, policy, f)
         || state.paused.is_some()
     {
         Vec::new()
-    } else if rolling_back(state, dag, policy, f) {
-        rollback_wave(state, dag, policy, now, f)
     } else if failed_for_good(state, dag, policy, f) {
-        // `on_failure = "pause"`: running work finishes, then the run is paused.
-        Vec::new()
+        // Only handlers go on; running work finishes. Then the run rolls back or pauses.
+        let handling = handle_failure(state, dag, policy, now, f, rolling_back);
+        if handling.is_empty() && rolling_back {
+            rollback_wave(state, dag, policy, now, f)
+        } else {
+            handling
+        }
+    } else if rolling_back {
+        rollback_wave(state, dag, policy, now, f)
     } else {
         progress(state, dag, policy, now, f)
     };
@@ -252,8 +287,9 @@ fn next_timeout_ms(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -
         .min()
 }
 
-/// Normal forward progress: start ready steps up to the concurrency limit, retry failed
-/// ones after their backoff, compensate failed `compensate`-class steps before their rerun.
+/// Normal forward progress: start ready steps up to the concurrency limit, skip those
+/// whose trigger rule can never hold, retry failed ones after their backoff, compensate
+/// failed `compensate`-class steps before their rerun.
 fn progress(
     state: &RunState,
     dag: &Dag,
@@ -262,46 +298,80 @@ fn progress(
     f: &Frontier,
 ) -> Vec<Command> {
     let mut slots = (policy.max_concurrency() as usize).saturating_sub(f.running);
-    let mut commands = Vec::new();
-    for &(_, n) in &f.candidates {
-        let name = dag.name(n);
-        let step = state.step(name);
-        let deps_done = dag
-            .dependencies(n)
-            .iter()
-            .all(|&d| state.status(dag.name(d)).satisfies_dependents());
-        let due_ms = match step.status {
-            StepStatus::Pending => 0,
-            StepStatus::Failed if policy.step(n).idempotency == Idempotency::Compensate => {
-                commands.push(Command::Compensate {
-                    step: StepName(name.into()),
-                    attempt: step.attempt,
-                });
-                continue;
-            }
-            StepStatus::CompensationFailed => {
-                commands.push(compensation_retry(state, dag, policy, now, n));
-                continue;
-            }
-            StepStatus::Failed | StepStatus::Compensated => retry_due_ms(state, dag, policy, n),
-            // The frontier only lists the four states above; a stale one is not trusted.
-            StepStatus::Running
-            | StepStatus::Succeeded
-            | StepStatus::Compensating
-            | StepStatus::Skipped
-            | StepStatus::Anomalous => continue,
-        };
-        if due_ms > now.ms {
-            commands.push(Command::WakeAt { ms: due_ms });
-        } else if deps_done && slots > 0 {
-            slots -= 1;
-            commands.push(Command::Start {
+    f.candidates
+        .iter()
+        .filter_map(|&(_, n)| advance(state, dag, policy, now, n, false, &mut slots))
+        .collect()
+}
+
+/// Progress in a run where a step failed for good: only the handlers (`all_done`,
+/// `one_failed`) with something to do; see `trigger.rs`.
+fn handle_failure(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    now: Now<'_>,
+    f: &Frontier,
+    rolling_back: bool,
+) -> Vec<Command> {
+    let mut slots = (policy.max_concurrency() as usize).saturating_sub(f.running);
+    handlers_due(state, dag, policy, rolling_back)
+        .filter_map(|n| advance(state, dag, policy, now, n, true, &mut slots))
+        .collect()
+}
+
+/// What to do with one step that may start, be retried, compensated or skipped: `failing`
+/// when a step of the run has failed for good (see [`verdict`]).
+fn advance(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    now: Now<'_>,
+    n: NodeId,
+    failing: bool,
+    slots: &mut usize,
+) -> Option<Command> {
+    let name = dag.name(n);
+    let step = state.step(name);
+    let due_ms = match step.status {
+        StepStatus::Pending => 0,
+        StepStatus::Failed if policy.step(n).idempotency == Idempotency::Compensate => {
+            return Some(Command::Compensate {
                 step: StepName(name.into()),
-                attempt: step.attempt + 1,
+                attempt: step.attempt,
             });
         }
+        StepStatus::CompensationFailed => {
+            return Some(compensation_retry(state, dag, policy, now, n));
+        }
+        StepStatus::Failed | StepStatus::Compensated => retry_due_ms(state, dag, policy, n),
+        // The frontier only lists the four states above; a stale one is not trusted.
+        StepStatus::Running
+        | StepStatus::Succeeded
+        | StepStatus::Compensating
+        | StepStatus::Skipped
+        | StepStatus::Anomalous => return None,
+    };
+    if due_ms > now.ms {
+        return Some(Command::WakeAt { ms: due_ms });
     }
-    commands
+    // A step that started once its rule held is tried again even if the rule no longer
+    // holds (an override took a failure away): only a step never started is skipped.
+    match (verdict(state, dag, policy, n, failing), step.status) {
+        (Verdict::Never(reason), StepStatus::Pending) => Some(Command::Skip {
+            step: StepName(name.into()),
+            attempt: step.attempt,
+            reason,
+        }),
+        (Verdict::Holds | Verdict::Never(_), _) if *slots > 0 => {
+            *slots -= 1;
+            Some(Command::Start {
+                step: StepName(name.into()),
+                attempt: step.attempt + 1,
+            })
+        }
+        (Verdict::Holds | Verdict::Never(_) | Verdict::Waits, _) => None,
+    }
 }
 
 /// When a step that failed (or was compensated after failing) may start again; a step

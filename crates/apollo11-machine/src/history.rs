@@ -2,7 +2,9 @@
 //! ids and the attempt numbers a correct scheduler writes, for tests, examples, replays and
 //! tools that need a history without a store.
 
-use apollo11_core::{Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName};
+use apollo11_core::{
+    Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName, Value,
+};
 use std::collections::BTreeMap;
 
 /// Builds the events of one run with consecutive seqs and event ids. Attempts are tracked
@@ -134,6 +136,27 @@ impl History {
         self.raw(Some(step), EventKind::Interrupted, attempt, Payload::Empty)
     }
 
+    /// `Skipped`: the step, not started, never will.
+    pub fn skipped(self, step: &str, reason: &str) -> History {
+        let attempt = self.attempt(step);
+        let kind = EventKind::Skipped {
+            reason: reason.to_owned(),
+        };
+        self.raw(Some(step), kind, attempt, Payload::Empty)
+    }
+
+    /// `Expanded` of the template step's current attempt into `items`, carried as the JSON
+    /// array the runtime records.
+    pub fn expanded(self, step: &str, items: &[&str]) -> History {
+        let attempt = self.attempt(step);
+        let array = Value::Array(items.iter().map(|&item| Value::from(item)).collect());
+        let kind = EventKind::Expanded {
+            items: items.len() as u32,
+        };
+        let payload = Payload::inline(array.to_string());
+        self.raw(Some(step), kind, attempt, payload)
+    }
+
     /// An operator's `RunPaused`.
     pub fn paused(self, by: &str, reason: &str) -> History {
         let kind = EventKind::RunPaused {
@@ -186,7 +209,8 @@ impl History {
         self
     }
 
-    fn attempt(&self, step: &str) -> u32 {
+    /// The step's current attempt, as the next event of its try carries it.
+    pub fn attempt(&self, step: &str) -> u32 {
         self.attempts.get(step).copied().unwrap_or(0)
     }
 

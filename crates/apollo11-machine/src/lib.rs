@@ -16,6 +16,7 @@ mod status;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 mod table;
+mod trigger;
 
 pub use actions::{allowed_actions, check_action, Refusal, RunAction};
 pub use backoff::retry_delay_ms;
@@ -27,7 +28,9 @@ pub use overrides::{check_override, OverrideEffect};
 pub use policy::{Policy, PolicyError, StepPolicy};
 pub use rollback::{pause_cause, run_status, PauseCause, RunStatus};
 pub use run_machine::RunMachine;
-pub use state::{fold, Anomaly, AnomalySite, Failure, OperatorAction, Place, RunState, StepState};
+pub use state::{
+    fold, Anomaly, AnomalySite, Expansion, Failure, OperatorAction, Place, RunState, StepState,
+};
 pub use status::StepStatus;
 pub use table::{transition, Rule, Transition};
 

@@ -1,6 +1,8 @@
 //! Per-step scheduling policy, compiled from a [`WorkflowSpec`] together with its graph.
 
-use apollo11_core::{limits, Idempotency, OnFailure, RetryPolicy, Timeout, WorkflowSpec};
+use apollo11_core::{
+    limits, Idempotency, OnFailure, RetryPolicy, Timeout, TriggerRule, WorkflowSpec,
+};
 use apollo11_dag::{Dag, DagError, NodeId};
 use std::fmt;
 
@@ -16,6 +18,8 @@ pub struct StepPolicy {
     pub retry: RetryPolicy,
     /// Timeout of one attempt, resolved (`auto` already turned into milliseconds).
     pub timeout_ms: Option<u64>,
+    /// When the step runs, given how its dependencies ended.
+    pub trigger: TriggerRule,
 }
 
 /// What `decide` needs to know about a workflow besides its graph. Built only by
@@ -26,6 +30,9 @@ pub struct Policy {
     on_failure: OnFailure,
     max_concurrency: u32,
     steps: Vec<StepPolicy>,
+    /// The steps whose trigger rule is not `all_succeeded`, in topological order: the ones
+    /// that still run once a step has failed for good.
+    handlers: Vec<NodeId>,
 }
 
 /// Why a workflow spec cannot be scheduled. Exhaustive: front ends place each error on the
@@ -133,12 +140,19 @@ impl Policy {
                 has_compensation: s.has_compensation,
                 retry: s.retry.clone(),
                 timeout_ms,
+                trigger: s.trigger,
             });
         }
+        let mut handlers: Vec<NodeId> = dag
+            .nodes()
+            .filter(|n| steps[n.index()].trigger != TriggerRule::AllSucceeded)
+            .collect();
+        handlers.sort_by_key(|&n| (dag.rank(n), n));
         let policy = Policy {
             on_failure: spec.on_failure,
             max_concurrency: spec.max_concurrency,
             steps,
+            handlers,
         };
         Ok((dag, policy))
     }
@@ -150,6 +164,11 @@ impl Policy {
     /// When `node` is not a step of that graph.
     pub fn step(&self, node: NodeId) -> &StepPolicy {
         &self.steps[node.index()]
+    }
+
+    /// The steps whose trigger rule is `all_done` or `one_failed`, in topological order.
+    pub fn handlers(&self) -> &[NodeId] {
+        &self.handlers
     }
 
     /// What to do on a failure with no retry left.

@@ -2,6 +2,7 @@
 //! and the run's status. Derived from step states on every call: the log holds only step
 //! transitions, so the run status can never disagree with them.
 
+use crate::trigger::handlers_due;
 use crate::{Frontier, Policy, RunState, StepPolicy, StepState, StepStatus};
 use apollo11_core::{Idempotency, OnFailure, OverrideTarget, StepName};
 use apollo11_dag::{Dag, NodeId};
@@ -169,6 +170,16 @@ pub(crate) fn status_with(state: &RunState, dag: &Dag, policy: &Policy, f: &Fron
         return RunStatus::Paused;
     }
     let rolling_back = rolling_back(state, dag, policy, f);
+    let failing = failed_for_good(state, dag, policy, f);
+    // Handlers of a failure still run (see `trigger.rs`) before the run pauses or rolls back.
+    if failing
+        && state.paused.is_none()
+        && handlers_due(state, dag, policy, rolling_back)
+            .next()
+            .is_some()
+    {
+        return RunStatus::Running;
+    }
     // A rollback with nothing left to undo is finished, even under an operator's pause.
     if rolling_back && to_undo(state, dag, policy).is_empty() {
         return RunStatus::RolledBack;
@@ -176,7 +187,7 @@ pub(crate) fn status_with(state: &RunState, dag: &Dag, policy: &Policy, f: &Fron
     if state.paused.is_some() {
         return RunStatus::Paused;
     }
-    if rolling_back || !failed_for_good(state, dag, policy, f) {
+    if rolling_back || !failing {
         return RunStatus::Running;
     }
     RunStatus::Paused

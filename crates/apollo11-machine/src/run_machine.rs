@@ -50,6 +50,26 @@ impl RunMachine {
         Ok(RunMachine::new(dag, policy, state))
     }
 
+    /// Takes the graph and policy of `spec`, a definition grown from this run's (a template
+    /// step's items added at run time), keeping the state: steps keep their events, new
+    /// steps start pending, and a rollback compensates the new steps with the rest, in
+    /// reverse topological order. `auto_timeout_ms` as for [`RunMachine::compile`].
+    ///
+    /// # Errors
+    ///
+    /// The [`PolicyError`] of an invalid spec; the machine is then left as it was.
+    pub fn regraph(
+        &mut self,
+        spec: &WorkflowSpec,
+        auto_timeout_ms: impl Fn(&str, u64) -> u64,
+    ) -> Result<(), PolicyError> {
+        let (dag, policy) = Policy::compile(spec, auto_timeout_ms)?;
+        self.frontier = Frontier::new(&dag, &self.state);
+        self.dag = dag;
+        self.policy = policy;
+        Ok(())
+    }
+
     /// Folds one event (see [`RunState::apply`]).
     pub fn apply(&mut self, event: &Event) -> Option<Rule> {
         self.apply_ref(&event.view())

@@ -168,6 +168,17 @@ pub struct OperatorAction {
     pub event_id: EventId,
 }
 
+/// A template step's expansion at run time, as its `Expanded` event recorded it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expansion {
+    /// The template step.
+    pub step: StepName,
+    /// Seq of its `Expanded` event, whose payload holds the items.
+    pub seq: Seq,
+    /// How many items.
+    pub items: u32,
+}
+
 /// State of one run, folded from its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -195,6 +206,10 @@ pub struct RunState {
     /// The operator's request to roll back (`RollbackRequested`), once made: it stays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<OperatorAction>,
+    /// The template steps expanded so far, in the order of their `Expanded` events: with the
+    /// pinned definition, what the run's graph has grown to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expansions: Vec<Expansion>,
 }
 
 /// Folds `events` of one run into its state.
@@ -266,7 +281,17 @@ impl RunState {
                 self.apply_operator_action(kind, event);
                 None
             }
-            (Some(step), _) => Some(self.apply_to_step(step, event)),
+            (Some(step), kind) => {
+                let rule = self.apply_to_step(step, event);
+                if let (Rule::Expand, EventKind::Expanded { items }) = (rule, kind) {
+                    self.expansions.push(Expansion {
+                        step: StepName((*step).to_owned()),
+                        seq: event.seq,
+                        items: *items,
+                    });
+                }
+                Some(rule)
+            }
         }
     }
 
@@ -309,7 +334,9 @@ impl RunState {
             | EventKind::ManualOverride { .. }
             | EventKind::CompensationFailed { .. }
             | EventKind::Placed { .. }
-            | EventKind::Interrupted => {}
+            | EventKind::Interrupted
+            | EventKind::Skipped { .. }
+            | EventKind::Expanded { .. } => {}
         }
     }
 
@@ -392,10 +419,11 @@ impl StepState {
                 }
             }
             Rule::Start | Rule::Retry | Rule::Rerun => self.started_ms = Some(event.at_ms),
-            Rule::Succeed => {
+            Rule::Succeed | Rule::Expand => {
                 self.finish_attempt(event);
                 self.last_error = None;
             }
+            Rule::Skip => self.last_error = None,
             Rule::Fail => {
                 self.finish_attempt(event);
                 if let EventKind::Failed { error, retryable } = &event.kind {
@@ -441,6 +469,7 @@ impl StepState {
                 self.interrupted_in_a_row = self.interrupted_in_a_row.saturating_add(1);
             }
             Rule::Succeed
+            | Rule::Expand
             | Rule::Fail
             | Rule::FinishCompensation
             | Rule::FailCompensation
@@ -453,6 +482,7 @@ impl StepState {
             | Rule::RetryCompensation
             | Rule::Place
             | Rule::PlaceCompensation
+            | Rule::Skip
             | Rule::Anomaly
             | Rule::StayAnomalous => {}
         }

@@ -2,6 +2,8 @@
 //! an event kind does not compile until every pair is decided here. `docs/ARCHITECTURE.md`
 //! mirrors this table. `Placed` records where the current try runs and changes no state;
 //! `Interrupted` ends a try an engine left unfinished, like a failure that spends nothing.
+//! `Skipped` says a step that has not started never will; `Expanded` ends the attempt of a
+//! template step like a success (its output is the list of items).
 //! Run-level kinds (`RunCreated`, `RunPaused`, `RunResumed`,
 //! `RollbackRequested`) never name a step: one that does is an anomaly of that step.
 
@@ -41,6 +43,10 @@ pub enum Rule {
     Interrupt,
     /// compensating(a) + Interrupted(a) → compensation_failed, the try not spent
     InterruptCompensation,
+    /// pending(n) + Skipped(n) → skipped: the step will not run
+    Skip,
+    /// running(a) + Expanded(a) → succeeded: a template step became its items
+    Expand,
     /// any + ManualOverride{to} → to, attempt kept
     Override,
     /// anything else → anomalous
@@ -51,7 +57,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every row of the table.
-    pub const ALL: [Rule; 17] = [
+    pub const ALL: [Rule; 19] = [
         Rule::Start,
         Rule::Succeed,
         Rule::Fail,
@@ -66,6 +72,8 @@ impl Rule {
         Rule::PlaceCompensation,
         Rule::Interrupt,
         Rule::InterruptCompensation,
+        Rule::Skip,
+        Rule::Expand,
         Rule::Override,
         Rule::Anomaly,
         Rule::StayAnomalous,
@@ -119,6 +127,8 @@ pub fn transition(
         (S::Compensating, K::Interrupted) if same_try => {
             (Rule::InterruptCompensation, S::CompensationFailed)
         }
+        (S::Pending, K::Skipped { .. }) if same_try => (Rule::Skip, S::Skipped),
+        (S::Running, K::Expanded { .. }) if same_try => (Rule::Expand, S::Succeeded),
         (
             S::Pending
             | S::Running
@@ -144,7 +154,9 @@ pub fn transition(
             | K::RunResumed { .. }
             | K::RollbackRequested { .. }
             | K::Placed { .. }
-            | K::Interrupted,
+            | K::Interrupted
+            | K::Skipped { .. }
+            | K::Expanded { .. },
         ) => (Rule::StayAnomalous, S::Anomalous),
         (
             S::Pending
@@ -166,7 +178,9 @@ pub fn transition(
             | K::RunResumed { .. }
             | K::RollbackRequested { .. }
             | K::Placed { .. }
-            | K::Interrupted,
+            | K::Interrupted
+            | K::Skipped { .. }
+            | K::Expanded { .. },
         ) => (Rule::Anomaly, S::Anomalous),
     };
     let attempt = match rule {
@@ -182,6 +196,8 @@ pub fn transition(
         | Rule::PlaceCompensation
         | Rule::Interrupt
         | Rule::InterruptCompensation
+        | Rule::Skip
+        | Rule::Expand
         | Rule::Override
         | Rule::Anomaly
         | Rule::StayAnomalous => attempt,

@@ -266,6 +266,10 @@ impl<S: Store> Driver<S> {
                     metrics::compensation_ended(self.workflow_name(), "interrupted");
                     stops.push(step);
                 }
+                // Its `Skipped` event is appended above; nothing runs.
+                Command::Skip { step, reason, .. } => {
+                    tracing::info!(step = %step, reason = %reason, "skipping the step");
+                }
                 Command::Pause { step, reason } => {
                     tracing::warn!(step = %step, reason = %reason, "pausing the run");
                     events.push(self.pause_event(&reason));

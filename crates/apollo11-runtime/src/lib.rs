@@ -18,7 +18,7 @@ mod workflow;
 // runtime alone needs no other dependency.
 pub use apollo11_core::{
     Backoff, Event, EventId, EventKind, Idempotency, OnFailure, OverrideTarget, Payload,
-    RetryPolicy, RunId, Seq, StepName, StepSpec, Timeout, WorkflowSpec,
+    RetryPolicy, RunId, Seq, StepName, StepSpec, Timeout, TriggerRule, WorkflowSpec,
 };
 pub use apollo11_machine::{
     Failure, OperatorAction, OverrideEffect, Refusal, RunAction, RunState, RunStatus, StepState,

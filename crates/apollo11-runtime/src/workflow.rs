@@ -3,7 +3,9 @@
 //! are refused with the step named.
 
 use crate::Step;
-use apollo11_core::{Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, WorkflowSpec};
+use apollo11_core::{
+    Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, TriggerRule, WorkflowSpec,
+};
 use apollo11_machine::{Policy, PolicyError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,6 +52,7 @@ pub struct StepBuilder {
     idempotency: Option<Idempotency>,
     retry: Option<RetryPolicy>,
     timeout: Option<Timeout>,
+    trigger: TriggerRule,
     attributes: BTreeMap<String, String>,
 }
 
@@ -63,6 +66,7 @@ impl StepBuilder {
             idempotency: None,
             retry: None,
             timeout: None,
+            trigger: TriggerRule::AllSucceeded,
             attributes: BTreeMap::new(),
         }
     }
@@ -94,6 +98,12 @@ impl StepBuilder {
     /// Timeout of one attempt (else the workflow's default).
     pub fn timeout(mut self, timeout: Timeout) -> StepBuilder {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// When the step runs, given how its dependencies ended (else `all_succeeded`).
+    pub fn trigger(mut self, trigger: TriggerRule) -> StepBuilder {
+        self.trigger = trigger;
         self
     }
 }
@@ -200,6 +210,7 @@ impl WorkflowBuilder {
                 has_compensation,
                 retry: s.retry.unwrap_or_else(|| self.defaults.0.clone()),
                 timeout: s.timeout.unwrap_or(self.defaults.1),
+                trigger: s.trigger,
                 attributes: s.attributes,
                 ..StepSpec::new(&s.name, &[], idempotency)
             });

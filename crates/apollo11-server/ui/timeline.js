@@ -18,6 +18,7 @@ export function why(event) {
   if (event.error !== undefined) return `${event.error}${event.retryable ? '' : ' (not retryable)'}`;
   if (event.workflow !== undefined) return `workflow ${event.workflow}`;
   if (event.host !== undefined) return placeWords(event.host, event.handle);
+  if (event.items !== undefined) return `into ${event.items} item${event.items === 1 ? '' : 's'}`;
   return '';
 }
 

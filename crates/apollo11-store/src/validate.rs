@@ -56,6 +56,11 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
                     limits::ERROR_MESSAGE_BYTES_MAX,
                 )?;
             }
+            EventKind::Skipped { reason } => check_len(
+                "skip reason",
+                reason.len() as u64,
+                limits::ERROR_MESSAGE_BYTES_MAX,
+            )?,
             EventKind::RunCreated { workflow } => name(NameKind::Workflow, workflow)?,
             EventKind::Placed { host, handle } => {
                 check_len("host", host.len() as u64, limits::LABEL_BYTES_MAX)?;
@@ -65,7 +70,8 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
             | EventKind::Succeeded
             | EventKind::Compensating
             | EventKind::Compensated
-            | EventKind::Interrupted => {}
+            | EventKind::Interrupted
+            | EventKind::Expanded { .. } => {}
         }
         if let Payload::Inline(bytes) = &event.payload {
             check_len(

@@ -153,6 +153,20 @@ fn waves_without_a_gate_wait_for_the_last_steps_paired() {
 }
 
 #[test]
+fn a_wave_waiting_on_its_own_fan_in_is_a_cycle() {
+    let s = spec(vec![
+        waves(for_each("a", &[], list(&["x", "y"])), 1, None),
+        step("all", &["a"]),
+        for_each("c", &["a", "all"], list(&["x", "y"])),
+    ]);
+    let e = instantiate(&s, &none()).unwrap_err();
+    assert!(
+        matches!(&e, AuthorError::Graph(apollo11_dag::DagError::Cycle { .. })),
+        "{e}"
+    );
+}
+
+#[test]
 fn keys_come_from_a_field_the_item_or_its_position() {
     let mut keyed = for_each(
         "k",

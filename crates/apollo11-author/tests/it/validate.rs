@@ -117,12 +117,28 @@ fn declarations_that_cannot_hold_are_refused() {
             target: "alone".into()
         }
     );
+    let e = with(&|s| load(s).condition = Some(r#"item == "a" || params.token == "x""#.into()));
+    assert_eq!(
+        e.to_string(),
+        "step `load`, condition at byte 15: parameter `token` is a secret, which a condition \
+         cannot read"
+    );
     let e = with(&|s| load(s).condition = Some("params.hosts ==".into()));
     assert!(matches!(e, AuthorError::Condition { .. }), "{e}");
     let e = with(&|s| load(s).for_each.as_mut().unwrap().items = ItemSource::Param("token".into()));
     assert_eq!(
         e.to_string(),
         "step `load`: for_each over `params.token`, which is a secret, not a list"
+    );
+    let e = with(&|s| {
+        let mut twin = s.params[1].clone();
+        twin.name = "TOKEN".into();
+        s.params.push(twin);
+    });
+    assert_eq!(
+        e.to_string(),
+        "secret parameters `token` and `TOKEN` would both be passed in \
+         `APOLLO11_SECRET_TOKEN`: rename one"
     );
     let e = with(&|s| s.params[0].kind = ParamKind::String);
     assert_eq!(

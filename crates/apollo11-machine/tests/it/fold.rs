@@ -3,7 +3,7 @@
 use apollo11_core::strategies::arb_event_kind;
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, StepName};
 use apollo11_core::{Idempotency, OnFailure, StepSpec, WorkflowSpec};
-use apollo11_machine::strategies::arb_history;
+use apollo11_machine::strategies::{arb_history, arb_history_with_expansion, arb_trigger_rule};
 use apollo11_machine::History;
 use apollo11_machine::{decide, fold, run_status, Now, RunMachine, RunState, StepStatus};
 use proptest::prelude::*;
@@ -45,6 +45,7 @@ proptest! {
         events in arb_history(4, 60),
         edges in apollo11_dag::strategies::arb_dag_edges(3),
         on_failure in prop_oneof![Just(OnFailure::Pause), Just(OnFailure::Rollback)],
+        triggers in proptest::collection::vec(arb_trigger_rule(), 3),
     ) {
         // Steps s0..s2 form a random workflow; the history also names s3, which it lacks.
         let steps: Vec<StepSpec> = edges
@@ -57,6 +58,8 @@ proptest! {
                     ..StepSpec::new(&rename(&n), &deps, Idempotency::Compensate)
                 }
             })
+            .zip(triggers)
+            .map(|(step, trigger)| StepSpec { trigger, ..step })
             .collect();
         let spec = WorkflowSpec::new("wf", on_failure, steps).with_max_concurrency(2);
         let mut machine = RunMachine::compile(&spec, RunState::new(run()), |_, f| f).unwrap();
@@ -82,13 +85,18 @@ proptest! {
         events in arb_history(4, 60),
         split in any::<prop::sample::Index>(),
     ) {
-        let k = split.index(events.len() + 1);
-        let snapshot = serde_json::to_vec(&fold(&run(), &events[..k])).unwrap();
-        let mut restored: RunState = serde_json::from_slice(&snapshot).unwrap();
-        for e in &events[k..] {
-            restored.apply(e);
-        }
-        prop_assert_eq!(restored, fold(&run(), &events));
+        snapshot_then_suffix(&events, split.index(events.len() + 1))?;
+    }
+
+    #[test]
+    fn snapshot_plus_suffix_equals_full_replay_across_an_expansion(
+        events in arb_history_with_expansion(4, 40),
+        split in any::<prop::sample::Index>(),
+    ) {
+        let full = fold(&run(), &events);
+        prop_assert_eq!(full.expansions.first().map(|x| (x.step.as_str(), x.seq.0)), Some(("s0", 3)));
+        prop_assert_eq!(full.expansions.len(), full.expansions.iter().map(|x| x.seq).collect::<BTreeSet<_>>().len());
+        snapshot_then_suffix(&events, split.index(events.len() + 1))?;
     }
 
     #[test]
@@ -103,6 +111,18 @@ proptest! {
             prop_assert!(state.anomaly.is_some());
         }
     }
+}
+
+/// A state restored from the JSON snapshot of the first `k` events, then given the rest,
+/// equals the fold of every event.
+fn snapshot_then_suffix(events: &[Event], k: usize) -> Result<(), TestCaseError> {
+    let snapshot = serde_json::to_vec(&fold(&run(), &events[..k])).unwrap();
+    let mut restored: RunState = serde_json::from_slice(&snapshot).unwrap();
+    for e in &events[k..] {
+        restored.apply(e);
+    }
+    prop_assert_eq!(restored, fold(&run(), events));
+    Ok(())
 }
 
 #[test]

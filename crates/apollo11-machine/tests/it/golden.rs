@@ -4,7 +4,10 @@
 //! the builders below (review the diff before committing it).
 
 use crate::{pinned, spec};
-use apollo11_core::{Event, Idempotency as I, OnFailure, OverrideTarget, WorkflowSpec};
+use apollo11_core::{
+    Event, ForEach, Idempotency as I, ItemSource, OnFailure, OverrideTarget, TriggerRule,
+    WorkflowSpec,
+};
 use apollo11_machine::History;
 use apollo11_machine::{fold, run_status, Policy, RunStatus};
 use std::path::PathBuf;
@@ -57,6 +60,53 @@ fn chain_one_attempt() -> WorkflowSpec {
     for s in &mut w.steps {
         s.retry.max_attempts = 1;
     }
+    w
+}
+
+/// a → {b, c}, and `notify` (one_failed) after b and c.
+fn notify_on_failure() -> WorkflowSpec {
+    let mut w = spec(
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Keyed, false),
+            ("b", &["a"], I::Keyed, false),
+            ("c", &["a"], I::Keyed, false),
+            ("notify", &["b", "c"], I::Natural, false),
+        ],
+    );
+    w.steps[3].trigger = TriggerRule::OneFailed;
+    w
+}
+
+/// `a`, then `b` and `c` started.
+fn notify_run(run: &str) -> History {
+    History::new(run)
+        .created("test", pinned(&notify_on_failure()))
+        .started("a")
+        .succeeded("a", "ok")
+        .started("b")
+        .started("c")
+}
+
+/// discover → shards (a template over discover's output) → report.
+fn template() -> WorkflowSpec {
+    let mut w = spec(
+        OnFailure::Pause,
+        &[
+            ("discover", &[], I::Keyed, false),
+            ("shards", &["discover"], I::Natural, false),
+            ("report", &["shards"], I::Natural, false),
+        ],
+    );
+    w.steps[1].for_each = Some(ForEach {
+        items: ItemSource::Output {
+            step: "discover".into(),
+            path: String::new(),
+        },
+        wave_size: None,
+        gate: None,
+        key: None,
+    });
     w
 }
 
@@ -338,6 +388,38 @@ fn goldens() -> Vec<Golden> {
                 .succeeded("persist", "ok"),
             status: RunStatus::Succeeded,
             steps: "collect=succeeded#1 clean=succeeded#1 persist=succeeded#1",
+        },
+        Golden {
+            name: "one_failed_runs_then_paused",
+            history: notify_run("notify")
+                .failed("b", "refused", false)
+                .succeeded("c", "ok")
+                .started("notify")
+                .succeeded("notify", "sent"),
+            status: RunStatus::Paused,
+            steps: "a=succeeded#1 b=failed#1 c=succeeded#1 notify=succeeded#1",
+        },
+        Golden {
+            name: "one_failed_skipped",
+            history: notify_run("quiet")
+                .succeeded("b", "ok")
+                .succeeded("c", "ok")
+                .skipped("notify", "trigger rule `one_failed`: no dependency failed"),
+            status: RunStatus::Succeeded,
+            steps: "a=succeeded#1 b=succeeded#1 c=succeeded#1 notify=skipped#0",
+        },
+        Golden {
+            name: "template_expanded_into_nothing",
+            history: History::new("empty")
+                .created("test", pinned(&template()))
+                .started("discover")
+                .succeeded("discover", "[]")
+                .started("shards")
+                .expanded("shards", &[])
+                .started("report")
+                .succeeded("report", "none"),
+            status: RunStatus::Succeeded,
+            steps: "discover=succeeded#1 shards=succeeded#1 report=succeeded#1",
         },
     ]
 }

@@ -1,6 +1,7 @@
 //! Integration tests of the pure state machine.
 
 mod decide;
+mod expand;
 mod fold;
 mod golden;
 mod interrupt;
@@ -9,6 +10,7 @@ mod operator_table;
 mod policy;
 mod sim;
 mod table;
+mod trigger;
 
 use apollo11_core::{Idempotency, OnFailure, Payload, StepSpec, Timeout, WorkflowSpec};
 

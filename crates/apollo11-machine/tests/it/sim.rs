@@ -4,7 +4,8 @@
 
 use crate::pinned;
 use apollo11_core::{
-    Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
+    Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName, TriggerRule,
+    WorkflowSpec,
 };
 use apollo11_dag::Dag;
 use apollo11_machine::{
@@ -177,6 +178,10 @@ impl Sim {
                 Command::Fail { step, .. } => {
                     self.executing.remove(&step);
                 }
+                Command::Skip { step, .. } => assert!(
+                    !self.executing.contains_key(&step),
+                    "{step} skipped while executing"
+                ),
                 Command::FailCompensation { step, .. } => assert!(
                     !self.executing.contains_key(&step),
                     "the compensation of {step} failed as interrupted while executing"
@@ -212,10 +217,17 @@ impl Sim {
         None
     }
 
-    /// A step may start only after its dependencies and never after its own success.
+    /// A step may start only after its dependencies (all of them succeeded or skipped,
+    /// unless its trigger rule says otherwise) and never after its own success.
     fn check_startable(&self, step: &StepName) {
         let node = self.dag().node(step.as_str()).unwrap();
-        for &d in self.dag().dependencies(node) {
+        let all_succeeded = self.policy().step(node).trigger == TriggerRule::AllSucceeded;
+        for &d in self
+            .dag()
+            .dependencies(node)
+            .iter()
+            .filter(|_| all_succeeded)
+        {
             assert!(
                 self.state()
                     .status(self.dag().name(d))

@@ -45,6 +45,8 @@ fn kinds() -> Vec<EventKind> {
             handle: "pgid 7".into(),
         },
         EventKind::Interrupted,
+        EventKind::Skipped { reason: "r".into() },
+        EventKind::Expanded { items: 3 },
     ]
 }
 
@@ -75,6 +77,8 @@ fn expected(status: StepStatus, kind: &EventKind) -> (Rule, StepStatus) {
         (S::Compensating, EventKind::Interrupted) => {
             (Rule::InterruptCompensation, S::CompensationFailed)
         }
+        (S::Pending, EventKind::Skipped { .. }) => (Rule::Skip, S::Skipped),
+        (S::Running, EventKind::Expanded { .. }) => (Rule::Expand, S::Succeeded),
         _ => (Rule::Anomaly, S::Anomalous),
     }
 }
@@ -154,6 +158,12 @@ fn a_wrong_attempt_number_is_an_anomaly_even_on_an_allowed_transition() {
             },
             3,
         ),
+        (
+            StepStatus::Pending,
+            EventKind::Skipped { reason: "r".into() },
+            1,
+        ),
+        (StepStatus::Running, EventKind::Expanded { items: 1 }, 3),
     ] {
         let attempt_now = if status == StepStatus::Pending { 0 } else { 2 };
         let t = transition(status, attempt_now, &kind, wrong);

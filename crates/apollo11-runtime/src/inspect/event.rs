@@ -71,6 +71,16 @@ pub enum EventDetail {
         /// The step's own handle on it (for a shell step, its process group).
         handle: String,
     },
+    /// `skipped`: why the step will not run.
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+    /// `expanded`: how many steps a template step became (the items are its payload).
+    Expanded {
+        /// How many items.
+        items: u32,
+    },
     /// Kinds with no fields of their own.
     None {},
 }
@@ -161,6 +171,10 @@ impl From<&EventKind> for EventDetail {
                 host: host.clone(),
                 handle: handle.clone(),
             },
+            EventKind::Skipped { reason } => EventDetail::Skipped {
+                reason: reason.clone(),
+            },
+            EventKind::Expanded { items } => EventDetail::Expanded { items: *items },
             EventKind::Started
             | EventKind::Succeeded
             | EventKind::Compensating

@@ -1,7 +1,7 @@
 //! What resuming a run would do now: the same `decide` the engine runs, on the same state,
 //! with nothing executing (as after a crash). Attempts and compensation tries it would mark
-//! interrupted (or fail past their timeout), and a pause it would make, are folded, so the
-//! plan also shows what follows from them.
+//! interrupted (or fail past their timeout), steps it would skip, and a pause it would make,
+//! are folded, so the plan also shows what follows from them.
 
 use super::Pause;
 use apollo11_core::{Event, EventId, EventKind, Payload, Seq, StepName};
@@ -69,6 +69,13 @@ pub enum PlanStep {
         /// The step.
         step: StepName,
     },
+    /// Skip a step whose trigger rule can never hold.
+    Skip {
+        /// The step.
+        step: StepName,
+        /// Why.
+        reason: String,
+    },
     /// Pause the run for a person: a step's tries were interrupted too many times in a row.
     Pause {
         /// The step.
@@ -105,7 +112,9 @@ impl Plan {
             for command in &commands {
                 match command {
                     Command::WakeAt { ms } => wake = Some(*ms),
-                    Command::Fail { .. } | Command::FailCompensation { .. } => {
+                    Command::Fail { .. }
+                    | Command::FailCompensation { .. }
+                    | Command::Skip { .. } => {
                         failures.extend(command.event().map(|(step, kind, attempt)| {
                             hypothetical(&machine, Some(step), kind, attempt, at_ms)
                         }));
@@ -194,6 +203,10 @@ impl PlanStep {
             Command::FailCompensation { step, .. } => {
                 PlanStep::FailCompensation { step: step.clone() }
             }
+            Command::Skip { step, reason, .. } => PlanStep::Skip {
+                step: step.clone(),
+                reason: reason.clone(),
+            },
             Command::Pause { step, reason } => PlanStep::Pause {
                 step: step.clone(),
                 reason: reason.clone(),
@@ -223,6 +236,7 @@ impl fmt::Display for PlanStep {
                 f,
                 "mark the compensation of {step} as interrupted (it was running when the engine stopped; that spends no try), then try it again per the step's retry policy"
             ),
+            PlanStep::Skip { step, reason } => write!(f, "skip {step}: {reason}"),
             PlanStep::Pause { reason, .. } => write!(f, "pause the run: {reason}"),
             PlanStep::Wait { ms } => write!(
                 f,
@@ -244,7 +258,7 @@ pub fn millis(ms: u64) -> String {
 }
 
 /// The event resuming would append for a command that ends an attempt or a compensation
-/// try, or pauses the run (its id is only for the fold: it orders after the run's last
+/// try, skips a step, or pauses the run (its id is only for the fold: it orders after the run's last
 /// event).
 fn hypothetical(
     machine: &RunMachine,

@@ -4,7 +4,7 @@ use crate::scripted::{kinds, open, timeline, undo_ok, Act, Ledger, Scripted, Und
 use apollo11_core::EventKind;
 use apollo11_runtime::{
     Backoff, Engine, EngineError, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, RunId,
-    RunStatus, StepBuilder, Timeout, Workflow, WorkflowError,
+    RunStatus, StepBuilder, Timeout, TriggerRule, Workflow, WorkflowError,
 };
 use apollo11_store::{EventStore, MemStore, SnapshotStore};
 use std::sync::{Arc, Mutex};
@@ -760,4 +760,55 @@ async fn the_view_and_its_snapshots_follow_event_ids_with_gaps() {
             "{gaps:?}: 2 x p99 of 100 ms, all 25 learned"
         );
     }
+}
+
+/// `work`, and `notify` (one_failed) after it, `work` doing what `script` says.
+fn notify_workflow(f: &Fixture, script: fn(u32) -> Act) -> Arc<Workflow> {
+    let step = |name, script| Scripted::new(name, script, &f.ledger, &f.gauge);
+    let wf = Workflow::builder("notify")
+        .on_failure(OnFailure::Pause)
+        .defaults(f.retry.clone(), Timeout::None)
+        .step(StepBuilder::new("work", step("work", script)).idempotency(I::Natural))
+        .step(
+            StepBuilder::new("notify", step("notify", ok))
+                .depends_on(&["work"])
+                .idempotency(I::Natural)
+                .trigger(TriggerRule::OneFailed),
+        )
+        .build()
+        .unwrap();
+    Arc::new(wf)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_whose_trigger_rule_cannot_hold_is_skipped_and_the_run_succeeds() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = notify_workflow(&f, ok);
+    assert_eq!(
+        run_to_end(&engine, &wf, "quiet").await,
+        RunStatus::Succeeded
+    );
+    assert_eq!(kinds(&f.store, "quiet", "notify").await, ["skipped"]);
+    let t = timeline(&f.store, "quiet").await;
+    let reason = t.iter().find_map(|(_, kind, _)| match kind {
+        EventKind::Skipped { reason } => Some(reason.as_str()),
+        _ => None,
+    });
+    assert_eq!(
+        reason,
+        Some("trigger rule `one_failed`: no dependency failed")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_failed_step_runs_when_its_dependency_fails_for_good_then_the_run_pauses() {
+    let f = Fixture::new();
+    let engine = open(&f.store).await;
+    let wf = notify_workflow(&f, |_| Act::Fail(10, false));
+    assert_eq!(run_to_end(&engine, &wf, "loud").await, RunStatus::Paused);
+    assert_eq!(
+        kinds(&f.store, "loud", "notify").await,
+        ["started", "succeeded"]
+    );
 }
