@@ -38,6 +38,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "apollo11-shell",
         &[
+            "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
             "apollo11-machine",
@@ -61,6 +62,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "apollo11-cli",
         &[
+            "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
             "apollo11-machine",
