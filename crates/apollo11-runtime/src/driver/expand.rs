@@ -3,13 +3,14 @@
 //! output and appends, in one batch, `Started` and either `Expanded { items }` (the JSON
 //! list of items as payload, offloaded to the blob store when large) or a `Failed` no retry
 //! can cure, naming what is wrong (no list there, too many items, items that name no step).
-//! A crash before that batch is durable leaves the template not started, or started and
-//! then found interrupted: it expands once, when started again. Each `Expanded` folded
-//! grows the driver's definition (the same way [`grown_spec`](crate::grown::grown_spec)
-//! grows it on resume) and recompiles the run's graph before the next decision, so no
-//! event of an item step is folded into a graph that lacks the step. A template's
-//! condition is its items' to evaluate (each carries it); its compensation is theirs too:
-//! compensating the template itself undoes nothing.
+//! A template whose source was skipped is skipped too (its dependents go on as after a
+//! success). A crash before that batch is durable leaves the template not started, or
+//! started and then found interrupted: it expands once, when started again. Each
+//! `Expanded` folded grows the driver's definition (the same way
+//! [`grown_spec`](crate::grown::grown_spec) grows it on resume) and recompiles the run's
+//! graph before the next decision, so no event of an item step is folded into a graph that
+//! lacks the step. A template's condition is its items' to evaluate (each carries it); its
+//! compensation is theirs too: compensating the template itself undoes nothing.
 
 use super::{clip, Driver};
 use crate::engine::{Shared, Store};
@@ -23,6 +24,16 @@ use apollo11_machine::{Expansion, Policy, RunState, StepStatus};
 use apollo11_store::{NewEvent, StoreError};
 use std::collections::BTreeMap;
 
+/// What starting a template comes to.
+enum Expanding {
+    /// Its items.
+    Items(Vec<Value>),
+    /// Nothing to expand: its source was skipped, so it is skipped too, for this reason.
+    Skip(String),
+    /// No items to grow the definition by, for this reason.
+    Fail(String),
+}
+
 impl<S: Store> Driver<S> {
     /// Whether `step` is a template: a `for_each` over an output, expanded at run time.
     pub(super) fn is_template(&self, step: &StepName) -> bool {
@@ -31,7 +42,7 @@ impl<S: Store> Driver<S> {
     }
 
     /// The events that start attempt `attempt` of template `step` and end it: expanded into
-    /// its items, or failed for good.
+    /// its items, or failed for good; or that skip it when its source was skipped.
     pub(super) async fn expansion(
         &mut self,
         step: &StepName,
@@ -39,7 +50,13 @@ impl<S: Store> Driver<S> {
     ) -> Result<Vec<NewEvent>, EngineError> {
         let started = self.event(step, EventKind::Started, attempt, Payload::Empty);
         let ended = match self.items(step).await? {
-            Ok(items) => {
+            Expanding::Skip(reason) => {
+                let skipped = EventKind::Skipped {
+                    reason: clip(&reason),
+                };
+                return Ok(vec![self.event(step, skipped, attempt - 1, Payload::Empty)]);
+            }
+            Expanding::Items(items) => {
                 tracing::info!(step = %step, items = items.len(), "expanding the template step");
                 let kind = EventKind::Expanded {
                     items: items.len() as u32,
@@ -49,7 +66,7 @@ impl<S: Store> Driver<S> {
                 self.fresh.insert(step.clone(), items);
                 self.event(step, kind, attempt, payload)
             }
-            Err(error) => {
+            Expanding::Fail(error) => {
                 tracing::warn!(step = %step, error = %error, "the template step cannot expand");
                 let kind = EventKind::Failed {
                     error: clip(&error),
@@ -63,9 +80,9 @@ impl<S: Store> Driver<S> {
 
     /// The items of template `step`, from its source's output; or why it has none to grow
     /// the run's definition by.
-    async fn items(&self, step: &StepName) -> Result<Result<Vec<Value>, String>, StoreError> {
+    async fn items(&self, step: &StepName) -> Result<Expanding, StoreError> {
         if self.state().expansions.iter().any(|e| e.step == *step) {
-            return Ok(Err(format!(
+            return Ok(Expanding::Fail(format!(
                 "step `{step}` expanded into its items already: a template expands once"
             )));
         }
@@ -76,8 +93,14 @@ impl<S: Store> Driver<S> {
             unreachable!("a template's items come from an output");
         };
         let recorded = self.state().step(source);
+        let pending = self.state().step(step.as_str()).status == StepStatus::Pending;
+        if recorded.status == StepStatus::Skipped && pending {
+            return Ok(Expanding::Skip(format!(
+                "step `{source}`, whose output it takes its items from, was skipped"
+            )));
+        }
         if recorded.status != StepStatus::Succeeded {
-            return Ok(Err(format!(
+            return Ok(Expanding::Fail(format!(
                 "step `{step}`: for_each over the output of step `{source}`, which did not succeed ({})",
                 recorded.status
             )));
@@ -89,12 +112,12 @@ impl<S: Store> Driver<S> {
         });
         Ok(match grown {
             Ok((items, spec)) => match Policy::compile(&spec, |_, fallback| fallback) {
-                Ok(_) => Ok(items),
-                Err(e) => Err(format!(
+                Ok(_) => Expanding::Items(items),
+                Err(e) => Expanding::Fail(format!(
                     "step `{step}`: its items make an invalid graph: {e}"
                 )),
             },
-            Err(e) => Err(e.to_string()),
+            Err(e) => Expanding::Fail(e.to_string()),
         })
     }
 

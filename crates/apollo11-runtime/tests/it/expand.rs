@@ -270,3 +270,21 @@ async fn an_operator_action_knows_the_steps_a_template_made() {
         "the item step is known (the run is finished): {refused:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_template_whose_source_was_skipped_is_skipped_and_its_dependents_go_on() {
+    let workflow = Workflow::builder("fan")
+        .step(step("discover", abc).condition("1 == 2"))
+        .step(work(upper))
+        .step(step("merge", merge).depends_on(&["work"]))
+        .build()
+        .unwrap();
+    let store = Arc::new(MemStore::new());
+    let status = run_to_end(&store, &workflow, json!({}), "r").await;
+    assert_eq!(status.unwrap(), RunStatus::Succeeded);
+    assert_eq!(kinds(&store, "r", "work").await, ["skipped"]);
+    assert_eq!(
+        output(&store, "r", "merge").await,
+        json!([null, null, null])
+    );
+}
