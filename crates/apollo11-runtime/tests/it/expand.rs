@@ -91,6 +91,19 @@ async fn a_template_fans_out_over_an_output_and_a_step_fans_in_and_replay_shows_
     );
     assert_eq!(after.1, items);
     assert_eq!(graph_at(&store, None).await, after);
+    let inspector = Inspector::new(store.clone());
+    let run = RunId::from("r");
+    let grown = inspector.grown_definition(&run, None).await.unwrap();
+    let origin = grown.steps[3].origin.as_ref().unwrap();
+    assert_eq!(
+        (origin.declaration.as_str(), &origin.item),
+        ("work", &json!("b"))
+    );
+    assert_eq!(
+        inspector.definition(&run).await.unwrap().steps.len(),
+        3,
+        "as pinned"
+    );
 }
 
 #[tokio::test(start_paused = true)]
