@@ -24,7 +24,11 @@ fn work(f: Attempt) -> StepBuilder {
         })
 }
 
+/// An item's upper case; it reads discover's output, not the template's list of items.
 fn upper(ctx: &StepContext) -> Result<Output, StepError> {
+    if ctx.input("work").is_some() || ctx.input("discover").is_none() {
+        return Err(StepError::fatal("an item reads its source, not its template"));
+    }
     Ok(Output::text(
         ctx.item().unwrap().as_str().unwrap().to_uppercase(),
     ))
@@ -299,5 +303,31 @@ async fn a_template_whose_source_was_skipped_is_skipped_and_its_dependents_go_on
     assert_eq!(
         output(&store, "r", "merge").await,
         json!([null, null, null])
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn more_items_than_one_append_holds_start_at_once_and_fan_in() {
+    const ITEMS: u32 = 2 * apollo11_core::limits::APPEND_BATCH_EVENTS_MAX + 1;
+    fn many(_: &StepContext) -> Result<Output, StepError> {
+        json_out(&json!((1..=ITEMS).collect::<Vec<_>>()))
+    }
+    fn count(ctx: &StepContext) -> Result<Output, StepError> {
+        json_out(&json!(ctx.scope().outputs.len()))
+    }
+    let workflow = Workflow::builder("fan")
+        .max_concurrency(ITEMS)
+        .step(step("discover", many))
+        .step(work(|ctx| json_out(ctx.item().unwrap())))
+        .step(step("merge", count).depends_on(&["work"]))
+        .build()
+        .unwrap();
+    let store = Arc::new(MemStore::new());
+    let status = run_to_end(&store, &workflow, json!({}), "r").await;
+    assert_eq!(status.unwrap(), RunStatus::Succeeded);
+    assert_eq!(
+        output(&store, "r", "merge").await,
+        json!(ITEMS + 2),
+        "the merge reads each item's output, the template's list of items and discover's"
     );
 }
