@@ -27,7 +27,9 @@ fn work(f: Attempt) -> StepBuilder {
 /// An item's upper case; it reads discover's output, not the template's list of items.
 fn upper(ctx: &StepContext) -> Result<Output, StepError> {
     if ctx.input("work").is_some() || ctx.input("discover").is_none() {
-        return Err(StepError::fatal("an item reads its source, not its template"));
+        return Err(StepError::fatal(
+            "an item reads its source, not its template",
+        ));
     }
     Ok(Output::text(
         ctx.item().unwrap().as_str().unwrap().to_uppercase(),
@@ -265,6 +267,46 @@ async fn a_resume_expands_once_whether_the_template_was_not_started_or_interrupt
         assert_eq!(again.outcome().await.unwrap(), RunStatus::Succeeded);
         assert_eq!(kinds(&store, "r", "work").await, expected);
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resume_grows_the_graph_from_the_log_and_reruns_an_interrupted_item() {
+    let workflow = Arc::new(fan(abc).build().unwrap());
+    let definition = serde_json::to_vec(workflow.spec()).unwrap();
+    let store = Arc::new(MemStore::new());
+    let created = EventKind::RunCreated {
+        workflow: "fan".into(),
+    };
+    let items = || Payload::inline(json!(["a", "b", "c"]).to_string());
+    let events = vec![
+        (None, created, 0, Payload::Inline(definition)),
+        (Some("discover"), EventKind::Started, 1, Payload::Empty),
+        (Some("discover"), EventKind::Succeeded, 1, items()),
+        (Some("work"), EventKind::Started, 1, Payload::Empty),
+        (Some("work"), EventKind::Expanded { items: 3 }, 1, items()),
+        (Some("work[a]"), EventKind::Started, 1, Payload::Empty),
+        (
+            Some("work[a]"),
+            EventKind::Succeeded,
+            1,
+            Payload::inline("A"),
+        ),
+        (Some("work[b]"), EventKind::Started, 1, Payload::Empty),
+    ];
+    append(&store, 1, events).await;
+    let engine = open(&store).await;
+    let resumed = engine.resume(&workflow, RunId::from("r")).await.unwrap();
+    assert_eq!(resumed.outcome().await.unwrap(), RunStatus::Succeeded);
+    assert_eq!(kinds(&store, "r", "work").await, ["started", "expanded"]);
+    assert_eq!(
+        kinds(&store, "r", "work[a]").await,
+        ["started", "succeeded"]
+    );
+    assert_eq!(
+        kinds(&store, "r", "work[b]").await,
+        ["started", "interrupted", "started", "succeeded"]
+    );
+    assert_eq!(output(&store, "r", "merge").await, json!(["A", "B", "C"]));
 }
 
 #[tokio::test(start_paused = true)]
