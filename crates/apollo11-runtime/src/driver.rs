@@ -3,7 +3,10 @@
 //! so a crash at any instant leaves a log from which `decide` knows what to do. Where tries
 //! run and how a try the driver did not see end is settled are in `settle.rs`.
 
+mod condition;
+mod expand;
 mod gauges;
+mod inputs;
 mod running;
 mod settle;
 
@@ -12,10 +15,14 @@ use crate::lease::{Held, LostSignal};
 use crate::metrics;
 use crate::step::{Cancel, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
-use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
+use apollo11_core::{
+    limits, EventKind, Payload, RunId, Seq, StepName, StepSpec, Value, WorkflowSpec,
+};
 use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
+use expand::{learn_auto, load};
 use gauges::{step_pending, Counted};
+use inputs::Prepared;
 use running::Running;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,6 +70,14 @@ impl Done {
 pub(crate) struct Driver<S: Store> {
     shared: Arc<Shared<S>>,
     workflow: Arc<Workflow>,
+    /// The run's definition as it stands: the pinned one, grown by the expansions so far.
+    spec: WorkflowSpec,
+    /// How many of the state's expansions `spec` is grown by.
+    grown: usize,
+    /// The items of expansions this driver appended, until `spec` grows by them.
+    fresh: BTreeMap<StepName, Vec<Value>>,
+    /// The learned timeouts of the steps with `timeout = "auto"`, by step.
+    auto: BTreeMap<String, u64>,
     /// The run's state with what decisions read of it, kept together event by event, so
     /// each decision costs what the run is doing.
     machine: RunMachine,
@@ -96,30 +111,21 @@ impl<S: Store> Driver<S> {
         held: Option<Held>,
     ) -> Result<Driver<S>, EngineError> {
         let mut failures = 0;
-        let state = loop {
-            match shared.run_state(&run_id).await {
-                Ok(state) => break state,
-                Err(e) if e.is_retryable() => {
+        let (state, spec) = loop {
+            match load(&shared, &run_id, workflow.spec()).await {
+                Ok(loaded) => break loaded,
+                Err(EngineError::Store(e)) if e.is_retryable() => {
                     failures += 1;
                     wait_out(shared.clock, &e, failures).await;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         };
         metrics::run_started(&workflow.spec().name);
-        let spec = workflow.spec();
         let mut auto = BTreeMap::new();
-        for step in &spec.steps {
-            if let Timeout::Auto { fallback_ms } = step.timeout {
-                auto.insert(
-                    step.name.clone(),
-                    shared
-                        .auto_timeout_ms(&spec.name, &step.name, fallback_ms)
-                        .await,
-                );
-            }
-        }
-        let machine = RunMachine::compile(spec, state, |name, fallback| {
+        learn_auto(&shared, &spec, &mut auto).await;
+        let grown = state.expansions.len();
+        let machine = RunMachine::compile(&spec, state, |name, fallback| {
             auto.get(name).copied().unwrap_or(fallback)
         })
         .map_err(WorkflowError::Invalid)?;
@@ -129,6 +135,10 @@ impl<S: Store> Driver<S> {
         Ok(Driver {
             shared,
             workflow,
+            spec,
+            grown,
+            fresh: BTreeMap::new(),
+            auto,
             machine,
             notify,
             running: Running::default(),
@@ -218,6 +228,7 @@ impl<S: Store> Driver<S> {
         if std::mem::take(&mut self.stale) && self.commit(Vec::new()).await? {
             self.catch_up().await?;
         }
+        self.regrow().await?;
         let started = std::time::Instant::now();
         let executing = self.running.steps();
         let now = Now {
@@ -241,6 +252,23 @@ impl<S: Store> Driver<S> {
                     Command::FailCompensation { .. } => {
                         let tried = Try::of(step, attempt, TryKind::Compensation);
                         events.extend(self.settled_failure(&tried, kind).await?);
+                    }
+                    // A template expands, a step whose condition says so does not run:
+                    // their events take the place of the start.
+                    Command::Start { .. } if self.is_template(step) => {
+                        events.extend(self.expansion(step, attempt).await?);
+                        continue;
+                    }
+                    Command::Start { .. } => match self.unless_condition(step, attempt).await? {
+                        Some(instead) => {
+                            events.extend(instead);
+                            continue;
+                        }
+                        None => events.push(self.event(step, kind, attempt, Payload::Empty)),
+                    },
+                    Command::Compensate { .. } if self.is_template(step) => {
+                        events.extend(self.compensated_template(step, attempt));
+                        continue;
                     }
                     _ => events.push(self.event(step, kind, attempt, Payload::Empty)),
                 }
@@ -286,7 +314,7 @@ impl<S: Store> Driver<S> {
             self.wait(wake).await?;
             return Ok(None);
         }
-        let payloads = self.launch_payloads(&launches).await?;
+        let prepared = self.prepare(&launches).await?;
         if !self.commit(events).await? {
             return Ok(None);
         }
@@ -295,8 +323,8 @@ impl<S: Store> Driver<S> {
         for step in stops {
             self.stop(&step);
         }
-        for (tried, payload) in launches.into_iter().zip(payloads) {
-            self.launch(tried, payload);
+        for (tried, prepared) in launches.into_iter().zip(prepared) {
+            self.launch(tried, prepared);
         }
         Ok(None)
     }
@@ -482,28 +510,6 @@ impl<S: Store> Driver<S> {
         self.running.stop(step);
     }
 
-    /// What each launch hands its step (its checkpoint marker, or for a compensation its
-    /// output), read before its `Started` or `Compensating` is appended. A payload that cannot
-    /// be read (a damaged or missing blob) stops the run with the store's error before that
-    /// append: a step must never run with nothing in place of what it was promised. Outcomes
-    /// already known are appended first: they are facts worth keeping.
-    async fn launch_payloads(
-        &mut self,
-        launches: &[Try],
-    ) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
-        let mut payloads = Vec::with_capacity(launches.len());
-        for tried in launches {
-            match self.recorded_payload(&tried.step, tried.kind).await {
-                Ok(payload) => payloads.push(payload),
-                Err(e) => {
-                    self.commit(Vec::new()).await?;
-                    return Err(e.into());
-                }
-            }
-        }
-        Ok(payloads)
-    }
-
     /// The payload a step's state points at, when its launch uses it; one of an outcome not
     /// yet appended is taken from the unsent batch.
     async fn recorded_payload(
@@ -514,7 +520,13 @@ impl<S: Store> Driver<S> {
         let recorded = self.state().step(step.as_str());
         // A compensation gets the output of a success, not the marker of a failure.
         let used = !kind.is_compensation() || recorded.last_error.is_none();
-        let Some(seq) = recorded.payload_seq.filter(|_| used) else {
+        self.payload_at(recorded.payload_seq.filter(|_| used)).await
+    }
+
+    /// The bytes of the payload of the run's event `seq`; one of an outcome not yet
+    /// appended is taken from the unsent batch.
+    async fn payload_at(&self, seq: Option<Seq>) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(seq) = seq else {
             return Ok(None);
         };
         let first_unsent = self.state().last_seq.0 + 1 - self.unsent.len() as u32;
@@ -530,12 +542,29 @@ impl<S: Store> Driver<S> {
         }
     }
 
-    fn launch(&mut self, tried: Try, payload: Option<Vec<u8>>) {
-        let code = self
-            .workflow
-            .step(tried.step.as_str())
+    /// The definition of `step`, one of the run's.
+    fn step_spec(&self, step: &StepName) -> &StepSpec {
+        let node = self.machine.dag().node(step.as_str());
+        &self.spec.steps[node.expect("decide only names steps of the run").index()]
+    }
+
+    /// The code of `step`: its own, or for a step a `for_each` made, its declaration's.
+    fn code(&self, step: &StepName) -> Arc<dyn crate::Step> {
+        let origin = self.step_spec(step).origin.as_ref();
+        let name = origin.map_or(step.as_str(), |o| o.declaration.as_str());
+        (self.workflow.step(step.as_str()))
+            .or_else(|| self.workflow.step(name))
             .expect("decide only names steps of the workflow")
-            .clone();
+            .clone()
+    }
+
+    fn launch(&mut self, tried: Try, prepared: Prepared) {
+        let code = self.code(&tried.step);
+        let secrets: Vec<_> = (self.spec.params.iter())
+            .filter(|p| p.secret.is_some())
+            .cloned()
+            .collect();
+        let Prepared { payload, scope } = prepared;
         let (cancel_tx, cancel) = Cancel::new();
         let run_id = self.run_id().clone();
         let (step, attempt) = (tried.step.clone(), tried.attempt);
@@ -546,7 +575,7 @@ impl<S: Store> Driver<S> {
             kind: tried.kind,
         };
         let work = async move {
-            let ctx = StepContext {
+            let mut ctx = StepContext {
                 idempotency_key: format!("{run_id}/{step}"),
                 run_id,
                 step: step.clone(),
@@ -555,11 +584,20 @@ impl<S: Store> Driver<S> {
                 output: if compensation { payload } else { None },
                 cancel,
                 placer: Some(placer),
+                scope,
             };
-            let outcome = if compensation {
-                Outcome::Compensation(code.compensate(&ctx).await)
-            } else {
-                Outcome::Ran(code.run(&ctx).await)
+            let secrets = inputs::read_secrets(&secrets);
+            let outcome = match (secrets, compensation) {
+                (Ok(secrets), true) => {
+                    ctx.scope.secrets = secrets;
+                    Outcome::Compensation(code.compensate(&ctx).await)
+                }
+                (Ok(secrets), false) => {
+                    ctx.scope.secrets = secrets;
+                    Outcome::Ran(code.run(&ctx).await)
+                }
+                (Err(e), true) => Outcome::Compensation(Err(e)),
+                (Err(e), false) => Outcome::Ran(Err(e)),
             };
             Done {
                 step,

@@ -35,7 +35,8 @@ pub struct Inspector<S> {
     rows: Mutex<Rows>,
 }
 
-/// A run read up to a point: its events, the machine folded from them, its definition.
+/// A run read up to a point: its events, the machine folded from them, its definition
+/// grown by the expansions among them.
 struct Loaded {
     events: Vec<Event>,
     machine: RunMachine,
@@ -95,6 +96,21 @@ impl<S: Store> Inspector<S> {
         let events = self.store.read_run(run_id, Seq(1)).await?;
         let first = events.first().ok_or_else(|| unknown(run_id))?;
         pinned_spec(self.store.as_ref(), run_id, &first.payload).await
+    }
+
+    /// The run's definition as it stood after event `at` (now if `None`): the pinned one
+    /// grown by the expansions of its template steps until then (each with its items'
+    /// steps, their `origin` naming the template).
+    ///
+    /// # Errors
+    ///
+    /// As [`Inspector::status`].
+    pub async fn grown_definition(
+        &self,
+        run_id: &RunId,
+        at: Option<EventId>,
+    ) -> Result<WorkflowSpec, EngineError> {
+        Ok(self.load(run_id, at).await?.spec)
     }
 
     /// The run's events with id > `after`, at most `limit` of them, in order.
@@ -161,6 +177,8 @@ impl<S: Store> Inspector<S> {
         events.iter().for_each(|e| {
             state.apply(e);
         });
+        let store = self.store.as_ref();
+        let spec = crate::grown::grown_spec(store, run_id, spec, &state.expansions).await?;
         let machine = RunMachine::compile(&spec, state, |_, fallback| fallback).map_err(|e| {
             EngineError::BadDefinition {
                 run_id: run_id.clone(),

@@ -1,8 +1,10 @@
 //! Integration tests of the runtime, on the in-memory store with tokio's paused clock.
 
 mod archived;
+mod authoring;
 mod compensation;
 mod engine;
+mod expand;
 mod flaky;
 mod gc;
 mod inspect;
