@@ -37,6 +37,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "apollo11-shell",
         &[
+            "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
             "apollo11-machine",
@@ -60,6 +61,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "apollo11-cli",
         &[
+            "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
             "apollo11-machine",

@@ -5,6 +5,7 @@
 
 mod bundle;
 mod data;
+mod definition;
 mod gc;
 mod inspect;
 mod operate;
@@ -76,6 +77,8 @@ enum Command {
         /// server defines it, even when the file defines it otherwise.
         #[arg(long)]
         use_served: bool,
+        #[command(flatten)]
+        params: definition::ParamArgs,
     },
     /// Continue an interrupted or paused run with the definition it started with.
     Resume {
@@ -134,8 +137,21 @@ enum Command {
     },
     /// What `resume` would do (rerun, compensate), changing nothing.
     Plan { run_id: String },
-    /// Check a workflow file; exit 0 or 2.
-    Validate { workflow: PathBuf },
+    /// Check a workflow file and the parameter values given; sum up the steps it makes;
+    /// exit 0 or 2.
+    Validate {
+        workflow: PathBuf,
+        #[command(flatten)]
+        params: definition::ParamArgs,
+    },
+    /// Draw the steps a workflow file makes with the parameter values given; exit 0 or 2.
+    Graph {
+        workflow: PathBuf,
+        #[command(flatten)]
+        params: definition::ParamArgs,
+        #[arg(long, value_enum, default_value_t)]
+        format: definition::GraphFormat,
+    },
     /// Check every record, segment, snapshot and blob; exit 0 clean, 3 damage. With a FILE
     /// (a run bundle of `export`), check that file instead.
     Verify {
@@ -306,6 +322,7 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         Command::Run { .. }
         | Command::Runs { .. }
         | Command::Validate { .. }
+        | Command::Graph { .. }
         | Command::Verify { .. }
         | Command::Import { .. }
         | Command::Repair { .. }
@@ -335,9 +352,10 @@ async fn dispatch(cli: Cli) -> Exit {
             run_id,
             json,
             use_served,
+            params,
         } => {
             let remote = run::RemoteStart { token, use_served };
-            run::start(&dir, &workflow, run_id, json, remote).await
+            run::start(&dir, &workflow, &params, run_id, json, remote).await
         }
         Command::Resume { run_id, json } => run::resume(&dir, &run_id, json, token).await,
         Command::Status { run_id, at, json } => inspect::status(&dir, &run_id, at, json).await,
@@ -357,7 +375,12 @@ async fn dispatch(cli: Cli) -> Exit {
             operate::act(&dir, &run_id, RunAction::Rollback, &reason, &by, token).await
         }
         Command::Plan { run_id } => inspect::plan(&dir, &run_id).await,
-        Command::Validate { workflow } => operate::validate(&workflow),
+        Command::Validate { workflow, params } => definition::validate(&workflow, &params),
+        Command::Graph {
+            workflow,
+            params,
+            format,
+        } => definition::graph(&workflow, &params, format),
         Command::Verify {
             file: Some(file),
             json,

@@ -1,11 +1,10 @@
-//! `override`, `pause`, `rollback`, `validate`.
+//! `override`, `pause`, `rollback`.
 
 use crate::data::{engine_exit, DataDir};
 use crate::remote::{open_or_reach, Remote, Writer};
 use crate::{out, Exit};
 use apollo11_core::{limits, OverrideTarget};
 use apollo11_runtime::{Engine, EngineConfig, RunAction, RunId};
-use apollo11_shell::definition;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -106,17 +105,6 @@ pub async fn act(
     };
     out::line(format!(
         "{run_id}: {action} recorded, by {by} ({reason}); {next} {run_id}"
-    ))?;
-    Ok(Exit::code(0))
-}
-
-pub fn validate(file: &Path) -> Result<Exit, Exit> {
-    let spec = definition::load(file).map_err(|e| Exit::fail(2, e.to_string()))?;
-    out::line(format!(
-        "{}: workflow `{}` with {} steps is valid",
-        file.display(),
-        spec.name,
-        spec.steps.len()
     ))?;
     Ok(Exit::code(0))
 }

@@ -9,6 +9,7 @@ use apollo11_log::LockHolder;
 use apollo11_server::client::{segment, Answer, Client};
 use apollo11_store::DynStore;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Who writes: this process, on the store it opened (the log, or the shared store of
@@ -108,15 +109,21 @@ impl Remote {
     }
 
     /// Starts a run of workflow `name` on the server; with `file`, the caller's workflow file,
-    /// only when the server's definition is the file's (else exit 2, saying how to go on).
+    /// only when the server's definition is the file's (else exit 2, saying how to go on);
+    /// `params`: the values given for the workflow's parameters.
     pub async fn start(
         &self,
         name: &str,
         run_id: Option<String>,
         file: Option<(&Path, &WorkflowSpec)>,
+        params: &BTreeMap<String, Value>,
     ) -> Result<String, Exit> {
         let digest = file.map(|(_, spec)| apollo11_runtime::digest(spec));
-        let body = json!({"workflow": name, "run_id": run_id, "digest": digest});
+        let mut body = json!({"workflow": name, "run_id": run_id, "digest": digest});
+        // Sent only when given: a server that takes no parameters refuses the field.
+        if !params.is_empty() {
+            body["params"] = json!(params);
+        }
         let answer = self
             .client
             .post("/api/v1/runs", &body)

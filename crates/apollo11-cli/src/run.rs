@@ -1,12 +1,13 @@
 //! `run` and `resume`: drive a run on the engine, show it live, stop cleanly on Ctrl-C.
 
 use crate::data::{engine_exit, open_engine, DataDir};
+use crate::definition::{self, ParamArgs};
 use crate::remote::{open_or_reach, Remote, Writer};
 use crate::{out, render, watch, Exit};
 use apollo11_core::WorkflowSpec;
 use apollo11_runtime::{Engine, EngineError, Inspector, RunHandle, RunId, RunStatus};
 use apollo11_server::{default_run_id, step_folders};
-use apollo11_shell::{definition, shell};
+use apollo11_shell::shell;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -22,20 +23,25 @@ pub struct RemoteStart<'a> {
 pub async fn start(
     dir: &DataDir,
     file: &Path,
+    params: &ParamArgs,
     run_id: Option<String>,
     json: bool,
     remote: RemoteStart<'_>,
 ) -> Result<Exit, Exit> {
     let mut interrupts = Interrupts::install()?;
-    let spec = definition::load(file).map_err(|e| Exit::fail(2, e.to_string()))?;
+    // Everything is checked before the data dir is opened: bad values create nothing.
+    let given = definition::given(file, params)?;
+    let spec = definition::instantiate(file, &given)?;
     if let Some(id) = &run_id {
         crate::run_id_arg("--run-id", id)?;
     }
     let store = match open_or_reach(dir, remote.token).await? {
         Writer::Local(log) => Arc::new(log),
         Writer::Server(server) => {
-            let mine = (!remote.use_served).then_some((file, &spec));
-            let run_id = server.start(&spec.name, run_id, mine).await?;
+            let mine = (!remote.use_served).then_some((file, &given.declared));
+            let run_id = server
+                .start(&spec.name, run_id, mine, &given.values)
+                .await?;
             return follow_remote(&server, &run_id, json, &mut interrupts).await;
         }
     };

@@ -122,6 +122,29 @@ impl Workflow {
         }
     }
 
+    /// The workflow of a definition as it stands, every field kept (parameters, arguments,
+    /// trigger rules, conditions, `for_each`, origins): a run's pinned definition, or one
+    /// `apollo11_author::instantiate` made. `code` gives each step's code; whether a step
+    /// has a compensation is the code's say, as in [`WorkflowBuilder::build`].
+    ///
+    /// # Errors
+    ///
+    /// [`WorkflowError::Invalid`] naming the duplicate or unknown step, the cycle or the bad
+    /// policy.
+    pub fn from_spec(
+        mut spec: WorkflowSpec,
+        mut code: impl FnMut(&StepSpec) -> Arc<dyn Step>,
+    ) -> Result<Workflow, WorkflowError> {
+        let mut steps = BTreeMap::new();
+        for s in &mut spec.steps {
+            let step = code(s);
+            s.has_compensation = step.has_compensation();
+            steps.insert(s.name.clone(), step);
+        }
+        Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
+        Ok(Workflow { spec, steps })
+    }
+
     /// What a run of this workflow pins.
     pub fn spec(&self) -> &WorkflowSpec {
         &self.spec

@@ -4,10 +4,11 @@
 
 use crate::server::{AppState, Backend};
 use crate::ApiError;
-use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
+use apollo11_core::{check_name, limits, NameKind, Value, WorkflowSpec};
 use apollo11_runtime::inspect::RunFilter;
 use apollo11_runtime::{EngineError, RunHandle, RunId, RunStatus};
-use apollo11_shell::{files, shell};
+use apollo11_shell::{definition, files, shell};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,14 +29,29 @@ pub async fn detached<T: Send + 'static>(
         .map_err(|e| ApiError::Internal(format!("the request's work failed: {e}")))?
 }
 
-/// Starts a run of workflow `name` (under `run_id`, or a new id), driven until it ends;
-/// with a `digest`, only when the registered definition has it.
-pub async fn start(
-    state: &AppState,
-    name: &str,
-    run_id: Option<String>,
-    digest: Option<&str>,
-) -> Result<RunId, ApiError> {
+/// A start asked for: the workflow, the run id (else a new one), the digest of the
+/// definition the client means, the values of its parameters.
+pub struct Start<'a> {
+    /// The registered workflow's name.
+    pub name: &'a str,
+    /// The run's id; `None`: a new default id.
+    pub run_id: Option<String>,
+    /// The digest of the declared definition the client means.
+    pub digest: Option<&'a str>,
+    /// Values of the workflow's parameters.
+    pub params: &'a BTreeMap<String, Value>,
+}
+
+/// Starts a run of a registered workflow, instantiated with the values given, driven until
+/// it ends; with a digest, only when the registered definition has it. Bad values are a 400
+/// naming the parameter, before anything is created.
+pub async fn start(state: &AppState, asked: Start<'_>) -> Result<RunId, ApiError> {
+    let Start {
+        name,
+        run_id,
+        digest,
+        params,
+    } = asked;
     let registry = state.registry();
     let registered = registry
         .get(name)
@@ -43,20 +59,26 @@ pub async fn start(
     if let Some(sent) = digest {
         registered.check_digest(sent)?;
     }
+    let spec = definition::instantiate(&registered.spec, params)
+        .map_err(|e| ApiError::Invalid(format!("workflow `{name}`: {e}")))?;
+    let workflow = Arc::new(
+        shell::workflow(&spec, &state.data_dir)
+            .map_err(|e| ApiError::Invalid(format!("workflow `{name}`: {e}")))?,
+    );
     let handle = match run_id {
         Some(id) => {
             check_name(NameKind::Run, &id)
                 .map_err(|e| ApiError::Invalid(format!("run_id: {e}")))?;
-            step_folders_answered(&state.data_dir, &id, &registered.spec)?;
-            state.engine.start(&registered.workflow, RunId(id)).await?
+            step_folders_answered(&state.data_dir, &id, &spec)?;
+            state.engine.start(&workflow, RunId(id)).await?
         }
         None => {
             let now_ms = apollo11_runtime::Clock::system().now_ms();
             let mut n = 1;
             loop {
                 let id = default_run_id(name, now_ms, n);
-                step_folders_answered(&state.data_dir, &id, &registered.spec)?;
-                match state.engine.start(&registered.workflow, RunId(id)).await {
+                step_folders_answered(&state.data_dir, &id, &spec)?;
+                match state.engine.start(&workflow, RunId(id)).await {
                     Err(EngineError::RunExists { .. }) if n < DEFAULT_ID_TRIES => n += 1,
                     other => break other?,
                 }

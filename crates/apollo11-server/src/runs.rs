@@ -16,7 +16,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 type Shared = State<Arc<AppState>>;
@@ -173,6 +174,9 @@ pub struct StartBody {
     run_id: Option<String>,
     /// The digest of the definition the client means; another registered is refused.
     digest: Option<String>,
+    /// Values of the workflow's parameters, by name (defaults fill in the rest).
+    #[serde(default)]
+    params: BTreeMap<String, Value>,
 }
 
 /// `POST /api/v1/runs`.
@@ -182,7 +186,13 @@ pub async fn start(
 ) -> Result<Response, ApiError> {
     let run_id = drive::detached(async move {
         let digest = body.digest.as_deref();
-        drive::start(&state, &body.workflow, body.run_id, digest).await
+        let asked = drive::Start {
+            name: &body.workflow,
+            run_id: body.run_id,
+            digest,
+            params: &body.params,
+        };
+        drive::start(&state, asked).await
     })
     .await?;
     Ok((StatusCode::CREATED, Json(Started { run_id })).into_response())

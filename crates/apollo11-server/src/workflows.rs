@@ -4,12 +4,10 @@
 
 use crate::ApiError;
 use apollo11_core::{Idempotency, OnFailure, WorkflowSpec};
-use apollo11_runtime::Workflow;
 use apollo11_shell::{definition, shell};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// One registered workflow.
 pub struct Registered {
@@ -19,8 +17,6 @@ pub struct Registered {
     pub spec: WorkflowSpec,
     /// Its definition's [`digest`].
     pub digest: String,
-    /// Its code, ready to start runs.
-    pub workflow: Arc<Workflow>,
 }
 
 impl Registered {
@@ -60,8 +56,8 @@ impl Registry {
                 .display()
                 .to_string();
             let spec = definition::load(&path).map_err(|e| e.to_string())?;
-            let workflow =
-                shell::workflow(&spec, data_dir).map_err(|e| format!("{}: {e}", path.display()))?;
+            // Validated as a whole: a declared definition builds as the workflow it is.
+            shell::workflow(&spec, data_dir).map_err(|e| format!("{}: {e}", path.display()))?;
             if let Some(earlier) = registry.by_name.get(&spec.name) {
                 return Err(format!(
                     "{}: workflow `{}` is defined in {} already",
@@ -74,7 +70,6 @@ impl Registry {
                 file,
                 digest: apollo11_runtime::digest(&spec),
                 spec,
-                workflow: Arc::new(workflow),
             };
             registry
                 .by_name

@@ -1,14 +1,24 @@
-//! Workflow files: TOML in, a validated `WorkflowSpec` out. Every error names the file, the
-//! line and the column of what is wrong. Shell commands and the file's folder are pinned
-//! in the spec's attributes, so `resume` needs nothing but the run id.
+//! Workflow files: TOML in, a validated, *declared* `WorkflowSpec` out (parameters declared,
+//! `for_each` not expanded: `apollo11_author::instantiate` makes a run's definition of it).
+//! Every error names the file, the line and the column of what is wrong. Shell commands,
+//! environments and the file's folder are pinned in the spec's attributes, so `resume` needs
+//! nothing but the run id.
 
-use apollo11_core::{
-    check_name, limits, Backoff, Idempotency, NameKind, OnFailure, RetryPolicy, StepSpec, Timeout,
-    WorkflowSpec,
-};
-use apollo11_dag::DagError;
-use apollo11_machine::{Policy, PolicyError};
-use serde::Deserialize;
+mod env;
+mod items;
+mod locate;
+mod params;
+mod raw;
+mod step;
+mod templates;
+
+pub use env::{CWD, ENV, ENV_PASS};
+pub use items::INVENTORY_BYTES_MAX;
+pub use params::read_params_file;
+
+use apollo11_core::{check_name, NameKind, OnFailure, RetryPolicy, Timeout, Value, WorkflowSpec};
+use apollo11_machine::Policy;
+use raw::RawFile;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -50,56 +60,6 @@ impl fmt::Display for DefinitionError {
 
 impl std::error::Error for DefinitionError {}
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFile {
-    workflow: Spanned<RawWorkflow>,
-    #[serde(default)]
-    defaults: RawDefaults,
-    #[serde(default)]
-    steps: Vec<Spanned<RawStep>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawWorkflow {
-    name: Spanned<String>,
-    on_failure: Option<Spanned<String>>,
-    max_concurrency: Option<Spanned<u32>>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDefaults {
-    timeout: Option<Spanned<String>>,
-    retry: Option<RawRetry>,
-    non_retryable_exit_codes: Option<Vec<i32>>,
-}
-
-#[derive(Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRetry {
-    max_attempts: Option<Spanned<u32>>,
-    backoff: Option<Spanned<String>>,
-    initial: Option<Spanned<String>>,
-    max: Option<Spanned<String>>,
-    jitter_pct: Option<Spanned<u8>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawStep {
-    name: Spanned<String>,
-    run: Spanned<String>,
-    idempotency: Option<Spanned<String>>,
-    compensate: Option<Spanned<String>>,
-    #[serde(default)]
-    depends_on: Vec<Spanned<String>>,
-    timeout: Option<Spanned<String>>,
-    retry: Option<RawRetry>,
-    non_retryable_exit_codes: Option<Vec<i32>>,
-}
-
 /// Reads and validates a workflow file.
 ///
 /// # Errors
@@ -107,32 +67,47 @@ struct RawStep {
 /// A [`DefinitionError`] naming the file, and the line and column for an error in its text:
 /// the file or its folder cannot be read, or what [`parse`] refuses.
 pub fn load(path: &Path) -> Result<WorkflowSpec, DefinitionError> {
-    let text = std::fs::read_to_string(path).map_err(|e| DefinitionError {
+    let whole_file = |message: String| DefinitionError {
         file: path.display().to_string(),
         line: 0,
         column: 0,
-        message: format!("cannot read the workflow file: {e}"),
-    })?;
+        message,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| whole_file(format!("cannot read the workflow file: {e}")))?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     // Steps run in this folder whatever folder `run` or `resume` is started from.
-    let dir = std::fs::canonicalize(dir).map_err(|e| DefinitionError {
-        file: path.display().to_string(),
-        line: 0,
-        column: 0,
-        message: format!("cannot find the workflow file's folder: {e}"),
-    })?;
+    let dir = std::fs::canonicalize(dir)
+        .map_err(|e| whole_file(format!("cannot find the workflow file's folder: {e}")))?;
     parse(&text, &path.display().to_string(), &dir)
 }
 
-/// Parses and validates workflow text; `dir` is where its steps run.
+/// The definition a run pins: `declared` (what [`load`] or [`parse`] read) instantiated
+/// with the values `given` for its parameters, defaults filled in, each `for_each` over a
+/// list known now made into its steps (`apollo11_author::instantiate`).
+///
+/// # Errors
+///
+/// What is wrong, in words naming the parameter or the declaration: a value undeclared,
+/// missing or of another type, items that cannot make steps.
+pub fn instantiate(
+    declared: &WorkflowSpec,
+    given: &BTreeMap<String, Value>,
+) -> Result<WorkflowSpec, String> {
+    apollo11_author::instantiate(declared, given).map_err(|e| e.to_string())
+}
+
+/// Parses and validates workflow text; `dir` is where its steps run, and where the
+/// inventory files of its `for_each` are read.
 ///
 /// # Errors
 ///
 /// A [`DefinitionError`] at the line and column of the first problem: TOML syntax, a bad
-/// name, duration or retry setting, an unknown dependency, a cycle.
+/// name, parameter, duration or retry setting, an unknown dependency, a cycle, a template
+/// or condition naming what it cannot see.
 pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, DefinitionError> {
     let at = Locator { text, file };
     let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, file, &e))?;
@@ -155,29 +130,18 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, Definit
             ))
         }
     };
-    let default_retry = retry(&at, raw.defaults.retry.as_ref(), &RetryPolicy::default())?;
-    let default_timeout = match &raw.defaults.timeout {
-        Some(t) => timeout(&at, t, DEFAULT_TIMEOUT_MS)?,
-        None => Timeout::Fixed(DEFAULT_TIMEOUT_MS),
-    };
-    let fallback_ms = match default_timeout {
-        Timeout::Fixed(ms) => ms,
-        Timeout::None | Timeout::Auto { .. } => DEFAULT_TIMEOUT_MS,
-    };
+    let params = params::params(&at, &raw.params)?;
+    let base = base(&at, &raw, dir)?;
     if raw.steps.is_empty() {
         return Err(at.error(raw.workflow.span().start, "the workflow has no [[steps]]"));
     }
-    let mut steps = Vec::with_capacity(raw.steps.len());
-    for step in &raw.steps {
-        steps.push(step_spec(
-            &at,
-            step,
-            &raw.defaults,
-            &default_retry,
-            default_timeout,
-            fallback_ms,
-        )?);
-    }
+    let steps = raw
+        .steps
+        .iter()
+        .map(|s| step::step_spec(&at, s, &base))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut attributes = BTreeMap::from([(DIR.to_owned(), dir.display().to_string())]);
+    env::env_pass(&at, &raw.defaults, &mut attributes)?;
     let spec = WorkflowSpec {
         name: workflow.name.get_ref().clone(),
         on_failure,
@@ -186,7 +150,8 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, Definit
             .as_ref()
             .map_or(8, |m| *m.get_ref()),
         steps,
-        attributes: BTreeMap::from([(DIR.to_owned(), dir.display().to_string())]),
+        attributes,
+        params,
         ..WorkflowSpec::new("", on_failure, Vec::new())
     };
     if spec.max_concurrency == 0 {
@@ -197,65 +162,38 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, Definit
         return Err(at.error(offset, "max_concurrency must be at least 1"));
     }
     Policy::compile(&spec, |_, fallback| fallback)
-        .map_err(|e| locate_policy_error(&at, &raw, e))?;
+        .map_err(|e| locate::policy_error(&at, &raw, e))?;
+    let authoring = |e| locate::author_error(&at, &raw, &e);
+    templates::check(&spec).map_err(authoring)?;
+    // With every parameter's value known (each has a default or is optional), the steps
+    // the file makes are checked now: names made twice, too many items, keys that do not pair.
+    if spec.params.iter().all(|p| !p.required) {
+        apollo11_author::instantiate(&spec, &BTreeMap::new()).map_err(authoring)?;
+    }
     Ok(spec)
 }
 
-fn step_spec(
+/// `[defaults]` read once: what every step starts from.
+fn base<'a>(
     at: &Locator<'_>,
-    step: &Spanned<RawStep>,
-    defaults: &RawDefaults,
-    default_retry: &RetryPolicy,
-    default_timeout: Timeout,
-    fallback_ms: u64,
-) -> Result<StepSpec, DefinitionError> {
-    let raw = step.get_ref();
-    let name = raw.name.get_ref();
-    for command in std::iter::once(&raw.run).chain(&raw.compensate) {
-        if command.get_ref().contains('\0') {
-            return Err(at.error(
-                command.span().start,
-                &format!("step `{name}`: a command cannot contain a NUL character"),
-            ));
-        }
-    }
-    let idempotency = match raw.idempotency.as_ref().map(|i| (i.get_ref().as_str(), i.span().start)) {
-        Some(("natural", _)) => Idempotency::Natural,
-        Some(("keyed", _)) => Idempotency::Keyed,
-        Some(("checkpoint", _)) => Idempotency::Checkpoint,
-        Some(("compensate", _)) => Idempotency::Compensate,
-        Some((other, offset)) => {
-            return Err(at.error(offset, &format!("step `{name}`: idempotency `{other}` is not one of natural, keyed, checkpoint, compensate")))
-        }
-        None => {
-            let message = format!("step `{name}` has no `idempotency` (natural, keyed, checkpoint or compensate): say how it is made safe to rerun");
-            return Err(at.error(step.span().start, &message));
-        }
+    raw: &'a RawFile,
+    dir: &'a Path,
+) -> Result<step::Base<'a>, DefinitionError> {
+    let retry = step::retry(at, raw.defaults.retry.as_ref(), &RetryPolicy::default())?;
+    let timeout = match &raw.defaults.timeout {
+        Some(t) => step::timeout(at, t, DEFAULT_TIMEOUT_MS)?,
+        None => Timeout::Fixed(DEFAULT_TIMEOUT_MS),
     };
-    let mut attributes = BTreeMap::from([(RUN.to_owned(), raw.run.get_ref().clone())]);
-    if let Some(c) = &raw.compensate {
-        attributes.insert(COMPENSATE.to_owned(), c.get_ref().clone());
-    }
-    if let Some(codes) = raw
-        .non_retryable_exit_codes
-        .as_ref()
-        .or(defaults.non_retryable_exit_codes.as_ref())
-    {
-        let codes: Vec<String> = codes.iter().map(i32::to_string).collect();
-        attributes.insert(NON_RETRYABLE.to_owned(), codes.join(","));
-    }
-    Ok(StepSpec {
-        name: name.clone(),
-        depends_on: raw.depends_on.iter().map(|d| d.get_ref().clone()).collect(),
-        idempotency,
-        has_compensation: raw.compensate.is_some(),
-        retry: retry(at, raw.retry.as_ref(), default_retry)?,
-        timeout: match &raw.timeout {
-            Some(t) => timeout(at, t, fallback_ms)?,
-            None => default_timeout,
-        },
-        attributes,
-        ..StepSpec::new(name, &[], idempotency)
+    let fallback_ms = match timeout {
+        Timeout::Fixed(ms) => ms,
+        Timeout::None | Timeout::Auto { .. } => DEFAULT_TIMEOUT_MS,
+    };
+    Ok(step::Base {
+        defaults: &raw.defaults,
+        retry,
+        timeout,
+        fallback_ms,
+        dir,
     })
 }
 
@@ -266,149 +204,6 @@ fn name(at: &Locator<'_>, kind: NameKind, raw: &Spanned<String>) -> Result<(), D
     check_name(kind, raw.get_ref()).map_err(|e| at.error(raw.span().start, &e.to_string()))
 }
 
-fn retry(
-    at: &Locator<'_>,
-    raw: Option<&RawRetry>,
-    base: &RetryPolicy,
-) -> Result<RetryPolicy, DefinitionError> {
-    let Some(raw) = raw else {
-        return Ok(base.clone());
-    };
-    let backoff = match raw
-        .backoff
-        .as_ref()
-        .map(|b| (b.get_ref().as_str(), b.span().start))
-    {
-        None => base.backoff,
-        Some(("fixed", _)) => Backoff::Fixed,
-        Some(("exponential", _)) => Backoff::Exponential,
-        Some((other, offset)) => {
-            return Err(at.error(
-                offset,
-                &format!("backoff `{other}` is not `fixed` or `exponential`"),
-            ))
-        }
-    };
-    let ms = |d: &Option<Spanned<String>>, fallback: u64| {
-        d.as_ref().map_or(Ok(fallback), |d| duration_ms(at, d))
-    };
-    Ok(RetryPolicy {
-        max_attempts: raw
-            .max_attempts
-            .as_ref()
-            .map_or(base.max_attempts, |m| *m.get_ref()),
-        backoff,
-        initial_ms: ms(&raw.initial, base.initial_ms)?,
-        max_ms: ms(&raw.max, base.max_ms)?,
-        jitter_pct: match &raw.jitter_pct {
-            None => base.jitter_pct,
-            Some(j) if *j.get_ref() <= 100 => *j.get_ref(),
-            Some(j) => {
-                return Err(at.error(
-                    j.span().start,
-                    &format!(
-                        "jitter_pct is {}; at most 100 (percent of the delay)",
-                        j.get_ref()
-                    ),
-                ))
-            }
-        },
-    })
-}
-
-fn timeout(
-    at: &Locator<'_>,
-    raw: &Spanned<String>,
-    fallback_ms: u64,
-) -> Result<Timeout, DefinitionError> {
-    match raw.get_ref().as_str() {
-        "auto" => Ok(Timeout::Auto { fallback_ms }),
-        "none" => Ok(Timeout::None),
-        _ => match duration_ms(at, raw)? {
-            0 => Err(at.error(
-                raw.span().start,
-                &format!(
-                    "a timeout of `{}` would fail every attempt at once; write e.g. \"10m\", or \"none\"",
-                    raw.get_ref()
-                ),
-            )),
-            ms => Ok(Timeout::Fixed(ms)),
-        },
-    }
-}
-
-/// A duration in milliseconds, at most `DURATION_MS_MAX` (checked before any conversion
-/// that could wrap).
-fn duration_ms(at: &Locator<'_>, raw: &Spanned<String>) -> Result<u64, DefinitionError> {
-    let text = raw.get_ref();
-    let duration = humantime::parse_duration(text).map_err(|e| {
-        at.error(
-            raw.span().start,
-            &format!("`{text}` is not a duration ({e}); write e.g. \"30s\", \"10m\", \"1h 30m\""),
-        )
-    })?;
-    let max = limits::DURATION_MS_MAX;
-    match u64::try_from(duration.as_millis()) {
-        Ok(ms) if ms <= max => Ok(ms),
-        _ => Err(at.error(
-            raw.span().start,
-            &format!(
-                "`{text}` is longer than {} days, the longest duration allowed",
-                max / 86_400_000
-            ),
-        )),
-    }
-}
-
-/// Places a graph or policy error on the step it names.
-fn locate_policy_error(at: &Locator<'_>, raw: &RawFile, e: PolicyError) -> DefinitionError {
-    let step = |name: &str| -> Vec<&Spanned<RawStep>> {
-        raw.steps
-            .iter()
-            .filter(|s| s.get_ref().name.get_ref() == name)
-            .collect()
-    };
-    let offset = match &e {
-        PolicyError::Dag(DagError::DuplicateStep { step: name }) => {
-            step(name).get(1).map(|s| s.get_ref().name.span().start)
-        }
-        PolicyError::Dag(DagError::UnknownDependency {
-            step: name,
-            dependency,
-        }) => step(name)
-            .first()
-            .and_then(|s| {
-                s.get_ref()
-                    .depends_on
-                    .iter()
-                    .find(|d| d.get_ref() == dependency)
-            })
-            .map(|d| d.span().start),
-        PolicyError::Dag(DagError::Cycle { path }) => step(&path[0])
-            .first()
-            .map(|s| s.get_ref().name.span().start),
-        PolicyError::CompensationMissing { step: name }
-        | PolicyError::ZeroAttempts { step: name }
-        | PolicyError::ZeroTimeout { step: name } => step(name).first().map(|s| s.span().start),
-        PolicyError::Dag(DagError::TooManyNodes { .. } | DagError::Empty)
-        | PolicyError::ZeroConcurrency => None,
-    };
-    let message = match &e {
-        PolicyError::CompensationMissing { step } => {
-            format!(
-                "step `{step}` has idempotency `compensate` but no `compensate` command to undo it"
-            )
-        }
-        PolicyError::Dag(DagError::TooManyNodes { count, .. }) => format!(
-            "{count} steps; at most {} are allowed",
-            limits::DAG_NODES_MAX
-        ),
-        other => other.to_string(),
-    };
-    at.error(offset.unwrap_or(0), &message)
-}
-
-/// Turns byte offsets into line and column numbers.
 /// A TOML file's syntax or shape error at its line and column, on one line (the `toml`
 /// crate's own rendering spans several, with the source quoted): for every TOML file the
 /// front ends read, workflows and the data dir's config.
@@ -417,6 +212,7 @@ pub fn toml_error(text: &str, file: &str, error: &toml::de::Error) -> Definition
     Locator { text, file }.error(offset, error.message().trim_end())
 }
 
+/// Turns byte offsets into line and column numbers.
 struct Locator<'a> {
     text: &'a str,
     file: &'a str,

@@ -8,7 +8,10 @@
 //! group (or pauses the run when it runs on another host), and takes what the try left in
 //! its output file as its marker for the next attempt.
 
+mod command;
 mod group;
+
+pub use command::{render, shell_text, source_offset};
 
 use crate::definition::{COMPENSATE, DIR, NON_RETRYABLE, RUN};
 use crate::files::{
@@ -16,7 +19,7 @@ use crate::files::{
 };
 use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
 use apollo11_runtime::{
-    Leftover, Output, Settled, Step, StepBuilder, StepContext, StepError, Workflow, WorkflowError,
+    Leftover, Output, Settled, Step, StepContext, StepError, Workflow, WorkflowError,
 };
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
@@ -24,6 +27,7 @@ use nix::unistd::Pid;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 /// Where a shell step's try was placed, in words (`pid 10268 on db1 (boot 8c1f2a3b)`);
 /// `None` for a handle that names no process group (another step executor's).
@@ -40,6 +44,7 @@ pub struct ShellStep {
     dir: PathBuf,
     non_retryable: Vec<i32>,
     data_dir: PathBuf,
+    rendering: command::Rendering,
 }
 
 impl ShellStep {
@@ -66,7 +71,7 @@ impl Drop for GroupGuard {
 ///
 /// # Errors
 ///
-/// What [`Workflow::builder`]'s `build` returns for a spec that is not a valid workflow.
+/// What [`Workflow::from_spec`] returns for a spec that is not a valid workflow.
 ///
 /// # Panics
 ///
@@ -78,35 +83,19 @@ pub fn workflow(spec: &WorkflowSpec, data_dir: &Path) -> Result<Workflow, Workfl
         "the data dir is made absolute first"
     );
     let dir = PathBuf::from(spec.attributes.get(DIR).map_or(".", String::as_str));
-    let mut builder = Workflow::builder(&spec.name)
-        .on_failure(spec.on_failure)
-        .max_concurrency(spec.max_concurrency);
-    for (key, value) in &spec.attributes {
-        builder = builder.attribute(key, value);
-    }
-    for s in &spec.steps {
+    Workflow::from_spec(spec.clone(), |s| {
         let non_retryable = s.attributes.get(NON_RETRYABLE).map_or(Vec::new(), |codes| {
             codes.split(',').filter_map(|c| c.parse().ok()).collect()
         });
-        let code = ShellStep {
+        Arc::new(ShellStep {
             run: s.attributes.get(RUN).cloned().unwrap_or_default(),
             compensate: s.attributes.get(COMPENSATE).cloned(),
             dir: dir.clone(),
             non_retryable,
             data_dir: data_dir.to_path_buf(),
-        };
-        let deps: Vec<&str> = s.depends_on.iter().map(String::as_str).collect();
-        let mut step = StepBuilder::new(&s.name, code)
-            .depends_on(&deps)
-            .idempotency(s.idempotency)
-            .retry(s.retry.clone())
-            .timeout(s.timeout);
-        for (key, value) in &s.attributes {
-            step = step.attribute(key, value);
-        }
-        builder = builder.step(step);
-    }
-    builder.build()
+            rendering: command::Rendering::of(spec, s),
+        })
+    })
 }
 
 /// Payloads up to this size are also passed in an environment variable. Linux refuses to
@@ -144,9 +133,22 @@ impl ShellStep {
         // crashed earlier try of this attempt leaves nothing behind for this one.
         create_private_file(&files.output).map_err(|e| io("creating the output file", e))?;
         let log = create_private_file(&files.log).map_err(|e| io("creating the step log", e))?;
+        let prepared = self
+            .rendering
+            .prepare(command, ctx.run_id.as_str(), &self.dir)
+            .map_err(StepError::fatal)?;
         let mut cmd = tokio::process::Command::new("sh");
-        cmd.args(["-c", GATE, "sh", command])
-            .current_dir(&self.dir)
+        if let Some(pass) = &prepared.pass {
+            cmd.env_clear();
+            for var in pass {
+                if let Some(value) = std::env::var_os(var) {
+                    cmd.env(var, value);
+                }
+            }
+        }
+        cmd.args(["-c", GATE, "sh", &prepared.command])
+            .current_dir(&prepared.dir)
+            .envs(prepared.env.iter().map(|(k, v)| (k, v)))
             .env("APOLLO11_RUN_ID", ctx.run_id.as_str())
             .env("APOLLO11_STEP", ctx.step.as_str())
             .env("APOLLO11_ATTEMPT", ctx.attempt.to_string())
@@ -167,7 +169,7 @@ impl ShellStep {
             pass_payload(&mut cmd, var, &files.payload, bytes)
                 .map_err(|e| io("writing the payload file", e))?;
         }
-        let result = self.wait(cmd, command, &files, ctx).await;
+        let result = self.wait(cmd, &prepared, &files, ctx).await;
         if payload.is_some() {
             let _ = std::fs::remove_file(&files.payload);
         }
@@ -178,14 +180,18 @@ impl ShellStep {
     async fn wait(
         &self,
         mut cmd: tokio::process::Command,
-        command: &str,
+        prepared: &command::Prepared,
         files: &StepFiles,
         ctx: &StepContext,
     ) -> Result<Output, StepError> {
         let io = |what: &str, e: std::io::Error| StepError::retryable(format!("{what}: {e}"));
         let mut child = cmd.spawn().map_err(|e| {
             io(
-                &format!("starting `sh -c {command}` in {}", self.dir.display()),
+                &format!(
+                    "starting `sh -c {}` in {}",
+                    prepared.command,
+                    prepared.dir.display()
+                ),
                 e,
             )
         })?;

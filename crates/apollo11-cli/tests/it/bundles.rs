@@ -22,8 +22,15 @@ fn run_five_stage(cli: &Cli, run: &str, fail_persist: bool) -> Ran {
     let toml = toml.replace("initial = \"1s\"", "initial = \"10ms\"");
     std::fs::write(folder.join("workflow.toml"), toml).unwrap();
     let wf = folder.join("workflow.toml");
-    let mut command = cli.command(&["run", wf.to_str().unwrap(), "--run-id", run]);
-    command.env("ROWS", "2000");
+    let args = [
+        "run",
+        wf.to_str().unwrap(),
+        "--run-id",
+        run,
+        "--param",
+        "rows=2000",
+    ];
+    let mut command = cli.command(&args);
     if fail_persist {
         command.env("FAIL_PERSIST", "1");
     }

@@ -14,6 +14,7 @@ mod missing;
 mod operator;
 mod orphans;
 mod output;
+mod params;
 mod paths;
 mod scrub;
 mod serve;

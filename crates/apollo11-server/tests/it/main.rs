@@ -8,6 +8,7 @@ mod dropped;
 mod gc;
 mod harness;
 mod metrics;
+mod params;
 mod routes;
 mod schema;
 mod security;

@@ -1,0 +1,93 @@
+//! Workflow files at the command line: `validate`, `graph`, and the definition a run pins,
+//! instantiated with the arguments of `--param NAME=VALUE` and `--params-file FILE`.
+
+use crate::{out, Exit};
+use apollo11_core::{Value, WorkflowSpec};
+use apollo11_shell::definition;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A run's parameter values, as the command line gives them.
+#[derive(clap::Args, Clone, Default)]
+pub struct ParamArgs {
+    /// A parameter's value, read by its declared type (a string as is; an integer, number or
+    /// boolean parsed; a list or object as JSON). Repeatable; wins over --params-file.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// A file of parameter values: a JSON object or a TOML table (by its extension).
+    #[arg(long, value_name = "FILE")]
+    pub params_file: Option<PathBuf>,
+}
+
+/// A workflow file read, and the values given for its parameters (not yet checked
+/// together: [`instantiate`] does).
+pub struct Given {
+    /// The declared definition.
+    pub declared: WorkflowSpec,
+    /// The values given, by name.
+    pub values: BTreeMap<String, Value>,
+}
+
+/// Reads the workflow file and the values given for its parameters; exit 2 on any error,
+/// naming the file's line and column or the parameter.
+pub fn given(file: &Path, args: &ParamArgs) -> Result<Given, Exit> {
+    let declared = definition::load(file).map_err(|e| Exit::fail(2, e.to_string()))?;
+    let mut values = match &args.params_file {
+        Some(path) => {
+            definition::read_params_file(path).map_err(|e| Exit::fail(2, e.to_string()))?
+        }
+        None => BTreeMap::new(),
+    };
+    for text in &args.params {
+        let (name, value) = apollo11_author::parse_assignment(&declared.params, text)
+            .map_err(|e| Exit::fail(2, format!("--param: {e}")))?;
+        values.insert(name, value);
+    }
+    Ok(Given { declared, values })
+}
+
+/// The definition a run pins: the declared one instantiated with the values given, defaults
+/// filled in; exit 2 naming the parameter or what the expansion refused.
+pub fn instantiate(file: &Path, given: &Given) -> Result<WorkflowSpec, Exit> {
+    definition::instantiate(&given.declared, &given.values)
+        .map_err(|e| Exit::fail(2, format!("{}: {e}", file.display())))
+}
+
+/// `validate`: the file checked, instantiated with the values given, and summed up.
+pub fn validate(file: &Path, args: &ParamArgs) -> Result<Exit, Exit> {
+    let given = given(file, args)?;
+    let spec = instantiate(file, &given)?;
+    out::line(format!(
+        "{}: workflow `{}` with {} steps is valid",
+        file.display(),
+        spec.name,
+        spec.steps.len()
+    ))?;
+    if spec.steps.len() != given.declared.steps.len() || !spec.params.is_empty() {
+        out::line(apollo11_author::graph_text(&spec))?;
+    }
+    Ok(Exit::code(0))
+}
+
+/// How `graph` draws a definition.
+#[derive(clap::ValueEnum, Clone, Copy, Default)]
+pub enum GraphFormat {
+    /// Graphviz.
+    Dot,
+    /// A Mermaid flowchart.
+    Mermaid,
+    /// Steps per declaration and wave, as `validate` sums them up.
+    #[default]
+    Text,
+}
+
+/// `graph`: the instantiated definition drawn.
+pub fn graph(file: &Path, args: &ParamArgs, format: GraphFormat) -> Result<Exit, Exit> {
+    let spec = instantiate(file, &given(file, args)?)?;
+    out::line(match format {
+        GraphFormat::Dot => apollo11_author::graph_dot(&spec),
+        GraphFormat::Mermaid => apollo11_author::graph_mermaid(&spec),
+        GraphFormat::Text => apollo11_author::graph_text(&spec),
+    })?;
+    Ok(Exit::code(0))
+}

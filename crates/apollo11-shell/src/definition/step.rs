@@ -1,0 +1,194 @@
+//! One `[[steps]]` entry to a `StepSpec`: its commands, idempotency, retry and timeout
+//! (over `[defaults]`), and its `for_each`, `when`, `trigger`, `env` and `cwd`.
+
+use super::raw::{RawDefaults, RawRetry, RawStep};
+use super::{env, items, DefinitionError, Locator, COMPENSATE, NON_RETRYABLE, RUN};
+use apollo11_core::{limits, Backoff, Idempotency, RetryPolicy, StepSpec, Timeout, TriggerRule};
+use std::collections::BTreeMap;
+use std::path::Path;
+use toml::Spanned;
+
+/// What every step starts from: `[defaults]` read once.
+pub(super) struct Base<'a> {
+    pub defaults: &'a RawDefaults,
+    pub retry: RetryPolicy,
+    pub timeout: Timeout,
+    pub fallback_ms: u64,
+    pub dir: &'a Path,
+}
+
+pub(super) fn step_spec(
+    at: &Locator<'_>,
+    step: &Spanned<RawStep>,
+    base: &Base<'_>,
+) -> Result<StepSpec, DefinitionError> {
+    let raw = step.get_ref();
+    let name = raw.name.get_ref();
+    for command in std::iter::once(&raw.run).chain(&raw.compensate) {
+        if command.get_ref().contains('\0') {
+            return Err(at.error(
+                command.span().start,
+                &format!("step `{name}`: a command cannot contain a NUL character"),
+            ));
+        }
+    }
+    let idempotency = idempotency(at, step)?;
+    let mut attributes = BTreeMap::from([(RUN.to_owned(), raw.run.get_ref().clone())]);
+    if let Some(c) = &raw.compensate {
+        attributes.insert(COMPENSATE.to_owned(), c.get_ref().clone());
+    }
+    if let Some(codes) = raw
+        .non_retryable_exit_codes
+        .as_ref()
+        .or(base.defaults.non_retryable_exit_codes.as_ref())
+    {
+        let codes: Vec<String> = codes.iter().map(i32::to_string).collect();
+        attributes.insert(NON_RETRYABLE.to_owned(), codes.join(","));
+    }
+    env::step_attributes(at, raw, base.defaults, &mut attributes)?;
+    Ok(StepSpec {
+        name: name.clone(),
+        depends_on: raw.depends_on.iter().map(|d| d.get_ref().clone()).collect(),
+        idempotency,
+        has_compensation: raw.compensate.is_some(),
+        retry: retry(at, raw.retry.as_ref(), &base.retry)?,
+        timeout: match &raw.timeout {
+            Some(t) => timeout(at, t, base.fallback_ms)?,
+            None => base.timeout,
+        },
+        attributes,
+        trigger: trigger(at, raw)?,
+        condition: raw.when.as_ref().map(|w| w.get_ref().clone()),
+        for_each: items::for_each(at, raw, base.dir)?,
+        origin: None,
+    })
+}
+
+fn idempotency(at: &Locator<'_>, step: &Spanned<RawStep>) -> Result<Idempotency, DefinitionError> {
+    let raw = step.get_ref();
+    let name = raw.name.get_ref();
+    match raw.idempotency.as_ref().map(|i| (i.get_ref().as_str(), i.span().start)) {
+        Some(("natural", _)) => Ok(Idempotency::Natural),
+        Some(("keyed", _)) => Ok(Idempotency::Keyed),
+        Some(("checkpoint", _)) => Ok(Idempotency::Checkpoint),
+        Some(("compensate", _)) => Ok(Idempotency::Compensate),
+        Some((other, offset)) => Err(at.error(offset, &format!("step `{name}`: idempotency `{other}` is not one of natural, keyed, checkpoint, compensate"))),
+        None => {
+            let message = format!("step `{name}` has no `idempotency` (natural, keyed, checkpoint or compensate): say how it is made safe to rerun");
+            Err(at.error(step.span().start, &message))
+        }
+    }
+}
+
+fn trigger(at: &Locator<'_>, raw: &RawStep) -> Result<TriggerRule, DefinitionError> {
+    match raw
+        .trigger
+        .as_ref()
+        .map(|t| (t.get_ref().as_str(), t.span().start))
+    {
+        None | Some(("all_succeeded", _)) => Ok(TriggerRule::AllSucceeded),
+        Some(("all_done", _)) => Ok(TriggerRule::AllDone),
+        Some(("one_failed", _)) => Ok(TriggerRule::OneFailed),
+        Some((other, offset)) => Err(at.error(
+            offset,
+            &format!(
+                "step `{}`: trigger `{other}` is not one of all_succeeded, all_done, one_failed",
+                raw.name.get_ref()
+            ),
+        )),
+    }
+}
+
+pub(super) fn retry(
+    at: &Locator<'_>,
+    raw: Option<&RawRetry>,
+    base: &RetryPolicy,
+) -> Result<RetryPolicy, DefinitionError> {
+    let Some(raw) = raw else {
+        return Ok(base.clone());
+    };
+    let backoff = match raw
+        .backoff
+        .as_ref()
+        .map(|b| (b.get_ref().as_str(), b.span().start))
+    {
+        None => base.backoff,
+        Some(("fixed", _)) => Backoff::Fixed,
+        Some(("exponential", _)) => Backoff::Exponential,
+        Some((other, offset)) => {
+            return Err(at.error(
+                offset,
+                &format!("backoff `{other}` is not `fixed` or `exponential`"),
+            ))
+        }
+    };
+    let ms = |d: &Option<Spanned<String>>, fallback: u64| {
+        d.as_ref().map_or(Ok(fallback), |d| duration_ms(at, d))
+    };
+    Ok(RetryPolicy {
+        max_attempts: raw
+            .max_attempts
+            .as_ref()
+            .map_or(base.max_attempts, |m| *m.get_ref()),
+        backoff,
+        initial_ms: ms(&raw.initial, base.initial_ms)?,
+        max_ms: ms(&raw.max, base.max_ms)?,
+        jitter_pct: match &raw.jitter_pct {
+            None => base.jitter_pct,
+            Some(j) if *j.get_ref() <= 100 => *j.get_ref(),
+            Some(j) => {
+                return Err(at.error(
+                    j.span().start,
+                    &format!(
+                        "jitter_pct is {}; at most 100 (percent of the delay)",
+                        j.get_ref()
+                    ),
+                ))
+            }
+        },
+    })
+}
+
+pub(super) fn timeout(
+    at: &Locator<'_>,
+    raw: &Spanned<String>,
+    fallback_ms: u64,
+) -> Result<Timeout, DefinitionError> {
+    match raw.get_ref().as_str() {
+        "auto" => Ok(Timeout::Auto { fallback_ms }),
+        "none" => Ok(Timeout::None),
+        _ => match duration_ms(at, raw)? {
+            0 => Err(at.error(
+                raw.span().start,
+                &format!(
+                    "a timeout of `{}` would fail every attempt at once; write e.g. \"10m\", or \"none\"",
+                    raw.get_ref()
+                ),
+            )),
+            ms => Ok(Timeout::Fixed(ms)),
+        },
+    }
+}
+
+/// A duration in milliseconds, at most `DURATION_MS_MAX` (checked before any conversion
+/// that could wrap).
+fn duration_ms(at: &Locator<'_>, raw: &Spanned<String>) -> Result<u64, DefinitionError> {
+    let text = raw.get_ref();
+    let duration = humantime::parse_duration(text).map_err(|e| {
+        at.error(
+            raw.span().start,
+            &format!("`{text}` is not a duration ({e}); write e.g. \"30s\", \"10m\", \"1h 30m\""),
+        )
+    })?;
+    let max = limits::DURATION_MS_MAX;
+    match u64::try_from(duration.as_millis()) {
+        Ok(ms) if ms <= max => Ok(ms),
+        _ => Err(at.error(
+            raw.span().start,
+            &format!(
+                "`{text}` is longer than {} days, the longest duration allowed",
+                max / 86_400_000
+            ),
+        )),
+    }
+}

@@ -1,0 +1,6 @@
+//! Tests of workflow files.
+
+mod compat;
+mod render;
+mod runbook;
+mod syntax;
