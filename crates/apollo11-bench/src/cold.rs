@@ -85,7 +85,10 @@ async fn run_example(dir: &Path, name: &str, runs: u32, segment_bytes: u64) -> R
     let _ = std::fs::remove_dir_all(dir);
     let folder = dir.join("workflow");
     copy_dir(&Path::new("examples").join(name), &folder)?;
-    let spec = definition::load(&folder.join("workflow.toml")).map_err(anyhow::Error::msg)?;
+    let declared = definition::load(&folder.join("workflow.toml")).map_err(anyhow::Error::msg)?;
+    // With its parameters' defaults: the runbook's hosts made into their steps.
+    let spec =
+        definition::instantiate(&declared, &Default::default()).map_err(anyhow::Error::msg)?;
     let data = std::path::absolute(dir.join("data"))?;
     let log = FileLog::open(&data, options(segment_bytes))?;
     let engine = Engine::open(std::sync::Arc::new(log), EngineConfig::default()).await?;

@@ -6,6 +6,7 @@ use super::raw::RawStep;
 use super::{DefinitionError, Locator};
 use apollo11_author::Ref;
 use apollo11_core::{ForEach, ItemSource, Value};
+use std::io::Read;
 use std::path::Path;
 use toml::Spanned;
 
@@ -95,16 +96,22 @@ fn reference(text: &str) -> Option<ItemSource> {
 fn inventory(dir: &Path, file: &str) -> Result<Vec<Value>, String> {
     let path = dir.join(file);
     let shown = path.display();
-    let size = std::fs::metadata(&path)
-        .map_err(|e| format!("cannot read the inventory file {shown}: {e}"))?
-        .len();
-    if size > INVENTORY_BYTES_MAX {
+    let unreadable = |e: std::io::Error| format!("cannot read the inventory file {shown}: {e}");
+    let opened = std::fs::File::open(&path).map_err(unreadable)?;
+    if !opened.metadata().map_err(unreadable)?.is_file() {
+        return Err(format!("the inventory file {shown} is not a regular file"));
+    }
+    // Bounded: a file that grows while it is read is cut, and refused, at the limit.
+    let mut text = String::new();
+    opened
+        .take(INVENTORY_BYTES_MAX + 1)
+        .read_to_string(&mut text)
+        .map_err(unreadable)?;
+    if text.len() as u64 > INVENTORY_BYTES_MAX {
         return Err(format!(
-            "the inventory file {shown} is {size} bytes; at most {INVENTORY_BYTES_MAX} are read"
+            "the inventory file {shown} is over {INVENTORY_BYTES_MAX} bytes, the most read"
         ));
     }
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read the inventory file {shown}: {e}"))?;
     let value = match path.extension().and_then(|e| e.to_str()) {
         Some("json") => serde_json::from_str::<Value>(&text)
             .map_err(|e| format!("the inventory file {shown} is not JSON: {e}"))?,

@@ -106,6 +106,12 @@ fn an_inventory_file_is_read_next_to_the_workflow_file() {
         "{}",
         missing.message
     );
+    let device = read("/dev/zero").unwrap_err();
+    assert!(
+        device.message.contains("not a regular file"),
+        "{}",
+        device.message
+    );
 }
 
 #[test]
