@@ -78,7 +78,8 @@ pub struct StepView<L = StepLog> {
     pub condition: Option<String>,
     /// The declaration and item it was made from, when a `for_each` made it.
     pub origin: Option<Origin>,
-    /// Why it will not run, when a `Skipped` event said so last.
+    /// Why it will not run: the reason of its last `Skipped` event, while it is skipped
+    /// (`None` for a step an operator overrode to skipped).
     pub skip_reason: Option<String>,
     /// How long its last finished attempt took.
     pub duration_ms: Option<u64>,
@@ -252,7 +253,7 @@ impl RunView {
             params: spec.params.iter().map(ParamView::of).collect(),
             arguments: spec.arguments.clone(),
             steps: (spec.steps.iter())
-                .map(|s| StepView::new(machine, s, skip_reasons.get(s.name.as_str())))
+                .map(|s| StepView::new(machine, s, skip_reasons.get(s.name.as_str()).copied()))
                 .collect(),
             archived: false,
         }
@@ -333,7 +334,7 @@ impl StepView {
     fn new(
         machine: &RunMachine,
         spec: &apollo11_core::StepSpec,
-        skip_reason: Option<&&str>,
+        skip_reason: Option<&str>,
     ) -> StepView {
         let step = machine.state().step(&spec.name);
         let choices = machine.override_choices(&spec.name).unwrap_or_default();
@@ -352,7 +353,7 @@ impl StepView {
             origin: spec.origin.clone(),
             skip_reason: skip_reason
                 .filter(|_| step.status == StepStatus::Skipped)
-                .map(|r| (*r).to_owned()),
+                .map(str::to_owned),
             duration_ms: step.duration_ms,
             started_at: step.started_ms,
             error,
@@ -376,14 +377,22 @@ impl StepView {
     }
 }
 
-/// The reason of each step's last `Skipped` event.
+/// The reason of each step's last `Skipped` event, unless an operator's override came after.
 fn skip_reasons(events: &[Event]) -> BTreeMap<&str, &str> {
-    (events.iter())
-        .filter_map(|e| match &e.kind {
-            EventKind::Skipped { reason } => Some((e.step.as_ref()?.0.as_str(), reason.as_str())),
-            _ => None,
-        })
-        .collect()
+    let mut reasons = BTreeMap::new();
+    for event in events {
+        let Some(step) = &event.step else { continue };
+        match &event.kind {
+            EventKind::Skipped { reason } => {
+                reasons.insert(step.as_str(), reason.as_str());
+            }
+            EventKind::ManualOverride { .. } => {
+                reasons.remove(step.as_str());
+            }
+            _ => {}
+        }
+    }
+    reasons
 }
 
 /// Why an action on an archived run is refused.
