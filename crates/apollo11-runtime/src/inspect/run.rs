@@ -406,3 +406,25 @@ fn steps_by_name<S: Serializer, L: Serialize>(
 ) -> Result<S::Ok, S::Error> {
     s.collect_map(steps.iter().map(|step| (&step.name, step)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apollo11_core::Payload;
+    use apollo11_machine::History;
+
+    #[test]
+    fn a_skip_reason_is_the_last_one_and_an_override_after_it_clears_it() {
+        let events = History::new("r")
+            .created("w", Payload::Empty)
+            .skipped("a", "first")
+            .skipped("a", "second")
+            .skipped("b", "kept")
+            .skipped("c", "cleared")
+            .overridden("c", OverrideTarget::Skipped, "ops", "by hand")
+            .into_events();
+        let reasons = skip_reasons(&events);
+        let expected = BTreeMap::from([("a", "second"), ("b", "kept")]);
+        assert_eq!(reasons, expected);
+    }
+}
