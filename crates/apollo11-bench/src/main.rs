@@ -3,13 +3,14 @@
 //! `<out>/<scenario>.json` with the host, the git revision and the figures.
 //!
 //! `apollo11-bench [--quick] [--metrics] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios:
-//! append, open_loop, replay, recovery, scheduler, pg_append, pg_scheduler, server, cold, gc, lifecycle (all by
+//! append, open_loop, replay, recovery, scheduler, pg_append, pg_scheduler, server, cold, gc, lifecycle, for_each (all by
 //! default; the pg_ ones need a database, see `pg_append`). Run through `cargo xtask bench`. `--metrics` installs the
 //! Prometheus recorder first, as `apollo11 serve` does, to measure what the instrumentation
 //! costs against a run without it.
 
 mod append;
 mod cold;
+mod for_each;
 mod gc;
 mod lifecycle;
 mod open_loop;
@@ -55,6 +56,13 @@ async fn main() -> Result<()> {
                 let dir = dir.ok_or_else(|| anyhow::anyhow!("--probe-recovery needs a DIR"))?;
                 return recovery::probe(&dir).await;
             }
+            "--probe-for-each" => {
+                let probe: Vec<&String> = rest.by_ref().take(3).collect();
+                let [shape, items, dir] = probe[..] else {
+                    bail!("--probe-for-each needs SHAPE ITEMS DIR");
+                };
+                return for_each::probe(shape, items.parse()?, &PathBuf::from(dir)).await;
+            }
             flag if flag.starts_with("--") => {
                 bail!("unknown flag `{flag}`; flags: --quick, --metrics, --out DIR, --dir DIR")
             }
@@ -84,6 +92,7 @@ async fn main() -> Result<()> {
         "cold",
         "gc",
         "lifecycle",
+        "for_each",
     ];
     let chosen: Vec<&str> = if named.is_empty() {
         all.to_vec()
@@ -104,6 +113,7 @@ async fn main() -> Result<()> {
             "cold" => cold::run(&setup).await?,
             "gc" => gc::run(&setup).await?,
             "lifecycle" => lifecycle::run(&setup).await?,
+            "for_each" => for_each::run(&setup).await?,
             other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
         };
         report.save(&out, setup.quick)?;

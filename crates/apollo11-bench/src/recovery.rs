@@ -4,10 +4,10 @@
 //! seed's one-run replay: 500 steps averaging 3 events each.
 
 use crate::replay::{buffered_log, build, history_event};
-use crate::report::Report;
+use crate::report::{child, resident_bytes, Report};
 use crate::scheduler::workflow;
 use crate::Setup;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use apollo11_core::{EventKind, RunId, Seq, StepName};
 use apollo11_log::{FileLog, Options};
 use apollo11_machine::RunState;
@@ -94,18 +94,7 @@ async fn snapshot(dir: &Path) -> Result<u64> {
 
 /// Runs this program as `--probe-recovery DIR` and reads its figures.
 fn probe_child(dir: &Path) -> Result<Value> {
-    let output = std::process::Command::new(std::env::current_exe()?)
-        .arg("--probe-recovery")
-        .arg(dir)
-        .output()
-        .context("starting the recovery probe")?;
-    if !output.status.success() {
-        bail!(
-            "recovery probe failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(serde_json::from_slice(&output.stdout)?)
+    child("--probe-recovery", &[&dir.display().to_string()])
 }
 
 /// The probe itself: opens an engine on `dir` and prints the time it took and how much the
@@ -120,17 +109,6 @@ pub async fn probe(dir: &Path) -> Result<()> {
     println!("{}", json!({"recovery_ms": ms, "resident_bytes": grown}));
     engine.close().await;
     Ok(())
-}
-
-/// This process's resident set, from /proc/self/statm.
-fn resident_bytes() -> Result<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm")?;
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .context("statm has no resident field")?
-        .parse()?;
-    Ok(pages * 4096)
 }
 
 /// The seed's claim: one run of 500 steps, on average 3 events each (every other step fails

@@ -1,7 +1,7 @@
 //! A scenario's results: printed as a markdown table, saved as JSON with the host facts and
 //! the git revision, so runs can be compared over time.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -154,4 +154,49 @@ pub fn raw_fsync(
     std::fs::remove_file(path)?;
     latencies.sort();
     Ok((rate, latencies))
+}
+
+/// Runs this benchmark binary again with `flag ARGS` (a probe, measured in a fresh process)
+/// and returns the JSON its last line of output holds.
+pub fn child(flag: &str, args: &[&str]) -> Result<Value> {
+    let output = std::process::Command::new(std::env::current_exe()?)
+        .arg(flag)
+        .args(args)
+        .output()
+        .with_context(|| format!("starting the {flag} probe"))?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "{flag} probe failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout
+        .lines()
+        .last()
+        .with_context(|| format!("{flag} probe printed nothing"))?;
+    Ok(serde_json::from_str(last)?)
+}
+
+/// This process's resident set, from /proc/self/statm.
+pub fn resident_bytes() -> Result<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm")?;
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .context("statm has no resident field")?
+        .parse()?;
+    Ok(pages * 4096)
+}
+
+/// This process's peak resident set (`VmHWM`), from /proc/self/status.
+pub fn peak_resident_bytes() -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .context("no VmHWM in /proc/self/status")?
+        .parse()?;
+    Ok(kib * 1024)
 }
