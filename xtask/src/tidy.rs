@@ -28,6 +28,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "apollo11-runtime",
         &[
+            "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
             "apollo11-machine",

@@ -4,6 +4,7 @@
 //! run and how a try the driver did not see end is settled are in `settle.rs`.
 
 mod gauges;
+mod inputs;
 mod running;
 mod settle;
 
@@ -12,7 +13,8 @@ use crate::lease::{Held, LostSignal};
 use crate::metrics;
 use crate::step::{Cancel, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
-use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout};
+use apollo11_author::Scope;
+use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout, WorkflowSpec};
 use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
 use gauges::{step_pending, Counted};
@@ -60,9 +62,19 @@ impl Done {
     }
 }
 
+/// What a launch hands its try, read before its `Started` or `Compensating` is appended.
+struct Prepared {
+    /// The step's checkpoint marker, or for a compensation its output.
+    payload: Option<Vec<u8>>,
+    /// What it reads, but the secrets.
+    scope: Scope,
+}
+
 pub(crate) struct Driver<S: Store> {
     shared: Arc<Shared<S>>,
     workflow: Arc<Workflow>,
+    /// The run's definition as it stands: the pinned one, grown by the expansions so far.
+    spec: WorkflowSpec,
     /// The run's state with what decisions read of it, kept together event by event, so
     /// each decision costs what the run is doing.
     machine: RunMachine,
@@ -107,7 +119,7 @@ impl<S: Store> Driver<S> {
             }
         };
         metrics::run_started(&workflow.spec().name);
-        let spec = workflow.spec();
+        let spec = workflow.spec().clone();
         let mut auto = BTreeMap::new();
         for step in &spec.steps {
             if let Timeout::Auto { fallback_ms } = step.timeout {
@@ -119,7 +131,7 @@ impl<S: Store> Driver<S> {
                 );
             }
         }
-        let machine = RunMachine::compile(spec, state, |name, fallback| {
+        let machine = RunMachine::compile(&spec, state, |name, fallback| {
             auto.get(name).copied().unwrap_or(fallback)
         })
         .map_err(WorkflowError::Invalid)?;
@@ -129,6 +141,7 @@ impl<S: Store> Driver<S> {
         Ok(Driver {
             shared,
             workflow,
+            spec,
             machine,
             notify,
             running: Running::default(),
@@ -286,7 +299,7 @@ impl<S: Store> Driver<S> {
             self.wait(wake).await?;
             return Ok(None);
         }
-        let payloads = self.launch_payloads(&launches).await?;
+        let prepared = self.prepare(&launches).await?;
         if !self.commit(events).await? {
             return Ok(None);
         }
@@ -295,8 +308,8 @@ impl<S: Store> Driver<S> {
         for step in stops {
             self.stop(&step);
         }
-        for (tried, payload) in launches.into_iter().zip(payloads) {
-            self.launch(tried, payload);
+        for (tried, prepared) in launches.into_iter().zip(prepared) {
+            self.launch(tried, prepared);
         }
         Ok(None)
     }
@@ -483,25 +496,28 @@ impl<S: Store> Driver<S> {
     }
 
     /// What each launch hands its step (its checkpoint marker, or for a compensation its
-    /// output), read before its `Started` or `Compensating` is appended. A payload that cannot
-    /// be read (a damaged or missing blob) stops the run with the store's error before that
-    /// append: a step must never run with nothing in place of what it was promised. Outcomes
-    /// already known are appended first: they are facts worth keeping.
-    async fn launch_payloads(
-        &mut self,
-        launches: &[Try],
-    ) -> Result<Vec<Option<Vec<u8>>>, EngineError> {
-        let mut payloads = Vec::with_capacity(launches.len());
+    /// output, and the outputs it may read), read before its `Started` or `Compensating` is
+    /// appended. A payload that cannot be read (a damaged or missing blob) stops the run with
+    /// the store's error before that append: a step must never run with nothing in place of
+    /// what it was promised. Outcomes already known are appended first: they are facts worth
+    /// keeping.
+    async fn prepare(&mut self, launches: &[Try]) -> Result<Vec<Prepared>, EngineError> {
+        let mut prepared = Vec::with_capacity(launches.len());
         for tried in launches {
-            match self.recorded_payload(&tried.step, tried.kind).await {
-                Ok(payload) => payloads.push(payload),
+            let read = async {
+                let payload = self.recorded_payload(&tried.step, tried.kind).await?;
+                let scope = self.scope_of(&tried.step).await?;
+                Ok::<_, StoreError>(Prepared { payload, scope })
+            };
+            match read.await {
+                Ok(p) => prepared.push(p),
                 Err(e) => {
                     self.commit(Vec::new()).await?;
                     return Err(e.into());
                 }
             }
         }
-        Ok(payloads)
+        Ok(prepared)
     }
 
     /// The payload a step's state points at, when its launch uses it; one of an outcome not
@@ -514,7 +530,13 @@ impl<S: Store> Driver<S> {
         let recorded = self.state().step(step.as_str());
         // A compensation gets the output of a success, not the marker of a failure.
         let used = !kind.is_compensation() || recorded.last_error.is_none();
-        let Some(seq) = recorded.payload_seq.filter(|_| used) else {
+        self.payload_at(recorded.payload_seq.filter(|_| used)).await
+    }
+
+    /// The bytes of the payload of the run's event `seq`; one of an outcome not yet
+    /// appended is taken from the unsent batch.
+    async fn payload_at(&self, seq: Option<Seq>) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(seq) = seq else {
             return Ok(None);
         };
         let first_unsent = self.state().last_seq.0 + 1 - self.unsent.len() as u32;
@@ -530,12 +552,24 @@ impl<S: Store> Driver<S> {
         }
     }
 
-    fn launch(&mut self, tried: Try, payload: Option<Vec<u8>>) {
-        let code = self
-            .workflow
-            .step(tried.step.as_str())
+    /// The code of `step`: its own, or for a step a `for_each` made, its declaration's.
+    fn code(&self, step: &StepName) -> Arc<dyn crate::Step> {
+        let node = self.machine.dag().node(step.as_str());
+        let origin = node.and_then(|n| self.spec.steps[n.index()].origin.as_ref());
+        let name = origin.map_or(step.as_str(), |o| o.declaration.as_str());
+        (self.workflow.step(step.as_str()))
+            .or_else(|| self.workflow.step(name))
             .expect("decide only names steps of the workflow")
-            .clone();
+            .clone()
+    }
+
+    fn launch(&mut self, tried: Try, prepared: Prepared) {
+        let code = self.code(&tried.step);
+        let secrets: Vec<_> = (self.spec.params.iter())
+            .filter(|p| p.secret.is_some())
+            .cloned()
+            .collect();
+        let Prepared { payload, scope } = prepared;
         let (cancel_tx, cancel) = Cancel::new();
         let run_id = self.run_id().clone();
         let (step, attempt) = (tried.step.clone(), tried.attempt);
@@ -546,7 +580,7 @@ impl<S: Store> Driver<S> {
             kind: tried.kind,
         };
         let work = async move {
-            let ctx = StepContext {
+            let mut ctx = StepContext {
                 idempotency_key: format!("{run_id}/{step}"),
                 run_id,
                 step: step.clone(),
@@ -555,11 +589,20 @@ impl<S: Store> Driver<S> {
                 output: if compensation { payload } else { None },
                 cancel,
                 placer: Some(placer),
+                scope,
             };
-            let outcome = if compensation {
-                Outcome::Compensation(code.compensate(&ctx).await)
-            } else {
-                Outcome::Ran(code.run(&ctx).await)
+            let secrets = inputs::read_secrets(&secrets);
+            let outcome = match (secrets, compensation) {
+                (Ok(secrets), true) => {
+                    ctx.scope.secrets = secrets;
+                    Outcome::Compensation(code.compensate(&ctx).await)
+                }
+                (Ok(secrets), false) => {
+                    ctx.scope.secrets = secrets;
+                    Outcome::Ran(code.run(&ctx).await)
+                }
+                (Err(e), true) => Outcome::Compensation(Err(e)),
+                (Err(e), false) => Outcome::Ran(Err(e)),
             };
             Done {
                 step,

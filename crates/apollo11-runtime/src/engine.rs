@@ -350,10 +350,15 @@ impl<S: Store> Engine<S> {
         let _ = (&mut self.snapshotter).await;
     }
 
-    /// Creates run `run_id` of `workflow` (pinning its definition) and drives it.
+    /// Creates run `run_id` of `workflow` and drives it. The run pins `workflow`
+    /// instantiated with the arguments its definition holds ([`Workflow::instantiate`]: a
+    /// declared workflow has none, so its parameters take their defaults); give
+    /// `workflow.instantiate(&arguments)?` to start a run with arguments.
     ///
     /// # Errors
     ///
+    /// [`EngineError::Workflow`] when the workflow cannot be instantiated (a required
+    /// parameter with no value, a list too long): nothing is written;
     /// [`EngineError::RunExists`] when `run_id` is taken; [`EngineError::Store`] when the
     /// definition or the run's first event cannot be written.
     ///
@@ -365,6 +370,7 @@ impl<S: Store> Engine<S> {
         workflow: &Arc<Workflow>,
         run_id: RunId,
     ) -> Result<RunHandle, EngineError> {
+        let workflow = &workflow.instantiate(&workflow.spec().arguments)?;
         let definition = serde_json::to_vec(workflow.spec()).expect("a spec always serializes");
         let payload = self.shared.offload(Payload::Inline(definition)).await?;
         let created = NewEvent {
@@ -425,8 +431,9 @@ impl<S: Store> Engine<S> {
     }
 
     /// Drives an existing run again (after a crash, a pause, or an override) with
-    /// `workflow`, which must be the definition the run was created with: a run is always
-    /// driven by the definition it pinned. An operator's pause stays in force (the run ends
+    /// `workflow`, which must be the definition the run was created with, declared or
+    /// instantiated (the declared one instantiated with the run's arguments must be the
+    /// pinned one): a run is always driven by the definition it pinned. An operator's pause stays in force (the run ends
     /// `paused` at once, having started nothing) until [`Engine::unpause`] lifts it.
     ///
     /// # Errors
@@ -449,13 +456,17 @@ impl<S: Store> Engine<S> {
                 workflow: pinned.name,
             });
         }
-        if *given != pinned {
+        let instantiated = match *given == pinned {
+            true => Some(workflow.clone()),
+            false => (workflow.instantiate(&pinned.arguments).ok()).filter(|w| *w.spec() == pinned),
+        };
+        let Some(workflow) = instantiated else {
             return Err(EngineError::DefinitionChanged {
                 run_id,
                 workflow: pinned.name,
             });
-        }
-        self.drive(run_id, workflow.clone(), None).await
+        };
+        self.drive(run_id, workflow, None).await
     }
 
     /// Forgets `runs`, which a `gc` moved out of the store's live log (`Collected::moved`):

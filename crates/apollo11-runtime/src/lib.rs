@@ -9,6 +9,7 @@ pub mod inspect;
 mod lease;
 pub mod metrics;
 mod names;
+mod param;
 mod step;
 mod tries;
 mod view;
@@ -16,9 +17,11 @@ mod workflow;
 
 // What this crate's API takes and returns from the crates below it, so that a user of the
 // runtime alone needs no other dependency.
+pub use apollo11_author::Scope;
 pub use apollo11_core::{
-    Backoff, Event, EventId, EventKind, Idempotency, OnFailure, OverrideTarget, Payload,
-    RetryPolicy, RunId, Seq, StepName, StepSpec, Timeout, TriggerRule, WorkflowSpec,
+    Backoff, Event, EventId, EventKind, ForEach, Idempotency, ItemSource, OnFailure,
+    OverrideTarget, ParamKind, ParamSpec, Payload, RetryPolicy, RunId, SecretSource, Seq, StepName,
+    StepSpec, Timeout, TriggerRule, Value, WorkflowSpec,
 };
 pub use apollo11_machine::{
     Failure, OperatorAction, OverrideEffect, Refusal, RunAction, RunState, RunStatus, StepState,
@@ -31,6 +34,7 @@ pub use engine::{Engine, EngineConfig, RunHandle, Store, OPERATOR_APPEND_TRIES};
 pub use error::EngineError;
 pub use inspect::Inspector;
 pub use lease::{Leasing, LEASE_TTL_MIN};
+pub use param::Param;
 pub use step::{Cancel, Leftover, Output, Place, Settled, Step, StepContext, StepError};
 pub use tries::{Try, TryKind};
 pub use workflow::{digest, StepBuilder, Workflow, WorkflowBuilder, WorkflowError};

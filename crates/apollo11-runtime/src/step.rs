@@ -2,7 +2,8 @@
 //! both receive.
 
 use crate::{Try, TryKind};
-use apollo11_core::{limits, RunId, StepName};
+use apollo11_author::Scope;
+use apollo11_core::{limits, RunId, StepName, Value};
 pub use apollo11_machine::Place;
 use async_trait::async_trait;
 use std::fmt;
@@ -94,7 +95,7 @@ pub(crate) struct Placer {
 }
 
 /// What a step attempt (or compensation) gets from the engine.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct StepContext {
     /// The run.
     pub run_id: RunId,
@@ -113,9 +114,59 @@ pub struct StepContext {
     pub cancel: Cancel,
     /// The driver that records where the try runs.
     pub(crate) placer: Option<Placer>,
+    /// What templates and conditions of the attempt read.
+    pub(crate) scope: Scope,
+}
+
+impl fmt::Debug for StepContext {
+    /// Everything but the secrets' values, which never go into a log line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secrets: Vec<&String> = self.scope.secrets.keys().collect();
+        f.debug_struct("StepContext")
+            .field("run_id", &self.run_id)
+            .field("step", &self.step)
+            .field("attempt", &self.attempt)
+            .field("idempotency_key", &self.idempotency_key)
+            .field("previous_payload", &self.previous_payload)
+            .field("output", &self.output)
+            .field("arguments", &self.scope.arguments)
+            .field("secrets", &secrets)
+            .field("inputs", &self.scope.outputs.keys().collect::<Vec<_>>())
+            .field("item", &self.scope.item)
+            .field("wave", &self.scope.wave)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StepContext {
+    /// The value of the run's parameter `name` (given at start, or its default); `None`
+    /// for a parameter the workflow does not declare and for a secret, whose value is in
+    /// [`StepContext::scope`] only.
+    pub fn param(&self, name: &str) -> Option<&Value> {
+        self.scope.arguments.get(name)
+    }
+
+    /// The output `step` recorded when it succeeded, read from the store (its blob fetched
+    /// and checked) before the attempt started; `None` when it recorded none or is not one
+    /// this step may read: a step it depends on, by name, and, for a step a `for_each`
+    /// made, the step made from the same item of a declaration it depends on, by the
+    /// declaration's name (`input("drain")` in `upgrade[host-01]` reads `drain[host-01]`).
+    pub fn input(&self, step: &str) -> Option<&[u8]> {
+        self.scope.outputs.get(step).map(Vec::as_slice)
+    }
+
+    /// The item of a step a `for_each` made; `None` for any other step.
+    pub fn item(&self) -> Option<&Value> {
+        self.scope.item.as_ref()
+    }
+
+    /// Everything templates and conditions of this attempt read: the run's arguments, the
+    /// secrets (read from their sources for this attempt), the run's id, the outputs and
+    /// statuses of the steps this one may read, its item and its wave.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
     /// Records where this try runs (`host`, and a `handle` in the step's own format that
     /// finds the work there), and returns once the record is durable. A step whose work can
     /// outlive the engine (a child process, a remote job) calls it after starting the work

@@ -1,16 +1,22 @@
 //! Declaring a workflow in Rust. Validation happens at `build`: a step without an
-//! idempotency class, a `compensate` step without a compensation, and every graph error
-//! are refused with the step named.
+//! idempotency class, a `compensate` step without a compensation, every graph error, and
+//! every parameter, `for_each` and condition error are refused with the step named.
+//! [`Workflow::instantiate`] makes the definition a run pins from the run's arguments.
 
 use crate::Step;
+use apollo11_author::AuthorError;
 use apollo11_core::{
-    Idempotency, OnFailure, RetryPolicy, StepSpec, Timeout, TriggerRule, WorkflowSpec,
+    ForEach, Idempotency, ItemSource, OnFailure, ParamSpec, RetryPolicy, StepSpec, Timeout,
+    TriggerRule, Value, WorkflowSpec,
 };
 use apollo11_machine::{Policy, PolicyError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// A validated workflow: its spec (what a run pins) and the code of its steps.
+/// A validated workflow: its spec and the code of its steps. As built, its spec is
+/// *declared* (parameters, `for_each` declarations); [`Workflow::instantiate`] gives the
+/// one a run pins (arguments bound, each `for_each` over a list known at start made into
+/// its steps, each running its declaration's code).
 #[derive(Clone)]
 pub struct Workflow {
     spec: WorkflowSpec,
@@ -18,7 +24,7 @@ pub struct Workflow {
 }
 
 /// Why a workflow was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorkflowError {
     /// A step did not declare how it is made safe to rerun.
@@ -32,6 +38,17 @@ pub enum WorkflowError {
     /// The graph or the policies are invalid.
     #[error("{0}")]
     Invalid(PolicyError),
+    /// A parameter, a `for_each`, a condition, or the arguments a run was given.
+    #[error("{0}")]
+    Author(AuthorError),
+    /// A step sets how its items go (`waves`, `gate`, `key`) but declares no `for_each`.
+    #[error("step `{step}` sets `{setting}` but has no for_each")]
+    NotForEach {
+        /// The step.
+        step: String,
+        /// The setting.
+        setting: &'static str,
+    },
 }
 
 /// Builds a [`Workflow`].
@@ -42,6 +59,7 @@ pub struct WorkflowBuilder {
     defaults: (RetryPolicy, Timeout),
     steps: Vec<StepBuilder>,
     attributes: BTreeMap<String, String>,
+    params: Vec<ParamSpec>,
 }
 
 /// One step being declared.
@@ -54,6 +72,10 @@ pub struct StepBuilder {
     timeout: Option<Timeout>,
     trigger: TriggerRule,
     attributes: BTreeMap<String, String>,
+    condition: Option<String>,
+    for_each: Option<ItemSource>,
+    /// `wave_size`, `gate` and `key` of the `for_each`.
+    items: (Option<u32>, Option<String>, Option<String>),
 }
 
 impl StepBuilder {
@@ -68,6 +90,9 @@ impl StepBuilder {
             timeout: None,
             trigger: TriggerRule::AllSucceeded,
             attributes: BTreeMap::new(),
+            condition: None,
+            for_each: None,
+            items: (None, None, None),
         }
     }
 
@@ -106,6 +131,71 @@ impl StepBuilder {
         self.trigger = trigger;
         self
     }
+
+    /// Runs the step only when `expression` holds (an `evalexpr` expression over
+    /// `params.x`, `steps.s.output`, `steps.s.output.field`, `steps.s.status`, `item`,
+    /// `item.f`), evaluated when the step is about to start; when it is false the step is
+    /// skipped, with the expression in the reason, and its dependents go on as after a
+    /// success.
+    pub fn condition(mut self, expression: &str) -> StepBuilder {
+        self.condition = Some(expression.to_owned());
+        self
+    }
+
+    /// Makes the step one step per item of `items` (`NAME[KEY]`, each with its
+    /// [`StepContext::item`](crate::StepContext::item), all running this code): a list
+    /// written here or a list parameter, expanded when a run starts, or a list in the output
+    /// of a step it depends on, expanded when that step has succeeded.
+    pub fn for_each(mut self, items: ItemSource) -> StepBuilder {
+        self.for_each = Some(items);
+        self
+    }
+
+    /// Runs the items of its `for_each` in waves of `size`: a wave's steps start once the
+    /// previous wave's are done.
+    pub fn waves(mut self, size: u32) -> StepBuilder {
+        self.items.0 = Some(size);
+        self
+    }
+
+    /// Runs the step `gate` (declared in the workflow) once after each wave of its
+    /// `for_each`; its failure stops the following waves.
+    pub fn gate(mut self, gate: &str) -> StepBuilder {
+        self.items.1 = Some(gate.to_owned());
+        self
+    }
+
+    /// Names each item's step by the field `field` of the item (a JSON object), instead of
+    /// by the item itself or its position.
+    pub fn key(mut self, field: &str) -> StepBuilder {
+        self.items.2 = Some(field.to_owned());
+        self
+    }
+
+    /// The `for_each` declared, if any; refuses `waves`, `gate` or `key` without one.
+    fn for_each_spec(&mut self) -> Result<Option<ForEach>, WorkflowError> {
+        let (wave_size, gate, key) = std::mem::take(&mut self.items);
+        let Some(items) = self.for_each.take() else {
+            let set = [
+                ("waves", wave_size.is_some()),
+                ("gate", gate.is_some()),
+                ("key", key.is_some()),
+            ];
+            return match set.into_iter().find(|(_, set)| *set) {
+                Some((setting, _)) => Err(WorkflowError::NotForEach {
+                    step: self.name.clone(),
+                    setting,
+                }),
+                None => Ok(None),
+            };
+        };
+        Ok(Some(ForEach {
+            items,
+            wave_size,
+            gate,
+            key,
+        }))
+    }
 }
 
 impl Workflow {
@@ -119,6 +209,7 @@ impl Workflow {
             defaults: (RetryPolicy::default(), Timeout::None),
             steps: Vec::new(),
             attributes: BTreeMap::new(),
+            params: Vec::new(),
         }
     }
 
@@ -145,7 +236,7 @@ impl Workflow {
         Ok(Workflow { spec, steps })
     }
 
-    /// What a run of this workflow pins.
+    /// Its definition: declared as built, or as a run pins it once instantiated.
     pub fn spec(&self) -> &WorkflowSpec {
         &self.spec
     }
@@ -153,6 +244,62 @@ impl Workflow {
     /// The code of a step.
     pub fn step(&self, name: &str) -> Option<&Arc<dyn Step>> {
         self.steps.get(name)
+    }
+
+    /// The workflow a run given `arguments` runs: its parameters bound (defaults filled
+    /// in, values checked), each `for_each` over a list known now made into one step per
+    /// item with its declaration's code, the rest as declared (see
+    /// [`apollo11_author::instantiate`]). Idempotent: an instantiated workflow given its own
+    /// arguments is itself, so a definition a run pinned may be given again.
+    /// [`Engine::start`](crate::Engine::start) pins a workflow instantiated with the
+    /// arguments it holds (none for a declared one).
+    ///
+    /// ```
+    /// use apollo11_runtime::*;
+    /// use std::collections::BTreeMap;
+    ///
+    /// struct Upgrade;
+    /// #[async_trait::async_trait]
+    /// impl Step for Upgrade {
+    ///     async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+    ///         Ok(Output::text(format!("upgraded {}", ctx.item().unwrap())))
+    ///     }
+    /// }
+    ///
+    /// let declared = Workflow::builder("upgrade")
+    ///     .param(Param::new("hosts", ParamKind::List).required())
+    ///     .step(StepBuilder::new("upgrade", Upgrade)
+    ///         .idempotency(Idempotency::Natural)
+    ///         .for_each(ItemSource::Param("hosts".into())))
+    ///     .build()?;
+    /// let arguments = BTreeMap::from([("hosts".to_owned(), serde_json::json!(["a", "b"]))]);
+    /// let run = declared.instantiate(&arguments)?;
+    /// let names: Vec<&str> = run.spec().steps.iter().map(|s| s.name.as_str()).collect();
+    /// assert_eq!(names, ["upgrade[a]", "upgrade[b]"]);
+    /// assert!(declared.instantiate(&BTreeMap::new()).is_err(), "hosts is required");
+    /// # Ok::<(), WorkflowError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`WorkflowError::Author`] naming the parameter or the declaration: an unknown, missing
+    /// or mistyped argument, a list that is not one or is too long, items that do not
+    /// pair; [`WorkflowError::Invalid`] when the expanded graph is over the engine's limits.
+    pub fn instantiate(
+        &self,
+        arguments: &BTreeMap<String, Value>,
+    ) -> Result<Arc<Workflow>, WorkflowError> {
+        let spec =
+            apollo11_author::instantiate(&self.spec, arguments).map_err(WorkflowError::Author)?;
+        let steps = (spec.steps.iter())
+            .filter_map(|s| {
+                let declaration = s.origin.as_ref().map_or(&s.name, |o| &o.declaration);
+                let code = self.steps.get(&s.name).or(self.steps.get(declaration))?;
+                Some((s.name.clone(), code.clone()))
+            })
+            .collect();
+        Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
+        Ok(Arc::new(Workflow { spec, steps }))
     }
 }
 
@@ -181,6 +328,12 @@ impl WorkflowBuilder {
         self
     }
 
+    /// Declares a parameter (see [`Param`](crate::Param)).
+    pub fn param(mut self, param: impl Into<ParamSpec>) -> WorkflowBuilder {
+        self.params.push(param.into());
+        self
+    }
+
     /// Adds a step.
     pub fn step(mut self, step: StepBuilder) -> WorkflowBuilder {
         self.steps.push(step);
@@ -192,11 +345,14 @@ impl WorkflowBuilder {
     /// # Errors
     ///
     /// [`WorkflowError::MissingIdempotency`] naming the step; [`WorkflowError::Invalid`] naming
-    /// the duplicate or unknown step, the cycle or the bad policy.
+    /// the duplicate or unknown step, the cycle or the bad policy; [`WorkflowError::Author`]
+    /// for a bad parameter default, `for_each`, gate or condition;
+    /// [`WorkflowError::NotForEach`].
     pub fn build(self) -> Result<Workflow, WorkflowError> {
         let mut specs = Vec::with_capacity(self.steps.len());
         let mut code = BTreeMap::new();
-        for s in self.steps {
+        for mut s in self.steps {
+            let for_each = s.for_each_spec()?;
             let idempotency = s
                 .idempotency
                 .ok_or_else(|| WorkflowError::MissingIdempotency {
@@ -212,6 +368,8 @@ impl WorkflowBuilder {
                 timeout: s.timeout.unwrap_or(self.defaults.1),
                 trigger: s.trigger,
                 attributes: s.attributes,
+                condition: s.condition,
+                for_each,
                 ..StepSpec::new(&s.name, &[], idempotency)
             });
             code.insert(s.name, s.code);
@@ -222,9 +380,11 @@ impl WorkflowBuilder {
             max_concurrency: self.max_concurrency,
             steps: specs,
             attributes: self.attributes,
+            params: self.params,
             ..WorkflowSpec::new("", self.on_failure, Vec::new())
         };
         Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
+        apollo11_author::validate(&spec, &[]).map_err(WorkflowError::Author)?;
         Ok(Workflow { spec, steps: code })
     }
 }

@@ -77,11 +77,7 @@ impl<S: Store> Driver<S> {
             kind,
         } = tried.clone();
         let compensation = kind.is_compensation();
-        let code = self
-            .workflow
-            .step(step.as_str())
-            .expect("decide only names steps of the workflow")
-            .clone();
+        let code = self.code(&step);
         let place = self.state().step(step.as_str()).place.as_deref().cloned();
         let leftover = Leftover {
             run_id: self.run_id().clone(),

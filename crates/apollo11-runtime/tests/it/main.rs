@@ -1,6 +1,7 @@
 //! Integration tests of the runtime, on the in-memory store with tokio's paused clock.
 
 mod archived;
+mod authoring;
 mod compensation;
 mod engine;
 mod flaky;

@@ -1,0 +1,133 @@
+//! What an attempt reads besides its own payload: the scope its templates, conditions and
+//! code see. The driver fills it before the attempt's `Started` is appended (the run's
+//! arguments and id, the step's item and wave, and the outputs and statuses of the steps it
+//! may read, each output read from the store, its blob fetched and checked); the secrets are
+//! read from their sources when the attempt begins, and never written anywhere.
+
+use super::Driver;
+use crate::engine::Store;
+use crate::StepError;
+use apollo11_author::Scope;
+use apollo11_core::{ParamSpec, SecretSource, StepName, WorkflowSpec};
+use apollo11_dag::{Dag, NodeId};
+use apollo11_machine::StepStatus;
+use apollo11_store::StoreError;
+use std::collections::BTreeMap;
+
+impl<S: Store> Driver<S> {
+    /// The scope of an attempt (or compensation) of `step`, but its secrets.
+    pub(super) async fn scope_of(&self, step: &StepName) -> Result<Scope, StoreError> {
+        let spec = &self.spec;
+        let dag = self.machine.dag();
+        let node = dag
+            .node(step.as_str())
+            .expect("decide only names steps of the run");
+        let origin = spec.steps[node.index()].origin.as_ref();
+        let mut scope = Scope {
+            arguments: spec.arguments.clone(),
+            run_id: self.run_id().to_string(),
+            item: origin.map(|o| o.item.clone()),
+            wave: origin.and_then(|o| o.wave),
+            ..Scope::default()
+        };
+        let mut read: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        for (name, actual) in readable(spec, dag, node) {
+            let state = self.state().step(&actual);
+            scope
+                .statuses
+                .insert(name.clone(), state.status.to_string());
+            if state.status != StepStatus::Succeeded {
+                continue;
+            }
+            let bytes = match read.get(&actual) {
+                Some(bytes) => bytes.clone(),
+                None => {
+                    let Some(bytes) = self.payload_at(state.payload_seq).await? else {
+                        continue;
+                    };
+                    read.insert(actual, bytes.clone());
+                    bytes
+                }
+            };
+            scope.outputs.insert(name, bytes);
+        }
+        Ok(scope)
+    }
+}
+
+/// The steps an attempt of `node` may read, by the name it reads each with, and the step
+/// that name stands for: each step it depends on, directly or not, by its own name; for a
+/// step a `for_each` made, each upstream step made from the same key also by its
+/// declaration's name (`drain` in `upgrade[host-01]` is `drain[host-01]`). Steps made from
+/// other items are read only when depended on directly (a fan-in reads each of its items):
+/// a wave depends on every step of the waves before it, and reading all of them at each
+/// attempt would cost the square of the items. No template can name them (a template names
+/// declarations).
+fn readable(spec: &WorkflowSpec, dag: &Dag, node: NodeId) -> BTreeMap<String, String> {
+    let key = spec.steps[node.index()].origin.as_ref().map(|o| &o.key);
+    let mut direct = vec![false; dag.len()];
+    for d in dag.dependencies(node) {
+        direct[d.index()] = true;
+    }
+    let mut readable = BTreeMap::new();
+    let mut stack = vec![node];
+    let mut seen = vec![false; dag.len()];
+    while let Some(at) = stack.pop() {
+        for &d in dag.dependencies(at) {
+            if std::mem::replace(&mut seen[d.index()], true) {
+                continue;
+            }
+            stack.push(d);
+            let upstream = &spec.steps[d.index()];
+            let paired = upstream.origin.as_ref().filter(|o| Some(&o.key) == key);
+            if upstream.origin.is_none() || paired.is_some() || direct[d.index()] {
+                readable.insert(upstream.name.clone(), upstream.name.clone());
+            }
+            if let Some(origin) = paired {
+                readable.insert(origin.declaration.clone(), upstream.name.clone());
+            }
+        }
+    }
+    readable
+}
+
+/// The secret parameters of `params` with their values, read now from their sources (an
+/// environment variable of the engine, or a file, one trailing newline removed).
+///
+/// # Errors
+///
+/// A fatal [`StepError`] naming the parameter and where it was looked for; never the value.
+pub(super) fn read_secrets(params: &[ParamSpec]) -> Result<BTreeMap<String, String>, StepError> {
+    let mut secrets = BTreeMap::new();
+    for param in params {
+        let Some(source) = &param.secret else {
+            continue;
+        };
+        let missing = |why: String| {
+            StepError::fatal(format!(
+                "the secret parameter `{}` has no value: {why}",
+                param.name
+            ))
+        };
+        let value = match source {
+            SecretSource::Env(var) => std::env::var(var).map_err(|e| {
+                missing(match e {
+                    std::env::VarError::NotPresent => {
+                        format!("the environment variable `{var}` is not set")
+                    }
+                    std::env::VarError::NotUnicode(_) => {
+                        format!("the environment variable `{var}` is not UTF-8")
+                    }
+                })
+            })?,
+            SecretSource::File(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| missing(format!("the file `{path}` cannot be read: {e}")))?;
+                let text = text.strip_suffix('\n').unwrap_or(&text);
+                text.strip_suffix('\r').unwrap_or(text).to_owned()
+            }
+        };
+        secrets.insert(param.name.clone(), value);
+    }
+    Ok(secrets)
+}
