@@ -282,3 +282,31 @@ retry = { max_attempts = 3, initial = "10ms" }
         )]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_naming_a_secret_is_refused_as_it_is_recorded() {
+    let dirs = dirs();
+    std::fs::write(dirs.work.join("token"), "hunter2").unwrap();
+    let toml = format!(
+        r#"
+[workflow]
+name = "cwd-secret"
+[params]
+token = {{ type = "string", secret = {{ file = "{}" }} }}
+[[steps]]
+name = "s"
+run = "true"
+cwd = "${{params.token}}"
+idempotency = "natural"
+"#,
+        dirs.work.join("token").display()
+    );
+    let (status, events) = run(&dirs, &toml, json!({})).await;
+    assert_eq!(status, RunStatus::Paused);
+    let failures = failures(&events, "s");
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    let (error, retryable) = &failures[0];
+    assert!(error.contains("`params.token` is a secret"), "{error}");
+    assert!(!retryable);
+    assert!(placed(&events, "s").is_empty(), "nothing ran");
+}
