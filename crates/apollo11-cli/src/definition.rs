@@ -63,6 +63,9 @@ pub fn validate(file: &Path, args: &ParamArgs) -> Result<Exit, Exit> {
         spec.name,
         spec.steps.len()
     ))?;
+    for (name, value) in &spec.arguments {
+        out::line(format!("param {name} = {value}"))?;
+    }
     if spec.steps.len() != given.declared.steps.len() || !spec.params.is_empty() {
         out::line(apollo11_author::graph_text(&spec))?;
     }

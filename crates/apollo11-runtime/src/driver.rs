@@ -3,6 +3,8 @@
 //! so a crash at any instant leaves a log from which `decide` knows what to do. Where tries
 //! run and how a try the driver did not see end is settled are in `settle.rs`.
 
+mod condition;
+mod expand;
 mod gauges;
 mod inputs;
 mod running;
@@ -13,11 +15,14 @@ use crate::lease::{Held, LostSignal};
 use crate::metrics;
 use crate::step::{Cancel, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
-use apollo11_author::Scope;
-use apollo11_core::{limits, EventKind, Payload, RunId, Seq, StepName, Timeout, WorkflowSpec};
+use apollo11_core::{
+    limits, EventKind, Payload, RunId, Seq, StepName, StepSpec, Value, WorkflowSpec,
+};
 use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
+use expand::{learn_auto, load};
 use gauges::{step_pending, Counted};
+use inputs::Prepared;
 use running::Running;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -62,19 +67,17 @@ impl Done {
     }
 }
 
-/// What a launch hands its try, read before its `Started` or `Compensating` is appended.
-struct Prepared {
-    /// The step's checkpoint marker, or for a compensation its output.
-    payload: Option<Vec<u8>>,
-    /// What it reads, but the secrets.
-    scope: Scope,
-}
-
 pub(crate) struct Driver<S: Store> {
     shared: Arc<Shared<S>>,
     workflow: Arc<Workflow>,
     /// The run's definition as it stands: the pinned one, grown by the expansions so far.
     spec: WorkflowSpec,
+    /// How many of the state's expansions `spec` is grown by.
+    grown: usize,
+    /// The items of expansions this driver appended, until `spec` grows by them.
+    fresh: BTreeMap<StepName, Vec<Value>>,
+    /// The learned timeouts of the steps with `timeout = "auto"`, by step.
+    auto: BTreeMap<String, u64>,
     /// The run's state with what decisions read of it, kept together event by event, so
     /// each decision costs what the run is doing.
     machine: RunMachine,
@@ -108,29 +111,20 @@ impl<S: Store> Driver<S> {
         held: Option<Held>,
     ) -> Result<Driver<S>, EngineError> {
         let mut failures = 0;
-        let state = loop {
-            match shared.run_state(&run_id).await {
-                Ok(state) => break state,
-                Err(e) if e.is_retryable() => {
+        let (state, spec) = loop {
+            match load(&shared, &run_id, workflow.spec()).await {
+                Ok(loaded) => break loaded,
+                Err(EngineError::Store(e)) if e.is_retryable() => {
                     failures += 1;
                     wait_out(shared.clock, &e, failures).await;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         };
         metrics::run_started(&workflow.spec().name);
-        let spec = workflow.spec().clone();
         let mut auto = BTreeMap::new();
-        for step in &spec.steps {
-            if let Timeout::Auto { fallback_ms } = step.timeout {
-                auto.insert(
-                    step.name.clone(),
-                    shared
-                        .auto_timeout_ms(&spec.name, &step.name, fallback_ms)
-                        .await,
-                );
-            }
-        }
+        learn_auto(&shared, &spec, &mut auto).await;
+        let grown = state.expansions.len();
         let machine = RunMachine::compile(&spec, state, |name, fallback| {
             auto.get(name).copied().unwrap_or(fallback)
         })
@@ -142,6 +136,9 @@ impl<S: Store> Driver<S> {
             shared,
             workflow,
             spec,
+            grown,
+            fresh: BTreeMap::new(),
+            auto,
             machine,
             notify,
             running: Running::default(),
@@ -231,6 +228,7 @@ impl<S: Store> Driver<S> {
         if std::mem::take(&mut self.stale) && self.commit(Vec::new()).await? {
             self.catch_up().await?;
         }
+        self.regrow().await?;
         let started = std::time::Instant::now();
         let executing = self.running.steps();
         let now = Now {
@@ -254,6 +252,23 @@ impl<S: Store> Driver<S> {
                     Command::FailCompensation { .. } => {
                         let tried = Try::of(step, attempt, TryKind::Compensation);
                         events.extend(self.settled_failure(&tried, kind).await?);
+                    }
+                    // A template expands, a step whose condition says so does not run:
+                    // their events take the place of the start.
+                    Command::Start { .. } if self.is_template(step) => {
+                        events.extend(self.expansion(step, attempt).await?);
+                        continue;
+                    }
+                    Command::Start { .. } => match self.unless_condition(step, attempt).await? {
+                        Some(instead) => {
+                            events.extend(instead);
+                            continue;
+                        }
+                        None => events.push(self.event(step, kind, attempt, Payload::Empty)),
+                    },
+                    Command::Compensate { .. } if self.is_template(step) => {
+                        events.extend(self.compensated_template(step, attempt));
+                        continue;
                     }
                     _ => events.push(self.event(step, kind, attempt, Payload::Empty)),
                 }
@@ -495,31 +510,6 @@ impl<S: Store> Driver<S> {
         self.running.stop(step);
     }
 
-    /// What each launch hands its step (its checkpoint marker, or for a compensation its
-    /// output, and the outputs it may read), read before its `Started` or `Compensating` is
-    /// appended. A payload that cannot be read (a damaged or missing blob) stops the run with
-    /// the store's error before that append: a step must never run with nothing in place of
-    /// what it was promised. Outcomes already known are appended first: they are facts worth
-    /// keeping.
-    async fn prepare(&mut self, launches: &[Try]) -> Result<Vec<Prepared>, EngineError> {
-        let mut prepared = Vec::with_capacity(launches.len());
-        for tried in launches {
-            let read = async {
-                let payload = self.recorded_payload(&tried.step, tried.kind).await?;
-                let scope = self.scope_of(&tried.step).await?;
-                Ok::<_, StoreError>(Prepared { payload, scope })
-            };
-            match read.await {
-                Ok(p) => prepared.push(p),
-                Err(e) => {
-                    self.commit(Vec::new()).await?;
-                    return Err(e.into());
-                }
-            }
-        }
-        Ok(prepared)
-    }
-
     /// The payload a step's state points at, when its launch uses it; one of an outcome not
     /// yet appended is taken from the unsent batch.
     async fn recorded_payload(
@@ -552,10 +542,15 @@ impl<S: Store> Driver<S> {
         }
     }
 
+    /// The definition of `step`, one of the run's.
+    fn step_spec(&self, step: &StepName) -> &StepSpec {
+        let node = self.machine.dag().node(step.as_str());
+        &self.spec.steps[node.expect("decide only names steps of the run").index()]
+    }
+
     /// The code of `step`: its own, or for a step a `for_each` made, its declaration's.
     fn code(&self, step: &StepName) -> Arc<dyn crate::Step> {
-        let node = self.machine.dag().node(step.as_str());
-        let origin = node.and_then(|n| self.spec.steps[n.index()].origin.as_ref());
+        let origin = self.step_spec(step).origin.as_ref();
         let name = origin.map_or(step.as_str(), |o| o.declaration.as_str());
         (self.workflow.step(step.as_str()))
             .or_else(|| self.workflow.step(name))

@@ -5,6 +5,7 @@ mod clock;
 mod driver;
 mod engine;
 mod error;
+mod grown;
 pub mod inspect;
 mod lease;
 pub mod metrics;

@@ -126,7 +126,37 @@ impl StepBuilder {
         self
     }
 
-    /// When the step runs, given how its dependencies ended (else `all_succeeded`).
+    /// When the step runs, given how its dependencies ended (else `all_succeeded`): a
+    /// `one_failed` step is a handler that runs when a dependency failed for good (and is
+    /// skipped when none did), an `all_done` one runs whatever they did.
+    ///
+    /// ```
+    /// # use apollo11_runtime::*;
+    /// # use std::sync::Arc;
+    /// # struct Load(bool);
+    /// # #[async_trait::async_trait]
+    /// # impl Step for Load {
+    /// #     async fn run(&self, _: &StepContext) -> Result<Output, StepError> {
+    /// #         if self.0 { Err(StepError::fatal("disk full")) } else { Ok(Output::empty()) }
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let workflow = Workflow::builder("load")
+    ///     .step(StepBuilder::new("load", Load(true)).idempotency(Idempotency::Natural))
+    ///     .step(StepBuilder::new("alert", Load(false))
+    ///         .idempotency(Idempotency::Natural)
+    ///         .depends_on(&["load"])
+    ///         .trigger(TriggerRule::OneFailed))
+    ///     .build()?;
+    /// let engine = Engine::open(Arc::new(MemStore::new()), EngineConfig::default()).await?;
+    /// let run = engine.start(&Arc::new(workflow), RunId::from("r")).await?;
+    /// assert_eq!(run.outcome().await?, RunStatus::Paused, "load failed for good");
+    /// let state = engine.state(&RunId::from("r")).await?;
+    /// assert_eq!(state.step("alert").status, StepStatus::Succeeded, "the handler ran");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn trigger(mut self, trigger: TriggerRule) -> StepBuilder {
         self.trigger = trigger;
         self
@@ -136,7 +166,36 @@ impl StepBuilder {
     /// `params.x`, `steps.s.output`, `steps.s.output.field`, `steps.s.status`, `item`,
     /// `item.f`), evaluated when the step is about to start; when it is false the step is
     /// skipped, with the expression in the reason, and its dependents go on as after a
-    /// success.
+    /// success. An expression that cannot be evaluated (two types compared) fails the step
+    /// for good.
+    ///
+    /// ```
+    /// # use apollo11_runtime::*;
+    /// # use std::sync::Arc;
+    /// # struct Copy;
+    /// # #[async_trait::async_trait]
+    /// # impl Step for Copy {
+    /// #     async fn run(&self, _: &StepContext) -> Result<Output, StepError> {
+    /// #         Ok(Output::text(r#"{"rows": 0}"#))
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let workflow = Workflow::builder("copy")
+    ///     .step(StepBuilder::new("copy", Copy).idempotency(Idempotency::Natural))
+    ///     .step(StepBuilder::new("index", Copy)
+    ///         .idempotency(Idempotency::Natural)
+    ///         .depends_on(&["copy"])
+    ///         .condition("steps.copy.output.rows > 0"))
+    ///     .build()?;
+    /// let engine = Engine::open(Arc::new(MemStore::new()), EngineConfig::default()).await?;
+    /// let run = engine.start(&Arc::new(workflow), RunId::from("r")).await?;
+    /// assert_eq!(run.outcome().await?, RunStatus::Succeeded);
+    /// let state = engine.state(&RunId::from("r")).await?;
+    /// assert_eq!(state.step("index").status, StepStatus::Skipped);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn condition(mut self, expression: &str) -> StepBuilder {
         self.condition = Some(expression.to_owned());
         self
@@ -145,14 +204,94 @@ impl StepBuilder {
     /// Makes the step one step per item of `items` (`NAME[KEY]`, each with its
     /// [`StepContext::item`](crate::StepContext::item), all running this code): a list
     /// written here or a list parameter, expanded when a run starts, or a list in the output
-    /// of a step it depends on, expanded when that step has succeeded.
+    /// of a step it depends on, expanded when that step has succeeded (the run records the
+    /// items, and the steps that depended on this one depend on all of its items).
+    ///
+    /// ```
+    /// # use apollo11_runtime::*;
+    /// # use std::sync::Arc;
+    /// # struct Discover;
+    /// # #[async_trait::async_trait]
+    /// # impl Step for Discover {
+    /// #     async fn run(&self, _: &StepContext) -> Result<Output, StepError> {
+    /// #         Ok(Output::text(r#"{"regions": ["eu", "us"]}"#))
+    /// #     }
+    /// # }
+    /// /// Deploys to the region of its item.
+    /// struct Deploy;
+    /// #[async_trait::async_trait]
+    /// impl Step for Deploy {
+    ///     async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+    ///         Ok(Output::text(format!("deployed to {}", ctx.item().unwrap())))
+    ///     }
+    /// }
+    /// /// Reports what each deployment said.
+    /// struct Report;
+    /// #[async_trait::async_trait]
+    /// impl Step for Report {
+    ///     async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+    ///         let eu = ctx.input("deploy[eu]").unwrap_or_default();
+    ///         assert_eq!(eu, br#"deployed to "eu""#);
+    ///         Ok(Output::empty())
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let regions = ItemSource::Output { step: "discover".into(), path: "regions".into() };
+    /// let workflow = Workflow::builder("deploy")
+    ///     .step(StepBuilder::new("discover", Discover).idempotency(Idempotency::Natural))
+    ///     .step(StepBuilder::new("deploy", Deploy)
+    ///         .idempotency(Idempotency::Natural)
+    ///         .depends_on(&["discover"])
+    ///         .for_each(regions))
+    ///     .step(StepBuilder::new("report", Report)
+    ///         .idempotency(Idempotency::Natural)
+    ///         .depends_on(&["deploy"]))
+    ///     .build()?;
+    /// let engine = Engine::open(Arc::new(MemStore::new()), EngineConfig::default()).await?;
+    /// let run = engine.start(&Arc::new(workflow), RunId::from("r")).await?;
+    /// assert_eq!(run.outcome().await?, RunStatus::Succeeded);
+    /// let state = engine.state(&RunId::from("r")).await?;
+    /// assert_eq!(state.step("deploy[us]").status, StepStatus::Succeeded);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn for_each(mut self, items: ItemSource) -> StepBuilder {
         self.for_each = Some(items);
         self
     }
 
     /// Runs the items of its `for_each` in waves of `size`: a wave's steps start once the
-    /// previous wave's are done.
+    /// previous wave's are done. With [`StepBuilder::gate`] and [`StepBuilder::key`]:
+    ///
+    /// ```
+    /// # use apollo11_runtime::*;
+    /// # struct Nop;
+    /// # #[async_trait::async_trait]
+    /// # impl Step for Nop {
+    /// #     async fn run(&self, _: &StepContext) -> Result<Output, StepError> {
+    /// #         Ok(Output::empty())
+    /// #     }
+    /// # }
+    /// let hosts = serde_json::json!([{"name": "h1"}, {"name": "h2"}, {"name": "h3"}]);
+    /// let workflow = Workflow::builder("upgrade")
+    ///     .param(Param::new("hosts", ParamKind::List).default(hosts))
+    ///     .step(StepBuilder::new("upgrade", Nop)
+    ///         .idempotency(Idempotency::Natural)
+    ///         .for_each(ItemSource::Param("hosts".into()))
+    ///         .key("name")
+    ///         .waves(2)
+    ///         .gate("health"))
+    ///     .step(StepBuilder::new("health", Nop)
+    ///         .idempotency(Idempotency::Natural)
+    ///         .depends_on(&["upgrade"]))
+    ///     .build()?;
+    /// let run = workflow.instantiate(&Default::default())?;
+    /// let step = |name: &str| run.spec().steps.iter().find(|s| s.name == name).unwrap();
+    /// assert_eq!(step("health[wave-1]").depends_on, ["upgrade[h1]", "upgrade[h2]"]);
+    /// assert_eq!(step("upgrade[h3]").depends_on, ["health[wave-1]"]);
+    /// # Ok::<(), WorkflowError>(())
+    /// ```
     pub fn waves(mut self, size: u32) -> StepBuilder {
         self.items.0 = Some(size);
         self
@@ -328,7 +467,37 @@ impl WorkflowBuilder {
         self
     }
 
-    /// Declares a parameter (see [`Param`](crate::Param)).
+    /// Declares a parameter (see [`Param`](crate::Param)): a run is started with
+    /// [`Workflow::instantiate`]`(&arguments)`, and its steps read the values with
+    /// [`StepContext::param`](crate::StepContext::param).
+    ///
+    /// ```
+    /// # use apollo11_runtime::*;
+    /// # use std::sync::Arc;
+    /// /// Greets whom the run was started for.
+    /// struct Greet;
+    /// #[async_trait::async_trait]
+    /// impl Step for Greet {
+    ///     async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+    ///         let who = ctx.param("who").and_then(Value::as_str).unwrap_or_default();
+    ///         Ok(Output::text(format!("hello, {who}")))
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let workflow = Workflow::builder("greet")
+    ///     .param(Param::new("who", ParamKind::String).default(Value::from("world")))
+    ///     .step(StepBuilder::new("greet", Greet).idempotency(Idempotency::Natural))
+    ///     .build()?;
+    /// let arguments = [("who".to_owned(), Value::from("Ada"))].into();
+    /// let engine = Engine::open(Arc::new(MemStore::new()), EngineConfig::default()).await?;
+    /// let run = engine.start(&workflow.instantiate(&arguments)?, RunId::from("r")).await?;
+    /// assert_eq!(run.outcome().await?, RunStatus::Succeeded);
+    /// let output = engine.step_payload(&RunId::from("r"), "greet").await?;
+    /// assert_eq!(output, Payload::inline("hello, Ada"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn param(mut self, param: impl Into<ParamSpec>) -> WorkflowBuilder {
         self.params.push(param.into());
         self

@@ -220,7 +220,11 @@ struct Locator<'a> {
 
 impl Locator<'_> {
     fn error(&self, offset: usize, message: &str) -> DefinitionError {
-        let before = &self.text[..offset.min(self.text.len())];
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let before = &self.text[..offset];
         let line = before.matches('\n').count() + 1;
         let column = before
             .rfind('\n')

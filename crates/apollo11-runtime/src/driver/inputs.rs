@@ -6,7 +6,7 @@
 
 use super::Driver;
 use crate::engine::Store;
-use crate::StepError;
+use crate::{EngineError, StepError, Try};
 use apollo11_author::Scope;
 use apollo11_core::{ParamSpec, SecretSource, StepName, WorkflowSpec};
 use apollo11_dag::{Dag, NodeId};
@@ -14,7 +14,40 @@ use apollo11_machine::StepStatus;
 use apollo11_store::StoreError;
 use std::collections::BTreeMap;
 
+/// What a launch hands its try, read before its `Started` or `Compensating` is appended.
+pub(super) struct Prepared {
+    /// The step's checkpoint marker, or for a compensation its output.
+    pub payload: Option<Vec<u8>>,
+    /// What it reads, but the secrets.
+    pub scope: Scope,
+}
+
 impl<S: Store> Driver<S> {
+    /// What each launch hands its step (its checkpoint marker, or for a compensation its
+    /// output, and the outputs it may read), read before its `Started` or `Compensating` is
+    /// appended. A payload that cannot be read (a damaged or missing blob) stops the run with
+    /// the store's error before that append: a step must never run with nothing in place of
+    /// what it was promised. Outcomes already known are appended first: they are facts worth
+    /// keeping.
+    pub(super) async fn prepare(&mut self, launches: &[Try]) -> Result<Vec<Prepared>, EngineError> {
+        let mut prepared = Vec::with_capacity(launches.len());
+        for tried in launches {
+            let read = async {
+                let payload = self.recorded_payload(&tried.step, tried.kind).await?;
+                let scope = self.scope_of(&tried.step).await?;
+                Ok::<_, StoreError>(Prepared { payload, scope })
+            };
+            match read.await {
+                Ok(p) => prepared.push(p),
+                Err(e) => {
+                    self.commit(Vec::new()).await?;
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(prepared)
+    }
+
     /// The scope of an attempt (or compensation) of `step`, but its secrets.
     pub(super) async fn scope_of(&self, step: &StepName) -> Result<Scope, StoreError> {
         let spec = &self.spec;

@@ -25,7 +25,8 @@ fn conflict_pause_ms(conflicts: u32) -> u64 {
     (1u64 << conflicts.saturating_sub(1).min(16)).min(100)
 }
 
-/// What an operator's action is checked against: the run's state and its pinned definition.
+/// What an operator's action is checked against: the run's state and its pinned definition,
+/// grown by its expansions.
 struct Pinned<'a> {
     state: &'a RunState,
     spec: &'a WorkflowSpec,
@@ -176,6 +177,8 @@ impl<S: Store> Engine<S> {
         for tried in 1..=OPERATOR_APPEND_TRIES {
             let state = self.shared.run_state(run_id).await?;
             let spec = self.pinned_spec(&state).await?;
+            let store = self.shared.store.as_ref();
+            let spec = crate::grown::grown_spec(store, run_id, spec, &state.expansions).await?;
             let (dag, policy) =
                 Policy::compile(&spec, |_, fallback| fallback).map_err(WorkflowError::Invalid)?;
             let pinned = Pinned {

@@ -35,7 +35,8 @@ pub struct Inspector<S> {
     rows: Mutex<Rows>,
 }
 
-/// A run read up to a point: its events, the machine folded from them, its definition.
+/// A run read up to a point: its events, the machine folded from them, its definition
+/// grown by the expansions among them.
 struct Loaded {
     events: Vec<Event>,
     machine: RunMachine,
@@ -161,6 +162,8 @@ impl<S: Store> Inspector<S> {
         events.iter().for_each(|e| {
             state.apply(e);
         });
+        let store = self.store.as_ref();
+        let spec = crate::grown::grown_spec(store, run_id, spec, &state.expansions).await?;
         let machine = RunMachine::compile(&spec, state, |_, fallback| fallback).map_err(|e| {
             EngineError::BadDefinition {
                 run_id: run_id.clone(),

@@ -14,8 +14,11 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// An attempt as a function of its context.
+pub type Attempt = fn(&StepContext) -> Result<Output, StepError>;
+
 /// A step whose attempt is a function of its context.
-pub struct Func(pub fn(&StepContext) -> Result<Output, StepError>);
+pub struct Func(pub Attempt);
 
 #[async_trait]
 impl Step for Func {
@@ -25,7 +28,7 @@ impl Step for Func {
 }
 
 /// A natural step running `f`.
-pub fn step(name: &str, f: fn(&StepContext) -> Result<Output, StepError>) -> StepBuilder {
+pub fn step(name: &str, f: Attempt) -> StepBuilder {
     StepBuilder::new(name, Func(f))
         .idempotency(Idempotency::Natural)
         .retry(RetryPolicy {
@@ -79,6 +82,7 @@ fn seen(ctx: &StepContext) -> Result<Output, StepError> {
         "status": scope.statuses.get("make"),
         "item": ctx.item(),
         "run": scope.run_id,
+        "debug_shows_secret": format!("{ctx:?}").contains("s3cr3t"),
     }))
 }
 
@@ -104,6 +108,7 @@ async fn an_attempt_sees_arguments_defaults_secrets_and_its_dependencies_output(
     let expected = json!({
         "rows": 5, "date": "2024-05-01", "token": null, "secret": "s3cr3t",
         "input": "{\"n\":1}", "status": "succeeded", "item": null, "run": "r",
+        "debug_shows_secret": false,
     });
     assert_eq!(output(&store, "r", "use").await, expected);
     let engine = open(&store).await;
@@ -198,4 +203,81 @@ async fn a_run_resumes_with_its_declared_workflow_or_the_pinned_one() {
         refused,
         Err(EngineError::DefinitionChanged { .. })
     ));
+}
+
+/// The events of step `name` of run `r`.
+async fn step_events(store: &MemStore, name: &str) -> Vec<(EventKind, u32)> {
+    let events = store
+        .read_run(&RunId::from("r"), apollo11_core::Seq(1))
+        .await;
+    (events.unwrap().into_iter())
+        .filter(|e| e.step.as_ref().is_some_and(|s| s.as_str() == name))
+        .map(|e| (e.kind, e.attempt))
+        .collect()
+}
+
+fn conditional(condition: &str) -> Workflow {
+    Workflow::builder("when")
+        .param(Param::new("full", ParamKind::Boolean).default(json!(false)))
+        .param(Param::new("hosts", ParamKind::List).default(json!(["a", "b"])))
+        .step(step("make", |_| json_out(&json!({"n": 2}))))
+        .step(
+            step("full", |_| json_out(&json!("ran")))
+                .depends_on(&["make"])
+                .condition(condition),
+        )
+        .step(
+            step("up", |ctx| json_out(ctx.item().unwrap()))
+                .for_each(ItemSource::Param("hosts".into()))
+                .condition("item != \"b\""),
+        )
+        .step(
+            step("after", |ctx| json_out(&json!(ctx.input("full").is_some())))
+                .depends_on(&["full"]),
+        )
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_false_condition_skips_the_step_naming_it_and_its_dependents_go_on() {
+    let store = Arc::new(MemStore::new());
+    let status = run_to_end(&store, &conditional("params.full == true"), json!({}), "r").await;
+    assert_eq!(status.unwrap(), RunStatus::Succeeded);
+    let reason = "condition `params.full == true` is false".to_owned();
+    assert_eq!(
+        step_events(&store, "full").await,
+        [(EventKind::Skipped { reason }, 0)]
+    );
+    assert_eq!(output(&store, "r", "after").await, json!(false));
+    assert_eq!(kinds(&store, "r", "up[a]").await, ["started", "succeeded"]);
+    assert_eq!(kinds(&store, "r", "up[b]").await, ["skipped"]);
+    let store = Arc::new(MemStore::new());
+    let holds = conditional("params.full && steps.make.output.n > 1");
+    let status = run_to_end(&store, &holds, json!({"full": true}), "r").await;
+    assert_eq!(status.unwrap(), RunStatus::Succeeded);
+    assert_eq!(output(&store, "r", "after").await, json!(true));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_condition_that_cannot_be_evaluated_fails_the_step_for_good() {
+    let store = Arc::new(MemStore::new());
+    let status = run_to_end(
+        &store,
+        &conditional("params.full == \"yes\""),
+        json!({}),
+        "r",
+    )
+    .await;
+    assert_eq!(status.unwrap(), RunStatus::Paused);
+    let events = step_events(&store, "full").await;
+    assert_eq!(events[0], (EventKind::Started, 1));
+    let EventKind::Failed { error, retryable } = &events[1].0 else {
+        panic!("{events:?}");
+    };
+    assert!(!retryable);
+    assert!(
+        error.starts_with("the condition `params.full == \"yes\"` of step `full` compares"),
+        "{error}"
+    );
 }

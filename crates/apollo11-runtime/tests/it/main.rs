@@ -4,6 +4,7 @@ mod archived;
 mod authoring;
 mod compensation;
 mod engine;
+mod expand;
 mod flaky;
 mod gc;
 mod inspect;
