@@ -28,8 +28,12 @@ pub fn write(files: &StepFiles, scope: &Scope) -> std::io::Result<()> {
     create_private_file(&files.params)?.write_all(&params)
 }
 
-/// Removes what [`write`] wrote, if anything.
+/// Removes what [`write`] wrote, if anything, and the step's folder of them once empty (a
+/// step has one try at a time: no other attempt of it is writing there).
 pub fn remove(files: &StepFiles) {
     let _ = std::fs::remove_dir_all(&files.inputs);
     let _ = std::fs::remove_file(&files.params);
+    if let Some(step) = files.params.parent() {
+        let _ = std::fs::remove_dir(step);
+    }
 }
