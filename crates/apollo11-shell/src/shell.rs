@@ -140,7 +140,6 @@ impl ShellStep {
         create_private_file(&files.output).map_err(|e| io("creating the output file", e))?;
         let log = create_private_file(&files.log).map_err(|e| io("creating the step log", e))?;
         let prepared = self.rendering.prepare(command, ctx.scope(), &self.dir)?;
-        inputs::write(&files, ctx.scope()).map_err(|e| io("writing the step's inputs", e))?;
         let mut cmd = tokio::process::Command::new("sh");
         environment(&mut cmd, &prepared, &files, ctx);
         cmd.args(["-c", GATE, "sh", &prepared.command])
@@ -156,15 +155,16 @@ impl ShellStep {
                 .as_deref()
                 .map(|p| ("APOLLO11_PREVIOUS_PAYLOAD", p))
         };
-        let result = match payload {
-            Some((var, bytes)) => pass_payload(&mut cmd, var, &files.payload, bytes)
-                .map_err(|e| io("writing the payload file", e)),
-            None => Ok(()),
-        };
-        let result = match result {
-            Ok(()) => self.wait(cmd, &prepared, &files, ctx).await,
-            Err(e) => Err(e),
-        };
+        // The files handed over are removed however the attempt ends.
+        let result = async {
+            inputs::write(&files, ctx.scope()).map_err(|e| io("writing the step's inputs", e))?;
+            if let Some((var, bytes)) = payload {
+                pass_payload(&mut cmd, var, &files.payload, bytes)
+                    .map_err(|e| io("writing the payload file", e))?;
+            }
+            self.wait(cmd, &prepared, &files, ctx).await
+        }
+        .await;
         if payload.is_some() {
             let _ = std::fs::remove_file(&files.payload);
         }
