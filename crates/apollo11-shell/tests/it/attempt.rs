@@ -308,3 +308,36 @@ idempotency = "natural"
     assert!(!retryable);
     assert!(placed(&events, "s").is_empty(), "nothing ran");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_made_at_run_time_read_their_item_and_their_paired_step_by_its_declaration() {
+    let dirs = dirs();
+    let toml = r#"
+[workflow]
+name = "items"
+[[steps]]
+name = "discover"
+run = "echo '[\"eu\", \"us\"]' > \"$APOLLO11_OUTPUT\""
+idempotency = "natural"
+[[steps]]
+name = "fetch"
+for_each = "${steps.discover.output}"
+run = "printf 'rows of %s' ${item} > \"$APOLLO11_OUTPUT\""
+idempotency = "natural"
+depends_on = ["discover"]
+[[steps]]
+name = "load"
+for_each = "${steps.discover.output}"
+run = "cp \"$APOLLO11_INPUTS/fetch\" loaded-${item}.txt"
+idempotency = "natural"
+depends_on = ["fetch"]
+"#;
+    let (status, events) = run(&dirs, toml, json!({})).await;
+    assert_eq!(status, RunStatus::Succeeded, "{events:?}");
+    for region in ["eu", "us"] {
+        assert_eq!(
+            read(&dirs.work, &format!("loaded-{region}.txt")),
+            format!("rows of {region}")
+        );
+    }
+}
