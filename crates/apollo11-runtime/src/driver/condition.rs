@@ -30,7 +30,7 @@ impl<S: Store> Driver<S> {
         if self.state().step(step.as_str()).status != StepStatus::Pending {
             return Ok(None);
         }
-        let scope = self.scope_of(step).await?;
+        let scope = self.scope_of(step, &mut super::inputs::Read::new()).await?;
         let failed = |why: String| {
             let kind = EventKind::Failed {
                 error: clip(&format!("the condition `{text}` of step `{step}` {why}")),

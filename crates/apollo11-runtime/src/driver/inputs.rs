@@ -8,11 +8,15 @@ use super::Driver;
 use crate::engine::Store;
 use crate::{EngineError, StepError, Try};
 use apollo11_author::Scope;
-use apollo11_core::{ParamSpec, SecretSource, StepName, WorkflowSpec};
+use apollo11_core::{ParamSpec, SecretSource, Seq, StepName, WorkflowSpec};
 use apollo11_dag::{Dag, NodeId};
 use apollo11_machine::StepStatus;
 use apollo11_store::StoreError;
 use std::collections::BTreeMap;
+
+/// Payloads read for one decision's launches, by the seq of the event that holds each: the
+/// items of a template all read the same outputs, and read them once.
+pub(super) type Read = BTreeMap<Seq, Vec<u8>>;
 
 /// What a launch hands its try, read before its `Started` or `Compensating` is appended.
 pub(super) struct Prepared {
@@ -31,10 +35,11 @@ impl<S: Store> Driver<S> {
     /// keeping.
     pub(super) async fn prepare(&mut self, launches: &[Try]) -> Result<Vec<Prepared>, EngineError> {
         let mut prepared = Vec::with_capacity(launches.len());
+        let mut outputs = Read::new();
         for tried in launches {
             let read = async {
                 let payload = self.recorded_payload(&tried.step, tried.kind).await?;
-                let scope = self.scope_of(&tried.step).await?;
+                let scope = self.scope_of(&tried.step, &mut outputs).await?;
                 Ok::<_, StoreError>(Prepared { payload, scope })
             };
             match read.await {
@@ -48,8 +53,14 @@ impl<S: Store> Driver<S> {
         Ok(prepared)
     }
 
-    /// The scope of an attempt (or compensation) of `step`, but its secrets.
-    pub(super) async fn scope_of(&self, step: &StepName) -> Result<Scope, StoreError> {
+    /// The scope of an attempt (or compensation) of `step`, but its secrets; the outputs
+    /// it reads are taken from `read` or read into it. The items of a template do not read
+    /// the template's output (their list of items: each has its own `item`).
+    pub(super) async fn scope_of(
+        &self,
+        step: &StepName,
+        read: &mut Read,
+    ) -> Result<Scope, StoreError> {
         let spec = &self.spec;
         let dag = self.machine.dag();
         let node = dag
@@ -63,22 +74,23 @@ impl<S: Store> Driver<S> {
             wave: origin.and_then(|o| o.wave),
             ..Scope::default()
         };
-        let mut read: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        let template = origin.map(|o| o.declaration.as_str());
         for (name, actual) in readable(spec, dag, node) {
             let state = self.state().step(&actual);
             scope
                 .statuses
                 .insert(name.clone(), state.status.to_string());
-            if state.status != StepStatus::Succeeded {
+            let Some(seq) = state.payload_seq else {
+                continue;
+            };
+            if state.status != StepStatus::Succeeded || template == Some(actual.as_str()) {
                 continue;
             }
-            let bytes = match read.get(&actual) {
+            let bytes = match read.get(&seq) {
                 Some(bytes) => bytes.clone(),
                 None => {
-                    let Some(bytes) = self.payload_at(state.payload_seq).await? else {
-                        continue;
-                    };
-                    read.insert(actual, bytes.clone());
+                    let bytes = self.payload_at(Some(seq)).await?.unwrap_or_default();
+                    read.insert(seq, bytes.clone());
                     bytes
                 }
             };

@@ -98,6 +98,21 @@ impl<S: Store> Inspector<S> {
         pinned_spec(self.store.as_ref(), run_id, &first.payload).await
     }
 
+    /// The run's definition as it stood after event `at` (now if `None`): the pinned one
+    /// grown by the expansions of its template steps until then (each with its items'
+    /// steps, their `origin` naming the template).
+    ///
+    /// # Errors
+    ///
+    /// As [`Inspector::status`].
+    pub async fn grown_definition(
+        &self,
+        run_id: &RunId,
+        at: Option<EventId>,
+    ) -> Result<WorkflowSpec, EngineError> {
+        Ok(self.load(run_id, at).await?.spec)
+    }
+
     /// The run's events with id > `after`, at most `limit` of them, in order.
     ///
     /// # Errors

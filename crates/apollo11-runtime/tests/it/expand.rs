@@ -24,7 +24,13 @@ fn work(f: Attempt) -> StepBuilder {
         })
 }
 
+/// An item's upper case; it reads discover's output, not the template's list of items.
 fn upper(ctx: &StepContext) -> Result<Output, StepError> {
+    if ctx.input("work").is_some() || ctx.input("discover").is_none() {
+        return Err(StepError::fatal(
+            "an item reads its source, not its template",
+        ));
+    }
     Ok(Output::text(
         ctx.item().unwrap().as_str().unwrap().to_uppercase(),
     ))
@@ -91,6 +97,19 @@ async fn a_template_fans_out_over_an_output_and_a_step_fans_in_and_replay_shows_
     );
     assert_eq!(after.1, items);
     assert_eq!(graph_at(&store, None).await, after);
+    let inspector = Inspector::new(store.clone());
+    let run = RunId::from("r");
+    let grown = inspector.grown_definition(&run, None).await.unwrap();
+    let origin = grown.steps[3].origin.as_ref().unwrap();
+    assert_eq!(
+        (origin.declaration.as_str(), &origin.item),
+        ("work", &json!("b"))
+    );
+    assert_eq!(
+        inspector.definition(&run).await.unwrap().steps.len(),
+        3,
+        "as pinned"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -251,6 +270,46 @@ async fn a_resume_expands_once_whether_the_template_was_not_started_or_interrupt
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_resume_grows_the_graph_from_the_log_and_reruns_an_interrupted_item() {
+    let workflow = Arc::new(fan(abc).build().unwrap());
+    let definition = serde_json::to_vec(workflow.spec()).unwrap();
+    let store = Arc::new(MemStore::new());
+    let created = EventKind::RunCreated {
+        workflow: "fan".into(),
+    };
+    let items = || Payload::inline(json!(["a", "b", "c"]).to_string());
+    let events = vec![
+        (None, created, 0, Payload::Inline(definition)),
+        (Some("discover"), EventKind::Started, 1, Payload::Empty),
+        (Some("discover"), EventKind::Succeeded, 1, items()),
+        (Some("work"), EventKind::Started, 1, Payload::Empty),
+        (Some("work"), EventKind::Expanded { items: 3 }, 1, items()),
+        (Some("work[a]"), EventKind::Started, 1, Payload::Empty),
+        (
+            Some("work[a]"),
+            EventKind::Succeeded,
+            1,
+            Payload::inline("A"),
+        ),
+        (Some("work[b]"), EventKind::Started, 1, Payload::Empty),
+    ];
+    append(&store, 1, events).await;
+    let engine = open(&store).await;
+    let resumed = engine.resume(&workflow, RunId::from("r")).await.unwrap();
+    assert_eq!(resumed.outcome().await.unwrap(), RunStatus::Succeeded);
+    assert_eq!(kinds(&store, "r", "work").await, ["started", "expanded"]);
+    assert_eq!(
+        kinds(&store, "r", "work[a]").await,
+        ["started", "succeeded"]
+    );
+    assert_eq!(
+        kinds(&store, "r", "work[b]").await,
+        ["started", "interrupted", "started", "succeeded"]
+    );
+    assert_eq!(output(&store, "r", "merge").await, json!(["A", "B", "C"]));
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_operator_action_knows_the_steps_a_template_made() {
     let store = Arc::new(MemStore::new());
     let status = run_to_end(&store, &fan(abc).build().unwrap(), json!({}), "r").await;
@@ -286,5 +345,31 @@ async fn a_template_whose_source_was_skipped_is_skipped_and_its_dependents_go_on
     assert_eq!(
         output(&store, "r", "merge").await,
         json!([null, null, null])
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn more_items_than_one_append_holds_start_at_once_and_fan_in() {
+    const ITEMS: u32 = 2 * apollo11_core::limits::APPEND_BATCH_EVENTS_MAX + 1;
+    fn many(_: &StepContext) -> Result<Output, StepError> {
+        json_out(&json!((1..=ITEMS).collect::<Vec<_>>()))
+    }
+    fn count(ctx: &StepContext) -> Result<Output, StepError> {
+        json_out(&json!(ctx.scope().outputs.len()))
+    }
+    let workflow = Workflow::builder("fan")
+        .max_concurrency(ITEMS)
+        .step(step("discover", many))
+        .step(work(|ctx| json_out(ctx.item().unwrap())))
+        .step(step("merge", count).depends_on(&["work"]))
+        .build()
+        .unwrap();
+    let store = Arc::new(MemStore::new());
+    let status = run_to_end(&store, &workflow, json!({}), "r").await;
+    assert_eq!(status.unwrap(), RunStatus::Succeeded);
+    assert_eq!(
+        output(&store, "r", "merge").await,
+        json!(ITEMS + 2),
+        "the merge reads each item's output, the template's list of items and discover's"
     );
 }
