@@ -16,6 +16,7 @@ use std::process::Command;
 const LIBRARIES: &[&str] = &[
     "apollo11-core",
     "apollo11-dag",
+    "apollo11-author",
     "apollo11-machine",
     "apollo11-store",
     "apollo11-log",

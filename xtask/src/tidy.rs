@@ -48,6 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "apollo11-server",
         &[
+            "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
             "apollo11-machine",

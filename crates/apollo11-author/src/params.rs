@@ -100,6 +100,20 @@ impl fmt::Display for ParamError {
 
 impl std::error::Error for ParamError {}
 
+impl ParamError {
+    /// The parameter the error is about (empty for `--param` text with no `=`).
+    pub fn name(&self) -> &str {
+        match self {
+            ParamError::Unknown { name }
+            | ParamError::Missing { name }
+            | ParamError::WrongType { name, .. }
+            | ParamError::TooLarge { name, .. }
+            | ParamError::SecretGiven { name }
+            | ParamError::Unreadable { name, .. } => name,
+        }
+    }
+}
+
 /// How a kind is called in messages: `a string`, `an integer`, ...
 pub fn kind_label(kind: ParamKind) -> &'static str {
     match kind {

@@ -8,8 +8,9 @@ use std::fmt;
 
 /// The values an attempt of a step can see, filled by the runtime: the run's arguments and
 /// secrets, its id, the outputs and statuses of the step's dependencies, and, for a step a
-/// `for_each` made, its item and wave.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// `for_each` made, its item and wave. Its `Debug` names the secrets but never shows
+/// their values.
+#[derive(Clone, Default, PartialEq)]
 pub struct Scope {
     /// The run's arguments (never a secret).
     pub arguments: BTreeMap<String, Value>,
@@ -26,6 +27,25 @@ pub struct Scope {
     pub item: Option<Value>,
     /// The wave of a step a `for_each` made in waves.
     pub wave: Option<u32>,
+}
+
+impl fmt::Debug for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secrets: BTreeMap<&str, &str> = self
+            .secrets
+            .keys()
+            .map(|k| (k.as_str(), "<secret>"))
+            .collect();
+        f.debug_struct("Scope")
+            .field("arguments", &self.arguments)
+            .field("secrets", &secrets)
+            .field("run_id", &self.run_id)
+            .field("outputs", &self.outputs.keys().collect::<Vec<_>>())
+            .field("statuses", &self.statuses)
+            .field("item", &self.item)
+            .field("wave", &self.wave)
+            .finish()
+    }
 }
 
 /// Why a reference has no value in a scope.

@@ -37,8 +37,9 @@ pub const FOR_EACH_ITEMS_MAX: u32 = 10_000;
 /// in the run's definition, which is not the place for bulk data.
 pub const PARAM_VALUE_BYTES_MAX: u32 = 64 * 1024;
 
-/// Default number of steps a workflow may have.
-pub const DAG_NODES_MAX: u32 = 10_000;
+/// Most steps a run's graph may have: room for a `for_each` of [`FOR_EACH_ITEMS_MAX`] items
+/// beside the steps around it, with a second one as large.
+pub const DAG_NODES_MAX: u32 = 2 * FOR_EACH_ITEMS_MAX;
 
 /// Default segment size of the file log before it rolls to a new segment.
 pub const SEGMENT_BYTES_MAX: u64 = 100 * 1024 * 1024;

@@ -4,10 +4,11 @@
 
 use crate::server::{AppState, Backend};
 use crate::ApiError;
+use apollo11_author::AuthorError;
 use apollo11_core::{check_name, limits, NameKind, Value, WorkflowSpec};
 use apollo11_runtime::inspect::RunFilter;
 use apollo11_runtime::{EngineError, RunHandle, RunId, RunStatus};
-use apollo11_shell::{definition, files, shell};
+use apollo11_shell::{files, shell};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -59,8 +60,7 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<RunId, ApiError
     if let Some(sent) = digest {
         registered.check_digest(sent)?;
     }
-    let spec = definition::instantiate(&registered.spec, params)
-        .map_err(|e| ApiError::Invalid(format!("workflow `{name}`: {e}")))?;
+    let spec = instantiated(&registered.spec, params)?;
     let workflow = Arc::new(
         shell::workflow(&spec, &state.data_dir)
             .map_err(|e| ApiError::Invalid(format!("workflow `{name}`: {e}")))?,
@@ -88,6 +88,23 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<RunId, ApiError
     let run_id = handle.run_id().clone();
     watch(handle);
     Ok(run_id)
+}
+
+/// The definition a run of `declared` pins when started with the values `given`: 400 naming
+/// the parameter (the error object's `param`) when a value is undeclared, missing, of
+/// another type, too large or a secret's; 400 naming the declaration when the items of a
+/// `for_each` cannot make its steps.
+fn instantiated(
+    declared: &WorkflowSpec,
+    given: &BTreeMap<String, Value>,
+) -> Result<WorkflowSpec, ApiError> {
+    apollo11_author::instantiate(declared, given).map_err(|e| {
+        let message = format!("workflow `{}`: {e}", declared.name);
+        match e {
+            AuthorError::Param(p) => ApiError::InvalidParam(p.name().to_owned(), message),
+            _ => ApiError::Invalid(message),
+        }
+    })
 }
 
 /// Drives a run again with the definition it pinned, as `apollo11 resume` does; a run this

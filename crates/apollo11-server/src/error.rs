@@ -13,6 +13,9 @@ use serde_json::json;
 pub enum ApiError {
     /// 400 `invalid`: a malformed request (body, path, query, header).
     Invalid(String),
+    /// 400 `invalid` about one parameter of a start: its name (the error object's `param`)
+    /// and the message.
+    InvalidParam(String, String),
     /// 401 `unauthorized`: no token, or not the server's.
     Unauthorized(String),
     /// 403 `invalid`: a foreign `Host` or `Origin`.
@@ -43,7 +46,7 @@ impl ApiError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::Invalid(_) => StatusCode::BAD_REQUEST,
+            ApiError::Invalid(_) | ApiError::InvalidParam(..) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
@@ -60,9 +63,10 @@ impl ApiError {
     /// The `code` of the error object.
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::Invalid(_) | ApiError::Forbidden(_) | ApiError::UnsupportedMediaType(_) => {
-                "invalid"
-            }
+            ApiError::Invalid(_)
+            | ApiError::InvalidParam(..)
+            | ApiError::Forbidden(_)
+            | ApiError::UnsupportedMediaType(_) => "invalid",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
@@ -80,6 +84,7 @@ impl ApiError {
     pub fn message(&self) -> &str {
         match self {
             ApiError::Invalid(m)
+            | ApiError::InvalidParam(_, m)
             | ApiError::Unauthorized(m)
             | ApiError::Forbidden(m)
             | ApiError::NotFound(m)
@@ -98,7 +103,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code(), "message": self.message()}});
+        let mut error = json!({"code": self.code(), "message": self.message()});
+        if let ApiError::InvalidParam(param, _) = &self {
+            error["param"] = json!(param);
+        }
+        let body = json!({ "error": error });
         let mut response = (self.status(), body.to_string()).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -196,7 +205,8 @@ mod tests {
     fn after(e: &ApiError) -> Option<ApiError> {
         let m = String::new;
         Some(match e {
-            ApiError::Invalid(_) => ApiError::Unauthorized(m()),
+            ApiError::Invalid(_) => ApiError::InvalidParam(m(), m()),
+            ApiError::InvalidParam(..) => ApiError::Unauthorized(m()),
             ApiError::Unauthorized(_) => ApiError::Forbidden(m()),
             ApiError::Forbidden(_) => ApiError::NotFound(m()),
             ApiError::NotFound(_) => ApiError::MethodNotAllowed(m()),

@@ -1,5 +1,6 @@
 //! Extractors that answer every malformed request with the API's error object: JSON bodies
-//! (capped at [`BODY_BYTES_MAX`], unknown fields refused) and the path's run and step,
+//! (capped at [`BODY_BYTES_MAX`], a start's at [`START_BODY_BYTES_MAX`], unknown fields
+//! refused) and the path's run and step,
 //! each checked against the names rule (the query string's are `query.rs`'s).
 
 use crate::ApiError;
@@ -14,23 +15,27 @@ use serde::Deserialize;
 /// Largest request body accepted (413 above it).
 pub const BODY_BYTES_MAX: usize = 64 * 1024;
 
-/// A JSON body of type `T`.
-pub struct Body<T>(pub T);
+/// Largest body of a start: room for its parameters' values, each up to
+/// [`apollo11_core::limits::PARAM_VALUE_BYTES_MAX`], so that one too large is a 400 naming
+/// it.
+pub const START_BODY_BYTES_MAX: usize = 1024 * 1024;
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+/// A JSON body of type `T`, of at most `MAX` bytes.
+pub struct Body<T, const MAX: usize = BODY_BYTES_MAX>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned, const MAX: usize> FromRequest<S> for Body<T, MAX> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _: &S) -> Result<Self, ApiError> {
-        let too_large =
-            || ApiError::TooLarge(format!("the request body is over {BODY_BYTES_MAX} bytes"));
+        let too_large = || ApiError::TooLarge(format!("the request body is over {MAX} bytes"));
         let declared = request
             .headers()
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > BODY_BYTES_MAX as u64) {
+        if declared.is_some_and(|n| n > MAX as u64) {
             return Err(too_large());
         }
-        let bytes = axum::body::to_bytes(request.into_body(), BODY_BYTES_MAX)
+        let bytes = axum::body::to_bytes(request.into_body(), MAX)
             .await
             .map_err(|_| too_large())?;
         serde_json::from_slice(&bytes)

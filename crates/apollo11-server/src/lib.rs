@@ -33,7 +33,7 @@ pub use conns::{
 };
 pub use drive::{default_run_id, step_folders};
 pub use error::ApiError;
-pub use extract::BODY_BYTES_MAX;
+pub use extract::{BODY_BYTES_MAX, START_BODY_BYTES_MAX};
 pub use gc::GcSchedule;
 pub use logs::LOG_BYTES_MAX;
 pub use router::{routes, Route};

@@ -2,7 +2,7 @@
 //! limits it enforces and the names of run states, step states and override targets, so
 //! the web UI checks and lists them as the server does.
 
-use crate::{BODY_BYTES_MAX, LOG_BYTES_MAX};
+use crate::{BODY_BYTES_MAX, LOG_BYTES_MAX, START_BODY_BYTES_MAX};
 use apollo11_core::{limits, OverrideTarget};
 use apollo11_runtime::{RunStatus, StepStatus};
 use axum::Json;
@@ -37,6 +37,10 @@ struct Limits {
     log_bytes: u64,
     /// A request's body.
     body_bytes: usize,
+    /// A start's body.
+    start_body_bytes: usize,
+    /// A parameter's value, as JSON text.
+    param_value_bytes: u32,
 }
 
 /// `GET /api/v1/meta`.
@@ -47,6 +51,8 @@ pub async fn meta() -> Json<Meta> {
             reason_bytes: limits::ERROR_MESSAGE_BYTES_MAX,
             log_bytes: LOG_BYTES_MAX,
             body_bytes: BODY_BYTES_MAX,
+            start_body_bytes: START_BODY_BYTES_MAX,
+            param_value_bytes: limits::PARAM_VALUE_BYTES_MAX,
         },
         run_states: RunStatus::ALL.map(RunStatus::name).to_vec(),
         step_states: StepStatus::ALL.map(StepStatus::name).to_vec(),

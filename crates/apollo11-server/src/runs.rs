@@ -2,7 +2,7 @@
 //! the two that change the registry or start a run.
 
 use crate::client::segment;
-use crate::extract::{Body, RunPath};
+use crate::extract::{Body, RunPath, START_BODY_BYTES_MAX};
 use crate::query::{Bounded, Flag, Query};
 use crate::server::AppState;
 use crate::workflows::{without_dir, Registry, WorkflowList};
@@ -182,7 +182,7 @@ pub struct StartBody {
 /// `POST /api/v1/runs`.
 pub async fn start(
     State(state): Shared,
-    Body(body): Body<StartBody>,
+    Body(body): Body<StartBody, START_BODY_BYTES_MAX>,
 ) -> Result<Response, ApiError> {
     let run_id = drive::detached(async move {
         let digest = body.digest.as_deref();

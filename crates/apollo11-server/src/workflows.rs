@@ -4,6 +4,7 @@
 
 use crate::ApiError;
 use apollo11_core::{Idempotency, OnFailure, WorkflowSpec};
+use apollo11_runtime::inspect::ParamView;
 use apollo11_shell::{definition, shell};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -103,6 +104,8 @@ struct WorkflowItem {
     file: String,
     digest: String,
     on_failure: OnFailure,
+    /// What a start may give values for (a form's fields).
+    params: Vec<ParamView>,
     steps: Vec<WorkflowStep>,
 }
 
@@ -129,6 +132,7 @@ impl WorkflowItem {
             file: registered.file.clone(),
             digest: registered.digest.clone(),
             on_failure: spec.on_failure,
+            params: spec.params.iter().map(ParamView::of).collect(),
             steps: steps.collect(),
         }
     }

@@ -3,11 +3,15 @@
 
 const TOKEN_KEY = 'apollo11.token';
 
-/** An error answer of the API: its status and the message of its error object. */
+/**
+ * An error answer of the API: its status, the message of its error object, and the
+ * parameter of a start it is about (`param`, or null).
+ */
 export class ApiError extends Error {
-  constructor(status, message) {
+  constructor(status, message, param = null) {
     super(message);
     this.status = status;
+    this.param = param;
   }
 }
 
@@ -39,21 +43,27 @@ async function call(path, init = {}) {
   for (;;) {
     const response = await fetch(path, { ...init, headers: headers(init.headers) });
     if (response.status !== 401) return response;
-    await askToken(await problem(response));
+    await askToken((await problem(response)).message);
   }
 }
 
+/** The error object of an answer: `{message, param}`. */
 async function problem(response) {
   const text = await response.text();
   try {
-    return JSON.parse(text).error.message;
+    const { message, param = null } = JSON.parse(text).error;
+    if (typeof message !== 'string') throw new TypeError('no message');
+    return { message, param };
   } catch {
-    return `${response.status} ${response.statusText}: ${text.slice(0, 200)}`;
+    return { message: `${response.status} ${response.statusText}: ${text.slice(0, 200)}`, param: null };
   }
 }
 
 async function checked(response) {
-  if (!response.ok) throw new ApiError(response.status, await problem(response));
+  if (!response.ok) {
+    const { message, param } = await problem(response);
+    throw new ApiError(response.status, message, param);
+  }
   return response;
 }
 

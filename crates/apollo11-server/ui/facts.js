@@ -17,6 +17,7 @@ export function header(view, now) {
     ['Events', `${view.events} (last #${view.event_id})`],
     ['Steps', Object.entries(counts).map(([state, n]) => `${n} ${label(state)}`).join(' · ')],
   ];
+  if (view.params.length) facts.push(['Parameters', parameters(view)]);
   const atWork = counts.running ?? 0;
   const state = view.pausing ? el('span', { class: 'badge st-paused', 'data-pausing': true }, `pausing (waiting for ${steps(atWork)})`) : badge(view.state);
   const parts = [
@@ -30,6 +31,36 @@ export function header(view, now) {
       `Rollback asked by ${view.rollback.by} at ${time(view.rollback.at_ms)} (event #${view.rollback.event_id}): ${view.rollback.reason}`) : null,
   ];
   return parts.filter(Boolean);
+}
+
+/**
+ * The run's parameters: each declared one with the value it started with; a secret's
+ * value is never shown, only where the server reads it.
+ */
+function parameters(view) {
+  return el('dl', { class: 'facts params', 'data-params': true }, view.params.flatMap((p) => [
+    el('dt', {}, p.name),
+    el('dd', { 'data-param': p.name }, p.secret
+      ? el('span', { class: 'muted', 'data-secret': true }, `•••••• (secret, read ${secretSource(p)} at each try)`)
+      : el('code', {}, p.name in view.arguments ? JSON.stringify(view.arguments[p.name]) : '(none)')),
+  ]));
+}
+
+/** Where the server reads a secret parameter, in words. */
+export function secretSource(param) {
+  return param.secret_env ? `from the server's environment variable ${param.secret_env}` : 'from a file on the server';
+}
+
+const TRIGGERS = {
+  all_succeeded: 'when every step before it succeeded or was skipped',
+  all_done: 'when every step before it is done, whatever its outcome',
+  one_failed: 'when a step before it failed for good, every one done',
+};
+
+/** Which for_each declaration and item made a step, in words. */
+function origin(made) {
+  const wave = made.wave ? `, wave ${made.wave}` : '';
+  return el('span', { 'data-origin': true }, `for_each of ${made.declaration}: item ${made.key}${wave}`);
 }
 
 const tries = (n) => `${n} ${n === 1 ? 'try' : 'tries'}`;
@@ -79,6 +110,10 @@ export function stepDetail(name, step, { withLog, onOverride, overridable }) {
     ['State', badge(step.state)],
     ['Try', String(step.attempt)],
     ['After', step.depends_on.length ? step.depends_on.join(', ') : '(nothing)'],
+    ['Runs', el('span', { 'data-trigger': step.trigger }, `${TRIGGERS[step.trigger] ?? step.trigger} (${step.trigger})`)],
+    ['Condition', step.condition ? el('code', { 'data-condition': true }, step.condition) : 'none'],
+    ['Made by', step.origin ? origin(step.origin) : 'its declaration'],
+    step.skip_reason ? ['Skipped', el('span', { 'data-skip-reason': true }, step.skip_reason)] : null,
     ['Idempotency', step.idempotency + (step.compensate ? ', with a compensation' : '')],
     ['Started', time(step.started_at)],
     ['Duration', duration(step.duration_ms)],
@@ -88,7 +123,7 @@ export function stepDetail(name, step, { withLog, onOverride, overridable }) {
   if (withLog && step.log) showLog(step.log, compensated ? 'Log of its compensation' : lastTry);
   return el('section', { class: 'detail', 'data-detail': name },
     el('h2', {}, `Step ${name}`),
-    el('dl', { class: 'facts' }, facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
+    el('dl', { class: 'facts' }, facts.filter(Boolean).flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
     el('div', { class: 'buttons' },
       step.log ? link(attemptLog, lastTry, 'data-attempt-log') : null,
       step.log ? tryPicker(attemptLog, step.attempt, showLog) : null,

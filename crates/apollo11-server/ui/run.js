@@ -92,16 +92,15 @@ class RunPage {
     this.when = el('span', { class: 'when', 'data-when': true }, 'Loading the events…');
     const now = el('button', { onclick: () => this.moveTo(this.events.length - 1) }, 'Now');
     const graph = el('div', { class: 'graph' });
-    this.dagSummary = el('p', { class: 'muted' });
+    const dagParts = { graph, toggles: el('div', { class: 'buttons groups', 'data-groups': true }), summary: el('p', { class: 'muted' }) };
     this.detail = el('div');
     const steps = section('steps-section', el('h2', {}, 'Steps'));
     const timeline = section('timeline', el('h2', {}, 'Timeline'));
     this.root.append(this.connection, this.notice, this.head, this.actions, this.outcome,
       section('travel', el('h2', {}, 'Time travel'), el('div', { class: 'travel-row' }, this.slider, now), this.when),
-      section('dag-section', el('h2', {}, 'Graph'), this.dagSummary, legend(), graph),
+      section('dag-section', el('h2', {}, 'Graph'), dagParts.summary, legend(), dagParts.toggles, graph),
       this.detail, steps, timeline);
-    this.dag = new Dag(graph, this.live, (name) => this.select(name));
-    this.dagSummary.textContent = this.dag.summary();
+    this.dag = new Dag(dagParts, this.live, (name) => this.select(name));
     this.steps = new Steps(steps, (name, withLog) => this.select(name, withLog), (name) => this.override(name));
     this.timeline = new Timeline(timeline, this.events, (index) => this.moveTo(index));
   }

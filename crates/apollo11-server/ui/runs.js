@@ -1,10 +1,11 @@
 // The runs page: a table of runs (state, workflow, start, duration, progress), filtered by
 // state and workflow on the server, the archived runs too when asked, paged by its cursor,
-// and polled while the tab is seen.
+// and polled while the tab is seen; a button opens the start dialog.
 
 import { api, ApiError, META } from './api.js';
 import { href } from './nav.js';
 import { badge, duration, el, span, time } from './format.js';
+import { startDialog } from './start.js';
 
 const POLL_MS = 2000;
 const PAGE = 50;
@@ -18,8 +19,9 @@ export function mountRuns(root, params) {
   const scroll = el('div', { class: 'scroll' }, table);
   const status = el('p', { class: 'muted', 'data-status': true });
   const pager = el('div', { class: 'pager' });
+  const start = el('button', { class: 'primary', 'data-start': true, onclick: () => startDialog(filter.workflow || undefined) }, 'Start a run…');
   root.append(
-    el('h1', {}, 'Runs'),
+    el('div', { class: 'title-row' }, el('h1', {}, 'Runs'), start),
     filters(filter),
     scroll,
     pager,

@@ -21,7 +21,7 @@ export class Steps {
     this.count = el('span', { class: 'muted' });
     host.append(el('div', { class: 'filters' }, el('label', {}, 'Steps in state ', filter), this.count),
       el('div', { class: 'scroll' }, el('table', { class: 'steps' }, el('thead', {}, el('tr', {},
-        ['Step', 'State', 'Try', 'Duration', 'Started', 'Last error', 'Log', ''].map((h) => el('th', {}, h)))), this.body)),
+        ['Step', 'State', 'Try', 'Duration', 'Started', 'Last error, why skipped', 'Log', ''].map((h) => el('th', {}, h)))), this.body)),
       this.pager);
   }
 
@@ -55,14 +55,14 @@ export class Steps {
 
   row(name) {
     const step = this.view.steps[name];
-    const error = step.error_then ? `${step.error} — ${step.error_then}` : step.error ?? '';
+    const error = step.error_then ? `${step.error} — ${step.error_then}` : step.error ?? (step.skip_reason ? `skipped: ${step.skip_reason}` : '');
     return el('tr', { 'data-step': name, class: name === this.selected ? 'selected' : null },
       el('td', {}, el('button', { class: 'link', onclick: () => this.actions.onSelect(name) }, name)),
       el('td', {}, badge(step.state)),
       el('td', { class: 'num' }, String(step.attempt)),
       el('td', { class: 'num' }, duration(step.duration_ms)),
       el('td', {}, time(step.started_at)),
-      el('td', { class: 'error-text', title: error }, error.length > ERROR_CHARS ? `${error.slice(0, ERROR_CHARS)}…` : error),
+      el('td', { class: (step.error ?? null) === null && step.skip_reason ? 'error-text skip' : 'error-text', title: error }, error.length > ERROR_CHARS ? `${error.slice(0, ERROR_CHARS)}…` : error),
       el('td', {}, step.log ? el('a', { href: step.log, onclick: (e) => { e.preventDefault(); this.actions.onSelect(name, true); } }, 'log') : '—'),
       el('td', {}, el('button', { disabled: !this.overridable, onclick: () => this.actions.onOverride(name) }, 'Override…')));
   }

@@ -40,35 +40,42 @@ fn runbook() -> WorkflowSpec {
     s
 }
 
-/// The steps of examples/ops-runbook/workflow.toml and their dependencies, named as
-/// expansion names them (`drain-host-00` is `drain[host-00]`, `gate-wave-1` `gate[wave-1]`).
-fn runbook_file() -> BTreeMap<String, Vec<String>> {
-    let text = include_str!("../../../../examples/ops-runbook/workflow.toml");
-    let file: toml::Value = toml::from_str(text).unwrap();
-    let rename = |name: &str| match name.split_once('-') {
-        Some((decl, key)) if decl != "precheck" => format!("{decl}[{key}]"),
-        _ => name.to_owned(),
-    };
-    file["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            let deps = s.get("depends_on").and_then(|d| d.as_array());
-            let deps = deps
-                .into_iter()
-                .flatten()
-                .map(|d| rename(d.as_str().unwrap()));
-            (rename(s["name"].as_str().unwrap()), deps.collect())
-        })
-        .collect()
+/// The rolling upgrade as it was written by hand before `for_each` (102 steps), named as
+/// expansion names them (`drain-host-00` is `drain[host-00]`, `gate-wave-1` `gate[wave-1]`):
+/// precheck; per host drain, upgrade, undrain; a gate after each wave's undrains, which the
+/// next wave's drains wait for; a report after the last gate.
+fn runbook_unrolled() -> BTreeMap<String, Vec<String>> {
+    let mut graph = BTreeMap::from([("precheck".to_owned(), Vec::new())]);
+    let host = |i: usize| format!("host-{i:02}");
+    for wave in 1..=4 {
+        let hosts: Vec<usize> = ((wave - 1) * 8..wave * 8).collect();
+        for &i in &hosts {
+            let before = match wave {
+                1 => "precheck".to_owned(),
+                w => format!("gate[wave-{}]", w - 1),
+            };
+            graph.insert(format!("drain[{}]", host(i)), vec![before]);
+            graph.insert(
+                format!("upgrade[{}]", host(i)),
+                vec![format!("drain[{}]", host(i))],
+            );
+            graph.insert(
+                format!("undrain[{}]", host(i)),
+                vec![format!("upgrade[{}]", host(i))],
+            );
+        }
+        let undrains = hosts.iter().map(|&i| format!("undrain[{}]", host(i)));
+        graph.insert(format!("gate[wave-{wave}]"), undrains.collect());
+    }
+    graph.insert("report".to_owned(), vec!["gate[wave-4]".to_owned()]);
+    graph
 }
 
 #[test]
 fn the_runbook_expands_to_the_graph_written_by_hand() {
     let inst = instantiate(&runbook(), &none()).unwrap();
     assert_eq!(inst.steps.len(), 102);
-    let written = runbook_file();
+    let written = runbook_unrolled();
     assert_eq!(written.len(), 102);
     let made = edges(&inst);
     assert_eq!(

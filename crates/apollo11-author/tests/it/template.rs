@@ -146,3 +146,10 @@ fn a_field_named_status_is_a_field_of_the_output() {
         ]
     );
 }
+
+#[test]
+fn a_scope_shown_for_debugging_names_its_secrets_but_never_shows_them() {
+    let shown = format!("{:?}", scope());
+    assert!(shown.contains("api-token"), "{shown}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+}

@@ -1,6 +1,9 @@
 //! A run as it stands: its status, what an operator may do, why it waits, and each step.
 
-use apollo11_core::{Event, EventId, Idempotency, OverrideTarget, RunId, StepName, WorkflowSpec};
+use apollo11_core::{
+    Event, EventId, EventKind, Idempotency, Origin, OverrideTarget, ParamKind, ParamSpec, RunId,
+    SecretSource, StepName, TriggerRule, Value, WorkflowSpec,
+};
 use apollo11_machine::{
     OperatorAction, OverrideEffect, PauseCause, RunAction, RunMachine, RunStatus, StepStatus,
 };
@@ -41,6 +44,10 @@ pub struct RunView<L = StepLog> {
     pub pausing: Option<OperatorAction>,
     /// The operator's request to roll back, once made.
     pub rollback: Option<OperatorAction>,
+    /// The parameters its definition declares.
+    pub params: Vec<ParamView>,
+    /// The values it started with, defaults filled in (a secret's never among them).
+    pub arguments: BTreeMap<String, Value>,
     /// The steps, in declaration order (serialized as an object keyed by step name).
     #[serde(serialize_with = "steps_by_name")]
     pub steps: Vec<StepView<L>>,
@@ -65,6 +72,15 @@ pub struct StepView<L = StepLog> {
     pub idempotency: Idempotency,
     /// Whether it has a compensation.
     pub compensate: bool,
+    /// When it runs, given how its dependencies ended.
+    pub trigger: TriggerRule,
+    /// The condition it runs under, as written.
+    pub condition: Option<String>,
+    /// The declaration and item it was made from, when a `for_each` made it.
+    pub origin: Option<Origin>,
+    /// Why it will not run: the reason of its last `Skipped` event, while it is skipped
+    /// (`None` for a step an operator overrode to skipped).
+    pub skip_reason: Option<String>,
     /// How long its last finished attempt took.
     pub duration_ms: Option<u64>,
     /// When its current or last attempt started.
@@ -79,6 +95,46 @@ pub struct StepView<L = StepLog> {
     /// What an override to each target ([`OverrideTarget::name`]) would do now; empty when
     /// the run takes no override (see the run's `refused`).
     pub overrides: BTreeMap<&'static str, OverrideChoice>,
+}
+
+/// A parameter as a front end shows it: never a secret's value, nor the path of the file
+/// one is read from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ParamView {
+    /// Its name.
+    pub name: String,
+    /// The type a value must have.
+    #[serde(rename = "type")]
+    pub kind: ParamKind,
+    /// The value when none is given.
+    pub default: Option<Value>,
+    /// Whether a start must give a value.
+    pub required: bool,
+    /// What it is for.
+    pub description: String,
+    /// Whether it is a secret, read at each attempt and never given at start.
+    pub secret: bool,
+    /// The environment variable a secret is read from (`None` for a file's).
+    pub secret_env: Option<String>,
+}
+
+impl ParamView {
+    /// The view of a declaration.
+    pub fn of(spec: &ParamSpec) -> ParamView {
+        ParamView {
+            name: spec.name.clone(),
+            kind: spec.kind,
+            default: spec.default.clone(),
+            required: spec.required,
+            description: spec.description.clone(),
+            secret: spec.secret.is_some(),
+            secret_env: match &spec.secret {
+                Some(SecretSource::Env(var)) => Some(var.clone()),
+                _ => None,
+            },
+        }
+    }
 }
 
 /// What an override of a step to one target does (see [`apollo11_machine::check_override`]).
@@ -169,6 +225,7 @@ impl RunView {
     pub(crate) fn new(machine: &RunMachine, spec: &WorkflowSpec, events: &[Event]) -> RunView {
         let state = machine.state();
         let dag = machine.dag();
+        let skip_reasons = skip_reasons(events);
         let refusals: Vec<_> = (RunAction::ALL.iter())
             .map(|&a| (a.name(), machine.check_action(a).err()))
             .chain([("override", machine.check_overrides().err())])
@@ -193,8 +250,10 @@ impl RunView {
             paused: Pause::of(machine),
             pausing: (state.paused.clone()).filter(|_| machine.status() == RunStatus::Running),
             rollback: state.rollback.clone(),
+            params: spec.params.iter().map(ParamView::of).collect(),
+            arguments: spec.arguments.clone(),
             steps: (spec.steps.iter())
-                .map(|s| StepView::new(machine, s))
+                .map(|s| StepView::new(machine, s, skip_reasons.get(s.name.as_str()).copied()))
                 .collect(),
             archived: false,
         }
@@ -238,6 +297,10 @@ impl<L> RunView<L> {
                 depends_on: step.depends_on,
                 idempotency: step.idempotency,
                 compensate: step.compensate,
+                trigger: step.trigger,
+                condition: step.condition,
+                origin: step.origin,
+                skip_reason: step.skip_reason,
                 duration_ms: step.duration_ms,
                 started_at: step.started_at,
                 error: step.error,
@@ -259,6 +322,8 @@ impl<L> RunView<L> {
             paused: self.paused,
             pausing: self.pausing,
             rollback: self.rollback,
+            params: self.params,
+            arguments: self.arguments,
             steps,
             archived: self.archived,
         }
@@ -266,7 +331,11 @@ impl<L> RunView<L> {
 }
 
 impl StepView {
-    fn new(machine: &RunMachine, spec: &apollo11_core::StepSpec) -> StepView {
+    fn new(
+        machine: &RunMachine,
+        spec: &apollo11_core::StepSpec,
+        skip_reason: Option<&str>,
+    ) -> StepView {
         let step = machine.state().step(&spec.name);
         let choices = machine.override_choices(&spec.name).unwrap_or_default();
         let error = (step.compensation_error.as_ref())
@@ -279,6 +348,12 @@ impl StepView {
             depends_on: spec.depends_on.clone(),
             idempotency: spec.idempotency,
             compensate: spec.has_compensation,
+            trigger: spec.trigger,
+            condition: spec.condition.clone(),
+            origin: spec.origin.clone(),
+            skip_reason: skip_reason
+                .filter(|_| step.status == StepStatus::Skipped)
+                .map(str::to_owned),
             duration_ms: step.duration_ms,
             started_at: step.started_ms,
             error,
@@ -302,6 +377,24 @@ impl StepView {
     }
 }
 
+/// The reason of each step's last `Skipped` event, unless an operator's override came after.
+fn skip_reasons(events: &[Event]) -> BTreeMap<&str, &str> {
+    let mut reasons = BTreeMap::new();
+    for event in events {
+        let Some(step) = &event.step else { continue };
+        match &event.kind {
+            EventKind::Skipped { reason } => {
+                reasons.insert(step.as_str(), reason.as_str());
+            }
+            EventKind::ManualOverride { .. } => {
+                reasons.remove(step.as_str());
+            }
+            _ => {}
+        }
+    }
+    reasons
+}
+
 /// Why an action on an archived run is refused.
 pub fn archived_refusal(run_id: &RunId) -> String {
     format!("run `{run_id}` is archived: an archived run takes no more events")
@@ -312,4 +405,26 @@ fn steps_by_name<S: Serializer, L: Serialize>(
     s: S,
 ) -> Result<S::Ok, S::Error> {
     s.collect_map(steps.iter().map(|step| (&step.name, step)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apollo11_core::Payload;
+    use apollo11_machine::History;
+
+    #[test]
+    fn a_skip_reason_is_the_last_one_and_an_override_after_it_clears_it() {
+        let events = History::new("r")
+            .created("w", Payload::Empty)
+            .skipped("a", "first")
+            .skipped("a", "second")
+            .skipped("b", "kept")
+            .skipped("c", "cleared")
+            .overridden("c", OverrideTarget::Skipped, "ops", "by hand")
+            .into_events();
+        let reasons = skip_reasons(&events);
+        let expected = BTreeMap::from([("a", "second"), ("b", "kept")]);
+        assert_eq!(reasons, expected);
+    }
 }

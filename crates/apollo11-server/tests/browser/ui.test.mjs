@@ -5,7 +5,9 @@
 // the 1,000-step, 10,000-event run page; a `slow` run paused while its step is at work, then
 // followed live past a page of events; the stream lost and back; `?at=` links to no event of
 // the run; the compensated step of the `undo` run; the override choices of a step whose
-// compensation failed, each saying what it does. Screenshots of each page go to
+// compensation failed, each saying what it does; a run of `fleet` started from the dialog (a
+// wrong value said beside its field), its for_each group opened and closed, its skipped step
+// saying why. Screenshots of each page go to
 // APOLLO11_UI_SHOTS (default target/ui-screenshots).
 //
 //   node ui.test.mjs http://127.0.0.1:PORT
@@ -417,5 +419,100 @@ test('the override choices of a step whose compensation failed say what each doe
   await shot('undo-fails-override');
   await dialog.locator('button[value=cancel]').click();
   await page.waitForFunction(() => !document.querySelector('#action-dialog').open);
+  assert.deepEqual(page.errors, []);
+});
+
+/** The start dialog's field of parameter `name`, and the error said beside it. */
+const paramField = (name) => page.locator(`#start-dialog [data-param-field="${name}"]`);
+const paramError = (name) => page.locator(`#start-dialog [data-param-error="${name}"]`);
+
+test('a run started from the dialog: wrong values said beside their fields, then its page', async () => {
+  await visit(page, server, '#/runs');
+  await page.locator('[data-start]').click();
+  const dialog = page.locator('#start-dialog');
+  await dialog.locator('select[name=workflow] option[value=fleet]').waitFor({ state: 'attached' });
+  await dialog.locator('select[name=workflow]').selectOption('fleet');
+  await paramField('label').locator('.required').waitFor();
+  assert.equal(await dialog.locator('textarea[name=param-hosts]').inputValue(), '["web-1","web-2","web-3"]', 'the default is filled in');
+  assert.equal(await dialog.locator('input[name=param-rows]').inputValue(), '3');
+  assert.ok(await dialog.locator('input[name=param-full]').isChecked());
+  assert.match(await paramField('token').innerText(), /A secret: not asked for here\. The server reads it from the server's environment variable PATH/);
+  assert.equal(await paramField('token').locator('input, textarea').count(), 0, 'a secret has no input');
+  await shot('start-dialog');
+
+  // Checked here: no label, a list that is no JSON; nothing is sent.
+  const posts = watchPosts();
+  await dialog.locator('textarea[name=param-hosts]').fill('["web-1",');
+  await dialog.locator('[data-submit]').click();
+  assert.equal(await paramError('label').textContent(), 'required');
+  assert.match(await paramError('hosts').textContent(), /^not JSON/);
+  assert.deepEqual(posts.stop(), [], 'nothing sent while a value is wrong here');
+
+  // Refused by the server, which says which parameter: an integer past what it reads as one.
+  await dialog.locator('input[name=param-label]').fill('ui');
+  await dialog.locator('textarea[name=param-hosts]').fill('["web-1", "web-2"]');
+  await dialog.locator('input[name=param-rows]').fill('99999999999999999999');
+  await dialog.locator('[data-submit]').click();
+  await page.waitForFunction(() => document.querySelector('#start-dialog [data-param-error="rows"]').textContent !== '');
+  assert.match(await paramError('rows').textContent(), /parameter `rows` must be an integer/);
+  assert.equal(await paramError('hosts').textContent(), '', 'the error fixed is gone');
+  assert.ok(await dialog.evaluate((d) => d.open), 'the dialog stays open');
+  await shot('start-refused');
+
+  await dialog.locator('input[name=param-rows]').fill('4');
+  await dialog.locator('[data-submit]').click();
+  await page.waitForFunction(() => /^#\/runs\/fleet/.test(location.hash));
+  const runId = decodeURIComponent(new URL(page.url()).hash.replace('#/runs/', ''));
+  FLEET_RUN = runId;
+  await page.waitForFunction(() => document.querySelector('.head .badge')?.textContent === 'succeeded', null, { timeout: 30_000 });
+  const { body } = await call(server, `/api/v1/runs/${runId}`);
+  assert.deepEqual(body.arguments, { full: true, hosts: ['web-1', 'web-2'], label: 'ui', rows: 4 });
+  assert.equal(await page.locator('[data-param=rows]').textContent(), '4');
+  assert.match(await page.locator('[data-param=token]').textContent(), /^•+ \(secret, read from the server's environment variable PATH/);
+  assert.ok(!(await page.locator('[data-params]').innerText()).includes('/usr/bin'), 'a secret\'s value is never shown');
+  assert.deepEqual(page.errors, []);
+});
+
+let FLEET_RUN = null;
+const group = (decl) => page.locator(`svg.dag g.node[data-group="${decl}"]`);
+
+test('the steps of a for_each are one group in the graph, opened and closed', async () => {
+  assert.ok(FLEET_RUN, 'the run the dialog started');
+  await visit(page, server, `#/runs/${FLEET_RUN}`);
+  await page.locator('.travel input[type=range]:not([disabled])').waitFor();
+  await group('upgrade').waitFor();
+  assert.equal(await group('upgrade').locator('text.meta').textContent(), '2 succeeded');
+  assert.match(await group('upgrade').getAttribute('class'), /st-succeeded/);
+  assert.equal(await node('upgrade[web-1]').count(), 0, 'its steps are in the group');
+  await shot('fleet-grouped');
+  await group('upgrade').click();
+  await node('upgrade[web-2]').waitFor();
+  assert.equal(await group('upgrade').count(), 0);
+  assert.equal(await page.locator('svg.dag g.node').count(), 4);
+  await node('upgrade[web-2]').click();
+  assert.match(await page.locator('[data-detail="upgrade[web-2]"] [data-origin]').textContent(), /for_each of upgrade: item web-2/);
+  await shot('fleet-open');
+  const toggle = page.locator('[data-group-toggle=upgrade]');
+  assert.equal(await toggle.getAttribute('aria-expanded'), 'true');
+  await toggle.click();
+  await group('upgrade').waitFor();
+  assert.equal(await page.locator('svg.dag g.node').count(), 3);
+  assert.match(await toggle.textContent(), /▸ upgrade: 2 steps \(2 succeeded\)/);
+  assert.deepEqual(page.errors, []);
+});
+
+test('a skipped step says why; a step shows its trigger rule and condition', async () => {
+  await visit(page, server, `#/runs/${FLEET_RUN}`);
+  await node('notify').waitFor();
+  assert.match(await node('notify').getAttribute('class'), /st-skipped/);
+  assert.match(await node('notify').locator('title').textContent(), /trigger one_failed\nskipped: /);
+  await node('notify').click();
+  const notify = page.locator('[data-detail=notify]');
+  assert.match(await notify.locator('[data-skip-reason]').textContent(), /one_failed/);
+  assert.equal(await notify.locator('[data-trigger]').getAttribute('data-trigger'), 'one_failed');
+  assert.match(await page.locator('table.steps tr[data-step=notify] td.error-text').textContent(), /^skipped: /);
+  await shot('fleet-skipped');
+  await node('report').click();
+  assert.equal(await page.locator('[data-detail=report] [data-condition]').textContent(), 'params.full == true');
   assert.deepEqual(page.errors, []);
 });

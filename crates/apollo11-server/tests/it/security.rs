@@ -44,9 +44,10 @@ async fn with_a_token_every_api_call_needs_it_and_health_and_ui_do_not() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_body_over_64_kib_is_refused_with_413() {
+async fn a_body_over_64_kib_is_refused_with_413_a_start_over_1_mib() {
     let server = TestServer::start().await;
-    let big = json!({"workflow": "quick", "run_id": "x".repeat(70 * 1024)});
+    let run_id = "x".repeat(apollo11_server::START_BODY_BYTES_MAX);
+    let big = json!({"workflow": "quick", "run_id": run_id});
     assert_error(
         &server.client.post("/api/v1/runs", &big).await.unwrap(),
         413,
