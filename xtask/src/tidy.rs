@@ -226,6 +226,7 @@ const DEV_EXTRA: &[(&str, &str)] = &[
     ("apollo11-runtime", "apollo11-postgres"),
     ("apollo11-prometheus", "apollo11-log"),
     ("apollo11-prometheus", "apollo11-runtime"),
+    ("apollo11-shell", "apollo11-log"),
 ];
 
 /// What any crate's tests may use: the vocabulary and its strategies, the pure machine and

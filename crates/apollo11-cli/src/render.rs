@@ -3,7 +3,7 @@
 //! outside goes through `out::shown`.
 
 use crate::out;
-use apollo11_runtime::inspect::{EventDetail, EventView, Pause, RunView};
+use apollo11_runtime::inspect::{EventDetail, EventView, Pause, PayloadView, RunView};
 use serde_json::Value;
 use std::path::Path;
 
@@ -144,10 +144,18 @@ pub fn event_line(e: &EventView) -> String {
             format!(" by {}: {}", out::name(by), detail(reason))
         }
         EventDetail::Placed { host, handle } => {
-            apollo11_shell::shell::place_words(&out::name(host), handle).map_or_else(
+            let at = apollo11_shell::shell::place_words(&out::name(host), handle).map_or_else(
                 || format!(" on {} at {}", out::name(host), detail(handle)),
                 |words| format!(" {}", detail(&words)),
-            )
+            );
+            let ran = match &e.payload {
+                PayloadView::Json(ran) => ran["command"].as_str().map(detail),
+                _ => None,
+            };
+            match ran {
+                Some(command) => format!("{at}: {command}"),
+                None => at,
+            }
         }
         EventDetail::Skipped { reason } => format!(": {}", detail(reason)),
         EventDetail::Expanded { items } => {

@@ -216,7 +216,8 @@ pub enum EventKind {
     /// Where the step's current attempt (or compensation try) runs, recorded once it has
     /// started and before it does its work, so that a later engine can find what a dead one
     /// left running, stop it, and salvage its last marker. Both fields are the step's own:
-    /// the engine only records them and hands them back.
+    /// the engine only records them and hands them back. The payload, if any, says what
+    /// runs there in the step's own words (a shell step: its command as run and its folder).
     Placed {
         /// The machine (or cluster, or service) the work runs on.
         host: String,

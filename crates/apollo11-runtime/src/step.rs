@@ -82,6 +82,8 @@ pub enum Settled {
 pub(crate) struct PlaceRequest {
     pub tried: Try,
     pub place: Place,
+    /// What runs there, in the step's own words: the `Placed` event's payload.
+    pub detail: Vec<u8>,
     pub ack: oneshot::Sender<Result<(), String>>,
 }
 
@@ -176,6 +178,23 @@ impl StepContext {
     ///
     /// A fatal [`StepError`] saying which of the reasons above it was.
     pub async fn placed(&self, host: &str, handle: &str) -> Result<(), StepError> {
+        self.placed_with(host, handle, Vec::new()).await
+    }
+
+    /// [`StepContext::placed`], with what the try runs there in the step's own words
+    /// (`detail`: for a shell step, its command as rendered and its folder), recorded as the
+    /// `Placed` event's payload for front ends to show; one over the inline limit goes to
+    /// the blob store. It must hold nothing secret: the log keeps it.
+    ///
+    /// # Errors
+    ///
+    /// As [`StepContext::placed`].
+    pub async fn placed_with(
+        &self,
+        host: &str,
+        handle: &str,
+        detail: Vec<u8>,
+    ) -> Result<(), StepError> {
         let max = limits::LABEL_BYTES_MAX as usize;
         for (what, text) in [("host", host), ("place handle", handle)] {
             if text.len() > max {
@@ -198,6 +217,7 @@ impl StepContext {
                 host: host.to_owned(),
                 handle: handle.to_owned(),
             },
+            detail,
             ack,
         };
         // Waits for room when the driver has `PLACE_REQUESTS_MAX` requests to answer.

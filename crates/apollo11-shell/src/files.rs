@@ -3,7 +3,11 @@
 //! Layout: `logs/<run>/<step>/<attempt>.log` (stdout and stderr), `<attempt>.output` (what the
 //! step wrote to `APOLLO11_OUTPUT`), and `.compensate.log` / `.compensate.output` for its
 //! compensation; payloads handed to a step go to `<attempt>.previous-payload` or
-//! `<attempt>.step-output` next to them. The run id and the step name are each one path
+//! `<attempt>.step-output` next to them. What an attempt reads of the run goes apart, in
+//! `inputs/<run>/<step>/<attempt>/` (one file per step it may read: `APOLLO11_INPUTS`) and
+//! `inputs/<run>/<step>/<attempt>.params.json` (`APOLLO11_PARAMS`), `.compensate` added for
+//! a compensation: kept out of `logs/`, whose step folders hold files only (a bundle carries
+//! them), and removed once the attempt ends. The run id and the step name are each one path
 //! component (both pass `check_name`), so no name can reach outside its folder or make two
 //! steps share a file. Every path is under the data dir, which is absolute: steps run in
 //! their workflow's folder, not where `apollo11` was started.
@@ -24,6 +28,10 @@ pub struct StepFiles {
     pub output: PathBuf,
     /// A payload handed to the process (`*_FILE` variables).
     pub payload: PathBuf,
+    /// The outputs of the steps it may read, one file each (`APOLLO11_INPUTS`).
+    pub inputs: PathBuf,
+    /// The run's arguments as JSON (`APOLLO11_PARAMS`).
+    pub params: PathBuf,
 }
 
 /// The folder of a run's step folders.
@@ -45,6 +53,7 @@ pub fn step_files(
     compensation: bool,
 ) -> StepFiles {
     let dir = step_dir(data_dir, run, step);
+    let read = data_dir.join("inputs").join(run).join(step);
     let (base, payload) = if compensation {
         (format!("{attempt}.compensate"), "step-output")
     } else {
@@ -54,6 +63,8 @@ pub fn step_files(
         log: dir.join(format!("{base}.log")),
         output: dir.join(format!("{base}.output")),
         payload: dir.join(format!("{base}.{payload}")),
+        inputs: read.join(&base),
+        params: read.join(format!("{base}.params.json")),
     }
 }
 
@@ -160,6 +171,9 @@ mod tests {
             c.payload,
             Path::new("/data/logs/a/b/1.compensate.step-output")
         );
+        assert_eq!(a.inputs, Path::new("/data/inputs/a/b/1"));
+        assert_eq!(c.inputs, Path::new("/data/inputs/a/b/1.compensate"));
+        assert_eq!(a.params, Path::new("/data/inputs/a/b/1.params.json"));
     }
 
     #[test]

@@ -7,11 +7,17 @@
 //! if `apollo11` dies first. A later `apollo11` that finds the try unfinished stops that
 //! group (or pauses the run when it runs on another host), and takes what the try left in
 //! its output file as its marker for the next attempt.
+//!
+//! Each attempt renders its command, `env` and `cwd` from what it sees (`command.rs`), runs
+//! with only the engine's variables `env_pass` lets through, reads its dependencies' outputs
+//! and the run's arguments from files (`inputs.rs`), and records the command as it runs and
+//! its folder with its place, for front ends to show.
 
 mod command;
 mod group;
+mod inputs;
 
-pub use command::{render, shell_text, source_offset};
+pub use command::{render, shell_text, source_offset, ENV_PASS_DEFAULT};
 
 use crate::definition::{COMPENSATE, DIR, NON_RETRYABLE, RUN};
 use crate::files::{
@@ -133,27 +139,11 @@ impl ShellStep {
         // crashed earlier try of this attempt leaves nothing behind for this one.
         create_private_file(&files.output).map_err(|e| io("creating the output file", e))?;
         let log = create_private_file(&files.log).map_err(|e| io("creating the step log", e))?;
-        let prepared = self
-            .rendering
-            .prepare(command, ctx.run_id.as_str(), &self.dir)
-            .map_err(StepError::fatal)?;
+        let prepared = self.rendering.prepare(command, ctx.scope(), &self.dir)?;
         let mut cmd = tokio::process::Command::new("sh");
-        if let Some(pass) = &prepared.pass {
-            cmd.env_clear();
-            for var in pass {
-                if let Some(value) = std::env::var_os(var) {
-                    cmd.env(var, value);
-                }
-            }
-        }
+        environment(&mut cmd, &prepared, &files, ctx);
         cmd.args(["-c", GATE, "sh", &prepared.command])
             .current_dir(&prepared.dir)
-            .envs(prepared.env.iter().map(|(k, v)| (k, v)))
-            .env("APOLLO11_RUN_ID", ctx.run_id.as_str())
-            .env("APOLLO11_STEP", ctx.step.as_str())
-            .env("APOLLO11_ATTEMPT", ctx.attempt.to_string())
-            .env("APOLLO11_IDEMPOTENCY_KEY", &ctx.idempotency_key)
-            .env("APOLLO11_OUTPUT", &files.output)
             .stdin(Stdio::piped())
             .stdout(log.try_clone().map_err(|e| io("opening the step log", e))?)
             .stderr(log)
@@ -165,14 +155,20 @@ impl ShellStep {
                 .as_deref()
                 .map(|p| ("APOLLO11_PREVIOUS_PAYLOAD", p))
         };
-        if let Some((var, bytes)) = payload {
-            pass_payload(&mut cmd, var, &files.payload, bytes)
-                .map_err(|e| io("writing the payload file", e))?;
+        // The files handed over are removed however the attempt ends.
+        let result = async {
+            inputs::write(&files, ctx.scope()).map_err(|e| io("writing the step's inputs", e))?;
+            if let Some((var, bytes)) = payload {
+                pass_payload(&mut cmd, var, &files.payload, bytes)
+                    .map_err(|e| io("writing the payload file", e))?;
+            }
+            self.wait(cmd, &prepared, &files, ctx).await
         }
-        let result = self.wait(cmd, &prepared, &files, ctx).await;
+        .await;
         if payload.is_some() {
             let _ = std::fs::remove_file(&files.payload);
         }
+        inputs::remove(&files);
         result
     }
 
@@ -203,7 +199,8 @@ impl ShellStep {
             group::Group::led_by(pid).map_err(|e| io("finding the step's process group", e))?;
         let host = group::host().map_err(|e| io("reading this host's name", e))?;
         // Nothing runs before its place is durable: the gate opens after this.
-        ctx.placed(&host, &group.handle()).await?;
+        ctx.placed_with(&host, &group.handle(), prepared.detail())
+            .await?;
         let gate = child.stdin.take().expect("stdin is piped");
         // Three bytes into an empty pipe: the write cannot block.
         let gate = gate
@@ -241,6 +238,31 @@ impl ShellStep {
             ))),
         }
     }
+}
+
+/// The process's environment: the engine's own variables `env_pass` lets through and no
+/// other, then the step's `env` and its secrets' variables, then the `APOLLO11_*` variables
+/// (which nothing overrides).
+fn environment(
+    cmd: &mut tokio::process::Command,
+    prepared: &command::Prepared,
+    files: &StepFiles,
+    ctx: &StepContext,
+) {
+    cmd.env_clear();
+    for var in &prepared.pass {
+        if let Some(value) = std::env::var_os(var) {
+            cmd.env(var, value);
+        }
+    }
+    cmd.envs(prepared.env.iter().map(|(k, v)| (k, v)))
+        .env("APOLLO11_RUN_ID", ctx.run_id.as_str())
+        .env("APOLLO11_STEP", ctx.step.as_str())
+        .env("APOLLO11_ATTEMPT", ctx.attempt.to_string())
+        .env("APOLLO11_IDEMPOTENCY_KEY", &ctx.idempotency_key)
+        .env("APOLLO11_OUTPUT", &files.output)
+        .env("APOLLO11_INPUTS", &files.inputs)
+        .env("APOLLO11_PARAMS", &files.params);
 }
 
 /// Hands a payload to a step: always as a file (`VAR_FILE`, 0600, in the data dir), and also
@@ -304,6 +326,7 @@ impl Step for ShellStep {
             leftover.attempt,
             leftover.kind.is_compensation(),
         );
+        inputs::remove(&files);
         // An output over the limit, or one that cannot be read, is no marker.
         let marker = read_output(&files.output, limits::STEP_OUTPUT_BYTES_MAX).ok();
         Settled::Stopped { marker }

@@ -91,7 +91,7 @@ fn status_at_an_event_before_the_run_existed_says_so() {
 }
 
 #[test]
-fn events_says_where_a_try_was_placed_in_words_and_json_keeps_the_handle() {
+fn events_says_where_a_try_was_placed_in_words_and_what_it_ran_and_json_keeps_the_handle() {
     let cli = Cli::new();
     let wf = cli.workflow("wf.toml", ONE_STEP);
     assert_eq!(
@@ -115,8 +115,11 @@ fn events_says_where_a_try_was_placed_in_words_and_json_keeps_the_handle() {
         .find(|l| l.contains("placed("))
         .unwrap_or_else(|| panic!("no placed line in {text}"));
     assert!(
-        line.ends_with(&format!("placed(1) pid {pid} on {host} (boot {boot})")),
+        line.ends_with(&format!(
+            "placed(1) pid {pid} on {host} (boot {boot}): true"
+        )),
         "{line}"
     );
+    assert_eq!(placed["payload"]["command"], "true");
     assert!(!line.contains('{'), "no raw handle: {line}");
 }

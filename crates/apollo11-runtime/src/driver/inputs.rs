@@ -115,6 +115,7 @@ fn readable(spec: &WorkflowSpec, dag: &Dag, node: NodeId) -> BTreeMap<String, St
         direct[d.index()] = true;
     }
     let mut readable = BTreeMap::new();
+    let mut by_declaration = BTreeMap::new();
     let mut stack = vec![node];
     let mut seen = vec![false; dag.len()];
     while let Some(at) = stack.pop() {
@@ -129,10 +130,13 @@ fn readable(spec: &WorkflowSpec, dag: &Dag, node: NodeId) -> BTreeMap<String, St
                 readable.insert(upstream.name.clone(), upstream.name.clone());
             }
             if let Some(origin) = paired {
-                readable.insert(origin.declaration.clone(), upstream.name.clone());
+                by_declaration.insert(origin.declaration.clone(), upstream.name.clone());
             }
         }
     }
+    // A declaration's name reads the step of the same item, not the template step of a
+    // `for_each` made at run time, which bears that name too.
+    readable.extend(by_declaration);
     readable
 }
 

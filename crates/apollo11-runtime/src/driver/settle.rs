@@ -1,13 +1,14 @@
 //! Where tries run, and what becomes of one the driver fails without having seen it end.
 //!
 //! A step records its place (`StepContext::placed`) once its work has started and before
-//! the work acts; the driver appends `Placed` and answers only when it is durable. When the
-//! driver is about to append the failure of a try it does not watch end (one a dead engine
-//! left running, one past its timeout, an interrupted compensation try), it first asks the
-//! step to settle it: stop what may still run there and salvage its last marker, which the
-//! failure carries to the next attempt. A place the step cannot reach fails the try with no
-//! marker and pauses the run, with the place in the reason, for a person to make sure the
-//! old try stopped before anything runs the step again or compensates it.
+//! the work acts, with, if it likes, what runs there (the event's payload); the driver
+//! appends `Placed` and answers only when it is durable. When the driver is about to append
+//! the failure of a try it does not watch end (one a dead engine left running, one past its
+//! timeout, an interrupted compensation try), it first asks the step to settle it: stop what
+//! may still run there and salvage its last marker, which the failure carries to the next
+//! attempt. A place the step cannot reach fails the try with no marker and pauses the run,
+//! with the place in the reason, for a person to make sure the old try stopped before
+//! anything runs the step again or compensates it.
 
 use super::Driver;
 use crate::engine::Store;
@@ -20,8 +21,20 @@ impl<S: Store> Driver<S> {
     /// Appends `Placed` for a try that is still the step's current one and tells the step
     /// once it is durable; a try that is not current is told so and nothing is appended.
     pub(super) async fn place(&mut self, request: PlaceRequest) -> Result<(), EngineError> {
-        let PlaceRequest { tried, place, ack } = request;
+        let PlaceRequest {
+            tried,
+            place,
+            detail,
+            ack,
+        } = request;
         let Try { step, attempt, .. } = &tried;
+        let payload = match self.offload_patiently(Payload::inline(detail)).await {
+            Ok(payload) => payload,
+            Err(e) => {
+                let _ = ack.send(Err(format!("recording what the step runs: {e}")));
+                return Err(e.into());
+            }
+        };
         loop {
             if !self.running.is_mine(&tried) || !self.still_current(&tried) {
                 let _ = ack.send(Err(format!(
@@ -33,7 +46,7 @@ impl<S: Store> Driver<S> {
                 host: place.host.clone(),
                 handle: place.handle.clone(),
             };
-            let event = self.event(step, kind, *attempt, Payload::Empty);
+            let event = self.event(step, kind, *attempt, payload.clone());
             match self.commit(vec![event]).await {
                 Ok(true) => {
                     let _ = ack.send(Ok(()));

@@ -244,3 +244,50 @@ async fn more_tries_than_the_place_requests_that_may_wait_at_once_all_record_the
         .filter(|e| matches!(e.kind, EventKind::Placed { .. }));
     assert_eq!(placed.count(), width, "every try's place was recorded");
 }
+
+/// A step that records its place with what runs there (its step name's worth of `detail`
+/// bytes: `small` a few, `large` over the inline limit), then succeeds.
+struct PlacedWithDetail;
+
+fn detail_of(step: &str) -> Vec<u8> {
+    let repeat = if step == "large" { 2_000 } else { 1 };
+    format!(r#"{{"command":"{}"}}"#, "run ".repeat(repeat)).into_bytes()
+}
+
+#[async_trait]
+impl Step for PlacedWithDetail {
+    async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+        let detail = detail_of(ctx.step.as_str());
+        ctx.placed_with("host-a", "job", detail).await?;
+        Ok(Output::empty())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_a_try_runs_is_the_placed_events_payload_inline_or_as_a_blob() {
+    let mut builder = Workflow::builder("placed-detail");
+    for name in ["small", "large"] {
+        let step = StepBuilder::new(name, PlacedWithDetail).idempotency(Idempotency::Natural);
+        builder = builder.step(step);
+    }
+    let wf = Arc::new(builder.build().unwrap());
+    let store = Arc::new(MemStore::new());
+    let engine = open(&store).await;
+    let run = RunId::from("r");
+    let handle = engine.start(&wf, run.clone()).await.unwrap();
+    assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
+    let events = store.read_run(&run, Seq(1)).await.unwrap();
+    let placed: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Placed { .. }))
+        .collect();
+    assert_eq!(placed.len(), 2);
+    for e in placed {
+        let step = e.step.as_ref().unwrap().as_str();
+        let bytes = apollo11_store::resolve(store.as_ref(), &e.payload)
+            .await
+            .unwrap();
+        assert_eq!(bytes, detail_of(step), "{step}");
+        assert_eq!(matches!(e.payload, Payload::Blob(_)), step == "large");
+    }
+}

@@ -1,85 +1,87 @@
 //! What an attempt runs: the step's command, environment and folder with their templates
-//! rendered from what the attempt can see (the run's arguments and secrets, its id, the
-//! step's item and wave). `${NAME}` of a shell variable stays the shell's: only the
-//! template roots (`params`, `run`, `steps`, `item`, `wave`) are templates.
+//! rendered from what the attempt can see (its [`Scope`]: the run's arguments and secrets,
+//! its id, the outputs and statuses of the steps it may read, its item and wave), and which
+//! of the engine's own environment variables it keeps. `${NAME}` of a shell variable stays
+//! the shell's: only the template roots (`params`, `run`, `steps`, `item`, `wave`) are
+//! templates.
 
 use crate::definition::{CWD, ENV, ENV_PASS};
-use apollo11_author::{Mode, Scope, Template, TemplateError};
-use apollo11_core::{SecretSource, StepSpec, WorkflowSpec};
+use apollo11_author::{Mode, Ref, Scope, Template, TemplateError};
+use apollo11_core::{StepSpec, WorkflowSpec};
+use apollo11_runtime::StepError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// The engine's environment variables a step sees when its workflow sets no `env_pass`:
+/// what a command needs to find programs, a home, a language, a time zone and a scratch
+/// folder, and nothing else of the engine's (its credentials, a secret's source).
+pub const ENV_PASS_DEFAULT: [&str; 8] = [
+    "PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "SHELL",
+];
 
 /// What a step's attempts render their texts with, fixed when the workflow is built.
 #[derive(Clone, Debug)]
 pub struct Rendering {
-    scope: Scope,
-    secrets: Vec<(String, SecretSource)>,
     env: BTreeMap<String, String>,
     cwd: Option<String>,
-    env_pass: Option<Vec<String>>,
+    pass: Vec<String>,
 }
 
 /// An attempt's command, environment and folder, rendered.
 pub struct Prepared {
-    /// The shell command.
+    /// The shell command: each value one quoted word, each secret `"$APOLLO11_SECRET_…"`.
     pub command: String,
-    /// Variables set for the step (its `env`, the secrets its command names).
+    /// Variables set for the step (its `env`, then the secrets' variables).
     pub env: Vec<(String, String)>,
-    /// The engine's variables the step keeps: `None`, all of them.
-    pub pass: Option<Vec<String>>,
-    /// The folder it runs in.
+    /// The engine's variables the step keeps (`env_pass`, or [`ENV_PASS_DEFAULT`]).
+    pub pass: Vec<String>,
+    /// The folder it runs in, which exists.
     pub dir: PathBuf,
+}
+
+impl Prepared {
+    /// What the attempt's `Placed` event records of it: `{"command", "cwd"}`, the command as
+    /// it runs (a secret only as the variable it is in) and its folder.
+    pub fn detail(&self) -> Vec<u8> {
+        let detail = serde_json::json!({
+            "command": self.command,
+            "cwd": self.dir.to_string_lossy(),
+        });
+        serde_json::to_vec(&detail).expect("JSON values serialize")
+    }
 }
 
 impl Rendering {
     /// The rendering of `step` of `spec` (an instantiated definition or a run's pinned one).
     pub fn of(spec: &WorkflowSpec, step: &StepSpec) -> Rendering {
-        let origin = step.origin.as_ref();
-        let secrets = spec
-            .params
-            .iter()
-            .filter_map(|p| p.secret.clone().map(|s| (p.name.clone(), s)))
-            .collect();
+        let pass = spec
+            .attributes
+            .get(ENV_PASS)
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or_else(|| ENV_PASS_DEFAULT.map(str::to_owned).to_vec());
         Rendering {
-            scope: Scope {
-                arguments: spec.arguments.clone(),
-                item: origin.map(|o| o.item.clone()),
-                wave: origin.and_then(|o| o.wave),
-                ..Scope::default()
-            },
-            secrets,
             env: step
                 .attributes
                 .get(ENV)
                 .and_then(|e| serde_json::from_str(e).ok())
                 .unwrap_or_default(),
             cwd: step.attributes.get(CWD).cloned(),
-            env_pass: spec
-                .attributes
-                .get(ENV_PASS)
-                .and_then(|p| serde_json::from_str(p).ok()),
+            pass,
         }
     }
 
-    /// Renders `command` and the step's environment and folder for an attempt of `run_id`;
-    /// `dir` is the workflow file's folder.
+    /// Renders `command` and the step's environment and folder for an attempt that sees
+    /// `scope`; `dir` is the workflow file's folder.
     ///
     /// # Errors
     ///
-    /// What cannot be rendered, named: a secret that cannot be read, a reference with no
-    /// value.
-    pub fn prepare(&self, command: &str, run_id: &str, dir: &Path) -> Result<Prepared, String> {
-        let mut scope = self.scope.clone();
-        scope.run_id = run_id.to_owned();
-        for (name, source) in &self.secrets {
-            scope
-                .secrets
-                .insert(name.clone(), read_secret(name, source)?);
-        }
+    /// A fatal [`StepError`] naming what cannot be rendered (a reference with no value, a
+    /// secret in `cwd`, which is recorded) or the folder that does not exist.
+    pub fn prepare(&self, command: &str, scope: &Scope, dir: &Path) -> Result<Prepared, StepError> {
         let text = |what: &str, text: &str, mode| {
-            render(text, &scope, mode).map_err(|e| format!("{what} `{text}`: {e}"))
+            render(text, scope, mode).map_err(|e| StepError::fatal(format!("{what} `{text}`: {e}")))
         };
-        let mut env = Vec::with_capacity(self.env.len());
+        let mut env = Vec::with_capacity(self.env.len() + scope.secrets.len());
         for (name, value) in &self.env {
             env.push((
                 name.clone(),
@@ -88,16 +90,43 @@ impl Rendering {
         }
         env.extend(scope.secret_vars());
         let dir = match &self.cwd {
-            Some(cwd) => dir.join(text("cwd", cwd, Mode::Plain)?),
+            Some(cwd) => {
+                no_secret_in(cwd, scope)?;
+                dir.join(text("cwd", cwd, Mode::Plain)?)
+            }
             None => dir.to_path_buf(),
         };
+        if !dir.is_dir() {
+            return Err(StepError::fatal(format!(
+                "the step's folder {} does not exist or is not a folder",
+                dir.display()
+            )));
+        }
         Ok(Prepared {
             command: text("the command", command, Mode::Shell)?,
             env,
-            pass: self.env_pass.clone(),
+            pass: self.pass.clone(),
             dir,
         })
     }
+}
+
+/// Refuses a secret in `cwd`: the folder is recorded with the command.
+fn no_secret_in(cwd: &str, scope: &Scope) -> Result<(), StepError> {
+    let Ok(template) = Template::parse(&shell_text(cwd)) else {
+        // Rendering it names what is wrong.
+        return Ok(());
+    };
+    for (_, reference) in template.references() {
+        if let Ref::Param(name) = reference {
+            if scope.secrets.contains_key(name) {
+                return Err(StepError::fatal(format!(
+                    "cwd `{cwd}`: `params.{name}` is a secret, which a folder cannot name (the folder is recorded with the command)"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Renders a step's text, `${NAME}` of a shell variable left as written.
@@ -144,15 +173,4 @@ fn escape(text: &str) -> (String, Vec<usize>) {
     }
     out.push_str(rest);
     (out, added)
-}
-
-fn read_secret(name: &str, source: &SecretSource) -> Result<String, String> {
-    match source {
-        SecretSource::Env(var) => std::env::var(var).map_err(|_| {
-            format!("secret parameter `{name}`: environment variable {var} is not set")
-        }),
-        SecretSource::File(path) => std::fs::read_to_string(path)
-            .map(|s| s.strip_suffix('\n').unwrap_or(&s).to_owned())
-            .map_err(|e| format!("secret parameter `{name}`: cannot read {path}: {e}")),
-    }
 }

@@ -1,5 +1,6 @@
 //! Tests of workflow files.
 
+mod attempt;
 mod compat;
 mod render;
 mod runbook;
