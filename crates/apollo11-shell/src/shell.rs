@@ -17,7 +17,7 @@ mod command;
 mod group;
 mod inputs;
 
-pub use command::{render, shell_text, source_offset, ENV_PASS_DEFAULT};
+pub use command::{render, shell_text, source_offset};
 
 use crate::definition::{COMPENSATE, DIR, NON_RETRYABLE, RUN};
 use crate::files::{
@@ -240,19 +240,21 @@ impl ShellStep {
     }
 }
 
-/// The process's environment: the engine's own variables `env_pass` lets through and no
-/// other, then the step's `env` and its secrets' variables, then the `APOLLO11_*` variables
-/// (which nothing overrides).
+/// The process's environment: the engine's own variables (only those `env_pass` lists, when
+/// the workflow has one), then the step's `env` and its secrets' variables, then the
+/// `APOLLO11_*` variables (which nothing overrides).
 fn environment(
     cmd: &mut tokio::process::Command,
     prepared: &command::Prepared,
     files: &StepFiles,
     ctx: &StepContext,
 ) {
-    cmd.env_clear();
-    for var in &prepared.pass {
-        if let Some(value) = std::env::var_os(var) {
-            cmd.env(var, value);
+    if let Some(pass) = &prepared.pass {
+        cmd.env_clear();
+        for var in pass {
+            if let Some(value) = std::env::var_os(var) {
+                cmd.env(var, value);
+            }
         }
     }
     cmd.envs(prepared.env.iter().map(|(k, v)| (k, v)))

@@ -11,7 +11,7 @@ pub const ENV: &str = "env";
 /// Step attribute: the folder the step runs in, relative to the workflow file's (templated).
 pub const CWD: &str = "cwd";
 /// Workflow attribute: the engine's environment variables steps see, a JSON array of
-/// names. Without it a step sees those of [`crate::shell::ENV_PASS_DEFAULT`].
+/// names. Without it a step sees the engine's whole environment, as it always has.
 pub const ENV_PASS: &str = "env_pass";
 
 /// Adds the step's `env` and `cwd` attributes, when it or `[defaults]` sets them.

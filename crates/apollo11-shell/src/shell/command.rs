@@ -12,19 +12,12 @@ use apollo11_runtime::StepError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The engine's environment variables a step sees when its workflow sets no `env_pass`:
-/// what a command needs to find programs, a home, a language, a time zone and a scratch
-/// folder, and nothing else of the engine's (its credentials, a secret's source).
-pub const ENV_PASS_DEFAULT: [&str; 8] = [
-    "PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "SHELL",
-];
-
 /// What a step's attempts render their texts with, fixed when the workflow is built.
 #[derive(Clone, Debug)]
 pub struct Rendering {
     env: BTreeMap<String, String>,
     cwd: Option<String>,
-    pass: Vec<String>,
+    pass: Option<Vec<String>>,
 }
 
 /// An attempt's command, environment and folder, rendered.
@@ -33,8 +26,9 @@ pub struct Prepared {
     pub command: String,
     /// Variables set for the step (its `env`, then the secrets' variables).
     pub env: Vec<(String, String)>,
-    /// The engine's variables the step keeps (`env_pass`, or [`ENV_PASS_DEFAULT`]).
-    pub pass: Vec<String>,
+    /// The engine's variables the step keeps: those `env_pass` lists, or (`None`, a
+    /// workflow without `env_pass`, as every file was before it existed) all of them.
+    pub pass: Option<Vec<String>>,
     /// The folder it runs in, which exists.
     pub dir: PathBuf,
 }
@@ -57,8 +51,7 @@ impl Rendering {
         let pass = spec
             .attributes
             .get(ENV_PASS)
-            .and_then(|p| serde_json::from_str(p).ok())
-            .unwrap_or_else(|| ENV_PASS_DEFAULT.map(str::to_owned).to_vec());
+            .and_then(|p| serde_json::from_str(p).ok());
         Rendering {
             env: step
                 .attributes

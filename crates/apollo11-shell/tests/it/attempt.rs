@@ -108,7 +108,7 @@ fn engine_variables() {
 }
 
 /// What a step that prints `PATH`, `SHELL_IT_LISTED` and `SHELL_IT_UNLISTED` (each `-` when
-/// unset) saw, with `env_pass` set to `pass` (none: the default).
+/// unset) saw, with `env_pass` set to `pass` (none: not set).
 async fn engine_variables_seen(pass: Option<&str>) -> String {
     engine_variables();
     let dirs = dirs();
@@ -130,12 +130,12 @@ idempotency = "natural"
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_the_engine_variables_env_pass_lists_reach_a_step() {
+async fn env_pass_chooses_the_engine_variables_a_step_sees_and_without_it_all_do() {
     let path = std::env::var("PATH").unwrap();
     assert_eq!(
         engine_variables_seen(None).await,
-        format!("{path} - -\n"),
-        "the default list: PATH, not the others"
+        format!("{path} listed unlisted\n"),
+        "without env_pass: the whole environment, as before env_pass existed"
     );
     assert_eq!(
         engine_variables_seen(Some(r#"["PATH", "SHELL_IT_LISTED"]"#)).await,
