@@ -7,12 +7,12 @@
 use super::Driver;
 use crate::engine::Store;
 use crate::{EngineError, StepError, Try};
-use apollo11_author::Scope;
-use apollo11_core::{ParamSpec, SecretSource, Seq, StepName, WorkflowSpec};
+use apollo11_author::{item_name, Condition, Ref, Scope};
+use apollo11_core::{ParamSpec, SecretSource, Seq, StepName, StepSpec, WorkflowSpec};
 use apollo11_dag::{Dag, NodeId};
 use apollo11_machine::StepStatus;
 use apollo11_store::StoreError;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Payloads read for one decision's launches, by the seq of the event that holds each: the
 /// items of a template all read the same outputs, and read them once.
@@ -53,9 +53,8 @@ impl<S: Store> Driver<S> {
         Ok(prepared)
     }
 
-    /// The scope of an attempt (or compensation) of `step`, but its secrets; the outputs
-    /// it reads are taken from `read` or read into it. The items of a template do not read
-    /// the template's output (their list of items: each has its own `item`).
+    /// The scope of an attempt (or compensation) of `step`, but its secrets: what it reads
+    /// ([`readable`]), the outputs taken from `read` or read into it.
     pub(super) async fn scope_of(
         &self,
         step: &StepName,
@@ -74,7 +73,6 @@ impl<S: Store> Driver<S> {
             wave: origin.and_then(|o| o.wave),
             ..Scope::default()
         };
-        let template = origin.map(|o| o.declaration.as_str());
         for (name, actual) in readable(spec, dag, node) {
             let state = self.state().step(&actual);
             scope
@@ -83,7 +81,7 @@ impl<S: Store> Driver<S> {
             let Some(seq) = state.payload_seq else {
                 continue;
             };
-            if state.status != StepStatus::Succeeded || template == Some(actual.as_str()) {
+            if state.status != StepStatus::Succeeded {
                 continue;
             }
             let bytes = match read.get(&seq) {
@@ -100,44 +98,77 @@ impl<S: Store> Driver<S> {
     }
 }
 
-/// The steps an attempt of `node` may read, by the name it reads each with, and the step
-/// that name stands for: each step it depends on, directly or not, by its own name; for a
-/// step a `for_each` made, each upstream step made from the same key also by its
-/// declaration's name (`drain` in `upgrade[host-01]` is `drain[host-01]`). Steps made from
-/// other items are read only when depended on directly (a fan-in reads each of its items):
-/// a wave depends on every step of the waves before it, and reading all of them at each
-/// attempt would cost the square of the items. No template can name them (a template names
-/// declarations).
+/// The steps an attempt of `node` reads, by the name it reads each with, and the step that
+/// name stands for: each step it depends on directly, by its own name, and each step its
+/// condition or texts (`${steps.NAME.…}` in an attribute: a shell step's command, env,
+/// folder) name, however far upstream. For a step a `for_each` made, a declaration's name
+/// stands for the step made from the same item (`drain` in `upgrade[host-01]` is
+/// `drain[host-01]`). A template step is never read: its output is its list of items, each
+/// of which is a step's own `item`. Reading every step upstream instead would cost the
+/// square of a chain's length, in reads and in the files of a shell step's inputs.
 fn readable(spec: &WorkflowSpec, dag: &Dag, node: NodeId) -> BTreeMap<String, String> {
-    let key = spec.steps[node.index()].origin.as_ref().map(|o| &o.key);
-    let mut direct = vec![false; dag.len()];
-    for d in dag.dependencies(node) {
-        direct[d.index()] = true;
-    }
+    let step = &spec.steps[node.index()];
+    let key = step.origin.as_ref().map(|o| o.key.as_str());
     let mut readable = BTreeMap::new();
-    let mut by_declaration = BTreeMap::new();
-    let mut stack = vec![node];
-    let mut seen = vec![false; dag.len()];
-    while let Some(at) = stack.pop() {
-        for &d in dag.dependencies(at) {
-            if std::mem::replace(&mut seen[d.index()], true) {
-                continue;
-            }
-            stack.push(d);
-            let upstream = &spec.steps[d.index()];
-            let paired = upstream.origin.as_ref().filter(|o| Some(&o.key) == key);
-            if upstream.origin.is_none() || paired.is_some() || direct[d.index()] {
-                readable.insert(upstream.name.clone(), upstream.name.clone());
-            }
-            if let Some(origin) = paired {
-                by_declaration.insert(origin.declaration.clone(), upstream.name.clone());
-            }
+    let mut add = |name: &str, actual: &str| {
+        let known = dag.node(actual).map(|n| &spec.steps[n.index()]);
+        if known.is_some_and(|s| s.for_each.is_none()) {
+            readable.insert(name.to_owned(), actual.to_owned());
+        }
+    };
+    // The steps a template made depend on it and stand in for it: they read what it
+    // depends on.
+    let mut direct: Vec<NodeId> = Vec::new();
+    for &d in dag.dependencies(node) {
+        direct.push(d);
+        if spec.steps[d.index()].for_each.is_some() {
+            direct.extend_from_slice(dag.dependencies(d));
         }
     }
-    // A declaration's name reads the step of the same item, not the template step of a
-    // `for_each` made at run time, which bears that name too.
-    readable.extend(by_declaration);
+    for d in direct {
+        let upstream = &spec.steps[d.index()];
+        add(&upstream.name, &upstream.name);
+        if let Some(origin) = upstream
+            .origin
+            .as_ref()
+            .filter(|o| Some(o.key.as_str()) == key)
+        {
+            add(&origin.declaration, &upstream.name);
+        }
+    }
+    for name in named_steps(step) {
+        // A declaration's name: expanded when the run was created (no step bears it), or at
+        // run time (its template does).
+        let declaration =
+            (dag.node(&name)).map_or(true, |n| spec.steps[n.index()].for_each.is_some());
+        match key {
+            Some(key) if declaration => add(&name, &item_name(&name, key)),
+            _ => add(&name, &name),
+        }
+    }
     readable
+}
+
+/// The steps `step`'s condition and the `${...}` of its attributes name.
+fn named_steps(step: &StepSpec) -> BTreeSet<String> {
+    let condition = step
+        .condition
+        .as_deref()
+        .and_then(|c| Condition::parse(c).ok());
+    let in_condition = condition
+        .iter()
+        .flat_map(|c| c.references().map(|(_, r)| r.clone()));
+    let in_texts = step.attributes.values().flat_map(|text| {
+        let spans = text.split("${").skip(1);
+        spans.filter_map(|span| Ref::parse(span.split('}').next()?))
+    });
+    in_condition
+        .chain(in_texts)
+        .filter_map(|r| match r {
+            Ref::Output { step, .. } | Ref::Status { step } => Some(step),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The secret parameters of `params` with their values, read now from their sources (an

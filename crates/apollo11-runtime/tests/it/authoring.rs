@@ -281,3 +281,36 @@ async fn a_condition_that_cannot_be_evaluated_fails_the_step_for_good() {
         "{error}"
     );
 }
+
+/// The names of the outputs an attempt was handed, as its output.
+fn outputs_seen(ctx: &StepContext) -> Result<Output, StepError> {
+    json_out(&json!(ctx.scope().outputs.keys().collect::<Vec<_>>()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_reads_what_it_depends_on_and_what_it_names_upstream_and_nothing_else() {
+    let workflow = Workflow::builder("chain")
+        .step(step("a", |_| Ok(Output::text("a"))))
+        .step(step("b", |_| Ok(Output::text("b"))).depends_on(&["a"]))
+        .step(step("c", outputs_seen).depends_on(&["b"]))
+        .step(
+            step("d", outputs_seen)
+                .depends_on(&["c"])
+                .attribute("run", "echo ${steps.a.output}"),
+        )
+        .build()
+        .unwrap();
+    let store = Arc::new(MemStore::new());
+    let status = run_to_end(&store, &workflow, json!({}), "r").await;
+    assert_eq!(status.unwrap(), RunStatus::Succeeded);
+    assert_eq!(
+        output(&store, "r", "c").await,
+        json!(["b"]),
+        "c depends on b alone and names no other step"
+    );
+    assert_eq!(
+        output(&store, "r", "d").await,
+        json!(["a", "c"]),
+        "d depends on c, and its text names a, however far upstream"
+    );
+}
