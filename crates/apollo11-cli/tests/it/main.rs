@@ -3,6 +3,7 @@
 mod blobs;
 mod bundles;
 mod connections;
+mod examples;
 mod gc;
 mod gc_left;
 mod harness;

@@ -90,6 +90,7 @@ fn a_valid_file_validates_and_a_missing_one_is_named() {
     let shipped = [
         "../../examples/five-stage/workflow.toml",
         "../../examples/ops-runbook/workflow.toml",
+        "../../examples/fan-out/workflow.toml",
     ];
     for example in shipped {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(example);
