@@ -1,7 +1,7 @@
 . steps/lib.sh
 # Keyed: a rerun with the same idempotency key finds the data in place and does nothing.
 if [ -f "$WORK/raw.csv" ] && [ "$(cat "$WORK/raw.key" 2>/dev/null)" = "$APOLLO11_IDEMPOTENCY_KEY" ]; then
-  output "{\"rows\": $(($(wc -l < "$WORK/raw.csv") - 1)), \"reused\": true}"
+  output "{\"rows\": $(($(wc -l < "$WORK/raw.csv") - 1)), \"file\": \"$WORK/raw.csv\", \"reused\": true}"
   exit 0
 fi
 seed=$(printf '%s' "$APOLLO11_IDEMPOTENCY_KEY" | cksum | cut -d' ' -f1)
@@ -15,4 +15,4 @@ awk -v seed="$seed" -v rows="${ROWS:-200000}" 'BEGIN {
   }
 }' | atomic "$WORK/raw.csv"
 printf '%s' "$APOLLO11_IDEMPOTENCY_KEY" | atomic "$WORK/raw.key"
-output "{\"rows\": $(($(wc -l < "$WORK/raw.csv") - 1))}"
+output "{\"rows\": $(($(wc -l < "$WORK/raw.csv") - 1)), \"file\": \"$WORK/raw.csv\"}"
