@@ -139,8 +139,9 @@ fn readable(spec: &WorkflowSpec, dag: &Dag, node: NodeId) -> BTreeMap<String, St
     for name in named_steps(step) {
         // A declaration's name: expanded when the run was created (no step bears it), or at
         // run time (its template does).
-        let declaration =
-            (dag.node(&name)).map_or(true, |n| spec.steps[n.index()].for_each.is_some());
+        let declaration = dag
+            .node(&name)
+            .is_none_or(|n| spec.steps[n.index()].for_each.is_some());
         match key {
             Some(key) if declaration => add(&name, &item_name(&name, key)),
             _ => add(&name, &name),
