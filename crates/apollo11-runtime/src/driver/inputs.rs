@@ -101,7 +101,9 @@ impl<S: Store> Driver<S> {
 /// The steps an attempt of `node` reads, by the name it reads each with, and the step that
 /// name stands for: each step it depends on directly, by its own name, and each step its
 /// condition or texts (`${steps.NAME.…}` in an attribute: a shell step's command, env,
-/// folder) name, however far upstream. For a step a `for_each` made, a declaration's name
+/// folder) name, however far upstream. A step a template made reads its item, not the
+/// template's source (the whole list) unless it names it: ten thousand items would copy
+/// the list ten thousand times. For a step a `for_each` made, a declaration's name
 /// stands for the step made from the same item (`drain` in `upgrade[host-01]` is
 /// `drain[host-01]`). A template step is never read: its output is its list of items, each
 /// of which is a step's own `item`. Reading every step upstream instead would cost the
@@ -116,23 +118,24 @@ fn readable(spec: &WorkflowSpec, dag: &Dag, node: NodeId) -> BTreeMap<String, St
             readable.insert(name.to_owned(), actual.to_owned());
         }
     };
-    // The steps a template made depend on it and stand in for it: they read what it
-    // depends on.
-    let mut direct: Vec<NodeId> = Vec::new();
+    let paired = |d: NodeId| {
+        let origin = spec.steps[d.index()].origin.as_ref();
+        origin.filter(|o| Some(o.key.as_str()) == key)
+    };
     for &d in dag.dependencies(node) {
-        direct.push(d);
-        if spec.steps[d.index()].for_each.is_some() {
-            direct.extend_from_slice(dag.dependencies(d));
-        }
-    }
-    for d in direct {
         let upstream = &spec.steps[d.index()];
+        if upstream.for_each.is_some() {
+            // Made by this template: through it, the steps of the same item it waits for.
+            for &t in dag.dependencies(d) {
+                if let Some(origin) = paired(t) {
+                    add(&spec.steps[t.index()].name, &spec.steps[t.index()].name);
+                    add(&origin.declaration, &spec.steps[t.index()].name);
+                }
+            }
+            continue;
+        }
         add(&upstream.name, &upstream.name);
-        if let Some(origin) = upstream
-            .origin
-            .as_ref()
-            .filter(|o| Some(o.key.as_str()) == key)
-        {
+        if let Some(origin) = paired(d) {
             add(&origin.declaration, &upstream.name);
         }
     }

@@ -24,11 +24,12 @@ fn work(f: Attempt) -> StepBuilder {
         })
 }
 
-/// An item's upper case; it reads discover's output, not the template's list of items.
+/// An item's upper case; it reads its item, neither the template's list of items nor its
+/// source's output (the same list), which it does not name.
 fn upper(ctx: &StepContext) -> Result<Output, StepError> {
-    if ctx.input("work").is_some() || ctx.input("discover").is_none() {
+    if ctx.input("work").is_some() || ctx.input("discover").is_some() {
         return Err(StepError::fatal(
-            "an item reads its source, not its template",
+            "an item reads its item, not its template's list",
         ));
     }
     Ok(Output::text(
