@@ -43,6 +43,9 @@ class RunPage {
     this.build();
     this.show(this.live);
     await this.loadEvents();
+    // Events appended between the fetch of the run and of its events are in the timeline but
+    // not in the run shown, and the stream brings only later ones: the run is fetched again.
+    if ((this.events.at(-1)?.event_id ?? 0) > this.live.event_id) await this.loadLive();
     const at = this.events.findIndex((e) => String(e.event_id) === this.startAt);
     if (this.startAt !== null && at < 0) {
       this.notice.hidden = false;
