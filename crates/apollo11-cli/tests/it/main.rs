@@ -17,6 +17,7 @@ mod orphans;
 mod output;
 mod params;
 mod paths;
+mod runbook;
 mod scrub;
 mod serve;
 mod storage;

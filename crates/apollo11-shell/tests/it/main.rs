@@ -3,5 +3,4 @@
 mod attempt;
 mod compat;
 mod render;
-mod runbook;
 mod syntax;

@@ -1,6 +1,7 @@
 //! The ops runbook's six declarations make the graph its 102 steps were written out as:
 //! the same steps (by name, `drain[host-00]` for `drain-host-00`), the same commands and
 //! policies, and the same order between them (the same edges, less those implied by others).
+//! Here rather than in the shell crate: it reads the example, which no package holds.
 
 use apollo11_author::{Mode, Scope};
 use apollo11_core::{StepSpec, WorkflowSpec};
@@ -69,7 +70,7 @@ fn the_declarations_make_the_unrolled_graph() {
     let declared =
         apollo11_shell::load(&root().join("../../examples/ops-runbook/workflow.toml")).unwrap();
     let made = apollo11_author::instantiate(&declared, &BTreeMap::new()).unwrap();
-    let fixture = root().join("tests/it/fixtures/ops-runbook-unrolled.toml");
+    let fixture = root().join("../apollo11-shell/tests/it/fixtures/ops-runbook-unrolled.toml");
     let unrolled = apollo11_shell::load(&fixture).unwrap();
     let name = |n: &str| n.replace('[', "-").replace(']', "");
     assert_eq!(made.steps.len(), 102);
