@@ -14,6 +14,7 @@ pub use archived::ListedRun;
 pub use event::{EventDetail, EventPage, EventView, PayloadView};
 use list::Rows;
 pub use list::{RunFilter, RunList, RunRow, Unreadable};
+use plan::Planner;
 pub use plan::{millis, Plan, PlanStep};
 pub use retention::{Kept, Retention, RetentionPlan};
 pub use run::{archived_refusal, OverrideChoice, ParamView, Pause, RunView, StepLog, StepView};
@@ -22,7 +23,7 @@ use crate::condition::{to_judge, verdict, Verdict};
 use crate::reads::{frame, Frame};
 use crate::{Clock, EngineError, Store};
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, StepName, WorkflowSpec};
-use apollo11_machine::{RunMachine, RunState};
+use apollo11_machine::{Command, RunMachine, RunState};
 use apollo11_store::{resolve, Archive, BlobStore, EventStore, StoreError};
 use std::sync::{Arc, Mutex};
 
@@ -86,9 +87,20 @@ impl<S: Store> Inspector<S> {
     /// As [`Inspector::status`].
     pub async fn plan(&self, run_id: &RunId) -> Result<Plan, EngineError> {
         let Loaded { machine, spec, .. } = self.load(run_id, None).await?;
-        let judge =
-            async |machine: &RunMachine, step: &StepName| self.judged(&spec, machine, step).await;
-        Plan::new(machine, self.clock.now_ms(), judge).await
+        let mut planner = Planner::new(machine, self.clock.now_ms());
+        while let Some(commands) = planner.decide() {
+            let mut verdicts = Vec::with_capacity(commands.len());
+            for command in &commands {
+                verdicts.push(match command {
+                    Command::Start { step, .. } => {
+                        self.judged(&spec, planner.machine(), step).await?
+                    }
+                    _ => None,
+                });
+            }
+            planner.take(&commands, verdicts);
+        }
+        Ok(planner.plan())
     }
 
     /// What the condition of `step` would say were it started now, read as the driver reads

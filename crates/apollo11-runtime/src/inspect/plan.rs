@@ -7,7 +7,6 @@
 
 use super::Pause;
 use crate::condition::Verdict;
-use crate::EngineError;
 use apollo11_core::{Event, EventId, EventKind, Payload, Seq, StepName};
 use apollo11_machine::{Command, FailReason, Now, RunMachine, RunStatus};
 use serde::Serialize;
@@ -108,52 +107,80 @@ pub enum PlanStep {
     },
 }
 
-impl Plan {
-    /// Follows the machine's decisions at `now_ms` until something starts or the run ends.
-    /// A step about to start is first judged by `judge` (its condition, as the driver would
-    /// judge it): what the verdict appends instead is folded and the plan goes on, as
-    /// resume would, with what follows from it (its dependents, per their trigger rules).
-    pub(crate) async fn new(
-        mut machine: RunMachine,
-        now_ms: u64,
-        judge: impl AsyncFn(&RunMachine, &StepName) -> Result<Option<Verdict>, EngineError>,
-    ) -> Result<Plan, EngineError> {
-        let state = machine.status();
-        let mut round = Round {
-            at_ms: now_ms,
-            ..Round::default()
-        };
-        let mut steps = Vec::new();
-        let mut waits = 0;
-        while waits < ROUNDS_MAX {
-            let commands = machine.decide(Now {
-                ms: round.at_ms,
-                executing: &round.executing,
-            });
-            round.begin();
-            for command in &commands {
-                let verdict = match command {
-                    Command::Start { step, .. } => judge(&machine, step).await?,
-                    _ => None,
-                };
-                steps.push(round.take(&machine, command, verdict));
-            }
-            for event in std::mem::take(&mut round.folded) {
-                machine.apply(&event);
-            }
-            match round.next() {
-                Next::Again => {}
-                Next::Wait(ms) => {
-                    round.at_ms = ms;
-                    waits += 1;
-                }
-                Next::Stop => break,
-                Next::Fold => waits += 1,
-            }
+/// A plan being made, round by round: the machine's decisions at `now_ms` followed until
+/// something starts or the run ends. Each round, the inspector judges each step the round
+/// would start (its condition, as the driver would judge it); what a verdict appends
+/// instead is folded and the plan goes on, as resume would, with what follows from it (the
+/// step's dependents, per their trigger rules).
+pub(crate) struct Planner {
+    machine: RunMachine,
+    state: RunStatus,
+    round: Round,
+    steps: Vec<PlanStep>,
+    waits: usize,
+    stopped: bool,
+}
+
+impl Planner {
+    pub(crate) fn new(machine: RunMachine, now_ms: u64) -> Planner {
+        Planner {
+            state: machine.status(),
+            machine,
+            round: Round {
+                at_ms: now_ms,
+                ..Round::default()
+            },
+            steps: Vec::new(),
+            waits: 0,
+            stopped: false,
         }
-        Ok(Plan::of(state, &machine, steps))
     }
 
+    /// The run as the plan has it so far.
+    pub(crate) fn machine(&self) -> &RunMachine {
+        &self.machine
+    }
+
+    /// The next round's decisions; `None` once the plan is made.
+    pub(crate) fn decide(&mut self) -> Option<Vec<Command>> {
+        if self.stopped || self.waits >= ROUNDS_MAX {
+            return None;
+        }
+        Some(self.machine.decide(Now {
+            ms: self.round.at_ms,
+            executing: &self.round.executing,
+        }))
+    }
+
+    /// Takes a round's decisions, each with the verdict on the step it would start (`None`
+    /// when it runs, or starts nothing).
+    pub(crate) fn take(&mut self, commands: &[Command], verdicts: Vec<Option<Verdict>>) {
+        self.round.begin();
+        for (command, verdict) in commands.iter().zip(verdicts) {
+            let step = self.round.take(&self.machine, command, verdict);
+            self.steps.push(step);
+        }
+        for event in std::mem::take(&mut self.round.folded) {
+            self.machine.apply(&event);
+        }
+        match self.round.next() {
+            Next::Again => {}
+            Next::Wait(ms) => {
+                self.round.at_ms = ms;
+                self.waits += 1;
+            }
+            Next::Stop => self.stopped = true,
+            Next::Fold => self.waits += 1,
+        }
+    }
+
+    /// The plan made.
+    pub(crate) fn plan(self) -> Plan {
+        Plan::of(self.state, &self.machine, self.steps)
+    }
+}
+
+impl Plan {
     fn of(state: RunStatus, after: &RunMachine, steps: Vec<PlanStep>) -> Plan {
         let names = |f: fn(&PlanStep) -> Option<&StepName>| -> Vec<StepName> {
             steps.iter().filter_map(f).cloned().collect()
