@@ -117,9 +117,6 @@ fn plan_says_what_conditions_make_resume_do_and_status_says_why_steps_were_skipp
         format!("notify skipped 0 - {SKIP_NOTIFY}")
     );
     assert!(row(&table, "c").ends_with(FAIL_C), "{table}");
-    assert_eq!(
-        row(&table, "a"),
-        row(&table, "a").split(" - ").next().unwrap().to_owned() + "",
-        "{table}"
-    );
+    let a = row(&table, "a");
+    assert_eq!(a.split(' ').count(), 4, "nothing to say of a success: {a}");
 }
