@@ -120,3 +120,28 @@ fn plan_says_what_conditions_make_resume_do_and_status_says_why_steps_were_skipp
     let a = row(&table, "a");
     assert_eq!(a.split(' ').count(), 4, "nothing to say of a success: {a}");
 }
+
+#[test]
+fn a_condition_comparing_values_of_two_types_is_refused_before_anything_is_created() {
+    let cli = Cli::new();
+    let wf = cli.workflow(
+        "w.toml",
+        "[workflow]\nname = \"t\"\n\n[params]\nn = { type = \"integer\", default = 1 }\n\n\
+         [[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n\n\
+         [[steps]]\nname = \"b\"\nrun = \"true\"\nidempotency = \"natural\"\n\
+         when = 'params.n > \"x\"'\n",
+    );
+    let wf = wf.to_str().unwrap();
+    for command in ["validate", "run"] {
+        let out = cli.run(&[command, wf]);
+        assert_eq!(out.code, 2, "{command}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!(
+                "{wf}:16:9: step `b`, condition compares integer with string (`>`)"
+            )),
+            "{command}: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(crate::params::listing(&cli), Vec::<String>::new());
+}

@@ -100,10 +100,18 @@ fn in_field(e: &AuthorError) -> Option<(&str, &str, Option<usize>)> {
         AuthorError::Template { step, field, error } => (step, field, Some(error.at)),
         AuthorError::Condition { step, error } => (step, "condition", expr_offset(error)),
         AuthorError::SecretInCondition { step, at, .. } => (step, "condition", Some(*at)),
-        AuthorError::NotUpstream { step, field, at, .. }
-        | AuthorError::ManySteps { step, field, at, .. }
-        | AuthorError::UndeclaredParam { step, field, at, .. }
-        | AuthorError::NoItemHere { step, field, at, .. } => (step, field, Some(*at)),
+        AuthorError::NotUpstream {
+            step, field, at, ..
+        }
+        | AuthorError::ManySteps {
+            step, field, at, ..
+        }
+        | AuthorError::UndeclaredParam {
+            step, field, at, ..
+        }
+        | AuthorError::NoItemHere {
+            step, field, at, ..
+        } => (step, field, Some(*at)),
         _ => return None,
     })
 }
