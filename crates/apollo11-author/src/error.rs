@@ -205,6 +205,7 @@ pub enum AuthorError {
     },
 }
 
+/// The alternate form (`{:#}`) leaves out the byte offsets in a condition or a field's text.
 impl fmt::Display for AuthorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -291,6 +292,9 @@ impl fmt::Display for AuthorError {
             AuthorError::Template { step, field, error } => {
                 write!(f, "step `{step}`, {field} {error}")
             }
+            AuthorError::Condition { step, error } if f.alternate() => {
+                write!(f, "step `{step}`, condition {error:#}")
+            }
             AuthorError::Condition { step, error } => {
                 write!(f, "step `{step}`, condition {error}")
             }
@@ -301,8 +305,9 @@ impl fmt::Display for AuthorError {
                 target,
             } => write!(
                 f,
-                "step `{step}`, {field} at byte {at}: refers to step `{target}`, which is not \
-                 among its dependencies (direct or not), so it may not have run"
+                "step `{step}`, {field}{}: refers to step `{target}`, which is not \
+                 among its dependencies (direct or not), so it may not have run",
+                at_byte(f, *at)
             ),
             AuthorError::ManySteps {
                 step,
@@ -311,9 +316,10 @@ impl fmt::Display for AuthorError {
                 target,
             } => write!(
                 f,
-                "step `{step}`, {field} at byte {at}: `{target}` is a for_each, made of one \
+                "step `{step}`, {field}{}: `{target}` is a for_each, made of one \
                  step per item: name one (`{target}[KEY]`), or read it from a for_each over \
-                 the same items"
+                 the same items",
+                at_byte(f, *at)
             ),
             AuthorError::SecretVarClash { first, second, var } => write!(
                 f,
@@ -322,8 +328,9 @@ impl fmt::Display for AuthorError {
             ),
             AuthorError::SecretInCondition { step, at, param } => write!(
                 f,
-                "step `{step}`, condition at byte {at}: parameter `{param}` is a secret, which \
-                 a condition cannot read"
+                "step `{step}`, condition{}: parameter `{param}` is a secret, which \
+                 a condition cannot read",
+                at_byte(f, *at)
             ),
             AuthorError::UndeclaredParam {
                 step,
@@ -332,7 +339,8 @@ impl fmt::Display for AuthorError {
                 param,
             } => write!(
                 f,
-                "step `{step}`, {field} at byte {at}: parameter `{param}` is not declared"
+                "step `{step}`, {field}{}: parameter `{param}` is not declared",
+                at_byte(f, *at)
             ),
             AuthorError::NoItemHere {
                 step,
@@ -341,8 +349,9 @@ impl fmt::Display for AuthorError {
                 what,
             } => write!(
                 f,
-                "step `{step}`, {field} at byte {at}: `{what}` is only set in a step a \
+                "step `{step}`, {field}{}: `{what}` is only set in a step a \
                  for_each makes{}",
+                at_byte(f, *at),
                 if *what == "wave" { " in waves" } else { "" }
             ),
         }
@@ -360,6 +369,15 @@ impl From<ParamError> for AuthorError {
 impl From<DagError> for AuthorError {
     fn from(e: DagError) -> Self {
         AuthorError::Graph(e)
+    }
+}
+
+/// ` at byte N`, left out of the alternate form (`{:#}`): a front end that puts an error at
+/// its place in the text says where it is better.
+fn at_byte(f: &fmt::Formatter<'_>, at: usize) -> String {
+    match f.alternate() {
+        true => String::new(),
+        false => format!(" at byte {at}"),
     }
 }
 

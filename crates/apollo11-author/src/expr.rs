@@ -6,7 +6,7 @@
 
 use crate::scope::Missing;
 use crate::{Ref, Scope};
-use apollo11_core::Value;
+use apollo11_core::{ParamKind, Value};
 use evalexpr::{
     ContextWithMutableVariables, EvalexprError, HashMapContext, Node, Operator, Value as EValue,
 };
@@ -22,8 +22,11 @@ pub struct Condition {
 /// Why a condition cannot be read or evaluated.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExprError {
-    /// The text is not an expression (the language reports no position).
+    /// The text is not an expression.
     Parse {
+        /// The byte offset of the culprit in the text, when it is known (the language
+        /// reports none; an unmatched parenthesis is found here).
+        at: Option<usize>,
         /// The language's message.
         message: String,
     },
@@ -44,6 +47,8 @@ pub enum ExprError {
     },
     /// Two values compared that are of different types.
     Mismatch {
+        /// The byte offset of the comparison's first reference in the text, if it has one.
+        at: Option<usize>,
         /// The operator (`==`, `<`, ...).
         operator: &'static str,
         /// The left value's type.
@@ -63,20 +68,31 @@ pub enum ExprError {
     },
 }
 
+/// The alternate form (`{:#}`) leaves the byte offsets out: a front end that puts the error
+/// at its place in the text says where it is better.
 impl fmt::Display for ExprError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let byte = |at: &usize| match f.alternate() {
+            true => String::new(),
+            false => format!("at byte {at}: "),
+        };
         match self {
-            ExprError::Parse { message } => write!(f, "is not an expression: {message}"),
+            ExprError::Parse { at, message } => match at.filter(|_| !f.alternate()) {
+                Some(at) => write!(f, "is not an expression at byte {at}: {message}"),
+                None => write!(f, "is not an expression: {message}"),
+            },
             ExprError::UnknownName { at, name } => write!(
                 f,
-                "at byte {at}: `{name}` names nothing: expected params.NAME, run.id, \
-                 steps.STEP.output[.FIELD...], steps.STEP.status, item[.FIELD...] or wave"
+                "{}`{name}` names nothing: expected params.NAME, run.id, \
+                 steps.STEP.output[.FIELD...], steps.STEP.status, item[.FIELD...] or wave",
+                byte(at)
             ),
-            ExprError::Missing { at, missing } => write!(f, "at byte {at}: {missing}"),
+            ExprError::Missing { at, missing } => write!(f, "{}{missing}", byte(at)),
             ExprError::Mismatch {
                 operator,
                 left,
                 right,
+                ..
             } => write!(f, "compares {left} with {right} (`{operator}`)"),
             ExprError::NotBoolean { found } => write!(f, "is {found}, not a boolean"),
             ExprError::Eval { message } => write!(f, "cannot be evaluated: {message}"),
@@ -107,9 +123,12 @@ fn malformed(node: &Node) -> Option<String> {
     node.children().iter().find_map(malformed)
 }
 
+/// How the variable a reference is handed to the language as begins.
+const VAR_PREFIX: &str = "__apollo11_ref_";
+
 /// The variable a reference is handed to the language as.
 fn var(i: usize) -> String {
-    format!("__apollo11_ref_{i}")
+    format!("{VAR_PREFIX}{i}")
 }
 
 impl Condition {
@@ -122,14 +141,15 @@ impl Condition {
     pub fn parse(text: &str) -> Result<Condition, ExprError> {
         let (rewritten, refs) = extract(text)?;
         let tree = evalexpr::build_operator_tree(&rewritten).map_err(|e| ExprError::Parse {
+            at: unmatched_parenthesis(text),
             message: e.to_string(),
         })?;
         if let Some(message) = malformed(&tree) {
-            return Err(ExprError::Parse { message });
+            return Err(ExprError::Parse { at: None, message });
         }
         if let Some(name) = tree
             .iter_variable_identifiers()
-            .find(|name| !name.starts_with("__apollo11_ref_"))
+            .find(|name| !name.starts_with(VAR_PREFIX))
         {
             return Err(ExprError::UnknownName {
                 at: text.find(name).unwrap_or(0),
@@ -137,6 +157,18 @@ impl Condition {
             });
         }
         Ok(Condition { refs, tree })
+    }
+
+    /// Checks the comparisons whose operands' types are known before the run: literals and
+    /// the parameters `kind` gives the declared kind of (an output's type is known only
+    /// once it is there).
+    ///
+    /// # Errors
+    ///
+    /// [`ExprError::Mismatch`] at the first comparison of values of two types, located at
+    /// its first reference.
+    pub fn check_types(&self, kind: impl Fn(&Ref) -> Option<ParamKind>) -> Result<(), ExprError> {
+        static_type(&self.tree, &self.refs, &kind).map(|_| ())
     }
 
     /// The references in order, each with its byte offset in the text.
@@ -161,7 +193,7 @@ impl Condition {
                     .map_err(|e| eval_error(e, self, scope))?;
             }
         }
-        match evaluate(&self.tree, &context).map_err(|e| self.located(e, scope))? {
+        match evaluate(&self.tree, &context, &self.refs).map_err(|e| self.located(e, scope))? {
             EValue::Boolean(b) => Ok(b),
             other => Err(ExprError::NotBoolean {
                 found: type_name(&other),
@@ -209,41 +241,137 @@ impl From<EvalexprError> for Failure {
 }
 
 /// Evaluates `node`: `&&`, `||` and `!` here (short-circuiting), comparisons with their
-/// operands' types checked, the rest by the language.
-fn evaluate(node: &Node, context: &HashMapContext) -> Result<EValue, Failure> {
+/// operands' types checked, the rest by the language. `refs` locate a mismatch.
+fn evaluate(
+    node: &Node,
+    context: &HashMapContext,
+    refs: &[(usize, Ref)],
+) -> Result<EValue, Failure> {
     let children = node.children();
     match node.operator() {
-        Operator::RootNode if children.len() == 1 => evaluate(&children[0], context),
+        Operator::RootNode if children.len() == 1 => evaluate(&children[0], context, refs),
         Operator::And | Operator::Or if children.len() == 2 => {
             let stop = matches!(node.operator(), Operator::Or);
-            if boolean(&children[0], context)? == stop {
+            if boolean(&children[0], context, refs)? == stop {
                 return Ok(EValue::Boolean(stop));
             }
-            Ok(EValue::Boolean(boolean(&children[1], context)?))
+            Ok(EValue::Boolean(boolean(&children[1], context, refs)?))
         }
         Operator::Not if children.len() == 1 => {
-            Ok(EValue::Boolean(!boolean(&children[0], context)?))
+            Ok(EValue::Boolean(!boolean(&children[0], context, refs)?))
         }
         op if children.len() == 2 && comparison(op).is_some() => {
-            let left = evaluate(&children[0], context)?;
-            let right = evaluate(&children[1], context)?;
-            let (l, r) = (type_class(&left), type_class(&right));
-            if l != r {
-                return Err(Failure::Expr(ExprError::Mismatch {
-                    operator: comparison(op).unwrap_or_default(),
-                    left: type_name(&left),
-                    right: type_name(&right),
-                }));
-            }
+            let left = evaluate(&children[0], context, refs)?;
+            let right = evaluate(&children[1], context, refs)?;
+            let types = (Some(known(&left)), Some(known(&right)));
+            compared(node, types, refs).map_err(Failure::Expr)?;
             Ok(node.eval_with_context(context)?)
         }
         _ => Ok(node.eval_with_context(context)?),
     }
 }
 
+/// A type as comparisons see it: its class (values of one class compare with each other)
+/// and its name in messages.
+type Known = (u8, &'static str);
+
+fn known(value: &EValue) -> Known {
+    (type_class(value), type_name(value))
+}
+
+/// Checks comparison `node` whose operands have these types (`None`: not known).
+fn compared(
+    node: &Node,
+    (left, right): (Option<Known>, Option<Known>),
+    refs: &[(usize, Ref)],
+) -> Result<(), ExprError> {
+    match (left, right) {
+        (Some(l), Some(r)) if l.0 != r.0 => Err(ExprError::Mismatch {
+            at: reference_at(node, refs),
+            operator: comparison(node.operator()).unwrap_or_default(),
+            left: l.1,
+            right: r.1,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The byte offset of the first reference under `node`.
+fn reference_at(node: &Node, refs: &[(usize, Ref)]) -> Option<usize> {
+    let name = node.iter_variable_identifiers().next()?;
+    let i: usize = name.strip_prefix(VAR_PREFIX)?.parse().ok()?;
+    refs.get(i).map(|(at, _)| *at)
+}
+
+/// The type of `node`'s value, when it is known before any value is: a literal's, a
+/// declared parameter's (`kind` of a reference), a comparison's or a logical operator's;
+/// each comparison under it checked on the way.
+fn static_type(
+    node: &Node,
+    refs: &[(usize, Ref)],
+    kind: &impl Fn(&Ref) -> Option<ParamKind>,
+) -> Result<Option<Known>, ExprError> {
+    let children = node.children();
+    let types = (children.iter())
+        .map(|c| static_type(c, refs, kind))
+        .collect::<Result<Vec<_>, _>>()?;
+    const BOOLEAN: Option<Known> = Some((2, "boolean"));
+    Ok(match node.operator() {
+        Operator::RootNode if children.len() == 1 => types[0],
+        Operator::Const { value } => Some(known(value)),
+        Operator::VariableIdentifierRead { identifier } => {
+            let i: Option<usize> = identifier
+                .strip_prefix(VAR_PREFIX)
+                .and_then(|i| i.parse().ok());
+            let reference = i.and_then(|i| refs.get(i)).map(|(_, r)| r);
+            reference.and_then(kind).and_then(kind_type)
+        }
+        op if children.len() == 2 && comparison(op).is_some() => {
+            compared(node, (types[0], types[1]), refs)?;
+            BOOLEAN
+        }
+        Operator::And | Operator::Or | Operator::Not => BOOLEAN,
+        _ => None,
+    })
+}
+
+/// The type a parameter of this kind has in a condition (an object's is its JSON text, which
+/// compares as a string: left unknown).
+fn kind_type(kind: ParamKind) -> Option<Known> {
+    Some(match kind {
+        ParamKind::Integer => (0, "integer"),
+        ParamKind::Number => (0, "number"),
+        ParamKind::String => (1, "string"),
+        ParamKind::Boolean => (2, "boolean"),
+        ParamKind::List => (3, "list"),
+        ParamKind::Object => return None,
+    })
+}
+
+/// The first unmatched parenthesis of `text` outside its string literals: a `)` that
+/// closes nothing, or the last `(` left open.
+fn unmatched_parenthesis(text: &str) -> Option<usize> {
+    let mut open = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        match rest.chars().next()? {
+            '"' => {
+                i += string_end(rest);
+                continue;
+            }
+            '(' => open.push(i),
+            ')' if open.pop().is_none() => return Some(i),
+            _ => {}
+        }
+        i += rest.chars().next()?.len_utf8();
+    }
+    open.pop()
+}
+
 /// A boolean operand: its value, or a mismatch naming what it is.
-fn boolean(node: &Node, context: &HashMapContext) -> Result<bool, Failure> {
-    match evaluate(node, context)? {
+fn boolean(node: &Node, context: &HashMapContext, refs: &[(usize, Ref)]) -> Result<bool, Failure> {
+    match evaluate(node, context, refs)? {
         EValue::Boolean(b) => Ok(b),
         other => Err(Failure::Language(EvalexprError::ExpectedBoolean {
             actual: other,

@@ -23,7 +23,8 @@ pub struct TemplateField {
 /// list parameter, an output of a dependency, a gate that is a step); each condition and
 /// each template of `templates` (they parse, name declared parameters, read only steps the
 /// step depends on, directly or not, and `item` or `wave` only in a step a `for_each` or a
-/// gate makes). The first problem found, in declaration order, is returned.
+/// gate makes; a condition compares no two values whose types differ, when both are known:
+/// literals and parameters). The first problem found, in declaration order, is returned.
 ///
 /// # Errors
 ///
@@ -50,12 +51,16 @@ pub fn validate(declared: &WorkflowSpec, templates: &[TemplateField]) -> Result<
     for step in &declared.steps {
         checker.for_each(step)?;
         if let Some(text) = &step.condition {
-            let condition = Condition::parse(text).map_err(|error| AuthorError::Condition {
+            let located = |error| AuthorError::Condition {
                 step: step.name.clone(),
                 error,
-            })?;
+            };
+            let condition = Condition::parse(text).map_err(located)?;
             checker.references(step, "condition", condition.references())?;
             checker.no_secret(step, condition.references())?;
+            condition
+                .check_types(|r| checker.kind(r))
+                .map_err(located)?;
         }
     }
     for field in templates {
@@ -117,6 +122,18 @@ impl<'s> Checker<'s> {
             upstream,
             gates,
         }
+    }
+
+    /// The declared kind of the parameter `reference` reads; `None` for any other reference.
+    fn kind(&self, reference: &Ref) -> Option<ParamKind> {
+        let Ref::Param(name) = reference else {
+            return None;
+        };
+        self.spec
+            .params
+            .iter()
+            .find(|p| p.name == *name)
+            .map(|p| p.kind)
     }
 
     fn step(&self, name: &str) -> Result<&'s StepSpec, AuthorError> {

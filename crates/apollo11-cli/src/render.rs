@@ -24,8 +24,9 @@ pub fn status_json(view: &RunView) -> String {
     serde_json::json!(view).to_string()
 }
 
-/// A table of the steps, with the tail of the log of any step whose last attempt failed.
-/// Everything from outside (names, errors, log lines, paths) is capped and escaped.
+/// A table of the steps, each with why it is where it is (its last error, or why it was
+/// skipped), and the tail of the log of any step whose last attempt failed. Everything from
+/// outside (names, errors, reasons, log lines, paths) is capped and escaped.
 pub fn status_table(view: &RunView, data_dir: &Path) -> String {
     let mut text = format!(
         "run {} ({}): {}\n",
@@ -45,12 +46,12 @@ pub fn status_table(view: &RunView, data_dir: &Path) -> String {
     }
     text.push_str(&format!(
         "  {:<24} {:<13} {:>8} {:>9}  {}\n",
-        "STEP", "STATE", "ATTEMPTS", "DURATION", "LAST ERROR"
+        "STEP", "STATE", "ATTEMPTS", "DURATION", "WHY"
     ));
     let mut failures = Vec::new();
     for step in &view.steps {
-        let error =
-            (step.error.as_ref()).map_or(String::new(), |e| out::shown(e, out::TEXT_CHARS_MAX));
+        let why = (step.error.as_ref()).or(step.skip_reason.as_ref());
+        let why = why.map_or(String::new(), |e| out::shown(e, out::TEXT_CHARS_MAX));
         let duration = step.duration_ms.map_or("-".to_owned(), millis);
         text.push_str(&format!(
             "  {:<24} {:<13} {:>8} {:>9}  {}\n",
@@ -58,7 +59,7 @@ pub fn status_table(view: &RunView, data_dir: &Path) -> String {
             step.state.name(),
             step.attempt,
             duration,
-            error
+            why
         ));
         if step.error.is_some() && !step.state.satisfies_dependents() {
             failures.push((step.name.as_str(), step.attempt));

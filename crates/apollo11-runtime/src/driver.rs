@@ -771,7 +771,7 @@ fn store_retry_delay_ms(failures: u32) -> u64 {
 }
 
 /// Cuts an error message to the limit, at a character boundary.
-fn clip(message: &str) -> String {
+pub(crate) fn clip(message: &str) -> String {
     let max = limits::ERROR_MESSAGE_BYTES_MAX as usize;
     if message.len() <= max {
         return message.to_owned();

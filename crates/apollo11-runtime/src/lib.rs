@@ -2,6 +2,7 @@
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 mod clock;
+mod condition;
 mod driver;
 mod engine;
 mod error;
@@ -11,6 +12,7 @@ mod lease;
 pub mod metrics;
 mod names;
 mod param;
+mod reads;
 mod step;
 mod tries;
 mod view;

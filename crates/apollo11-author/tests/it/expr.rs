@@ -67,6 +67,7 @@ fn errors_name_the_types_and_the_place() {
     assert_eq!(
         fail(r#"params.full == "true""#),
         ExprError::Mismatch {
+            at: Some(0),
             operator: "==",
             left: "boolean",
             right: "string"
@@ -112,4 +113,80 @@ fn errors_name_the_types_and_the_place() {
         fail("params.rows && true"),
         ExprError::Eval { .. }
     ));
+}
+
+#[test]
+fn an_unmatched_parenthesis_is_found_where_it_is() {
+    let s = scope();
+    for (text, at) in [
+        ("params.rows > (2 +", 14),
+        ("(params.rows > 2)) || true", 17),
+        ("((params.rows > 2)", 0),
+        (r#"params.mode == ")(" && (true"#, 23),
+    ] {
+        let e = eval(text, &s).unwrap_err();
+        let ExprError::Parse { at: found, .. } = &e else {
+            panic!("{text}: {e:?}");
+        };
+        assert_eq!(*found, Some(at), "{text}: {e}");
+        assert!(e
+            .to_string()
+            .starts_with(&format!("is not an expression at byte {at}: ")));
+        assert!(
+            format!("{e:#}").starts_with("is not an expression: "),
+            "{e:#}"
+        );
+    }
+}
+
+#[test]
+fn a_mismatch_is_located_at_its_first_reference_and_the_alternate_form_has_no_bytes() {
+    let s = scope();
+    let e = eval(r#"true && "fast" == params.rows"#, &s).unwrap_err();
+    assert_eq!(
+        e,
+        ExprError::Mismatch {
+            at: Some(18),
+            operator: "==",
+            left: "string",
+            right: "integer"
+        }
+    );
+    let e = eval("x == 1", &s).unwrap_err();
+    assert_eq!(format!("{e:#}"), e.to_string().replace("at byte 0: ", ""));
+}
+
+#[test]
+fn comparisons_of_known_types_are_checked_before_any_value() {
+    use apollo11_author::Condition;
+    use apollo11_core::ParamKind;
+    let kinds = |r: &Ref| match r {
+        Ref::Param(name) if name == "n" => Some(ParamKind::Integer),
+        Ref::Param(name) if name == "ratio" => Some(ParamKind::Number),
+        Ref::Param(name) if name == "doc" => Some(ParamKind::Object),
+        _ => None,
+    };
+    let check = |text: &str| Condition::parse(text).unwrap().check_types(kinds);
+    assert_eq!(
+        check(r#"params.full || (params.n > "x")"#),
+        Err(ExprError::Mismatch {
+            at: Some(16),
+            operator: ">",
+            left: "integer",
+            right: "string"
+        })
+    );
+    assert!(
+        check("(params.n > 1) == 3").is_err(),
+        "a comparison is a boolean"
+    );
+    for fine in [
+        "params.n > 1.5 && params.ratio < params.n",
+        r#"steps.s.output.n > "x""#,
+        r#"params.doc == "{}""#,
+        r#"params.other == "x""#,
+        "params.n + 1 > 2",
+    ] {
+        assert_eq!(check(fine), Ok(()), "{fine}");
+    }
 }

@@ -125,6 +125,23 @@ fn declarations_that_cannot_hold_are_refused() {
     );
     let e = with(&|s| load(s).condition = Some("params.hosts ==".into()));
     assert!(matches!(e, AuthorError::Condition { .. }), "{e}");
+    let e = with(&|s| load(s).condition = Some(r#"item == "a" || params.hosts > 1"#.into()));
+    assert_eq!(
+        e.to_string(),
+        "step `load`, condition compares list with integer (`>`)"
+    );
+    let AuthorError::Condition { error, .. } = e else {
+        panic!("{e}");
+    };
+    assert_eq!(
+        error,
+        apollo11_author::ExprError::Mismatch {
+            at: Some(15),
+            operator: ">",
+            left: "list",
+            right: "integer"
+        }
+    );
     let e = with(&|s| load(s).for_each.as_mut().unwrap().items = ItemSource::Param("token".into()));
     assert_eq!(
         e.to_string(),

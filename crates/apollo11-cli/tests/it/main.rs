@@ -2,6 +2,7 @@
 
 mod blobs;
 mod bundles;
+mod conditions;
 mod connections;
 mod examples;
 mod gc;

@@ -35,7 +35,7 @@ depends_on = ["gate"]
 "#;
 
 /// Every file and folder under the data dir.
-fn listing(cli: &Cli) -> Vec<String> {
+pub fn listing(cli: &Cli) -> Vec<String> {
     fn walk(dir: &std::path::Path, out: &mut Vec<String>) {
         for entry in std::fs::read_dir(dir).into_iter().flatten() {
             let path = entry.unwrap().path();

@@ -1,17 +1,11 @@
-//! Conditions: a step with one is started only when it holds. When `decide` starts a step
-//! for its first attempt, the driver evaluates its condition over the step's scope (the
-//! run's arguments, the outputs and statuses of the steps it may read, its item) before
-//! appending anything: false appends `Skipped` naming the condition, and the step's
-//! dependents go on as after a success; an expression that cannot be evaluated (values of
-//! two types compared, a field that is not there) appends `Started` and a `Failed` no retry
-//! can cure, naming the condition and why. Retries and reruns do not evaluate it again: it
-//! decided once whether the step runs.
+//! Conditions, as the driver acts on them: when `decide` starts a step for its first
+//! attempt, the driver judges its condition over the step's scope (see `crate::condition`)
+//! before appending anything, and appends what the verdict says in place of the start.
 
-use super::{clip, Driver};
+use super::Driver;
+use crate::condition::{to_judge, verdict};
 use crate::engine::Store;
-use apollo11_author::Condition;
-use apollo11_core::{EventKind, Payload, StepName};
-use apollo11_machine::StepStatus;
+use apollo11_core::{Payload, StepName};
 use apollo11_store::{NewEvent, StoreError};
 
 impl<S: Store> Driver<S> {
@@ -23,34 +17,21 @@ impl<S: Store> Driver<S> {
         step: &StepName,
         attempt: u32,
     ) -> Result<Option<Vec<NewEvent>>, StoreError> {
-        let spec = self.step_spec(step);
-        let Some(text) = spec.condition.as_deref() else {
+        let Some(text) = to_judge(self.step_spec(step), self.state()) else {
             return Ok(None);
         };
-        if self.state().step(step.as_str()).status != StepStatus::Pending {
-            return Ok(None);
-        }
         let scope = self.scope_of(step, &mut super::inputs::Read::new()).await?;
-        let failed = |why: String| {
-            let kind = EventKind::Failed {
-                error: clip(&format!("the condition `{text}` of step `{step}` {why}")),
-                retryable: false,
-            };
-            vec![
-                self.event(step, EventKind::Started, attempt, Payload::Empty),
-                self.event(step, kind, attempt, Payload::Empty),
-            ]
+        let Some(verdict) = verdict(step, text, &scope) else {
+            return Ok(None);
         };
-        let held = Condition::parse(text).and_then(|c| c.eval(&scope));
-        Ok(match held {
-            Ok(true) => None,
-            Ok(false) => {
-                tracing::info!(step = %step, condition = text, "skipping the step: its condition is false");
-                let reason = clip(&format!("condition `{text}` is false"));
-                let skipped = EventKind::Skipped { reason };
-                Some(vec![self.event(step, skipped, attempt - 1, Payload::Empty)])
-            }
-            Err(e) => Some(failed(e.to_string())),
-        })
+        if let crate::condition::Verdict::Skip(_) = verdict {
+            tracing::info!(step = %step, condition = text, "skipping the step: its condition is false");
+        }
+        let events = verdict.events(attempt).into_iter();
+        Ok(Some(
+            events
+                .map(|(kind, attempt)| self.event(step, kind, attempt, Payload::Empty))
+                .collect(),
+        ))
     }
 }

@@ -37,8 +37,7 @@ enum Expanding {
 impl<S: Store> Driver<S> {
     /// Whether `step` is a template: a `for_each` over an output, expanded at run time.
     pub(super) fn is_template(&self, step: &StepName) -> bool {
-        let for_each = self.step_spec(step).for_each.as_ref();
-        for_each.is_some_and(|f| matches!(f.items, ItemSource::Output { .. }))
+        crate::condition::is_template(self.step_spec(step))
     }
 
     /// The events that start attempt `attempt` of template `step` and end it: expanded into

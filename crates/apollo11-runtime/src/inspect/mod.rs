@@ -14,13 +14,16 @@ pub use archived::ListedRun;
 pub use event::{EventDetail, EventPage, EventView, PayloadView};
 use list::Rows;
 pub use list::{RunFilter, RunList, RunRow, Unreadable};
+use plan::Planner;
 pub use plan::{millis, Plan, PlanStep};
 pub use retention::{Kept, Retention, RetentionPlan};
 pub use run::{archived_refusal, OverrideChoice, ParamView, Pause, RunView, StepLog, StepView};
 
+use crate::condition::{to_judge, verdict, Verdict};
+use crate::reads::{frame, Frame};
 use crate::{Clock, EngineError, Store};
-use apollo11_core::{Event, EventId, Payload, RunId, Seq, WorkflowSpec};
-use apollo11_machine::{RunMachine, RunState};
+use apollo11_core::{Event, EventId, Payload, RunId, Seq, StepName, WorkflowSpec};
+use apollo11_machine::{Command, RunMachine, RunState};
 use apollo11_store::{resolve, Archive, BlobStore, EventStore, StoreError};
 use std::sync::{Arc, Mutex};
 
@@ -83,8 +86,45 @@ impl<S: Store> Inspector<S> {
     ///
     /// As [`Inspector::status`].
     pub async fn plan(&self, run_id: &RunId) -> Result<Plan, EngineError> {
-        let loaded = self.load(run_id, None).await?;
-        Ok(Plan::new(loaded.machine, self.clock.now_ms()))
+        let Loaded { machine, spec, .. } = self.load(run_id, None).await?;
+        let mut planner = Planner::new(machine, self.clock.now_ms());
+        while let Some(commands) = planner.decide() {
+            let mut verdicts = Vec::with_capacity(commands.len());
+            for command in &commands {
+                verdicts.push(match command {
+                    Command::Start { step, .. } => {
+                        self.judged(&spec, planner.machine(), step).await?
+                    }
+                    _ => None,
+                });
+            }
+            planner.take(&commands, verdicts);
+        }
+        Ok(planner.plan())
+    }
+
+    /// What the condition of `step` would say were it started now, read as the driver reads
+    /// it: over the run's arguments and the outputs its steps recorded in the store.
+    async fn judged(
+        &self,
+        spec: &WorkflowSpec,
+        machine: &RunMachine,
+        step: &StepName,
+    ) -> Result<Option<Verdict>, EngineError> {
+        let (dag, state) = (machine.dag(), machine.state());
+        let node = dag
+            .node(step.as_str())
+            .expect("decide only names steps of the run");
+        let Some(text) = to_judge(&spec.steps[node.index()], state) else {
+            return Ok(None);
+        };
+        let Frame { mut scope, outputs } = frame(spec, dag, state, step);
+        let store = self.store.as_ref();
+        for (name, seq) in outputs {
+            let payload = recorded_payload(store, &state.run_id, Some(seq)).await?;
+            scope.outputs.insert(name, resolve(store, &payload).await?);
+        }
+        Ok(verdict(step, text, &scope))
     }
 
     /// The definition the run pinned when it was created.

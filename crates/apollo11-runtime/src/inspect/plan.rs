@@ -1,9 +1,12 @@
 //! What resuming a run would do now: the same `decide` the engine runs, on the same state,
-//! with nothing executing (as after a crash). Attempts and compensation tries it would mark
-//! interrupted (or fail past their timeout), steps it would skip, and a pause it would make,
-//! are folded, so the plan also shows what follows from them.
+//! with nothing executing (as after a crash), and each step it would start judged by its
+//! condition as the driver judges it. Attempts and compensation tries it would mark
+//! interrupted (or fail past their timeout), steps it would skip (by their trigger rule or
+//! their condition) or fail for good (a condition that cannot be evaluated), and a pause it
+//! would make, are folded, so the plan also shows what follows from them.
 
 use super::Pause;
+use crate::condition::Verdict;
 use apollo11_core::{Event, EventId, EventKind, Payload, Seq, StepName};
 use apollo11_machine::{Command, FailReason, Now, RunMachine, RunStatus};
 use serde::Serialize;
@@ -69,12 +72,21 @@ pub enum PlanStep {
         /// The step.
         step: StepName,
     },
-    /// Skip a step whose trigger rule can never hold.
+    /// Skip a step: its trigger rule can never hold, or its condition is false.
     Skip {
         /// The step.
         step: StepName,
         /// Why.
         reason: String,
+    },
+    /// Fail a step for good in place of starting it: its condition cannot be evaluated.
+    FailForGood {
+        /// The step.
+        step: StepName,
+        /// The attempt.
+        attempt: u32,
+        /// Why.
+        error: String,
     },
     /// Pause the run for a person: a step's tries were interrupted too many times in a row.
     Pause {
@@ -95,61 +107,80 @@ pub enum PlanStep {
     },
 }
 
-impl Plan {
-    /// Follows the machine's decisions at `now_ms` until something starts or the run ends.
-    pub(crate) fn new(mut machine: RunMachine, now_ms: u64) -> Plan {
-        let state = machine.status();
-        let nothing = BTreeSet::new();
-        let mut at_ms = now_ms;
-        let mut steps = Vec::new();
-        for _ in 0..ROUNDS_MAX {
-            let commands = machine.decide(Now {
-                ms: at_ms,
-                executing: &nothing,
-            });
-            let mut wake = None;
-            let mut failures = Vec::new();
-            for command in &commands {
-                match command {
-                    Command::WakeAt { ms } => wake = Some(*ms),
-                    Command::Fail { .. }
-                    | Command::FailCompensation { .. }
-                    | Command::Skip { .. } => {
-                        failures.extend(command.event().map(|(step, kind, attempt)| {
-                            hypothetical(&machine, Some(step), kind, attempt, at_ms)
-                        }));
-                    }
-                    Command::Pause { reason, .. } => {
-                        let kind = EventKind::RunPaused {
-                            by: ENGINE.to_owned(),
-                            reason: reason.clone(),
-                        };
-                        failures.push(hypothetical(&machine, None, kind, 0, at_ms));
-                    }
-                    Command::Start { .. } | Command::Compensate { .. } | Command::Finish { .. } => {
-                    }
-                }
-                steps.push(PlanStep::new(command, at_ms));
-            }
-            let acted = commands.iter().any(|c| {
-                matches!(
-                    c,
-                    Command::Start { .. } | Command::Compensate { .. } | Command::Finish { .. }
-                )
-            });
-            let failed = !failures.is_empty();
-            for event in failures {
-                machine.apply(&event);
-            }
-            match (acted, wake) {
-                (false, Some(ms)) if !failed => at_ms = ms,
-                (false, _) if failed => {}
-                _ => break,
-            }
+/// A plan being made, round by round: the machine's decisions at `now_ms` followed until
+/// something starts or the run ends. Each round, the inspector judges each step the round
+/// would start (its condition, as the driver would judge it); what a verdict appends
+/// instead is folded and the plan goes on, as resume would, with what follows from it (the
+/// step's dependents, per their trigger rules).
+pub(crate) struct Planner {
+    machine: RunMachine,
+    state: RunStatus,
+    round: Round,
+    steps: Vec<PlanStep>,
+    waits: usize,
+    stopped: bool,
+}
+
+impl Planner {
+    pub(crate) fn new(machine: RunMachine, now_ms: u64) -> Planner {
+        Planner {
+            state: machine.status(),
+            machine,
+            round: Round {
+                at_ms: now_ms,
+                ..Round::default()
+            },
+            steps: Vec::new(),
+            waits: 0,
+            stopped: false,
         }
-        Plan::of(state, &machine, steps)
     }
 
+    /// The run as the plan has it so far.
+    pub(crate) fn machine(&self) -> &RunMachine {
+        &self.machine
+    }
+
+    /// The next round's decisions; `None` once the plan is made.
+    pub(crate) fn decide(&mut self) -> Option<Vec<Command>> {
+        if self.stopped || self.waits >= ROUNDS_MAX {
+            return None;
+        }
+        Some(self.machine.decide(Now {
+            ms: self.round.at_ms,
+            executing: &self.round.executing,
+        }))
+    }
+
+    /// Takes a round's decisions, each with the verdict on the step it would start (`None`
+    /// when it runs, or starts nothing).
+    pub(crate) fn take(&mut self, commands: &[Command], verdicts: Vec<Option<Verdict>>) {
+        self.round.begin();
+        for (command, verdict) in commands.iter().zip(verdicts) {
+            let step = self.round.take(&self.machine, command, verdict);
+            self.steps.push(step);
+        }
+        for event in std::mem::take(&mut self.round.folded) {
+            self.machine.apply(&event);
+        }
+        match self.round.next() {
+            Next::Again => {}
+            Next::Wait(ms) => {
+                self.round.at_ms = ms;
+                self.waits += 1;
+            }
+            Next::Stop => self.stopped = true,
+            Next::Fold => self.waits += 1,
+        }
+    }
+
+    /// The plan made.
+    pub(crate) fn plan(self) -> Plan {
+        Plan::of(self.state, &self.machine, self.steps)
+    }
+}
+
+impl Plan {
     fn of(state: RunStatus, after: &RunMachine, steps: Vec<PlanStep>) -> Plan {
         let names = |f: fn(&PlanStep) -> Option<&StepName>| -> Vec<StepName> {
             steps.iter().filter_map(f).cloned().collect()
@@ -179,6 +210,130 @@ impl Plan {
             paused: (after.status() == RunStatus::Paused)
                 .then(|| Pause::of(after))
                 .flatten(),
+        }
+    }
+}
+
+/// What one round of decisions did, and what the plan keeps across rounds.
+#[derive(Default)]
+struct Round {
+    /// When the round decides.
+    at_ms: u64,
+    /// The steps the plan started or compensates: at work from then on.
+    executing: BTreeSet<StepName>,
+    /// Whether the plan started, compensated or finished anything so far.
+    acted: bool,
+    /// The events the round's commands would append, to fold before the next round.
+    folded: Vec<Event>,
+    /// Whether the round skipped or judged a step: resume decides again at once.
+    instant: bool,
+    /// Whether the round failed a try or paused the run.
+    failed: bool,
+    /// When the round asked to be woken.
+    wake: Option<u64>,
+}
+
+/// What the plan does after a round.
+enum Next {
+    /// Decide again at once.
+    Again,
+    /// Decide again at this time.
+    Wait(u64),
+    /// Decide again once the round's failures are folded.
+    Fold,
+    /// Nothing more to follow.
+    Stop,
+}
+
+impl Round {
+    fn begin(&mut self) {
+        self.instant = false;
+        self.failed = false;
+        self.wake = None;
+    }
+
+    /// The plan's step for `command`, judged by `verdict` when it starts a step; what it
+    /// would append is kept for the fold.
+    fn take(
+        &mut self,
+        machine: &RunMachine,
+        command: &Command,
+        verdict: Option<Verdict>,
+    ) -> PlanStep {
+        match (command, verdict) {
+            (Command::Start { step, attempt }, Some(verdict)) => {
+                for (kind, attempt) in verdict.events(*attempt) {
+                    self.fold(machine, Some((step, kind, attempt)));
+                }
+                self.instant = true;
+                return PlanStep::judged(step, *attempt, verdict);
+            }
+            (Command::Start { step, .. } | Command::Compensate { step, .. }, _) => {
+                self.fold(machine, command.event());
+                self.executing.insert(step.clone());
+                self.acted = true;
+            }
+            (Command::Finish { .. }, _) => self.acted = true,
+            (Command::WakeAt { ms }, _) => self.wake = Some(*ms),
+            (Command::Skip { .. }, _) => {
+                self.fold(machine, command.event());
+                self.instant = true;
+            }
+            (Command::Fail { .. } | Command::FailCompensation { .. }, _) => {
+                self.fold(machine, command.event());
+                self.failed = true;
+            }
+            (Command::Pause { reason, .. }, _) => {
+                let kind = EventKind::RunPaused {
+                    by: ENGINE.to_owned(),
+                    reason: reason.clone(),
+                };
+                self.fold_event(machine, None, kind, 0);
+                self.failed = true;
+            }
+        }
+        PlanStep::new(command, self.at_ms)
+    }
+
+    /// Keeps the event of a step's command for the fold.
+    fn fold(&mut self, machine: &RunMachine, event: Option<(&StepName, EventKind, u32)>) {
+        if let Some((step, kind, attempt)) = event {
+            self.fold_event(machine, Some(step), kind, attempt);
+        }
+    }
+
+    /// Keeps the event resuming would append, after those kept before it this round (its
+    /// id is only for the fold: it orders after the run's last event).
+    fn fold_event(
+        &mut self,
+        machine: &RunMachine,
+        step: Option<&StepName>,
+        kind: EventKind,
+        attempt: u32,
+    ) {
+        let state = machine.state();
+        let ahead = self.folded.len() as u64 + 1;
+        self.folded.push(Event {
+            event_id: EventId(state.last_event_id.0 + ahead),
+            run_id: state.run_id.clone(),
+            seq: Seq(state.last_seq.0 + ahead as u32),
+            step: step.cloned(),
+            kind,
+            attempt,
+            at_ms: self.at_ms,
+            instance: "plan".into(),
+            payload: Payload::Empty,
+        });
+    }
+
+    fn next(&self) -> Next {
+        if self.instant {
+            return Next::Again;
+        }
+        match (self.acted, self.wake) {
+            (false, Some(ms)) if !self.failed => Next::Wait(ms),
+            (false, _) if self.failed => Next::Fold,
+            _ => Next::Stop,
         }
     }
 }
@@ -217,6 +372,19 @@ impl PlanStep {
             Command::Finish { status } => PlanStep::Finish { status: *status },
         }
     }
+
+    /// What a condition's verdict does in place of starting attempt `attempt` of `step`.
+    fn judged(step: &StepName, attempt: u32, verdict: Verdict) -> PlanStep {
+        let step = step.clone();
+        match verdict {
+            Verdict::Skip(reason) => PlanStep::Skip { step, reason },
+            Verdict::Fail(error) => PlanStep::FailForGood {
+                step,
+                attempt,
+                error,
+            },
+        }
+    }
 }
 
 impl fmt::Display for PlanStep {
@@ -237,6 +405,9 @@ impl fmt::Display for PlanStep {
                 "mark the compensation of {step} as interrupted (it was running when the engine stopped; that spends no try), then try it again per the step's retry policy"
             ),
             PlanStep::Skip { step, reason } => write!(f, "skip {step}: {reason}"),
+            PlanStep::FailForGood { step, attempt, error } => {
+                write!(f, "fail {step} attempt {attempt} for good: {error}")
+            }
             PlanStep::Pause { reason, .. } => write!(f, "pause the run: {reason}"),
             PlanStep::Wait { ms } => write!(
                 f,
@@ -254,29 +425,5 @@ pub fn millis(ms: u64) -> String {
         0..=999 => format!("{ms}ms"),
         1_000..=59_999 => format!("{:.1}s", ms as f64 / 1e3),
         _ => format!("{}m{:02}s", ms / 60_000, ms / 1_000 % 60),
-    }
-}
-
-/// The event resuming would append for a command that ends an attempt or a compensation
-/// try, skips a step, or pauses the run (its id is only for the fold: it orders after the run's last
-/// event).
-fn hypothetical(
-    machine: &RunMachine,
-    step: Option<&StepName>,
-    kind: EventKind,
-    attempt: u32,
-    at_ms: u64,
-) -> Event {
-    let state = machine.state();
-    Event {
-        event_id: EventId(state.last_event_id.0 + 1),
-        run_id: state.run_id.clone(),
-        seq: Seq(state.last_seq.0 + 1),
-        step: step.cloned(),
-        kind,
-        attempt,
-        at_ms,
-        instance: "plan".into(),
-        payload: Payload::Empty,
     }
 }

@@ -217,6 +217,10 @@ async fn step_events(store: &MemStore, name: &str) -> Vec<(EventKind, u32)> {
 }
 
 fn conditional(condition: &str) -> Workflow {
+    conditional_builder(condition).build().unwrap()
+}
+
+fn conditional_builder(condition: &str) -> WorkflowBuilder {
     Workflow::builder("when")
         .param(Param::new("full", ParamKind::Boolean).default(json!(false)))
         .param(Param::new("hosts", ParamKind::List).default(json!(["a", "b"])))
@@ -235,8 +239,6 @@ fn conditional(condition: &str) -> Workflow {
             step("after", |ctx| json_out(&json!(ctx.input("full").is_some())))
                 .depends_on(&["full"]),
         )
-        .build()
-        .unwrap()
 }
 
 #[tokio::test(start_paused = true)]
@@ -264,7 +266,7 @@ async fn a_condition_that_cannot_be_evaluated_fails_the_step_for_good() {
     let store = Arc::new(MemStore::new());
     let status = run_to_end(
         &store,
-        &conditional("params.full == \"yes\""),
+        &conditional("steps.make.output.n == \"yes\""),
         json!({}),
         "r",
     )
@@ -277,8 +279,17 @@ async fn a_condition_that_cannot_be_evaluated_fails_the_step_for_good() {
     };
     assert!(!retryable);
     assert!(
-        error.starts_with("the condition `params.full == \"yes\"` of step `full` compares"),
+        error.starts_with("the condition `steps.make.output.n == \"yes\"` of step `full` compares"),
         "{error}"
+    );
+    let Err(refused) = conditional_builder("params.full == \"yes\"").build() else {
+        panic!("a condition comparing a boolean parameter with a string is built");
+    };
+    assert!(
+        refused
+            .to_string()
+            .contains("condition compares boolean with string (`==`)"),
+        "the types of parameters are known before the run: {refused}"
     );
 }
 

@@ -13,5 +13,6 @@ mod leases;
 mod operator;
 mod payloads;
 mod placed;
+mod plan;
 mod scripted;
 mod wide;

@@ -64,6 +64,13 @@ pub(super) fn policy_error(at: &Locator<'_>, raw: &RawFile, e: PolicyError) -> D
 /// naming what it cannot see) on the declaration and field it names; within the field's
 /// text when that is a plain one-line string, so the column is the reference's.
 pub(super) fn author_error(at: &Locator<'_>, raw: &RawFile, e: &AuthorError) -> DefinitionError {
+    if let Some((step, field, within)) = in_field(e) {
+        return match field_offset(at, raw, step, field, within) {
+            // The column says where: the message need not say at which byte.
+            Some((offset, true)) => at.error(offset, &format!("{e:#}")),
+            placed => at.error(placed.map_or(0, |(offset, _)| offset), &e.to_string()),
+        };
+    }
     let offset = match e {
         AuthorError::Param(p) => param_name(p)
             .and_then(|name| raw.params.get(name))
@@ -82,24 +89,31 @@ pub(super) fn author_error(at: &Locator<'_>, raw: &RawFile, e: &AuthorError) -> 
         AuthorError::UnknownGate { step, .. } | AuthorError::BadGate { step, .. } => {
             first(raw, step).and_then(|s| s.get_ref().gate.as_ref().map(|g| g.span().start))
         }
-        AuthorError::Template { step, field, error } => {
-            field_offset(at, raw, step, field, Some(error.at))
-        }
-        AuthorError::Condition { step, error } => {
-            field_offset(at, raw, step, "condition", expr_offset(error))
-        }
-        AuthorError::NotUpstream {
-            step, field, at: i, ..
-        }
-        | AuthorError::UndeclaredParam {
-            step, field, at: i, ..
-        }
-        | AuthorError::NoItemHere {
-            step, field, at: i, ..
-        } => field_offset(at, raw, step, field, Some(*i)),
         _ => None,
     };
     at.error(offset.unwrap_or(0), &e.to_string())
+}
+
+/// The step and field an error is in, and its byte offset in the field's text when known.
+fn in_field(e: &AuthorError) -> Option<(&str, &str, Option<usize>)> {
+    Some(match e {
+        AuthorError::Template { step, field, error } => (step, field, Some(error.at)),
+        AuthorError::Condition { step, error } => (step, "condition", expr_offset(error)),
+        AuthorError::SecretInCondition { step, at, .. } => (step, "condition", Some(*at)),
+        AuthorError::NotUpstream {
+            step, field, at, ..
+        }
+        | AuthorError::ManySteps {
+            step, field, at, ..
+        }
+        | AuthorError::UndeclaredParam {
+            step, field, at, ..
+        }
+        | AuthorError::NoItemHere {
+            step, field, at, ..
+        } => (step, field, Some(*at)),
+        _ => return None,
+    })
 }
 
 /// The declaration a step name was made from: `drain` of `drain[host-1]`.
@@ -160,20 +174,21 @@ fn param_name(e: &ParamError) -> Option<&str> {
 fn expr_offset(e: &ExprError) -> Option<usize> {
     match e {
         ExprError::UnknownName { at, .. } | ExprError::Missing { at, .. } => Some(*at),
+        ExprError::Parse { at, .. } | ExprError::Mismatch { at, .. } => *at,
         _ => None,
     }
 }
 
 /// Where `field` of step `step` is written (`condition` is `when`; `env.NAME` a value of
 /// `env`), and `at` bytes into its text when that text is a one-line string written
-/// without escapes (so that its bytes are the file's).
+/// without escapes (so that its bytes are the file's): with `true` then.
 fn field_offset(
     at: &Locator<'_>,
     raw: &RawFile,
     step: &str,
     field: &str,
     within: Option<usize>,
-) -> Option<usize> {
+) -> Option<(usize, bool)> {
     let s = first(raw, step)?.get_ref();
     let spanned = match field {
         "condition" => s.when.as_ref(),
@@ -185,16 +200,17 @@ fn field_offset(
             .and_then(|var| env_value(raw, s, var)),
     };
     let Some(spanned) = spanned else {
-        return Some(s.name.span().start);
+        return Some((s.name.span().start, false));
     };
     let start = spanned.span().start;
     let written = &at.text[spanned.span()];
-    let plain = written.starts_with('"')
+    let basic = written.starts_with('"')
         && !written.starts_with("\"\"\"")
         && !written.contains(['\\', '\n']);
+    let literal = written.starts_with('\'') && !written.starts_with("\'\'\'");
     Some(match within {
-        Some(i) if plain => start + 1 + i,
-        _ => start,
+        Some(i) if basic || literal => (start + 1 + i, true),
+        _ => (start, false),
     })
 }
 

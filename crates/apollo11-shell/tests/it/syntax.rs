@@ -212,3 +212,46 @@ fn each_authoring_mistake_is_put_where_it_was_written() {
         .collect();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+#[test]
+fn a_condition_mistake_is_put_on_its_culprit() {
+    let params = "[params]\nn = { type = \"integer\", default = 1 }\n";
+    let cases = [
+        (
+            r#"when = "params.n > (2 +""#,
+            "7:20: step `s`, condition is not an expression: ",
+        ),
+        (
+            r#"when = "(params.n > 2)) || true""#,
+            "7:23: step `s`, condition is not an expression: ",
+        ),
+        (
+            r#"when = 'params.n > "x"'"#,
+            "7:9: step `s`, condition compares integer with string (`>`)",
+        ),
+        (
+            r#"when = 'true && (1 < params.n) == "yes"'"#,
+            "7:22: step `s`, condition compares boolean with string (`==`)",
+        ),
+        (
+            r#"when = "params.m == 1""#,
+            "7:9: step `s`, condition: parameter `m` is not declared",
+        ),
+        (
+            r#"when = "true && x""#,
+            "7:17: step `s`, condition `x` names nothing: expected",
+        ),
+        // Escapes: the text's bytes are not the file's, so the value's start, and the byte.
+        (
+            r#"when = "params.m == \"x\"""#,
+            "7:8: step `s`, condition at byte 0: parameter `m` is not declared",
+        ),
+    ];
+    let wrong: Vec<String> = cases
+        .iter()
+        .map(|(when, expected)| (error(&format!("{STEP}{when}\n{params}")), expected))
+        .filter(|(got, expected)| !got.starts_with(*expected))
+        .map(|(got, expected)| format!("got   {got}\nwant  {expected}…"))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
