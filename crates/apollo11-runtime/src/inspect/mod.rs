@@ -16,7 +16,9 @@ use list::Rows;
 pub use list::{RunFilter, RunList, RunRow, Unreadable};
 pub use plan::{millis, Plan, PlanStep};
 pub use retention::{Kept, Retention, RetentionPlan};
-pub use run::{archived_refusal, OverrideChoice, ParamView, Pause, RunView, StepLog, StepView};
+pub use run::{
+    archived_refusal, OverrideChoice, ParamView, Pause, Placement, RunView, StepLog, StepView,
+};
 
 use crate::{Clock, EngineError, Store};
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, WorkflowSpec};
