@@ -1,7 +1,8 @@
 // What the run page says in words: the run's header, why it waits, and one step's details.
 
 import { log as fetchLog, META } from './api.js';
-import { badge, duration, el, label, time, span } from './format.js';
+import { badge, duration, el, label, ranCommand, time, span } from './format.js';
+import { placeWords } from './timeline.js';
 
 /**
  * The run's header: state, workflow, times, progress, why it waits, a rollback asked. A run
@@ -119,6 +120,7 @@ export function stepDetail(name, step, { withLog, onOverride, overridable }) {
     ['Duration', duration(step.duration_ms)],
     ['Compensation', compensation(step)],
     ['Last error', lastError(step)],
+    step.placed ? ['Ran', lastRun(step.placed)] : null,
   ];
   if (withLog && step.log) showLog(step.log, compensated ? 'Log of its compensation' : lastTry);
   return el('section', { class: 'detail', 'data-detail': name },
@@ -141,6 +143,31 @@ function tryPicker(lastLog, tries, showLog) {
   const pick = el('select', { name: 'log-try', 'data-log-try': true, 'aria-label': 'the try whose log to show',
     onchange: (e) => showLog(url(e.target.value), `Log of try ${e.target.value}`) }, options);
   return el('label', { class: 'log-try' }, 'Log of any try: ', pick);
+}
+
+/**
+ * Where the step's last try ran and the command it ran (when its executor recorded one), in
+ * a block that wraps and a button that copies it.
+ */
+function lastRun(placed) {
+  const which = `${placed.compensation ? 'its compensation, ' : ''}try ${placed.attempt}`;
+  const where = el('span', { 'data-ran': true }, `${which}: ${placeWords(placed.host, placed.handle)}`);
+  const command = ranCommand(placed.payload);
+  if (command === null) return where;
+  const block = el('pre', { class: 'command', 'data-last-command': true }, command);
+  const copy = el('button', { type: 'button', 'data-copy-command': true, onclick: () => copyText(command, block, copy) }, 'Copy');
+  return el('div', {}, where, block, copy);
+}
+
+/** Copies `text`; where the browser refuses, selects it in `block` for the user to copy. */
+async function copyText(text, block, button) {
+  try {
+    await navigator.clipboard.writeText(text);
+    button.textContent = 'Copied';
+  } catch {
+    getSelection().selectAllChildren(block);
+    button.textContent = 'Selected: copy it with Ctrl+C';
+  }
 }
 
 /** The last error recorded, and what an operator did after it (an override). */

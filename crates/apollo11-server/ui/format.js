@@ -17,6 +17,14 @@ export function esc(text) {
   return String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
+/**
+ * The command a try ran, from its `placed` event's payload (a shell step's records
+ * `{"command", "cwd"}`), or null when the payload holds none.
+ */
+export function ranCommand(payload) {
+  return typeof payload?.command === 'string' ? payload.command : null;
+}
+
 const pad = (n, width = 2) => String(n).padStart(width, '0');
 
 /** A time (ms since the epoch) as local `YYYY-MM-DD HH:MM:SS`, or `—`. */

@@ -2,7 +2,7 @@
 // which step, who and why. The event the run is shown at is marked; a click on a row moves
 // time there.
 
-import { el, label, time } from './format.js';
+import { el, label, ranCommand, time } from './format.js';
 import { pageButtons } from './pager.js';
 
 const PAGE = 100;
@@ -20,6 +20,12 @@ export function why(event) {
   if (event.host !== undefined) return placeWords(event.host, event.handle);
   if (event.items !== undefined) return `into ${event.items} item${event.items === 1 ? '' : 's'}`;
   return '';
+}
+
+/** The command a placed try ran, as text in a code element, or null. */
+function ran(event) {
+  const command = event.kind === 'placed' ? ranCommand(event.payload) : null;
+  return command === null ? null : el('code', { class: 'command', 'data-command': true }, command);
 }
 
 /**
@@ -90,6 +96,6 @@ export class Timeline {
     el('td', {}, el('span', { class: `kind k-${event.kind}` }, label(event.kind))),
     el('td', { class: 'num' }, event.attempt ? String(event.attempt) : ''),
     el('td', {}, who(event)),
-    el('td', { class: 'why' }, why(event)));
+    el('td', { class: 'why' }, why(event), ran(event)));
   }
 }

@@ -86,7 +86,7 @@ pub enum EventDetail {
 }
 
 /// A payload as shown: JSON when its bytes are JSON, text otherwise, a blob by reference.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum PayloadView {
     /// No payload (`null`).

@@ -17,7 +17,9 @@ pub use list::{RunFilter, RunList, RunRow, Unreadable};
 use plan::Planner;
 pub use plan::{millis, Plan, PlanStep};
 pub use retention::{Kept, Retention, RetentionPlan};
-pub use run::{archived_refusal, OverrideChoice, ParamView, Pause, RunView, StepLog, StepView};
+pub use run::{
+    archived_refusal, OverrideChoice, ParamView, Pause, Placement, RunView, StepLog, StepView,
+};
 
 use crate::condition::{to_judge, verdict, Verdict};
 use crate::reads::{frame, Frame};

@@ -10,6 +10,8 @@ use apollo11_machine::{
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
+use super::event::PayloadView;
+
 /// A run now or at an event (the HTTP server's `GET /api/v1/runs/{id}`). `L` is how a step's
 /// output is named: a [`StepLog`] here, what serves it in a front end ([`RunView::map_logs`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -92,6 +94,9 @@ pub struct StepView<L = StepLog> {
     pub compensation_tries: u32,
     /// Whose output a front end shows for the step, when it has started.
     pub log: Option<L>,
+    /// Where its last try (an attempt, or a try of its compensation) was placed, as its
+    /// last `placed` event said: kept after the try ends, so a front end shows what ran.
+    pub placed: Option<Placement>,
     /// What an override to each target ([`OverrideTarget::name`]) would do now; empty when
     /// the run takes no override (see the run's `refused`).
     pub overrides: BTreeMap<&'static str, OverrideChoice>,
@@ -157,6 +162,25 @@ pub struct StepLog {
     /// True when the step is being or was compensated (the compensation has a log of its
     /// own).
     pub compensation: bool,
+}
+
+/// A step's last `placed` event: the try, where it ran, and what the step executor recorded
+/// with the place (its payload; for a shell step, `{"command", "cwd"}` as the try ran them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Placement {
+    /// The event.
+    pub event_id: EventId,
+    /// The attempt it belongs to.
+    pub attempt: u32,
+    /// True when it placed a try of the step's compensation rather than an attempt.
+    pub compensation: bool,
+    /// The host the try ran on.
+    pub host: String,
+    /// The step's own handle on it.
+    pub handle: String,
+    /// What the event carries: JSON when it is JSON.
+    pub payload: PayloadView,
 }
 
 /// Why a run waits for a person, with what an operator needs to decide.
@@ -226,6 +250,7 @@ impl RunView {
         let state = machine.state();
         let dag = machine.dag();
         let skip_reasons = skip_reasons(events);
+        let mut placements = placements(events);
         let refusals: Vec<_> = (RunAction::ALL.iter())
             .map(|&a| (a.name(), machine.check_action(a).err()))
             .chain([("override", machine.check_overrides().err())])
@@ -253,7 +278,11 @@ impl RunView {
             params: spec.params.iter().map(ParamView::of).collect(),
             arguments: spec.arguments.clone(),
             steps: (spec.steps.iter())
-                .map(|s| StepView::new(machine, s, skip_reasons.get(s.name.as_str()).copied()))
+                .map(|s| {
+                    let name = s.name.as_str();
+                    let skip_reason = skip_reasons.get(name).copied();
+                    StepView::new(machine, s, skip_reason, placements.remove(name))
+                })
                 .collect(),
             archived: false,
         }
@@ -291,6 +320,7 @@ impl<L> RunView<L> {
         let steps = (self.steps.into_iter())
             .map(|step| StepView {
                 log: step.log.map(|log| name(&run_id, &step.name, log)),
+                placed: step.placed,
                 name: step.name,
                 state: step.state,
                 attempt: step.attempt,
@@ -335,6 +365,7 @@ impl StepView {
         machine: &RunMachine,
         spec: &apollo11_core::StepSpec,
         skip_reason: Option<&str>,
+        placed: Option<Placement>,
     ) -> StepView {
         let step = machine.state().step(&spec.name);
         let choices = machine.override_choices(&spec.name).unwrap_or_default();
@@ -367,6 +398,7 @@ impl StepView {
                         | StepStatus::Compensated
                 ),
             }),
+            placed,
             overrides: (choices.into_iter())
                 .map(|(to, does)| {
                     let says = does.describe();
@@ -393,6 +425,37 @@ fn skip_reasons(events: &[Event]) -> BTreeMap<&str, &str> {
         }
     }
     reasons
+}
+
+/// Each step's last `placed` event, and whether it placed a compensation's try (a
+/// `compensating` event came after the step's last `started`).
+fn placements(events: &[Event]) -> BTreeMap<&str, Placement> {
+    let mut compensating = BTreeMap::new();
+    let mut placed = BTreeMap::new();
+    for event in events {
+        let Some(step) = &event.step else { continue };
+        match &event.kind {
+            EventKind::Started => {
+                compensating.insert(step.as_str(), false);
+            }
+            EventKind::Compensating => {
+                compensating.insert(step.as_str(), true);
+            }
+            EventKind::Placed { host, handle } => {
+                let placement = Placement {
+                    event_id: event.event_id,
+                    attempt: event.attempt,
+                    compensation: compensating.get(step.as_str()) == Some(&true),
+                    host: host.clone(),
+                    handle: handle.clone(),
+                    payload: PayloadView::from(&event.payload),
+                };
+                placed.insert(step.as_str(), placement);
+            }
+            _ => {}
+        }
+    }
+    placed
 }
 
 /// Why an action on an archived run is refused.
@@ -426,5 +489,43 @@ mod tests {
         let reasons = skip_reasons(&events);
         let expected = BTreeMap::from([("a", "second"), ("b", "kept")]);
         assert_eq!(reasons, expected);
+    }
+
+    #[test]
+    fn a_placement_is_the_steps_last_with_its_payload_and_whether_it_placed_a_compensation() {
+        let ran = |command: &str| Payload::inline(format!(r#"{{"command":"{command}"}}"#));
+        let placed = |host: &str| EventKind::Placed {
+            host: host.to_owned(),
+            handle: "h".to_owned(),
+        };
+        let events = History::new("r")
+            .created("w", Payload::Empty)
+            .started("a")
+            .raw(Some("a"), placed("one"), 1, ran("echo 1"))
+            .failed("a", "boom", true)
+            .started("a")
+            .raw(Some("a"), placed("two"), 2, ran("echo 2"))
+            .succeeded("a", "")
+            .compensating("a")
+            .raw(Some("a"), placed("three"), 2, Payload::inline("not json"))
+            .started("b")
+            .into_events();
+        let last = placements(&events);
+        assert_eq!(last.len(), 1, "b was never placed");
+        let a = &last["a"];
+        assert_eq!(
+            (a.attempt, a.compensation, a.host.as_str()),
+            (2, true, "three")
+        );
+        assert_eq!(a.payload, PayloadView::Text("not json".to_owned()));
+        let before_undo = placements(&events[..7]);
+        let a = &before_undo["a"];
+        assert_eq!(
+            (a.attempt, a.compensation, a.host.as_str()),
+            (2, false, "two")
+        );
+        assert_eq!(a.event_id, events[5].event_id);
+        let command = serde_json::json!({"command": "echo 2"});
+        assert_eq!(a.payload, PayloadView::Json(command));
     }
 }

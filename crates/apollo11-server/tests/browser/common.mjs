@@ -3,6 +3,9 @@
 
 import { chromium } from 'playwright-core';
 
+/** The value of the `quoted` workflow's secret (workflows.mjs): never in an answer or a page. */
+export const SECRET = 'never-shown-4b1d9e07';
+
 /** The server under test (the first argument) and its token (`APOLLO11_UI_TOKEN`, optional). */
 export function target() {
   const base = process.argv[2];
@@ -21,9 +24,12 @@ export async function call({ base, token }, path, { method = 'GET', body } = {})
   return { status: response.status, body: await response.json() };
 }
 
-/** Starts `workflow` as run `runId` and waits (at most `seconds`) until it is not running. */
-export async function settledRun(server, workflow, runId, seconds = 300) {
-  const started = await call(server, '/api/v1/runs', { method: 'POST', body: { workflow, run_id: runId } });
+/**
+ * Starts `workflow` as run `runId` with `params` (none: the defaults) and waits (at most
+ * `seconds`) until it is not running.
+ */
+export async function settledRun(server, workflow, runId, seconds = 300, params = undefined) {
+  const started = await call(server, '/api/v1/runs', { method: 'POST', body: { workflow, run_id: runId, params } });
   if (started.status !== 201) throw new Error(`starting ${workflow}: ${started.status} ${JSON.stringify(started.body)}`);
   const deadline = Date.now() + seconds * 1000;
   for (;;) {

@@ -7,17 +7,18 @@
 // the run; the compensated step of the `undo` run; the override choices of a step whose
 // compensation failed, each saying what it does; a run of `fleet` started from the dialog (a
 // wrong value said beside its field), its for_each group opened and closed, its skipped step
-// saying why. Screenshots of each page go to
+// saying why; a `quoted` run's command, a hostile value in it, shown as text as it ran, its
+// secret in no answer or page. Screenshots of each page go to
 // APOLLO11_UI_SHOTS (default target/ui-screenshots).
 //
 //   node ui.test.mjs http://127.0.0.1:PORT
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { call, launch, openPage, settledRun, target, visit } from './common.mjs';
+import { call, launch, openPage, SECRET, settledRun, target, visit } from './common.mjs';
 
 const server = target();
 const shots = process.env.APOLLO11_UI_SHOTS
@@ -399,8 +400,52 @@ test('the timeline says where a try was placed in words, not as the raw handle',
   await visit(page, server, `#/runs/${id}`);
   const row = page.locator(`table.events tr[data-event="${placed.event_id}"] td.why`);
   await row.waitFor();
-  assert.equal(await row.textContent(), `pid ${group.pgid} on ${placed.host} (boot ${group.boot.slice(0, 8)})`);
+  const where = `pid ${group.pgid} on ${placed.host} (boot ${group.boot.slice(0, 8)})`;
+  assert.equal(await row.textContent(), `${where}${placed.payload.command}`, 'where, then the command');
   assert.deepEqual(page.errors, []);
+});
+
+/** A value the shell would run if it were not one quoted word, and markup if it were HTML. */
+const HOSTILE = `x; touch pwned <b>bold</b> <script>window.pwned = 1</script> "it's"`;
+
+test('a step\'s command shows as it ran, as text, in the timeline and the step\'s details', async () => {
+  const id = `ui-quoted-${suffix}`;
+  const run = await settledRun(server, 'quoted', id, 60, { word: HOSTILE });
+  assert.equal(run.state, 'succeeded', 'the step had its secret');
+  const { placed } = run.steps.say;
+  const command = `echo 'x; touch pwned <b>bold</b> <script>window.pwned = 1</script> "it'\\''s"' && [ -n "$APOLLO11_SECRET_TOKEN" ]`;
+  assert.equal(placed.payload.command, command, 'the value one quoted word, the secret its variable');
+  assert.ok(!existsSync(join(placed.payload.cwd, 'pwned')), 'the value ran as no command');
+  await visit(page, server, `#/runs/${id}`);
+  const cell = page.locator(`table.events tr[data-event="${placed.event_id}"] td.why`);
+  await cell.waitFor();
+  assert.equal(await cell.locator('[data-command]').textContent(), command);
+  const detail = await openStep(id, 'say');
+  assert.equal(await detail.locator('[data-last-command]').textContent(), command);
+  assert.match(await detail.locator('[data-ran]').textContent(), /^try 1: pid \d+ on \S+ \(boot [0-9a-f]{8}\)$/);
+  assert.equal(await page.locator('td.why b, td.why script, [data-detail] b, [data-detail] script').count(), 0, 'no markup made of the value');
+  assert.equal(await page.evaluate(() => window.pwned), undefined, 'no script of the value ran');
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.base });
+  await detail.locator('[data-copy-command]').click();
+  await page.waitForFunction(() => document.querySelector('[data-copy-command]').textContent === 'Copied');
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), command, 'the copy is the command as it ran');
+  await detail.locator('[data-attempt-log]').click();
+  await page.waitForFunction(() => document.querySelector('[data-log]').textContent.includes('touch pwned'));
+  await shot('quoted-command');
+  assert.ok(!(await page.content()).includes(SECRET), 'the page holds no secret');
+  assert.deepEqual(page.errors, []);
+});
+
+test('the secret of a run is in no answer of the API', async () => {
+  const id = `ui-quoted-${suffix}`;
+  const { body: run } = await call(server, `/api/v1/runs/${id}`);
+  const paths = [`/api/v1/runs/${id}`, `/api/v1/runs/${id}/events`, `/api/v1/runs/${id}/plan`,
+    '/api/v1/runs?workflow=quoted', '/api/v1/workflows', run.steps.say.log];
+  for (const path of paths) {
+    const response = await fetch(server.base + path, { headers: server.token ? { Authorization: `Bearer ${server.token}` } : {} });
+    assert.equal(response.status, 200, path);
+    assert.ok(!(await response.text()).includes(SECRET), `${path} holds no secret`);
+  }
 });
 
 test('the override choices of a step whose compensation failed say what each does', async () => {

@@ -1,13 +1,16 @@
 // Writes the browser test's workflows into a folder for `apollo11 serve --workflows`: the
 // committed ones (workflows/) and `thousand`, generated: 1,000 steps in 20 layers of 50, each
 // step after two of the layer before; each fails its first two tries (every third step its
-// third too) and succeeds after, so that a run has about 10,000 events.
+// third too) and succeeds after, so that a run has about 10,000 events; and `quoted`, whose
+// step says a parameter and checks it has a secret, read from the file `quoted/secret` (an
+// absolute path: a secret's file is found from the server's folder, not the workflow's).
 //
 //   node workflows.mjs OUT_DIR
 
 import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SECRET } from './common.mjs';
 
 const LAYERS = 20;
 const WIDTH = 50;
@@ -40,6 +43,26 @@ export function thousand() {
   return lines.join('\n') + '\n';
 }
 
+/** The TOML of `quoted`, its secret read from the file `secretFile`. */
+export function quoted(secretFile) {
+  return `[workflow]
+name = "quoted"
+
+[defaults]
+timeout = "1m"
+retry = { max_attempts = 1 }
+
+[params]
+word = { type = "string", required = true, description = "what the step says, one word to the shell" }
+token = { type = "string", secret = { file = ${JSON.stringify(secretFile)} }, description = "a credential the step checks it has" }
+
+[[steps]]
+name = "say"
+run = "echo \${params.word} && [ -n \${params.token} ]"
+idempotency = "natural"
+`;
+}
+
 function main() {
   const out = process.argv[2];
   if (!out || process.argv.length > 3) {
@@ -50,6 +73,10 @@ function main() {
   cpSync(join(here, 'workflows'), out, { recursive: true });
   mkdirSync(join(out, 'thousand'), { recursive: true });
   writeFileSync(join(out, 'thousand', 'workflow.toml'), thousand());
+  const secret = resolve(out, 'quoted', 'secret');
+  mkdirSync(dirname(secret), { recursive: true });
+  writeFileSync(secret, `${SECRET}\n`, { mode: 0o600 });
+  writeFileSync(join(out, 'quoted', 'workflow.toml'), quoted(secret));
 }
 
 main();

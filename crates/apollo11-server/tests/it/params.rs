@@ -137,3 +137,73 @@ async fn a_bad_value_is_a_400_naming_the_parameter_and_creates_nothing() {
     assert_eq!(events.status, 404, "no event of the run was written");
     server.stop().await;
 }
+
+const HOSTILE: &str = r#"[workflow]
+name = "hostile"
+
+[params]
+word = { type = "string", required = true }
+token = { type = "string", secret = { file = "TOKEN_FILE" } }
+
+[[steps]]
+name = "say"
+run = "echo ${params.word} ${params.token} > said"
+idempotency = "natural"
+"#;
+
+const SECRET: &str = "never-shown-5f1c9a";
+
+#[tokio::test]
+async fn a_step_shows_the_command_its_last_try_ran_with_a_secret_only_as_its_variable() {
+    let server = TestServer::start().await;
+    let token = server.workflows.path().join("token");
+    std::fs::write(&token, SECRET).unwrap();
+    let text = HOSTILE.replace("TOKEN_FILE", &token.display().to_string());
+    std::fs::write(server.workflows.path().join("hostile.toml"), text).unwrap();
+    assert_eq!(server.reload().await.status, 200);
+    let word = "x; touch pwned <b>'";
+    let body = json!({"workflow": "hostile", "run_id": "h1", "params": {"word": word}});
+    let started = server.client.post("/api/v1/runs", &body).await.unwrap();
+    assert_eq!(started.status, 201, "{}", started.message());
+    let run = server
+        .wait_for("h1", "succeeded", |r| r["state"] == "succeeded")
+        .await;
+    let placed = &run["steps"]["say"]["placed"];
+    let command = r#"echo 'x; touch pwned <b>'\''' "$APOLLO11_SECRET_TOKEN" > said"#;
+    assert_eq!(placed["payload"]["command"], command, "{placed}");
+    assert_eq!(
+        (&placed["attempt"], &placed["compensation"]),
+        (&json!(1), &json!(false))
+    );
+    let said = std::fs::read_to_string(server.workflows.path().join("said")).unwrap();
+    assert_eq!(
+        said,
+        format!("{word} {SECRET}\n"),
+        "the step saw both values"
+    );
+    assert!(!server.workflows.path().join("pwned").exists());
+    let events = server
+        .client
+        .get("/api/v1/runs/h1/events")
+        .await
+        .unwrap()
+        .json();
+    let placed_event = (events["events"].as_array().unwrap().iter())
+        .find(|e| e["kind"] == "placed")
+        .unwrap();
+    assert_eq!(placed_event["payload"], placed["payload"]);
+    assert_eq!(placed_event["event_id"], placed["event_id"]);
+    for path in [
+        "/api/v1/runs/h1",
+        "/api/v1/runs/h1/events",
+        "/api/v1/runs",
+        "/api/v1/workflows",
+        "/api/v1/runs/h1/steps/say/log?attempt=1",
+    ] {
+        let answer = server.client.get(path).await.unwrap();
+        assert_eq!(answer.status, 200, "{path}");
+        let text = String::from_utf8_lossy(&answer.body);
+        assert!(!text.contains(SECRET), "{path}: {text}");
+    }
+    server.stop().await;
+}
