@@ -173,7 +173,10 @@ pub fn workflow_toml(data: &[u8]) {
 fn instantiated(spec: &apollo11_core::WorkflowSpec) {
     let defaults = std::collections::BTreeMap::new();
     let required = spec.params.iter().find(|p| p.required);
-    match (apollo11_shell::definition::instantiate(spec, &defaults), required) {
+    match (
+        apollo11_shell::definition::instantiate(spec, &defaults),
+        required,
+    ) {
         (Ok(run), None) => {
             if let Err(e) = apollo11_shell::workflow(&run, Path::new("/data")) {
                 panic!("a definition instantiated with its defaults does not build: {e}");
