@@ -134,13 +134,14 @@ pub fn bundle(data: &[u8]) {
 }
 
 /// The TOML workflow loader: any text either loads as a workflow that the runtime's builder
-/// accepts (what `validate` accepts runs), or is refused with a message at a place inside
-/// the text.
+/// accepts (what `validate` accepts runs) and that instantiates with its default arguments
+/// into one it accepts too (or, with a required parameter, is refused naming it), or is
+/// refused with a message at a place inside the text.
 ///
 /// # Panics
 ///
-/// When an accepted workflow does not build, or a refusal's message is empty or its place
-/// outside the text.
+/// When an accepted workflow, or its instantiation, does not build, or a refusal's message
+/// is empty or its place outside the text.
 pub fn workflow_toml(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -150,6 +151,7 @@ pub fn workflow_toml(data: &[u8]) {
             if let Err(e) = apollo11_shell::workflow(&spec, Path::new("/data")) {
                 panic!("a workflow the loader accepted does not build: {e}");
             }
+            instantiated(&spec);
         }
         Err(e) => {
             assert!(!e.message.is_empty(), "an error says what is wrong");
@@ -162,6 +164,27 @@ pub fn workflow_toml(data: &[u8]) {
                 assert!(e.column <= line.len() + 1, "{e}: column past its line");
             }
         }
+    }
+}
+
+/// An accepted file instantiated with its default arguments, as a run given none would be:
+/// with every parameter optional, into a definition the runtime's builder accepts (the
+/// loader located any error of it already); with one required, refused naming it.
+fn instantiated(spec: &apollo11_core::WorkflowSpec) {
+    let defaults = std::collections::BTreeMap::new();
+    let required = spec.params.iter().find(|p| p.required);
+    match (
+        apollo11_shell::definition::instantiate(spec, &defaults),
+        required,
+    ) {
+        (Ok(run), None) => {
+            if let Err(e) = apollo11_shell::workflow(&run, Path::new("/data")) {
+                panic!("a definition instantiated with its defaults does not build: {e}");
+            }
+        }
+        (Err(e), None) => panic!("the loader accepted a file its defaults do not instantiate: {e}"),
+        (Ok(_), Some(p)) => panic!("instantiated without its required parameter `{}`", p.name),
+        (Err(e), Some(p)) => assert!(e.contains(&p.name), "{e}: names not `{}`", p.name),
     }
 }
 

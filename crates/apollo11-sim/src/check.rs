@@ -4,18 +4,20 @@
 //! `Started` (or `Compensating`) durable first, no attempt ran twice, a `compensate` step
 //! reran only after its compensation, a rollback compensated in reverse topological order,
 //! the operator actions' promises (docs/operator-actions.md: nothing after a run's end,
-//! nothing started after an accepted rollback or under an operator's pause, an accepted
-//! rollback ends `rolled_back`), and the inspector's state at sampled events equals a fold
-//! of the events up to them.
+//! nothing started after an accepted rollback but a failure's handlers, nothing under an
+//! operator's pause, an accepted rollback ends `rolled_back`), the inspector's state at
+//! sampled events equals a fold of the events up to them; and of what authors write: a step
+//! starts only as its trigger rule lets it, a skipped step never started, a template
+//! expanded once in a run whatever crashed, its items checked as any step of their class.
 
 #[path = "../../apollo11-runtime/examples/crash_child/ledger.rs"]
 mod ledger;
 
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, StepPlan};
 use crate::steps::Execution;
 use crate::store::{Ack, Recorded};
-use apollo11_core::{Event, EventKind, Idempotency, RunId};
-use apollo11_machine::{RunMachine, RunState, RunStatus, StepStatus};
+use apollo11_core::{Event, EventKind, Idempotency, RunId, TriggerRule, WorkflowSpec};
+use apollo11_machine::{NodeId, RunMachine, RunState, RunStatus, StepStatus};
 use apollo11_runtime::{Inspector, Store};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -51,6 +53,11 @@ where
             .status(run, None)
             .await
             .map_err(|e| e.to_string())?;
+        let skipped = (status.steps.iter())
+            .filter(|s| s.state == StepStatus::Skipped)
+            .map(|s| s.name.as_str())
+            .collect();
+        expanded_once(played, run, events, status.state, &skipped)?;
         if !matches!(status.state, RunStatus::Succeeded | RunStatus::RolledBack) {
             return Err(format!(
                 "I4: {} ended {}",
@@ -58,10 +65,12 @@ where
                 status.state.name()
             ));
         }
-        Fold::new(played.scenario)
+        let grown = (inspector.grown_definition(run, None).await).map_err(|e| e.to_string())?;
+        Fold::new(played.scenario, &grown)
             .walk(run, events, inspector)
             .await?;
         no_rerun_after_success(played, run, events)?;
+        skipped_never_ran(played, run, events)?;
     }
     Ok(())
 }
@@ -195,27 +204,110 @@ fn no_rerun_after_success(
     Ok(())
 }
 
-/// A run's events folded one by one, with what must hold before each.
+/// A step skipped (its condition false, its trigger rule impossible) and never overridden
+/// was never started: no `Started` of it in the log, no execution of it in the ledger.
+fn skipped_never_ran(played: &Played<'_>, run: &RunId, events: &[&Event]) -> Result<(), String> {
+    let of = |step: &str, f: fn(&EventKind) -> bool| {
+        events
+            .iter()
+            .any(|e| e.step.as_ref().is_some_and(|s| s.as_str() == step) && f(&e.kind))
+    };
+    let skipped = (events.iter()).filter(|e| matches!(e.kind, EventKind::Skipped { .. }));
+    for step in skipped.filter_map(|e| e.step.as_ref()).map(|s| s.as_str()) {
+        if of(step, |k| matches!(k, EventKind::ManualOverride { .. })) {
+            continue;
+        }
+        let ran = (played.executions.iter()).any(|x| x.run == run.as_str() && x.step == step);
+        if ran || of(step, |k| matches!(k, EventKind::Started)) {
+            return Err(format!(
+                "{}/{step}: skipped, and started (in the log: {}, in the ledger: {ran})",
+                run.as_str(),
+                of(step, |k| matches!(k, EventKind::Started))
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A template expands at most once in a run, across every crash and resume, and exactly
+/// once in a run that succeeded without skipping it; its own code never runs (its items
+/// run it).
+fn expanded_once(
+    played: &Played<'_>,
+    run: &RunId,
+    events: &[&Event],
+    status: RunStatus,
+    skipped: &BTreeSet<&str>,
+) -> Result<(), String> {
+    let templates = played
+        .scenario
+        .steps
+        .iter()
+        .filter(|p| p.template.is_some());
+    for name in templates.map(|p| p.name.as_str()) {
+        let expanded = (events.iter())
+            .filter(|e| e.step.as_ref().is_some_and(|s| s.as_str() == name))
+            .filter(|e| matches!(e.kind, EventKind::Expanded { .. }))
+            .count();
+        let overridden = (events.iter()).any(|e| {
+            e.step.as_ref().is_some_and(|s| s.as_str() == name)
+                && matches!(e.kind, EventKind::ManualOverride { .. })
+        });
+        let unfinished = skipped.contains(name) || overridden || status != RunStatus::Succeeded;
+        if expanded > 1 || (expanded == 0 && !unfinished) {
+            return Err(format!(
+                "{}/{name}: a template expanded {expanded} times (the run {status})",
+                run.as_str()
+            ));
+        }
+        if (played.executions.iter()).any(|x| x.run == run.as_str() && x.step == name) {
+            return Err(format!(
+                "{}/{name}: the template's own code ran",
+                run.as_str()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A run's events folded one by one, with what must hold before each. Steps are named as
+/// the run's grown definition names them: a template's items run its plan.
 struct Fold<'s> {
     scenario: &'s Scenario,
+    /// Each step's plan (by index), items included.
+    plans: BTreeMap<String, usize>,
     /// Steps downstream of each step (transitively).
-    downstream: Vec<BTreeSet<usize>>,
+    downstream: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl<'s> Fold<'s> {
-    fn new(scenario: &'s Scenario) -> Fold<'s> {
-        let mut downstream = vec![BTreeSet::new(); scenario.steps.len()];
-        for j in (0..scenario.steps.len()).rev() {
-            for &d in &scenario.steps[j].depends_on {
-                let below = downstream[j].clone();
-                downstream[d].insert(j);
-                downstream[d].extend(below);
+    /// The fold of a run whose definition, grown by every expansion, is `grown`.
+    fn new(scenario: &'s Scenario, grown: &WorkflowSpec) -> Fold<'s> {
+        let plans = (grown.steps.iter())
+            .filter_map(|s| {
+                let declaration = s.origin.as_ref().map_or(&s.name, |o| &o.declaration);
+                let i = scenario.steps.iter().position(|p| p.name == *declaration)?;
+                Some((s.name.clone(), i))
+            })
+            .collect();
+        let mut downstream: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for s in grown.steps.iter().rev() {
+            let below = downstream.get(&s.name).cloned().unwrap_or_default();
+            for d in &s.depends_on {
+                let entry = downstream.entry(d.clone()).or_default();
+                entry.insert(s.name.clone());
+                entry.extend(below.iter().cloned());
             }
         }
         Fold {
             scenario,
+            plans,
             downstream,
         }
+    }
+
+    fn plan(&self, step: &str) -> Option<&StepPlan> {
+        self.plans.get(step).map(|&i| &self.scenario.steps[i])
     }
 
     async fn walk<S>(
@@ -231,9 +323,15 @@ impl<'s> Fold<'s> {
         let mut machine = RunMachine::compile(&spec, RunState::new(run.clone()), |_, f| f)
             .map_err(|e| format!("{}: {e}", run.as_str()))?;
         for (i, e) in events.iter().enumerate() {
-            self.before(machine.state(), e)?;
+            self.before(&machine, e)?;
             promised(&machine, e)?;
             machine.apply(e);
+            if let EventKind::Expanded { .. } = e.kind {
+                let grown = inspector.grown_definition(run, Some(e.event_id)).await;
+                let grown = grown.map_err(|x| x.to_string())?;
+                (machine.regraph(&grown, |_, f| f))
+                    .map_err(|x| format!("{}: {x}", run.as_str()))?;
+            }
             let sampled =
                 (i as u64 + self.scenario.seed).is_multiple_of(8) || i + 1 == events.len();
             if sampled {
@@ -250,21 +348,16 @@ impl<'s> Fold<'s> {
         Ok(())
     }
 
-    fn before(&self, state: &RunState, e: &Event) -> Result<(), String> {
+    fn before(&self, machine: &RunMachine, e: &Event) -> Result<(), String> {
+        let state = machine.state();
         let Some(step) = &e.step else { return Ok(()) };
-        let Some(i) = self
-            .scenario
-            .steps
-            .iter()
-            .position(|s| s.name == step.as_str())
-        else {
+        let Some(plan) = self.plan(step.as_str()) else {
             return Err(format!(
                 "{}: event #{} names unknown step {step}",
                 state.run_id.as_str(),
                 e.event_id.0
             ));
         };
-        let plan = &self.scenario.steps[i];
         let status = state.step(step.as_str()).status;
         let at = || format!("{}/{step} (event #{})", state.run_id.as_str(), e.event_id.0);
         match e.kind {
@@ -279,13 +372,15 @@ impl<'s> Fold<'s> {
                     e.attempt
                 ));
             }
+            // A rerun (after a failure or a compensation) follows the step's retries, not
+            // its rule: the first start from pending is the rule's.
+            EventKind::Started if status == StepStatus::Pending => {
+                trigger_holds(machine, step.as_str()).map_err(|why| format!("{}: {why}", at()))?
+            }
             EventKind::Compensating if state.rollback.is_some() => {
-                if let Some(d) = self.downstream[i]
-                    .iter()
-                    .find(|&&d| self.needs_undo(state, d))
-                {
-                    let name = &self.scenario.steps[*d].name;
-                    return Err(format!("{}: compensated while {name}, downstream, is {:?} (not reverse topological order)", at(), state.step(name).status));
+                let below = self.downstream.get(step.as_str()).into_iter().flatten();
+                if let Some(d) = below.into_iter().find(|d| self.needs_undo(state, d)) {
+                    return Err(format!("{}: compensated while {d}, downstream, is {:?} (not reverse topological order)", at(), state.step(d).status));
                 }
             }
             _ => {}
@@ -294,14 +389,43 @@ impl<'s> Fold<'s> {
     }
 
     /// Whether step `d` is at work or still to be undone by a rollback.
-    fn needs_undo(&self, state: &RunState, d: usize) -> bool {
-        let plan = &self.scenario.steps[d];
-        match state.step(&plan.name).status {
+    fn needs_undo(&self, state: &RunState, d: &str) -> bool {
+        let Some(plan) = self.plan(d) else {
+            return false;
+        };
+        match state.step(d).status {
             StepStatus::Running | StepStatus::Compensating | StepStatus::CompensationFailed => true,
             StepStatus::Succeeded => plan.compensation_failures.is_some(),
             StepStatus::Failed => plan.class == Idempotency::Compensate,
             _ => false,
         }
+    }
+}
+
+/// A step starts from pending only as its trigger rule lets it: `all_succeeded` after every
+/// dependency succeeded or was skipped (never after one failed), `one_failed` once one
+/// failed for good.
+fn trigger_holds(machine: &RunMachine, step: &str) -> Result<(), String> {
+    let Some(node) = machine.dag().node(step) else {
+        return Err("starts, and the run's graph has no such step".to_owned());
+    };
+    let deps = machine.dag().dependencies(node);
+    let status = |d: &NodeId| machine.state().step(machine.dag().name(*d)).status;
+    match machine.policy().step(node).trigger {
+        TriggerRule::AllSucceeded => {
+            match deps.iter().find(|d| !status(d).satisfies_dependents()) {
+                Some(d) => Err(format!(
+                    "all_succeeded, started while its dependency {} is {:?}",
+                    machine.dag().name(*d),
+                    status(d)
+                )),
+                None => Ok(()),
+            }
+        }
+        TriggerRule::OneFailed if !deps.iter().any(|d| status(d) == StepStatus::Failed) => {
+            Err("one_failed, started while no dependency has failed".to_owned())
+        }
+        TriggerRule::OneFailed | TriggerRule::AllDone => Ok(()),
     }
 }
 
@@ -315,7 +439,7 @@ fn promised(machine: &RunMachine, e: &Event) -> Result<(), String> {
         format!("follows the end of the run ({status})")
     } else {
         match e.kind {
-            EventKind::Started if state.rollback.is_some() => {
+            EventKind::Started if state.rollback.is_some() && !handling(machine, e) => {
                 "starts a step after a rollback was accepted".to_owned()
             }
             EventKind::Started | EventKind::Compensating if state.paused.is_some() => {
@@ -330,6 +454,16 @@ fn promised(machine: &RunMachine, e: &Event) -> Result<(), String> {
         e.event_id.0,
         e.kind.name()
     ))
+}
+
+/// Whether `e` starts a handler (`all_done`, `one_failed`) while a step of the run has
+/// failed: handlers run at a failure, before a rollback's compensations.
+fn handling(machine: &RunMachine, e: &Event) -> bool {
+    let node = e.step.as_ref().and_then(|s| machine.dag().node(s.as_str()));
+    let handler =
+        node.is_some_and(|n| machine.policy().step(n).trigger != TriggerRule::AllSucceeded);
+    let failed = (machine.state().steps.values()).any(|s| s.status == StepStatus::Failed);
+    handler && failed
 }
 
 /// The inspector's view of the run at event `e` equals the fold up to it.
@@ -358,4 +492,81 @@ where
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apollo11_core::Payload;
+    use apollo11_machine::History;
+
+    /// Seed 3's scenario with step `s1` a template over `s0`'s list.
+    fn scenario() -> Scenario {
+        let mut scenario = Scenario::generate(3).truncated(crate::Size {
+            steps: 2,
+            actions: 0,
+            crashes: 0,
+        });
+        scenario.steps[1].depends_on = vec![0];
+        scenario.steps[1].template = Some(0);
+        scenario
+    }
+
+    fn played<'a>(scenario: &'a Scenario, events: &'a [Event]) -> Played<'a> {
+        Played {
+            scenario,
+            events,
+            acks: Vec::new(),
+            executions: Vec::new(),
+        }
+    }
+
+    fn expansions(h: History) -> Result<(), String> {
+        let scenario = scenario();
+        let events = h.into_events();
+        let refs: Vec<&Event> = events.iter().collect();
+        let run = RunId::from("run-0");
+        let none = BTreeSet::new();
+        let played = played(&scenario, &events);
+        expanded_once(&played, &run, &refs, RunStatus::Succeeded, &none)
+    }
+
+    fn started() -> History {
+        History::new("run-0")
+            .created("sim", Payload::Empty)
+            .started("s0")
+            .succeeded("s0", r#"["i0"]"#)
+            .started("s1")
+    }
+
+    #[test]
+    fn a_template_expanded_twice_or_never_in_a_run_that_succeeded_is_caught() {
+        assert_eq!(expansions(started().expanded("s1", &["i0"])), Ok(()));
+        let twice = started().expanded("s1", &["i0"]).expanded("s1", &["i0"]);
+        let err = expansions(twice).unwrap_err();
+        assert!(err.contains("expanded 2 times"), "{err}");
+        let never = History::new("run-0").created("sim", Payload::Empty);
+        assert!(expansions(never).unwrap_err().contains("expanded 0 times"));
+    }
+
+    #[test]
+    fn a_skipped_step_that_started_is_caught_unless_an_operator_overrode_it() {
+        let scenario = scenario();
+        let run = RunId::from("run-0");
+        let h = History::new("run-0")
+            .created("sim", Payload::Empty)
+            .skipped("s0", "condition false")
+            .started("s0");
+        let events = h.clone().into_events();
+        let refs: Vec<&Event> = events.iter().collect();
+        let err = skipped_never_ran(&played(&scenario, &events), &run, &refs).unwrap_err();
+        assert!(err.contains("skipped, and started"), "{err}");
+        let to = apollo11_core::OverrideTarget::Pending;
+        let events = h.overridden("s0", to, "op", "run it").into_events();
+        let refs: Vec<&Event> = events.iter().collect();
+        assert_eq!(
+            skipped_never_ran(&played(&scenario, &events), &run, &refs),
+            Ok(())
+        );
+    }
 }

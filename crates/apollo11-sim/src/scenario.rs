@@ -4,7 +4,7 @@
 //! ([`Scenario::truncated`]): the same seed, a smaller history.
 
 use crate::rng::Rng;
-use apollo11_core::{Idempotency, OnFailure, OverrideTarget};
+use apollo11_core::{Idempotency, OnFailure, OverrideTarget, TriggerRule};
 
 /// How much of a seed's scenario is kept: at most this many steps, actions and crashes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +68,15 @@ pub struct StepPlan {
     pub attempts: Vec<Behaviour>,
     /// With a compensation: how many of its first tries fail (retryably).
     pub compensation_failures: Option<u32>,
+    /// When it may start (`trigger`).
+    pub trigger: TriggerRule,
+    /// A condition (`when`) that holds (`true`) or not (`false`): the step then is skipped.
+    pub when: Option<bool>,
+    /// Its output is a JSON list of this many items (`["i0", "i1", …]`) rather than text.
+    pub list: Option<u32>,
+    /// A template (`for_each` at run time) over the output of this step (an index among
+    /// `depends_on`, whose `list` is set): one step per item, each running this plan.
+    pub template: Option<usize>,
 }
 
 /// An operator's action on a run.
@@ -85,6 +94,12 @@ pub enum Action {
         step: usize,
         /// Its new state.
         to: OverrideTarget,
+    },
+    /// `override` of a step, by name (an item of a template among them), to skipped: what
+    /// the last generation's operator does to a compensation out of tries.
+    Skip {
+        /// The step.
+        step: String,
     },
 }
 
@@ -184,6 +199,10 @@ impl Scenario {
                 }
             })
             .collect();
+        let mut steps = steps;
+        for i in 0..steps.len() {
+            author(&mut rng, &mut steps, i);
+        }
         Scenario {
             seed,
             on_failure,
@@ -256,7 +275,39 @@ fn step(rng: &mut Rng, i: usize) -> StepPlan {
         timeout_ms,
         attempts,
         compensation_failures: compensated.then(|| rng.below(3) as u32),
+        trigger: TriggerRule::AllSucceeded,
+        when: None,
+        list: None,
+        template: None,
     }
+}
+
+/// What an author adds to step `i` (drawn after the rest of the scenario): a trigger rule,
+/// a condition true or false, or a `for_each` over the list an earlier step it depends on
+/// outputs (its items then run its plan).
+fn author(rng: &mut Rng, steps: &mut [StepPlan], i: usize) {
+    let sources: Vec<usize> = (steps[i].depends_on.iter().copied())
+        .filter(|&d| steps[d].template.is_none())
+        .collect();
+    let plan = &mut steps[i];
+    plan.trigger = match rng.below(10) {
+        0 => TriggerRule::OneFailed,
+        1 => TriggerRule::AllDone,
+        _ => TriggerRule::AllSucceeded,
+    };
+    plan.when = match rng.below(8) {
+        0 => Some(true),
+        1 => Some(false),
+        _ => None,
+    };
+    if sources.is_empty() || plan.trigger != TriggerRule::AllSucceeded || !rng.chance(40) {
+        return;
+    }
+    let source = sources[rng.below(sources.len() as u64) as usize];
+    plan.template = Some(source);
+    let items = rng.below(5) as u32;
+    let list = steps[source].list.get_or_insert(items);
+    *list = (*list).max(items);
 }
 
 fn action(rng: &mut Rng, steps: usize) -> Action {

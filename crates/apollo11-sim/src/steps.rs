@@ -3,8 +3,8 @@
 //! after simulated time.
 
 use crate::scenario::{Behaviour, Scenario, StepPlan};
-use apollo11_core::{Backoff, RetryPolicy, Timeout};
-use apollo11_runtime::{Output, Step, StepBuilder, StepContext, StepError, Workflow};
+use apollo11_core::{Backoff, ItemSource, ParamKind, RetryPolicy, Timeout, Value};
+use apollo11_runtime::{Output, Param, Step, StepBuilder, StepContext, StepError, Workflow};
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,6 +51,19 @@ struct SimStep {
     ledger: Ledger,
 }
 
+impl SimStep {
+    /// A success's output: the list of items its plan says, else `STEP#ATTEMPT`.
+    fn output(&self, ctx: &StepContext) -> Output {
+        match self.plan.list {
+            Some(n) => {
+                let items: Vec<Value> = (0..n).map(|i| Value::from(format!("i{i}"))).collect();
+                Output(Value::Array(items).to_string().into_bytes())
+            }
+            None => Output::text(format!("{}#{}", ctx.step, ctx.attempt)),
+        }
+    }
+}
+
 #[async_trait]
 impl Step for SimStep {
     async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
@@ -61,7 +74,7 @@ impl Step for SimStep {
         match behaviour {
             Behaviour::Succeed(ms) | Behaviour::Slow(ms) => {
                 after(ms).await;
-                Ok(Output::text(format!("{}#{}", ctx.step, ctx.attempt)))
+                Ok(self.output(ctx))
             }
             Behaviour::Retryable(ms) => {
                 after(ms).await;
@@ -95,7 +108,9 @@ impl Step for SimStep {
 ///
 /// The workflow's refusal, as text (a generator bug).
 pub fn workflow(scenario: &Scenario, ledger: &Ledger) -> Result<Workflow, String> {
-    let mut builder = Workflow::builder("sim").on_failure(scenario.on_failure);
+    let mut builder = Workflow::builder("sim")
+        .on_failure(scenario.on_failure)
+        .param(Param::new("on", ParamKind::Boolean).default(Value::Bool(true)));
     for plan in &scenario.steps {
         let depends_on: Vec<&str> = (plan.depends_on.iter())
             .map(|&d| scenario.steps[d].name.as_str())
@@ -111,13 +126,27 @@ pub fn workflow(scenario: &Scenario, ledger: &Ledger) -> Result<Workflow, String
             plan: plan.clone(),
             ledger: ledger.clone(),
         };
-        builder = builder.step(
-            StepBuilder::new(&plan.name, code)
-                .depends_on(&depends_on)
-                .idempotency(plan.class)
-                .retry(retry)
-                .timeout(Timeout::Fixed(plan.timeout_ms)),
-        );
+        let step = StepBuilder::new(&plan.name, code)
+            .depends_on(&depends_on)
+            .idempotency(plan.class)
+            .retry(retry)
+            .timeout(Timeout::Fixed(plan.timeout_ms))
+            .trigger(plan.trigger);
+        builder = builder.step(authored(scenario, plan, step));
     }
     builder.build().map_err(|e| e.to_string())
+}
+
+/// `step` with its plan's condition and `for_each`.
+fn authored(scenario: &Scenario, plan: &StepPlan, mut step: StepBuilder) -> StepBuilder {
+    if let Some(holds) = plan.when {
+        step = step.condition(&format!("params.on == {holds}"));
+    }
+    if let Some(source) = plan.template {
+        step = step.for_each(ItemSource::Output {
+            step: scenario.steps[source].name.clone(),
+            path: String::new(),
+        });
+    }
+    step
 }

@@ -429,6 +429,9 @@ impl World<'_> {
                 let step = &self.scenario.steps[*step].name;
                 engine.override_step(run, step, *to, BY, why).await
             }
+            Action::Skip { step } => {
+                (engine.override_step(run, step, OverrideTarget::Skipped, BY, why)).await
+            }
         };
         match result {
             Ok(_) => Ok(true),
@@ -474,9 +477,8 @@ impl World<'_> {
                 acted = true;
                 let mut actions: Vec<Action> = (state.steps.iter())
                     .filter(|(_, s)| s.status == StepStatus::CompensationFailed)
-                    .map(|(step, _)| Action::Override {
-                        step: self.step_index(step.as_str()),
-                        to: OverrideTarget::Skipped,
+                    .map(|(step, _)| Action::Skip {
+                        step: step.as_str().to_owned(),
                     })
                     .collect();
                 if state.paused.is_some() {
@@ -497,11 +499,6 @@ impl World<'_> {
         Err(format!(
             "I4: runs still paused after {SETTLE_ROUNDS} rounds of the operator"
         ))
-    }
-
-    fn step_index(&self, name: &str) -> usize {
-        (self.scenario.steps.iter().position(|s| s.name == name))
-            .expect("a run's steps are the scenario's")
     }
 }
 

@@ -6,6 +6,7 @@ mod expr;
 mod params;
 mod props;
 mod render;
+mod replay;
 mod spec;
 mod template;
 mod validate;
