@@ -16,14 +16,26 @@ pub fn ledger_line(file: &Mutex<std::fs::File>, line: &str) {
         .expect("ledger write");
 }
 
+/// Opens a ledger for appending, its torn tail cut first: a kill can land inside a write
+/// (the kernel stops copying a write's pages at a fatal signal), and the next life would
+/// append its lines to the torn one. A line cut short records nothing that happened: a
+/// step's line is written before the step does anything, an ack's after the append it
+/// acknowledges, so a cut line reads as a kill just before it.
 pub fn open_ledger(path: &Path) -> Mutex<std::fs::File> {
-    Mutex::new(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .expect("ledger open"),
-    )
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)
+        .expect("ledger open");
+    let text = std::fs::read(path).expect("ledger read");
+    let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if whole < text.len() {
+        file.set_len(whole as u64)
+            .and_then(|()| file.sync_data())
+            .expect("ledger cut");
+    }
+    Mutex::new(file)
 }
 
 /// The ack ledger: one fsynced line `run seq kind` per event whose append was acknowledged.
