@@ -25,6 +25,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     // Installs the Prometheus recorder: a leaf that names no engine crate, so any binary or
     // server can use it without pulling a layer in.
     ("apollo11-prometheus", &[]),
+    // The queue between an engine and its workers: names no engine crate.
+    ("apollo11-dispatch", &[]),
     (
         "apollo11-runtime",
         &[
@@ -38,6 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "apollo11-shell",
         &[
+            "apollo11-dispatch",
             "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
@@ -48,6 +51,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "apollo11-server",
         &[
+            "apollo11-dispatch",
             "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
@@ -63,6 +67,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "apollo11-cli",
         &[
+            "apollo11-dispatch",
             "apollo11-author",
             "apollo11-core",
             "apollo11-dag",

@@ -3,6 +3,7 @@
 //! so a crash at any instant leaves a log from which `decide` knows what to do. Where tries
 //! run and how a try the driver did not see end is settled are in `settle.rs`.
 
+mod adopt;
 mod condition;
 mod expand;
 mod gauges;
@@ -13,10 +14,10 @@ mod settle;
 use crate::engine::{Shared, Store};
 use crate::lease::{Held, LostSignal};
 use crate::metrics;
-use crate::step::{Cancel, PlaceRequest, Placer};
+use crate::step::{Cancel, Leftover, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
 use apollo11_core::{
-    limits, EventKind, Payload, RunId, Seq, StepName, StepSpec, Value, WorkflowSpec,
+    limits, EventKind, Idempotency, Payload, RunId, Seq, StepName, StepSpec, Value, WorkflowSpec,
 };
 use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
@@ -98,6 +99,8 @@ pub(crate) struct Driver<S: Store> {
     /// The run's lease, under leases: every append is fenced by it, and its loss stops the
     /// driver at once.
     held: Option<Held>,
+    /// Whether the tries a dead engine left at work were looked at for adoption.
+    adopted: bool,
 }
 
 impl<S: Store> Driver<S> {
@@ -149,6 +152,7 @@ impl<S: Store> Driver<S> {
             place_requests,
             counted,
             held,
+            adopted: false,
         })
     }
 
@@ -227,6 +231,10 @@ impl<S: Store> Driver<S> {
     async fn turn(&mut self) -> Result<Option<RunStatus>, EngineError> {
         if std::mem::take(&mut self.stale) && self.commit(Vec::new()).await? {
             self.catch_up().await?;
+        }
+        if !self.adopted {
+            self.adopt_leftovers().await?;
+            self.adopted = true;
         }
         self.regrow().await?;
         let started = std::time::Instant::now();
@@ -324,7 +332,7 @@ impl<S: Store> Driver<S> {
             self.stop(&step);
         }
         for (tried, prepared) in launches.into_iter().zip(prepared) {
-            self.launch(tried, prepared);
+            self.launch(tried, prepared, None);
         }
         Ok(None)
     }
@@ -558,7 +566,9 @@ impl<S: Store> Driver<S> {
             .clone()
     }
 
-    fn launch(&mut self, tried: Try, prepared: Prepared) {
+    /// Executes `tried`: runs the step's code (or its compensation), or, for a try a dead
+    /// engine left at work (`adopt`), watches it to its end.
+    fn launch(&mut self, tried: Try, prepared: Prepared, adopt: Option<Leftover>) {
         let code = self.code(&tried.step);
         let secrets: Vec<_> = (self.spec.params.iter())
             .filter(|p| p.secret.is_some())
@@ -586,18 +596,21 @@ impl<S: Store> Driver<S> {
                 placer: Some(placer),
                 scope,
             };
-            let secrets = inputs::read_secrets(&secrets);
-            let outcome = match (secrets, compensation) {
-                (Ok(secrets), true) => {
+            let result = match inputs::read_secrets(&secrets) {
+                Err(e) => Err(e),
+                Ok(secrets) => {
                     ctx.scope.secrets = secrets;
-                    Outcome::Compensation(code.compensate(&ctx).await)
+                    match (&adopt, compensation) {
+                        (Some(leftover), _) => code.adopt(&ctx, leftover).await,
+                        (None, true) => code.compensate(&ctx).await.map(|()| Output::empty()),
+                        (None, false) => code.run(&ctx).await,
+                    }
                 }
-                (Ok(secrets), false) => {
-                    ctx.scope.secrets = secrets;
-                    Outcome::Ran(code.run(&ctx).await)
-                }
-                (Err(e), true) => Outcome::Compensation(Err(e)),
-                (Err(e), false) => Outcome::Ran(Err(e)),
+            };
+            let outcome = if compensation {
+                Outcome::Compensation(result.map(|_| ()))
+            } else {
+                Outcome::Ran(result)
             };
             Done {
                 step,
@@ -658,13 +671,35 @@ impl<S: Store> Driver<S> {
             if mine && self.still_current(&tried) {
                 let seconds = self.seconds_at_work(&d.step);
                 let event = self.outcome_event(&d, seconds).await?;
-                self.fold_unsent(event);
+                match self.unsafe_to_redo(&d) {
+                    Some(pause) => {
+                        self.commit(vec![pause, event]).await?;
+                    }
+                    None => self.fold_unsent(event),
+                }
             }
             if mine {
                 self.running.remove(&d.step);
             }
         }
         Ok(())
+    }
+
+    /// For an attempt whose step lost sight of it while it may still run, of a step of class
+    /// `compensate` (which must be neither compensated nor run again while the old try may
+    /// act): the pause that goes before its failure, for a person to make sure it stopped.
+    fn unsafe_to_redo(&self, done: &Done) -> Option<NewEvent> {
+        let Outcome::Ran(Err(e)) = &done.outcome else {
+            return None;
+        };
+        let compensate = self.step_spec(&done.step).idempotency == Idempotency::Compensate;
+        (e.may_still_run && compensate).then(|| {
+            tracing::warn!(step = %done.step, attempt = done.attempt, error = %e.message, "a try may still run; pausing the run");
+            self.pause_event(&format!(
+                "the attempt {} of step `{}` may still run ({}); make sure it stopped, then resume the run",
+                done.attempt, done.step, e.message
+            ))
+        })
     }
 
     /// The event recording a finished attempt or compensation, its payload offloaded to the

@@ -42,6 +42,22 @@ pub trait Step: Send + Sync + 'static {
         let _ = leftover;
         Settled::Stopped { marker: None }
     }
+
+    /// Whether the step can watch the try a dead engine left at `leftover.place` to its end
+    /// ([`Step::adopt`]) rather than have it settled: true for a try on a worker that still
+    /// reports. The default: no.
+    fn can_adopt(&self, leftover: &Leftover) -> bool {
+        let _ = leftover;
+        false
+    }
+
+    /// Watches a try a dead engine left running to its end, as `run` (or for a
+    /// compensation, `compensate`: its output is then ignored) would have; called on resume
+    /// for each try [`Step::can_adopt`] accepts. The try is not started again.
+    async fn adopt(&self, ctx: &StepContext, leftover: &Leftover) -> Result<Output, StepError> {
+        let _ = (ctx, leftover);
+        Err(StepError::lost("this step cannot adopt a try"))
+    }
 }
 
 /// A try that the engine no longer watches and is about to record as failed.
@@ -277,6 +293,10 @@ pub struct StepError {
     pub retryable: bool,
     /// Recorded with the failure: a `checkpoint` step's marker for its next attempt.
     pub payload: Option<Vec<u8>>,
+    /// The try may still be at work where the step lost sight of it (a worker that stopped
+    /// answering): a step of class `compensate` is then paused for a person instead of
+    /// being compensated and run again.
+    pub may_still_run: bool,
 }
 
 impl StepError {
@@ -286,6 +306,7 @@ impl StepError {
             message: message.into(),
             retryable: true,
             payload: None,
+            may_still_run: false,
         }
     }
 
@@ -295,6 +316,16 @@ impl StepError {
             message: message.into(),
             retryable: false,
             payload: None,
+            may_still_run: false,
+        }
+    }
+
+    /// A try the step lost sight of, which may still be at work: retryable, and a step of
+    /// class `compensate` pauses its run for a person (see [`StepError::may_still_run`]).
+    pub fn lost(message: impl Into<String>) -> StepError {
+        StepError {
+            may_still_run: true,
+            ..StepError::retryable(message)
         }
     }
 

@@ -29,20 +29,8 @@ pub struct Prepared {
     /// The engine's variables the step keeps: those `env_pass` lists, or (`None`, a
     /// workflow without `env_pass`, as every file was before it existed) all of them.
     pub pass: Option<Vec<String>>,
-    /// The folder it runs in, which exists.
+    /// The folder it runs in (its executor checks that it exists).
     pub dir: PathBuf,
-}
-
-impl Prepared {
-    /// What the attempt's `Placed` event records of it: `{"command", "cwd"}`, the command as
-    /// it runs (a secret only as the variable it is in) and its folder.
-    pub fn detail(&self) -> Vec<u8> {
-        let detail = serde_json::json!({
-            "command": self.command,
-            "cwd": self.dir.to_string_lossy(),
-        });
-        serde_json::to_vec(&detail).expect("JSON values serialize")
-    }
 }
 
 impl Rendering {
@@ -69,7 +57,7 @@ impl Rendering {
     /// # Errors
     ///
     /// A fatal [`StepError`] naming what cannot be rendered (a reference with no value, a
-    /// secret in `cwd`, which is recorded) or the folder that does not exist.
+    /// secret in `cwd`, which is recorded).
     pub fn prepare(&self, command: &str, scope: &Scope, dir: &Path) -> Result<Prepared, StepError> {
         let text = |what: &str, text: &str, mode| {
             render(text, scope, mode).map_err(|e| StepError::fatal(format!("{what} `{text}`: {e}")))
@@ -89,12 +77,6 @@ impl Rendering {
             }
             None => dir.to_path_buf(),
         };
-        if !dir.is_dir() {
-            return Err(StepError::fatal(format!(
-                "the step's folder {} does not exist or is not a folder",
-                dir.display()
-            )));
-        }
         Ok(Prepared {
             command: text("the command", command, Mode::Shell)?,
             env,

@@ -5,8 +5,8 @@
 //! process starts and removed once it ends.
 
 use crate::files::{create_private_dir, create_private_file, StepFiles};
-use apollo11_author::Scope;
-use apollo11_core::{check_name, NameKind};
+use apollo11_core::{check_name, NameKind, Value};
+use std::collections::BTreeMap;
 use std::io::Write;
 
 /// Writes the inputs folder and the parameters file of an attempt, anything a crashed try
@@ -16,15 +16,19 @@ use std::io::Write;
 ///
 /// The operating system's error, or `InvalidInput` for a step name that is not one path
 /// component (which `check_name` never lets into a definition).
-pub fn write(files: &StepFiles, scope: &Scope) -> std::io::Result<()> {
+pub fn write(
+    files: &StepFiles,
+    inputs: &BTreeMap<String, Vec<u8>>,
+    params: &BTreeMap<String, Value>,
+) -> std::io::Result<()> {
     remove(files);
     create_private_dir(&files.inputs)?;
-    for (step, bytes) in &scope.outputs {
+    for (step, bytes) in inputs {
         check_name(NameKind::Step, step)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         create_private_file(&files.inputs.join(step))?.write_all(bytes)?;
     }
-    let params = serde_json::to_vec(&scope.arguments).expect("JSON values serialize");
+    let params = serde_json::to_vec(params).expect("JSON values serialize");
     create_private_file(&files.params)?.write_all(&params)
 }
 

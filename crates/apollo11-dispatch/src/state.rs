@@ -1,0 +1,372 @@
+//! The dispatcher's state behind its lock: workers, tries by token, the queue, and what
+//! became of tries no longer wanted. Every method is quick and never awaits.
+
+use crate::{Config, Hello, Labels, Offer, TaskEvent, TryRef};
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::time::SystemTime;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// How many decided tokens are remembered, to answer a repeated report the same way.
+const DECIDED_MAX: usize = 100_000;
+
+/// Why a worker's report is not taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The try was decided without this report (withdrawn, its worker lost, given to
+    /// another worker): the report must not be recorded. Why, in words.
+    Decided(String),
+    /// The dispatcher does not know the try (yet): after an engine's restart, its driver
+    /// may adopt it soon; the worker keeps the report and tries again.
+    Unknown,
+}
+
+pub(crate) struct Worker {
+    pub hello: Hello,
+    pub last_seen: Instant,
+    pub connected_ms: u64,
+    /// Heard from since the dispatcher started (an adoption names workers not heard yet).
+    pub heard: bool,
+}
+
+pub(crate) struct Task {
+    pub needs: Labels,
+    pub what: TryRef,
+    /// `None` for an adopted try: it is never offered again.
+    pub job: Option<Arc<[u8]>>,
+    pub queued_at: Instant,
+    pub worker: Option<String>,
+    pub events: mpsc::UnboundedSender<TaskEvent>,
+}
+
+pub(crate) struct State {
+    pub workers: BTreeMap<String, Worker>,
+    pub tasks: HashMap<String, Task>,
+    pub queue: VecDeque<String>,
+    /// Tokens withdrawn or lost while taken, by worker: told to stop at its heartbeats
+    /// until it no longer holds them.
+    pub withdrawn: BTreeMap<String, BTreeSet<String>>,
+    /// Tokens a worker holds that nobody adopted yet, since when.
+    pub orphans: HashMap<String, (String, Instant)>,
+    /// Tokens whose result was taken, and tokens decided without one (with why), oldest
+    /// first, at most `DECIDED_MAX`.
+    pub decided: HashMap<String, Option<String>>,
+    pub decided_order: VecDeque<String>,
+    pub lost_workers: u64,
+    next: u64,
+    nonce: u64,
+}
+
+impl State {
+    pub fn new() -> State {
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        State {
+            workers: BTreeMap::new(),
+            tasks: HashMap::new(),
+            queue: VecDeque::new(),
+            withdrawn: BTreeMap::new(),
+            orphans: HashMap::new(),
+            decided: HashMap::new(),
+            decided_order: VecDeque::new(),
+            lost_workers: 0,
+            next: 0,
+            // Tokens differ across engines and restarts: a process-random seed and the time.
+            nonce: RandomState::new().hash_one(wall) ^ wall,
+        }
+    }
+
+    pub(crate) fn token(&mut self) -> String {
+        self.next += 1;
+        format!("{:016x}{:08x}", self.nonce, self.next)
+    }
+
+    pub fn submit(
+        &mut self,
+        needs: Labels,
+        what: TryRef,
+        job: Arc<[u8]>,
+        events: mpsc::UnboundedSender<TaskEvent>,
+        now: Instant,
+    ) -> String {
+        let token = self.token();
+        self.tasks.insert(
+            token.clone(),
+            Task {
+                needs,
+                what,
+                job: Some(job),
+                queued_at: now,
+                worker: None,
+                events,
+            },
+        );
+        self.queue.push_back(token.clone());
+        token
+    }
+
+    pub fn adopt(
+        &mut self,
+        token: &str,
+        worker: &str,
+        what: TryRef,
+        events: mpsc::UnboundedSender<TaskEvent>,
+        now: Instant,
+    ) {
+        self.orphans.remove(token);
+        // A worker not heard from yet must report within the heartbeat timeout from now.
+        self.workers
+            .entry(worker.to_owned())
+            .or_insert_with(|| Worker {
+                hello: Hello {
+                    name: worker.to_owned(),
+                    labels: Labels::new(),
+                    slots: 0,
+                    version: String::new(),
+                },
+                last_seen: now,
+                connected_ms: 0,
+                heard: false,
+            });
+        self.tasks.insert(
+            token.to_owned(),
+            Task {
+                needs: Labels::new(),
+                what,
+                job: None,
+                queued_at: now,
+                worker: Some(worker.to_owned()),
+                events,
+            },
+        );
+    }
+
+    fn seen(&mut self, hello: &Hello, now: Instant) {
+        let worker = self
+            .workers
+            .entry(hello.name.clone())
+            .or_insert_with(|| Worker {
+                hello: hello.clone(),
+                last_seen: now,
+                connected_ms: 0,
+                heard: false,
+            });
+        if !worker.heard {
+            worker.heard = true;
+            worker.connected_ms = wall_ms();
+            tracing::info!(worker = %hello.name, labels = ?hello.labels, slots = hello.slots, "worker connected");
+        }
+        worker.hello = hello.clone();
+        worker.last_seen = now;
+    }
+
+    pub fn take(&mut self, hello: &Hello, free: u32, now: Instant) -> Vec<Offer> {
+        self.seen(hello, now);
+        let mut offers = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.queue.len());
+        while let Some(token) = self.queue.pop_front() {
+            let Some(task) = self.tasks.get_mut(&token) else {
+                continue;
+            };
+            let fits = task
+                .needs
+                .iter()
+                .all(|(k, v)| hello.labels.get(k) == Some(v));
+            if offers.len() < free as usize && fits {
+                task.worker = Some(hello.name.clone());
+                let _ = task.events.send(TaskEvent::Taken {
+                    worker: hello.name.clone(),
+                });
+                offers.push(Offer {
+                    token: token.clone(),
+                    what: task.what.clone(),
+                    job: task.job.clone().expect("queued tries have a job"),
+                });
+            } else {
+                kept.push_back(token);
+            }
+        }
+        self.queue = kept;
+        offers
+    }
+
+    pub fn heartbeat(
+        &mut self,
+        hello: &Hello,
+        running: &[String],
+        now: Instant,
+        grace: std::time::Duration,
+    ) -> Vec<String> {
+        self.seen(hello, now);
+        let held: BTreeSet<&String> = running.iter().collect();
+        let mut stop = Vec::new();
+        if let Some(withdrawn) = self.withdrawn.get_mut(&hello.name) {
+            withdrawn.retain(|t| held.contains(t));
+            stop.extend(withdrawn.iter().cloned());
+        }
+        for token in running {
+            match self.tasks.get(token) {
+                Some(task) if task.worker.as_deref() == Some(hello.name.as_str()) => {}
+                Some(_) => stop.push(token.clone()),
+                None if stop.contains(token) => {}
+                None => {
+                    let since = self
+                        .orphans
+                        .entry(token.clone())
+                        .or_insert((hello.name.clone(), now))
+                        .1;
+                    if now.duration_since(since) >= grace {
+                        stop.push(token.clone());
+                    }
+                }
+            }
+        }
+        self.orphans
+            .retain(|t, (w, _)| *w != hello.name || held.contains(t));
+        stop
+    }
+
+    /// Passes a worker's report to the try's ticket; `last`: the report ends the try.
+    pub fn report(
+        &mut self,
+        worker: &str,
+        token: &str,
+        event: TaskEvent,
+        last: bool,
+    ) -> Result<(), Refusal> {
+        if let Some(decided) = self.decided.get(token) {
+            return match decided {
+                None if last => Ok(()),
+                None => Err(Refusal::Decided(
+                    "the try already reported its end".to_owned(),
+                )),
+                Some(why) => Err(Refusal::Decided(why.clone())),
+            };
+        }
+        let Some(task) = self.tasks.get(token) else {
+            return Err(Refusal::Unknown);
+        };
+        if task.worker.as_deref() != Some(worker) {
+            return Err(Refusal::Decided(format!(
+                "the try is not worker `{worker}`'s"
+            )));
+        }
+        if task.events.send(event).is_err() {
+            self.withdraw(token);
+            return Err(Refusal::Decided(
+                "the engine no longer waits for the try".to_owned(),
+            ));
+        }
+        if last {
+            self.tasks.remove(token);
+            self.decide(token, None);
+        }
+        Ok(())
+    }
+
+    pub fn what(&self, worker: &str, token: &str) -> Option<TryRef> {
+        let task = self.tasks.get(token)?;
+        (task.worker.as_deref() == Some(worker)).then(|| task.what.clone())
+    }
+
+    /// The try's ticket is gone: out of the queue, or stopped at its worker.
+    pub fn withdraw(&mut self, token: &str) {
+        let Some(task) = self.tasks.remove(token) else {
+            return;
+        };
+        match task.worker {
+            None => self.queue.retain(|t| t != token),
+            Some(worker) => {
+                self.withdrawn
+                    .entry(worker)
+                    .or_default()
+                    .insert(token.to_owned());
+            }
+        }
+        self.decide(
+            token,
+            Some(
+                "the engine withdrew the try (timed out, cancelled or decided otherwise)"
+                    .to_owned(),
+            ),
+        );
+    }
+
+    /// Withdraws `token` from `worker`, known or not.
+    pub fn stop(&mut self, worker: &str, token: &str) {
+        self.withdraw(token);
+        self.withdrawn
+            .entry(worker.to_owned())
+            .or_default()
+            .insert(token.to_owned());
+        self.decide(token, Some("the engine stopped the try".to_owned()));
+    }
+
+    /// Whether `worker` let go of `token`: `Some(Ok)` once its heartbeat no longer holds it,
+    /// `Some(Err)` when the worker is not connected, `None` while it still holds it.
+    pub fn stopped(&self, worker: &str, token: &str) -> Option<Result<(), String>> {
+        if !self.workers.get(worker).is_some_and(|w| w.heard) {
+            return Some(Err(format!(
+                "worker `{worker}` is not connected: the try may still run there"
+            )));
+        }
+        let held = (self.withdrawn.get(worker)).is_some_and(|w| w.contains(token));
+        (!held).then_some(Ok(()))
+    }
+
+    fn decide(&mut self, token: &str, why: Option<String>) {
+        if self.decided.insert(token.to_owned(), why).is_none() {
+            self.decided_order.push_back(token.to_owned());
+        }
+        while self.decided_order.len() > DECIDED_MAX {
+            if let Some(old) = self.decided_order.pop_front() {
+                self.decided.remove(&old);
+            }
+        }
+    }
+
+    /// Declares workers silent past the heartbeat timeout lost, with their tries.
+    pub fn reap(&mut self, now: Instant, config: &Config) {
+        let silent: Vec<String> = (self.workers.iter())
+            .filter(|(_, w)| now.duration_since(w.last_seen) >= config.heartbeat_timeout)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in silent {
+            self.workers.remove(&name);
+            self.withdrawn.remove(&name);
+            self.orphans.retain(|_, (w, _)| *w != name);
+            let tokens: Vec<String> = (self.tasks.iter())
+                .filter(|(_, t)| t.worker.as_deref() == Some(name.as_str()))
+                .map(|(token, _)| token.clone())
+                .collect();
+            if tokens.is_empty() {
+                tracing::info!(worker = %name, "worker gone quiet, holding no try");
+                continue;
+            }
+            self.lost_workers += 1;
+            let secs = config.heartbeat_timeout.as_secs_f64();
+            let reason =
+                format!("worker `{name}` sent no heartbeat for {secs}s (the heartbeat timeout)");
+            tracing::warn!(worker = %name, tries = tokens.len(), "worker lost");
+            for token in tokens {
+                if let Some(task) = self.tasks.remove(&token) {
+                    let _ = task.events.send(TaskEvent::Lost {
+                        reason: reason.clone(),
+                    });
+                }
+                self.decide(&token, Some(reason.clone()));
+            }
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, for views.
+pub(crate) fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

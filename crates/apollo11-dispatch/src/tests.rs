@@ -1,0 +1,276 @@
+use super::*;
+
+fn hello(name: &str, labels: &[(&str, &str)]) -> Hello {
+    Hello {
+        name: name.to_owned(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        slots: 4,
+        version: "test".to_owned(),
+    }
+}
+
+fn what(step: &str) -> TryRef {
+    TryRef {
+        run_id: "r1".to_owned(),
+        step: step.to_owned(),
+        attempt: 1,
+        compensation: false,
+    }
+}
+
+fn needs(labels: &[(&str, &str)]) -> Labels {
+    hello("", labels).labels
+}
+
+fn config() -> Config {
+    Config {
+        heartbeat_timeout: Duration::from_secs(10),
+        adopt_grace: Duration::from_secs(30),
+    }
+}
+
+const NOW: Duration = Duration::ZERO;
+
+#[tokio::test(start_paused = true)]
+async fn a_try_goes_only_to_a_worker_carrying_its_labels() {
+    let d = Dispatcher::new(config());
+    let mut ticket = d.submit(needs(&[("role", "db")]), what("s"), b"job".to_vec());
+    let web = hello("web1", &[("role", "web")]);
+    assert!(d.take(&web, 4, NOW).await.is_empty());
+    assert_eq!(d.queued()[0].tries, 1);
+    assert!(!d.queued()[0].matched);
+    let db = hello("db1", &[("role", "db"), ("zone", "a")]);
+    let offers = d.take(&db, 4, NOW).await;
+    assert_eq!(offers.len(), 1);
+    assert_eq!(offers[0].token, ticket.token());
+    assert_eq!(&*offers[0].job, b"job");
+    assert!(matches!(ticket.next().await, TaskEvent::Taken { worker } if worker == "db1"));
+    assert!(d.queued().is_empty());
+    assert_eq!(d.workers().iter().map(|w| w.running).sum::<u32>(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_takes_no_more_than_its_free_slots_oldest_first() {
+    let d = Dispatcher::new(config());
+    let tickets: Vec<Ticket> = (0..3)
+        .map(|i| d.submit(Labels::new(), what(&format!("s{i}")), Vec::new()))
+        .collect();
+    let w = hello("w", &[]);
+    let offers = d.take(&w, 2, NOW).await;
+    let steps: Vec<&str> = offers.iter().map(|o| o.what.step.as_str()).collect();
+    assert_eq!(steps, ["s0", "s1"]);
+    assert_eq!(d.take(&w, 0, NOW).await.len(), 0);
+    assert_eq!(d.take(&w, 5, NOW).await.len(), 1);
+    drop(tickets);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_poll_wakes_when_a_try_is_queued() {
+    let d = Dispatcher::new(config());
+    let poller = d.clone();
+    let poll = tokio::spawn(async move {
+        poller
+            .take(&hello("w", &[]), 1, Duration::from_secs(20))
+            .await
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let _ticket = d.submit(Labels::new(), what("s"), Vec::new());
+    let offers = poll.await.unwrap();
+    assert_eq!(offers.len(), 1);
+    let empty = d.take(&hello("w", &[]), 1, Duration::from_secs(20)).await;
+    assert!(
+        empty.is_empty(),
+        "a poll with nothing queued ends empty at its deadline"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn start_is_answered_by_the_engine_and_a_result_recorded_once() {
+    let d = Dispatcher::new(config());
+    let mut ticket = d.submit(Labels::new(), what("s"), Vec::new());
+    let token = d.take(&hello("w", &[]), 1, NOW).await[0].token.clone();
+    ticket.next().await;
+    let worker = d.clone();
+    let t = token.clone();
+    let started =
+        tokio::spawn(async move { worker.started("w", &t, "host".into(), "h".into()).await });
+    match ticket.next().await {
+        TaskEvent::Started { host, handle, ack } => {
+            assert_eq!((host.as_str(), handle.as_str()), ("host", "h"));
+            ack.send(Ok(())).unwrap();
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(started.await.unwrap(), Ok(()));
+    assert_eq!(d.finish("w", &token, b"out".to_vec()), Ok(()));
+    assert_eq!(
+        d.finish("w", &token, b"out".to_vec()),
+        Ok(()),
+        "a retried report"
+    );
+    assert!(matches!(ticket.next().await, TaskEvent::Finished(o) if o == b"out"));
+    assert!(
+        ticket.events.try_recv().is_err(),
+        "the retry passed nothing on"
+    );
+    let again = d.started("w", &token, "host".into(), "h".into()).await;
+    assert!(matches!(again, Err(Refusal::Decided(_))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_start_the_engine_refuses_is_refused_to_the_worker() {
+    let d = Dispatcher::new(config());
+    let mut ticket = d.submit(Labels::new(), what("s"), Vec::new());
+    let token = d.take(&hello("w", &[]), 1, NOW).await[0].token.clone();
+    ticket.next().await;
+    let worker = d.clone();
+    let started =
+        tokio::spawn(async move { worker.started("w", &token, "host".into(), "h".into()).await });
+    if let TaskEvent::Started { ack, .. } = ticket.next().await {
+        ack.send(Err("no longer current".into())).unwrap();
+    }
+    assert_eq!(
+        started.await.unwrap(),
+        Err(Refusal::Decided("no longer current".into()))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_withdrawn_try_is_stopped_at_the_next_heartbeat_and_its_result_refused() {
+    let d = Dispatcher::new(config());
+    let ticket = d.submit(Labels::new(), what("s"), Vec::new());
+    let w = hello("w", &[]);
+    let token = d.take(&w, 1, NOW).await[0].token.clone();
+    drop(ticket);
+    assert_eq!(
+        d.heartbeat(&w, std::slice::from_ref(&token)),
+        vec![token.clone()]
+    );
+    assert!(matches!(
+        d.finish("w", &token, Vec::new()),
+        Err(Refusal::Decided(_))
+    ));
+    assert!(
+        d.heartbeat(&w, &[]).is_empty(),
+        "forgotten once the worker let it go"
+    );
+    assert!(d.what("w", &token).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_try_withdrawn_leaves_the_queue() {
+    let d = Dispatcher::new(config());
+    drop(d.submit(Labels::new(), what("s"), Vec::new()));
+    assert!(d.queued().is_empty());
+    assert!(d.take(&hello("w", &[]), 1, NOW).await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_worker_is_lost_with_its_tries_and_its_late_result_refused() {
+    let d = Dispatcher::new(config());
+    let mut ticket = d.submit(Labels::new(), what("s"), Vec::new());
+    let w = hello("w", &[]);
+    let token = d.take(&w, 1, NOW).await[0].token.clone();
+    ticket.next().await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(d.heartbeat(&w, std::slice::from_ref(&token)).is_empty());
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(d.workers().len(), 1, "heard from 6 s ago: alive");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    match ticket.next().await {
+        TaskEvent::Lost { reason } => assert!(reason.contains("`w`"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(d.lost_workers(), 1);
+    assert!(d.workers().is_empty());
+    assert!(matches!(
+        d.finish("w", &token, Vec::new()),
+        Err(Refusal::Decided(_))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_try_held_but_unknown_is_kept_for_adoption_then_stopped() {
+    let d = Dispatcher::new(config());
+    let w = hello("w", &[]);
+    let old = "00old".to_owned();
+    assert!(d.heartbeat(&w, std::slice::from_ref(&old)).is_empty());
+    assert_eq!(d.finish("w", &old, Vec::new()), Err(Refusal::Unknown));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut ticket = d.adopt(&old, "w", what("s"));
+    assert!(d.heartbeat(&w, std::slice::from_ref(&old)).is_empty());
+    assert_eq!(d.finish("w", &old, b"done".to_vec()), Ok(()));
+    assert!(matches!(ticket.next().await, TaskEvent::Finished(o) if o == b"done"));
+
+    let stray = "00stray".to_owned();
+    assert!(d.heartbeat(&w, std::slice::from_ref(&stray)).is_empty());
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    d.heartbeat(&w, std::slice::from_ref(&stray));
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    d.heartbeat(&w, std::slice::from_ref(&stray));
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    d.heartbeat(&w, std::slice::from_ref(&stray));
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(d.heartbeat(&w, std::slice::from_ref(&stray)), vec![stray]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adopted_try_whose_worker_never_reports_is_lost() {
+    let d = Dispatcher::new(config());
+    let mut ticket = d.adopt("00gone", "w", what("s"));
+    match ticket.next().await {
+        TaskEvent::Lost { reason } => assert!(reason.contains("heartbeat"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_report_from_another_worker_is_refused() {
+    let d = Dispatcher::new(config());
+    let _ticket = d.submit(Labels::new(), what("s"), Vec::new());
+    let token = d.take(&hello("w", &[]), 1, NOW).await[0].token.clone();
+    assert!(matches!(
+        d.finish("x", &token, Vec::new()),
+        Err(Refusal::Decided(_))
+    ));
+    assert_eq!(
+        d.heartbeat(&hello("x", &[]), std::slice::from_ref(&token)),
+        vec![token]
+    );
+}
+
+#[test]
+fn tokens_differ_across_dispatchers() {
+    let a = state::State::new().token();
+    let b = state::State::new().token();
+    assert_ne!(a, b);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_a_try_waits_for_the_worker_to_let_it_go() {
+    let d = Dispatcher::new(config());
+    let ticket = d.submit(Labels::new(), what("s"), Vec::new());
+    let w = hello("w", &[]);
+    let token = d.take(&w, 1, NOW).await[0].token.clone();
+    let stopper = d.clone();
+    let t = token.clone();
+    let stop = tokio::spawn(async move { stopper.stop("w", &t).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        d.heartbeat(&w, std::slice::from_ref(&token)),
+        vec![token.clone()]
+    );
+    assert!(!stop.is_finished(), "the worker still holds it");
+    assert!(d.heartbeat(&w, &[]).is_empty());
+    assert_eq!(stop.await.unwrap(), Ok(()));
+    assert!(matches!(
+        d.finish("w", &token, Vec::new()),
+        Err(Refusal::Decided(_))
+    ));
+    drop(ticket);
+    let gone = d.stop("nobody", "00x").await;
+    assert!(gone.unwrap_err().contains("not connected"));
+}

@@ -1,0 +1,233 @@
+//! Running one try's [`Job`] as a process, the same way in the engine and on a worker:
+//! `sh -c GATE sh COMMAND` in a process group of its own, its environment, inputs and
+//! payload handed over as files, the gate opened once the place is recorded, the exit and
+//! the output file turned into the attempt's result.
+
+use super::group;
+use super::job::Job;
+use crate::files::{create_private_dir, create_private_file, read_output, OutputError, StepFiles};
+use apollo11_core::limits;
+use apollo11_runtime::{Output, StepError};
+use async_trait::async_trait;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+
+/// Payloads up to this size are also passed in an environment variable. Linux refuses to
+/// start a process with one variable over 128 KiB; the `*_FILE` variable always works.
+pub const ENV_PAYLOAD_BYTES_MAX: usize = 32 * 1024;
+
+/// What `sh -c GATE sh COMMAND` runs: wait for `go` on stdin (sent once the place is
+/// durable; end of file if the one that started it died), then become `sh -c COMMAND` with
+/// stdin empty.
+const GATE: &str = r#"IFS= read -r go && [ "$go" = go ] || exit 125; exec sh -c "$1" </dev/null"#;
+
+/// Records where a try's process runs before it may act: the engine appends `Placed`, a
+/// worker asks its server to.
+#[async_trait]
+pub trait Placing: Send + Sync {
+    /// Records `host` and `handle`; an error means the process must not run.
+    async fn placed(&self, host: &str, handle: &str) -> Result<(), StepError>;
+}
+
+/// Kills a process group when dropped, unless the process finished first.
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Where an executor keeps a try's files, and how its errors name them.
+pub struct Files<'a> {
+    /// The try's files.
+    pub files: &'a StepFiles,
+    /// The folder error texts name them relative to (they reach API and UI users, who are
+    /// not shown where the engine or a worker keeps its files).
+    pub base: &'a Path,
+    /// Where the base is, in words (`the data dir`, `the worker's work dir`).
+    pub base_words: &'a str,
+}
+
+impl Files<'_> {
+    fn shown(&self, path: &Path) -> String {
+        let inside = path.strip_prefix(self.base).unwrap_or(path);
+        format!("{} in {}", inside.display(), self.base_words)
+    }
+}
+
+/// Runs `job` to its end: its files created, its process started behind the gate, placed
+/// with `placing`, and its exit and output file made its result. The files handed over
+/// (inputs, parameters, payload) are removed however it ends.
+///
+/// # Errors
+///
+/// The attempt's failure: an exit code (fatal when `job.non_retryable` lists it), a signal,
+/// an output over the limit, a folder or file that could not be made, a place refused.
+pub async fn execute(
+    job: &Job,
+    at: &Files<'_>,
+    placing: &dyn Placing,
+) -> Result<Output, StepError> {
+    let files = at.files;
+    let folder = files.log.parent().expect("step files live in a folder");
+    create_private_dir(folder).map_err(|e| io("creating the step's folder", e))?;
+    // An empty output file of our own: what the step writes there stays private, and a
+    // crashed earlier try of this attempt leaves nothing behind for this one.
+    create_private_file(&files.output).map_err(|e| io("creating the output file", e))?;
+    let log = create_private_file(&files.log).map_err(|e| io("creating the step log", e))?;
+    if !job.dir.is_dir() {
+        return Err(StepError::fatal(format!(
+            "the step's folder {} does not exist or is not a folder",
+            job.dir.display()
+        )));
+    }
+    let mut cmd = tokio::process::Command::new("sh");
+    environment(&mut cmd, job, files);
+    cmd.args(["-c", GATE, "sh", &job.command])
+        .current_dir(&job.dir)
+        .stdin(Stdio::piped())
+        .stdout(log.try_clone().map_err(|e| io("opening the step log", e))?)
+        .stderr(log)
+        .process_group(0);
+    let var = if job.compensation {
+        "APOLLO11_STEP_OUTPUT"
+    } else {
+        "APOLLO11_PREVIOUS_PAYLOAD"
+    };
+    let result = async {
+        super::inputs::write(files, &job.inputs, &job.params)
+            .map_err(|e| io("writing the step's inputs", e))?;
+        if let Some(bytes) = &job.payload {
+            pass_payload(&mut cmd, var, &files.payload, bytes)
+                .map_err(|e| io("writing the payload file", e))?;
+        }
+        wait(cmd, job, at, placing).await
+    }
+    .await;
+    if job.payload.is_some() {
+        let _ = std::fs::remove_file(&files.payload);
+    }
+    super::inputs::remove(files);
+    result
+}
+
+fn io(what: &str, e: std::io::Error) -> StepError {
+    StepError::retryable(format!("{what}: {e}"))
+}
+
+/// Runs the process to its end and turns its exit and output into the attempt's result.
+async fn wait(
+    mut cmd: tokio::process::Command,
+    job: &Job,
+    at: &Files<'_>,
+    placing: &dyn Placing,
+) -> Result<Output, StepError> {
+    let mut child = cmd.spawn().map_err(|e| {
+        io(
+            &format!("starting `sh -c {}` in {}", job.command, job.dir.display()),
+            e,
+        )
+    })?;
+    let mut guard = GroupGuard(child.id().map(|id| id as i32));
+    let pid = child
+        .id()
+        .ok_or_else(|| StepError::retryable("the step's sh ended at once"))?;
+    let group = group::Group::led_by(pid).map_err(|e| io("finding the step's process group", e))?;
+    let host = group::host().map_err(|e| io("reading this host's name", e))?;
+    // Nothing runs before its place is durable: the gate opens after this.
+    placing.placed(&host, &group.handle()).await?;
+    let gate = child.stdin.take().expect("stdin is piped");
+    // Three bytes into an empty pipe: the write cannot block.
+    let gate = gate
+        .into_owned_fd()
+        .map_err(|e| io("opening the step's gate", e))?;
+    std::fs::File::from(gate)
+        .write_all(b"go\n")
+        .map_err(|e| io("opening the step's gate", e))?;
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| io("waiting for the step", e))?;
+    guard.0 = None;
+    let log = at.shown(&at.files.log);
+    let written = output(&at.files.output, &at.shown(&at.files.output))?;
+    match status.code() {
+        Some(0) => Ok(Output(written)),
+        Some(code) => {
+            let message = format!("exited with code {code} (log: {log})");
+            let error = if job.non_retryable.contains(&code) {
+                StepError::fatal(message)
+            } else {
+                StepError::retryable(message)
+            };
+            Err(if written.is_empty() {
+                error
+            } else {
+                error.with_payload(written)
+            })
+        }
+        None => Err(StepError::retryable(format!(
+            "killed by a signal (log: {log})"
+        ))),
+    }
+}
+
+/// The process's environment: the executor's own variables (only those `env_pass` lists,
+/// when the workflow has one), then the step's `env` and its secrets' variables, then the
+/// `APOLLO11_*` variables (which nothing overrides).
+fn environment(cmd: &mut tokio::process::Command, job: &Job, files: &StepFiles) {
+    if let Some(pass) = &job.pass {
+        cmd.env_clear();
+        for var in pass {
+            if let Some(value) = std::env::var_os(var) {
+                cmd.env(var, value);
+            }
+        }
+    }
+    cmd.envs(job.env.iter().map(|(k, v)| (k, v)))
+        .env("APOLLO11_RUN_ID", &job.run_id)
+        .env("APOLLO11_STEP", &job.step)
+        .env("APOLLO11_ATTEMPT", job.attempt.to_string())
+        .env(
+            "APOLLO11_IDEMPOTENCY_KEY",
+            format!("{}/{}", job.run_id, job.step),
+        )
+        .env("APOLLO11_OUTPUT", &files.output)
+        .env("APOLLO11_INPUTS", &files.inputs)
+        .env("APOLLO11_PARAMS", &files.params);
+}
+
+/// Hands a payload to a step: always as a file (`VAR_FILE`, 0600), and also in `VAR` itself
+/// when it is small and free of NUL (which no environment variable can hold).
+fn pass_payload(
+    cmd: &mut tokio::process::Command,
+    var: &str,
+    path: &Path,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    create_private_file(path)?.write_all(bytes)?;
+    cmd.env(format!("{var}_FILE"), path);
+    if bytes.len() <= ENV_PAYLOAD_BYTES_MAX && !bytes.contains(&0) {
+        cmd.env(var, String::from_utf8_lossy(bytes).as_ref());
+    }
+    Ok(())
+}
+
+/// The output file at `path` (`shown` in words) as a payload, bounded by
+/// `STEP_OUTPUT_BYTES_MAX`: an output over it is a failure no retry can fix, found from the
+/// file's size before anything is read.
+fn output(path: &Path, shown: &str) -> Result<Vec<u8>, StepError> {
+    let max = limits::STEP_OUTPUT_BYTES_MAX;
+    read_output(path, max).map_err(|e| match e {
+        OutputError::TooLarge { bytes } => StepError::fatal(format!(
+            "the output file {shown} is {bytes} bytes, over the limit of {max} bytes (STEP_OUTPUT_BYTES_MAX); write large results to a file of the step's own and put its path in the output"
+        )),
+        OutputError::Io(e) => StepError::retryable(format!("reading the output file {shown}: {e}")),
+    })
+}
