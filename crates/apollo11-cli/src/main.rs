@@ -17,6 +17,7 @@ mod scrub;
 mod serve;
 mod traces;
 mod watch;
+mod worker;
 
 use apollo11_core::{check_name, NameKind};
 use apollo11_runtime::RunAction;
@@ -236,6 +237,44 @@ enum Command {
         /// The listen backlog: connections the kernel queues before the server accepts them.
         #[arg(long, value_name = "N", default_value_t = apollo11_server::DEFAULT_BACKLOG)]
         listen_backlog: u32,
+        /// The token of workers (first line of the file): it opens the worker routes and
+        /// nothing else. Without it, workers use the --token-file token.
+        #[arg(long, value_name = "FILE")]
+        worker_token_file: Option<PathBuf>,
+        /// A worker silent this long is lost with its tries (class `worker_lost`).
+        #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = serve::parse_heartbeat_timeout)]
+        heartbeat_timeout: std::time::Duration,
+    },
+    /// Run the steps servers place on this machine: connects out to each --server, takes
+    /// tries whose labels it carries, runs them as `apollo11 run` would, reports back.
+    Worker {
+        /// A server's URL (`http://HOST:PORT`). Repeatable: instances sharing a database.
+        #[arg(long = "server", value_name = "URL", required = true)]
+        servers: Vec<String>,
+        /// Labels this worker carries, `NAME=VALUE,...` (repeatable); `hostname=` is added.
+        #[arg(long, value_name = "K=V,...")]
+        labels: Vec<String>,
+        /// Tries run at once.
+        #[arg(long, value_name = "N", default_value_t = 4)]
+        slots: u32,
+        /// Its name among the servers' workers (default: this host's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Where tries keep their files while they run.
+        #[arg(long, value_name = "DIR", default_value = ".apollo11-worker")]
+        work_dir: PathBuf,
+        /// How often it heartbeats (keep it well under the servers' --heartbeat-timeout).
+        #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = serve::parse_heartbeat_timeout)]
+        heartbeat_every: std::time::Duration,
+    },
+    /// List the workers a server hears from, and the tries waiting for one.
+    Workers {
+        /// The server's URL.
+        #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8711")]
+        server: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -328,13 +367,43 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Repair { .. }
         | Command::Compact { .. }
         | Command::Gc { .. }
-        | Command::Serve { .. } => Ok(()),
+        | Command::Serve { .. }
+        | Command::Worker { .. }
+        | Command::Workers { .. } => Ok(()),
     }
 }
 
 async fn dispatch(cli: Cli) -> Exit {
     if let Err(exit) = check_args(&cli.command) {
         return exit;
+    }
+    match cli.command {
+        Command::Worker {
+            servers,
+            labels,
+            slots,
+            name,
+            work_dir,
+            heartbeat_every,
+        } => {
+            let options = worker::WorkerOptions {
+                servers,
+                labels,
+                slots,
+                token_file: cli.token_file.clone(),
+                name,
+                work_dir,
+                heartbeat_every,
+            };
+            return worker::run(options).await.unwrap_or_else(|exit| exit);
+        }
+        Command::Workers { server, json } => {
+            let token = cli.token_file.as_deref();
+            return worker::list(&server, token, json)
+                .await
+                .unwrap_or_else(|exit| exit);
+        }
+        _ => {}
     }
     let dir = match data::DataDir::new(
         &cli.data_dir,
@@ -410,6 +479,9 @@ async fn dispatch(cli: Cli) -> Exit {
             keep_last,
             dry_run: false,
         } => gc::collect(&dir, keep_days, keep_last).await,
+        Command::Worker { .. } | Command::Workers { .. } => {
+            unreachable!("handled before the data dir is opened")
+        }
         Command::Serve {
             listen,
             workflows,
@@ -419,6 +491,8 @@ async fn dispatch(cli: Cli) -> Exit {
             max_connections,
             header_timeout,
             listen_backlog,
+            worker_token_file,
+            heartbeat_timeout,
         } => {
             let mut conns = apollo11_server::ConnLimits::default();
             conns.max_connections = max_connections;
@@ -432,6 +506,8 @@ async fn dispatch(cli: Cli) -> Exit {
                 gc_every,
                 allow_host,
                 conns,
+                worker_token_file,
+                heartbeat_timeout,
             };
             serve::serve(&dir, options).await
         }

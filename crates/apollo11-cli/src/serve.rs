@@ -22,6 +22,10 @@ pub struct ServeOptions {
     pub allow_host: Vec<String>,
     /// How connections are bounded.
     pub conns: ConnLimits,
+    /// The workers' token file.
+    pub worker_token_file: Option<PathBuf>,
+    /// A worker silent this long is lost.
+    pub heartbeat_timeout: Duration,
 }
 
 /// Shortest token accepted.
@@ -56,6 +60,8 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
         gc_every,
         allow_host,
         conns,
+        worker_token_file,
+        heartbeat_timeout,
     } = options;
     let mut interrupts = Interrupts::install()?;
     let token = token_file
@@ -79,6 +85,11 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
     config.options = dir.log_options()?;
     config.workflows = workflows;
     config.token = token;
+    config.worker_token = worker_token_file
+        .map(|f| read_token(&f))
+        .transpose()
+        .map_err(|e| Exit::fail(2, e.replace("--token-file", "--worker-token-file")))?;
+    config.dispatch.heartbeat_timeout = heartbeat_timeout;
     config.store = dir.open_shared().await?;
     config.lease_ttl = lease_ttl;
     config.allowed_hosts = allow_host;
@@ -147,6 +158,11 @@ pub fn parse_gc_every(text: &str) -> Result<Duration, String> {
 
 /// `--header-timeout`: a humantime duration of a second or more.
 pub fn parse_header_timeout(text: &str) -> Result<Duration, String> {
+    at_least_a_second(text)
+}
+
+/// `--heartbeat-timeout`, `--heartbeat-every`: 1 s at least.
+pub fn parse_heartbeat_timeout(text: &str) -> Result<Duration, String> {
     at_least_a_second(text)
 }
 

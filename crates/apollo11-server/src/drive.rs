@@ -62,7 +62,7 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<RunId, ApiError
     }
     let spec = instantiated(&registered.spec, params)?;
     let workflow = Arc::new(
-        shell::workflow(&spec, &state.data_dir)
+        shell::workflow_on(&spec, &state.data_dir, Some(&state.workers))
             .map_err(|e| ApiError::Invalid(format!("workflow `{name}`: {e}")))?,
     );
     let handle = match run_id {
@@ -112,7 +112,7 @@ fn instantiated(
 /// another instance holds the lease of.
 pub async fn drive(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
     let spec = state.inspector.definition(run_id).await?;
-    let workflow = shell::workflow(&spec, &state.data_dir)
+    let workflow = shell::workflow_on(&spec, &state.data_dir, Some(&state.workers))
         .map_err(|e| ApiError::Damaged(format!("run `{run_id}`: its pinned definition: {e}")))?;
     match state
         .engine

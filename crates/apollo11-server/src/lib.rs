@@ -26,6 +26,7 @@ mod runs;
 mod server;
 mod stream;
 mod ui;
+mod workers;
 mod workflows;
 
 pub use conns::{
@@ -39,6 +40,7 @@ pub use logs::LOG_BYTES_MAX;
 pub use router::{routes, Route};
 pub use server::{runtime, ServeError, Server, ServerConfig, BLOCKING_THREADS_MAX, DEFAULT_LISTEN};
 pub use stream::KEEP_ALIVE;
+pub use workers::{LOG_CHUNK_BYTES_MAX, TAKE_WAIT_MAX};
 
 /// The OpenAPI 3.1 document of the API, served at `/api/v1/openapi.json`.
 pub const OPENAPI: &str = include_str!("openapi.json");

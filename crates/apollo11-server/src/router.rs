@@ -7,7 +7,7 @@
 use crate::auth::require_token;
 use crate::guard::{require_host, require_same_site_json, Hosts};
 use crate::server::AppState;
-use crate::{actions, logs, meta, metrics, runs, stream, ui, ApiError};
+use crate::{actions, logs, meta, metrics, runs, stream, ui, workers, ApiError};
 use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::http::{header, Method, StatusCode};
@@ -48,7 +48,33 @@ where
 
 /// Every route the server answers.
 pub fn routes() -> Vec<Route> {
-    api_routes().into_iter().chain(open_routes()).collect()
+    (api_routes().into_iter())
+        .chain(worker_routes())
+        .chain(open_routes())
+        .collect()
+}
+
+/// The routes of workers, behind the worker token.
+fn worker_routes() -> Vec<Route> {
+    vec![
+        route(Method::POST, "/api/v1/worker/take", workers::take),
+        route(Method::POST, "/api/v1/worker/heartbeat", workers::heartbeat),
+        route(
+            Method::POST,
+            "/api/v1/worker/tries/{token}/started",
+            workers::started,
+        ),
+        route(
+            Method::POST,
+            "/api/v1/worker/tries/{token}/log",
+            workers::log,
+        ),
+        route(
+            Method::POST,
+            "/api/v1/worker/tries/{token}/result",
+            workers::result,
+        ),
+    ]
 }
 
 /// The routes anyone may call.
@@ -95,16 +121,26 @@ fn api_routes() -> Vec<Route> {
             "/api/v1/runs/{id}/steps/{step}/log",
             logs::step_log,
         ),
+        route(Method::GET, "/api/v1/workers", workers::list),
         route(Method::GET, "/metrics", metrics::scrape),
     ]
 }
 
-/// The router of `state`, with `token` required on the API routes when set, answering
-/// requests whose `Host` is one of `hosts`.
-pub(crate) fn router(state: Shared, token: Option<String>, hosts: Hosts) -> Router {
+/// The router of `state`, with `token` required on the API routes when set and
+/// `worker_token` (or else `token`) on the worker routes, answering requests whose `Host`
+/// is one of `hosts`.
+pub(crate) fn router(
+    state: Shared,
+    token: Option<String>,
+    worker_token: Option<String>,
+    hosts: Hosts,
+) -> Router {
+    let worker_token = Arc::new(worker_token.or_else(|| token.clone()));
     let token = Arc::new(token);
     let api = with(api_routes()).route_layer(from_fn_with_state(token, require_token));
+    let worker = with(worker_routes()).route_layer(from_fn_with_state(worker_token, require_token));
     let routed = api
+        .merge(worker)
         .merge(with(open_routes()))
         .fallback(not_found)
         .with_state(state);

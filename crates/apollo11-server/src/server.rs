@@ -8,6 +8,7 @@ use crate::fanout::Fanout;
 use crate::guard::Hosts;
 use crate::router::router;
 use crate::workflows::Registry;
+use apollo11_dispatch::Dispatcher;
 use apollo11_log::{FileLog, Options};
 use apollo11_prometheus::Prometheus;
 use apollo11_runtime::{Engine, EngineConfig, Inspector, Leasing};
@@ -54,6 +55,11 @@ pub struct ServerConfig {
     pub workflows: Option<PathBuf>,
     /// The bearer token every API call needs, if any.
     pub token: Option<String>,
+    /// The token of workers: it opens the worker routes and nothing else (without one, the
+    /// worker routes take `token`).
+    pub worker_token: Option<String>,
+    /// How the dispatcher judges workers (heartbeat timeout, adoption grace).
+    pub dispatch: apollo11_dispatch::Config,
     /// The process's Prometheus recorder, which `/metrics` renders (see
     /// [`crate::metrics::install`]); without one `/metrics` answers 404.
     pub metrics: Option<Prometheus>,
@@ -84,6 +90,8 @@ impl ServerConfig {
             listen,
             workflows: None,
             token: None,
+            worker_token: None,
+            dispatch: apollo11_dispatch::Config::default(),
             metrics: None,
             store: None,
             instance: EngineConfig::default().instance,
@@ -134,6 +142,8 @@ pub(crate) struct AppState {
     pub closing: watch::Receiver<bool>,
     /// Archive finished runs on this schedule (the file log only).
     pub gc: Option<crate::GcSchedule>,
+    /// Where tries placed on workers wait for them.
+    pub workers: Dispatcher,
 }
 
 /// The store the server runs on.
@@ -199,6 +209,7 @@ pub struct Server {
     listener: TcpListener,
     state: Arc<AppState>,
     token: Option<String>,
+    worker_token: Option<String>,
     hosts: Hosts,
     closing: watch::Sender<bool>,
     conns: ConnLimits,
@@ -268,11 +279,13 @@ impl Server {
             metrics: config.metrics,
             closing: closing_rx,
             gc: config.gc,
+            workers: Dispatcher::new(config.dispatch),
         };
         Ok(Server {
             listener,
             state: Arc::new(state),
             token: config.token,
+            worker_token: config.worker_token,
             hosts,
             closing,
             conns: config.conns,
@@ -290,7 +303,12 @@ impl Server {
     /// without a socket: `tower::ServiceExt::oneshot` in tests and in the fuzz target of
     /// `fuzz/`. Runs interrupted before the server started are not resumed by it.
     pub fn router(&self) -> axum::Router {
-        router(self.state.clone(), self.token.clone(), self.hosts.clone())
+        router(
+            self.state.clone(),
+            self.token.clone(),
+            self.worker_token.clone(),
+            self.hosts.clone(),
+        )
     }
 
     /// Resumes the runs left interrupted (paused ones stay paused), then serves until

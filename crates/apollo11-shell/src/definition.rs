@@ -8,6 +8,7 @@ mod env;
 mod items;
 mod locate;
 mod params;
+mod placement;
 mod raw;
 mod step;
 mod templates;
@@ -15,6 +16,7 @@ mod templates;
 pub use env::{CWD, ENV, ENV_PASS};
 pub use items::INVENTORY_BYTES_MAX;
 pub use params::read_params_file;
+pub use placement::is_label;
 
 use apollo11_core::{check_name, NameKind, OnFailure, RetryPolicy, Timeout, Value, WorkflowSpec};
 use apollo11_machine::Policy;

@@ -25,3 +25,4 @@ mod storage;
 mod store_tls;
 mod traces;
 mod validation;
+mod workers;

@@ -48,6 +48,9 @@ pub(super) struct RawSecret {
 /// A step's environment: variable names to (templated) values.
 pub(super) type RawEnv = Spanned<BTreeMap<String, Spanned<String>>>;
 
+/// The labels a worker must carry: label names to (templated) values.
+pub(super) type RawLabels = Spanned<BTreeMap<String, Spanned<String>>>;
+
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawDefaults {
@@ -57,6 +60,8 @@ pub(super) struct RawDefaults {
     pub env: Option<RawEnv>,
     pub cwd: Option<Spanned<String>>,
     pub env_pass: Option<Vec<Spanned<String>>>,
+    pub on: Option<RawLabels>,
+    pub queue_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Clone, Default, Deserialize)]
@@ -89,4 +94,7 @@ pub(super) struct RawStep {
     pub trigger: Option<Spanned<String>>,
     pub env: Option<RawEnv>,
     pub cwd: Option<Spanned<String>>,
+    pub on: Option<RawLabels>,
+    pub compensate_on: Option<RawLabels>,
+    pub queue_timeout: Option<Spanned<String>>,
 }

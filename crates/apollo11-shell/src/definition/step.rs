@@ -2,7 +2,7 @@
 //! (over `[defaults]`), and its `for_each`, `when`, `trigger`, `env` and `cwd`.
 
 use super::raw::{RawDefaults, RawRetry, RawStep};
-use super::{env, items, DefinitionError, Locator, COMPENSATE, NON_RETRYABLE, RUN};
+use super::{env, items, placement, DefinitionError, Locator, COMPENSATE, NON_RETRYABLE, RUN};
 use apollo11_core::{limits, Backoff, Idempotency, RetryPolicy, StepSpec, Timeout, TriggerRule};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -46,6 +46,7 @@ pub(super) fn step_spec(
         attributes.insert(NON_RETRYABLE.to_owned(), codes.join(","));
     }
     env::step_attributes(at, raw, base.defaults, &mut attributes)?;
+    placement::step_attributes(at, raw, base.defaults, &mut attributes)?;
     Ok(StepSpec {
         name: name.clone(),
         depends_on: raw.depends_on.iter().map(|d| d.get_ref().clone()).collect(),
@@ -172,7 +173,7 @@ pub(super) fn timeout(
 
 /// A duration in milliseconds, at most `DURATION_MS_MAX` (checked before any conversion
 /// that could wrap).
-fn duration_ms(at: &Locator<'_>, raw: &Spanned<String>) -> Result<u64, DefinitionError> {
+pub(super) fn duration_ms(at: &Locator<'_>, raw: &Spanned<String>) -> Result<u64, DefinitionError> {
     let text = raw.get_ref();
     let duration = humantime::parse_duration(text).map_err(|e| {
         at.error(

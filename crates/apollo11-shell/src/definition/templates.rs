@@ -5,6 +5,7 @@
 use super::{CWD, ENV};
 use crate::definition::{COMPENSATE, RUN};
 use crate::shell::{shell_text, source_offset};
+use crate::shell::{COMPENSATE_ON, ON};
 use apollo11_author::{AuthorError, TemplateField};
 use apollo11_core::{StepSpec, WorkflowSpec};
 use std::collections::BTreeMap;
@@ -48,7 +49,8 @@ fn offset(e: &mut AuthorError) -> Option<(String, String, &mut usize)> {
     }
 }
 
-/// A step's texts that hold templates: `run`, `compensate`, `cwd`, `env.NAME`.
+/// A step's texts that hold templates: `run`, `compensate`, `cwd`, `env.NAME`,
+/// `on.LABEL`, `compensate_on.LABEL`.
 fn fields(step: &StepSpec) -> Vec<TemplateField> {
     let field = |name: String, text: &String| TemplateField {
         step: step.name.clone(),
@@ -59,11 +61,13 @@ fn fields(step: &StepSpec) -> Vec<TemplateField> {
         .into_iter()
         .filter_map(|f| Some(field(f.to_owned(), step.attributes.get(f)?)))
         .collect();
-    let env: BTreeMap<String, String> = step
-        .attributes
-        .get(ENV)
-        .and_then(|e| serde_json::from_str(e).ok())
-        .unwrap_or_default();
-    fields.extend(env.iter().map(|(k, v)| field(format!("env.{k}"), v)));
+    for key in [ENV, ON, COMPENSATE_ON] {
+        let map: BTreeMap<String, String> = step
+            .attributes
+            .get(key)
+            .and_then(|e| serde_json::from_str(e).ok())
+            .unwrap_or_default();
+        fields.extend(map.iter().map(|(k, v)| field(format!("{key}.{k}"), v)));
+    }
     fields
 }

@@ -1,0 +1,365 @@
+//! Steps placed on `apollo11 worker` processes: labels choose the worker, logs and outputs
+//! come back, a worker killed mid-step loses its try (retried elsewhere, or for a
+//! `compensate` step, the run paused), a server killed mid-step adopts the try on restart
+//! and records it once, and the worker token opens the worker routes only.
+
+use crate::harness::{serving_address, wait_until, Cli};
+use apollo11_server::client::{Answer, Client};
+use serde_json::{json, Value};
+use std::process::{Child, Stdio};
+
+const WORKFLOW: &str = r#"
+[workflow]
+name = "placed"
+
+[[steps]]
+name = "local"
+run = "printf local > $APOLLO11_OUTPUT"
+idempotency = "natural"
+
+[[steps]]
+name = "db"
+run = "echo started $APOLLO11_ATTEMPT; sleep 2; printf \"$(cat $APOLLO11_INPUTS/local)+db\" > $APOLLO11_OUTPUT"
+idempotency = "natural"
+depends_on = ["local"]
+on = { role = "db" }
+retry = { max_attempts = 3, initial = "100ms" }
+
+[[steps]]
+name = "careful"
+run = "sleep 2"
+idempotency = "compensate"
+compensate = "true"
+depends_on = ["db"]
+on = { role = "careful" }
+"#;
+
+const TOKEN: &str = "operator-token-0123456789";
+const WORKER_TOKEN: &str = "worker-token-0123456789ab";
+
+fn call(address: &str, token: &str, path: &str, body: Option<Value>) -> Answer {
+    let client = Client::new(address, Some(token.to_owned()));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(async {
+            match body {
+                Some(body) => client.post(path, &body).await,
+                None => client.get(path).await,
+            }
+        })
+        .unwrap()
+}
+
+struct Setup {
+    cli: Cli,
+    server: Child,
+    address: String,
+    workers: Vec<Child>,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let cli = Cli::new();
+        cli.workflow("placed.toml", WORKFLOW);
+        std::fs::write(cli.file("token"), TOKEN).unwrap();
+        std::fs::write(cli.file("worker-token"), WORKER_TOKEN).unwrap();
+        let (server, address) = serve(&cli, "127.0.0.1:0");
+        Setup {
+            cli,
+            server,
+            address,
+            workers: Vec::new(),
+        }
+    }
+
+    fn worker(&mut self, name: &str, labels: &str) {
+        let work_dir = self.cli.file(&format!("work-{name}"));
+        let token = self.cli.file("worker-token");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_apollo11"))
+            .args([
+                "--token-file",
+                token.to_str().unwrap(),
+                "worker",
+                "--server",
+            ])
+            .arg(format!("http://{}", self.address))
+            .args([
+                "--name",
+                name,
+                "--labels",
+                labels,
+                "--heartbeat-every",
+                "1s",
+            ])
+            .arg("--work-dir")
+            .arg(work_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.workers.push(child);
+    }
+
+    fn start(&self, run: &str) {
+        let body = json!({"workflow": "placed", "run_id": run});
+        let answer = call(&self.address, TOKEN, "/api/v1/runs", Some(body));
+        assert_eq!(answer.status, 201, "{}", answer.message());
+    }
+
+    fn run(&self, run: &str) -> Value {
+        call(&self.address, TOKEN, &format!("/api/v1/runs/{run}"), None).json()
+    }
+
+    fn step(&self, run: &str, step: &str) -> Value {
+        self.run(run)["steps"][step].clone()
+    }
+
+    /// The worker a step's current try was placed on, once it is.
+    fn placed_on(&self, run: &str, step: &str) -> String {
+        let mut worker = String::new();
+        wait_until("the step placed", || {
+            let handle = self.step(run, step)["placed"]["handle"]
+                .as_str()
+                .map(str::to_owned);
+            let parsed: Option<Value> = handle.and_then(|h| serde_json::from_str(&h).ok());
+            worker = parsed.map_or(String::new(), |h| {
+                h["worker"].as_str().unwrap_or("").to_owned()
+            });
+            !worker.is_empty()
+        });
+        worker
+    }
+
+    fn kill_worker(&mut self, name: &str) {
+        let at = ["w1", "w2", "w3", "web"]
+            .iter()
+            .position(|n| *n == name)
+            .unwrap();
+        self.workers[at].kill().unwrap();
+        self.workers[at].wait().unwrap();
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        for child in self.workers.iter_mut().chain([&mut self.server]) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn serve(cli: &Cli, listen: &str) -> (Child, String) {
+    let workflows = cli.work.path().to_str().unwrap().to_owned();
+    let token = cli.file("token");
+    let worker_token = cli.file("worker-token");
+    let mut child = cli
+        .command(&[
+            "--token-file",
+            token.to_str().unwrap(),
+            "serve",
+            "--listen",
+            listen,
+        ])
+        .args(["--workflows", &workflows, "--heartbeat-timeout", "3s"])
+        .arg("--worker-token-file")
+        .arg(worker_token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let address = serving_address(&mut child);
+    (child, address)
+}
+
+fn state_of(value: &Value) -> String {
+    value["state"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn a_placed_step_runs_on_a_worker_with_its_labels_its_log_and_output_come_back() {
+    let mut s = Setup::new();
+    s.worker("w1", "role=db");
+    s.worker("w2", "role=db");
+    s.worker("w3", "role=careful");
+    s.worker("web", "role=web");
+    s.start("r1");
+    wait_until("the run succeeded", || {
+        state_of(&s.run("r1")) == "succeeded"
+    });
+    let db = s.step("r1", "db");
+    let handle: Value = serde_json::from_str(db["placed"]["handle"].as_str().unwrap()).unwrap();
+    assert!(
+        ["w1", "w2"].contains(&handle["worker"].as_str().unwrap()),
+        "{handle}"
+    );
+    let careful: Value = serde_json::from_str(
+        s.step("r1", "careful")["placed"]["handle"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(careful["worker"], "w3");
+    assert!(s.step("r1", "local")["placed"]["handle"]
+        .as_str()
+        .unwrap()
+        .contains("pgid"));
+    let events = s.cli.events_json("r1");
+    let output = events
+        .iter()
+        .find(|e| e["step"] == "db" && e["kind"] == "succeeded")
+        .unwrap();
+    assert_eq!(output["payload"], "local+db", "{output}");
+    let log = std::fs::read_to_string(s.cli.data.path().join("logs/r1/db/1.log")).unwrap();
+    assert_eq!(log, "started 1\n");
+    let listed = call(&s.address, TOKEN, "/api/v1/workers", None).json();
+    let names: Vec<&str> = (listed["workers"].as_array().unwrap().iter())
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["w1", "w2", "w3", "web"]);
+}
+
+#[test]
+fn a_worker_killed_mid_step_loses_its_try_retried_elsewhere_or_paused_for_a_compensate_step() {
+    let mut s = Setup::new();
+    s.worker("w1", "role=db");
+    s.worker("w2", "role=db");
+    s.worker("w3", "role=careful");
+    s.start("r1");
+    let first = s.placed_on("r1", "db");
+    s.kill_worker(&first);
+    wait_until("db retried and succeeded", || {
+        state_of(&s.step("r1", "db")) == "succeeded"
+    });
+    s.placed_on("r1", "careful");
+    s.kill_worker("w3");
+    wait_until("the run paused", || state_of(&s.run("r1")) == "paused");
+    let db = s.step("r1", "db");
+    assert_eq!(db["attempt"], 2);
+    let handle: Value = serde_json::from_str(db["placed"]["handle"].as_str().unwrap()).unwrap();
+    assert_ne!(
+        handle["worker"],
+        first.as_str(),
+        "retried on the other worker"
+    );
+    let careful = s.step("r1", "careful");
+    assert_eq!(state_of(&careful), "failed");
+    assert!(
+        careful["error"].to_string().contains("worker_lost"),
+        "{careful}"
+    );
+    let run = s.run("r1");
+    assert!(run["paused"].to_string().contains("may still run"), "{run}");
+    let events = s.cli.events_json("r1");
+    let lost: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "failed" && e["error"].to_string().contains("worker_lost"))
+        .collect();
+    assert_eq!(lost.len(), 2, "{events:?}");
+}
+
+#[test]
+fn a_server_killed_mid_step_adopts_the_try_on_restart_and_records_it_once() {
+    let mut s = Setup::new();
+    s.worker("w1", "role=db");
+    s.worker("w2", "role=db");
+    s.worker("w3", "role=careful");
+    s.start("r1");
+    s.placed_on("r1", "db");
+    s.server.kill().unwrap();
+    s.server.wait().unwrap();
+    let (server, _) = serve(&s.cli, &s.address);
+    s.server = server;
+    wait_until("the run succeeded", || {
+        state_of(&s.run("r1")) == "succeeded"
+    });
+    assert_eq!(s.step("r1", "db")["attempt"], 1, "adopted, not run again");
+    assert_eq!(s.step("r1", "careful")["attempt"], 1);
+    let log = std::fs::read_to_string(s.cli.data.path().join("logs/r1/db/1.log")).unwrap();
+    assert_eq!(log.matches("started").count(), 1, "{log}");
+}
+
+#[test]
+fn the_worker_token_opens_the_worker_routes_and_nothing_else() {
+    let s = Setup::new();
+    let hello = json!({"name": "w", "labels": {}, "slots": 1, "version": "0"});
+    let beat = json!({"worker": hello, "running": []});
+    let as_worker =
+        |path: &str, body: Option<Value>| call(&s.address, WORKER_TOKEN, path, body).status;
+    assert_eq!(
+        as_worker("/api/v1/worker/heartbeat", Some(beat.clone())),
+        200
+    );
+    for path in [
+        "/api/v1/runs",
+        "/api/v1/workers",
+        "/api/v1/runs/r1",
+        "/metrics",
+        "/api/v1/workflows",
+    ] {
+        assert_eq!(as_worker(path, None), 401, "{path}");
+    }
+    let start = json!({"workflow": "placed"});
+    assert_eq!(as_worker("/api/v1/runs", Some(start)), 401);
+    let as_operator = call(&s.address, TOKEN, "/api/v1/worker/heartbeat", Some(beat)).status;
+    assert_eq!(as_operator, 401);
+    let unknown = json!({"worker": "w", "outcome": {"ok": true}});
+    let late = call(
+        &s.address,
+        WORKER_TOKEN,
+        "/api/v1/worker/tries/00feed/result",
+        Some(unknown),
+    );
+    assert_eq!(late.status, 503, "a try not known yet: report again");
+    let wrong = s.cli.file("wrong-token");
+    std::fs::write(&wrong, "not-the-worker-token-at-all").unwrap();
+    let out = s.cli.run_within(
+        20,
+        &[
+            "--token-file",
+            wrong.to_str().unwrap(),
+            "worker",
+            "--server",
+            &format!("http://{}", s.address),
+        ],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("refused the worker token"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn worker_arguments_that_cannot_work_are_refused_by_name() {
+    let cli = Cli::new();
+    for (args, says) in [
+        (
+            vec!["worker", "--server", "https://x:1"],
+            "--server https://x:1",
+        ),
+        (vec!["worker", "--server", "http://x"], "--server http://x"),
+        (
+            vec!["worker", "--server", "http://x:1", "--labels", "role"],
+            "--labels: `role`",
+        ),
+        (
+            vec!["worker", "--server", "http://x:1", "--slots", "0"],
+            "--slots",
+        ),
+        (
+            vec!["worker", "--server", "http://x:1", "--name", "a/b"],
+            "--name a/b",
+        ),
+    ] {
+        let out = cli.run(&args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+}
