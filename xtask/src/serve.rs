@@ -56,7 +56,13 @@ impl Serve {
             .args(["serve", "--listen", "127.0.0.1:0", "--workflows"])
             .arg(workflows);
         if let Some(token) = token {
+            // Workers get a token of their own: the operator's opens no worker route (and
+            // so no long poll for tries).
+            let worker_token = token.with_extension("worker");
+            std::fs::write(&worker_token, "worker-token-of-xtask-serve\n")
+                .with_context(|| format!("writing {}", worker_token.display()))?;
             command.arg("--token-file").arg(token);
+            command.arg("--worker-token-file").arg(worker_token);
         }
         if let Some(log) = log {
             let file = std::fs::File::create(log)

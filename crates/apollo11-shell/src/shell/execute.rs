@@ -69,6 +69,10 @@ impl Files<'_> {
 ///
 /// The attempt's failure: an exit code (fatal when `job.non_retryable` lists it), a signal,
 /// an output over the limit, a folder or file that could not be made, a place refused.
+///
+/// # Panics
+///
+/// If `at.files.log` has no parent folder (step files always live in one).
 pub async fn execute(
     job: &Job,
     at: &Files<'_>,

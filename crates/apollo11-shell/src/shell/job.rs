@@ -72,6 +72,10 @@ impl Job {
 impl Job {
     /// What the try's `Placed` event records of it: `{"command", "cwd"}`, the command as it
     /// runs (a secret only as the variable it is in) and its folder.
+    ///
+    /// # Panics
+    ///
+    /// Never: a JSON object of strings serializes.
     pub fn detail(&self) -> Vec<u8> {
         let detail = serde_json::json!({
             "command": self.command,
@@ -117,6 +121,10 @@ impl Outcome {
     }
 
     /// The attempt's result it reports.
+    ///
+    /// # Errors
+    ///
+    /// The attempt's failure, when it reports one.
     pub fn result(self) -> Result<Output, StepError> {
         if self.ok {
             return Ok(Output(self.payload.unwrap_or_default()));

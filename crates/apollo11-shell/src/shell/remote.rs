@@ -106,6 +106,10 @@ impl Placement {
     ///
     /// The try's failure as the worker reported it; `no_worker` past the queue timeout;
     /// `worker_lost` (a try that may still run) when its worker stopped answering.
+    ///
+    /// # Panics
+    ///
+    /// Never: a job serializes.
     pub async fn dispatch(
         &self,
         dispatcher: &Dispatcher,
