@@ -394,13 +394,16 @@ impl<'s> Fold<'s> {
         Ok(())
     }
 
-    /// Whether step `d` is at work or still to be undone by a rollback.
+    /// Whether step `d` is at work or still to be undone by a rollback. A template that
+    /// expanded has nothing of its own to undo: its items are undone, each checked here.
     fn needs_undo(&self, state: &RunState, d: &str) -> bool {
         let Some(plan) = self.plan(d) else {
             return false;
         };
+        let expanded = state.expansions.iter().any(|e| e.step.as_str() == d);
         match state.step(d).status {
             StepStatus::Running | StepStatus::Compensating | StepStatus::CompensationFailed => true,
+            StepStatus::Succeeded | StepStatus::Failed if expanded => false,
             StepStatus::Succeeded => plan.compensation_failures.is_some(),
             StepStatus::Failed => plan.class == Idempotency::Compensate,
             _ => false,
