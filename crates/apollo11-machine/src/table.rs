@@ -2,9 +2,9 @@
 //! an event kind does not compile until every pair is decided here. `docs/ARCHITECTURE.md`
 //! mirrors this table. `Placed` records where the current try runs and changes no state;
 //! `Interrupted` ends a try an engine left unfinished, like a failure that spends nothing.
-//! `Skipped` says a step that has not started never will, or that one whose last attempt
-//! failed (and was compensated, for the class `compensate`) will not run again; `Expanded`
-//! ends the attempt of a template step like a success (its output is the list of items).
+//! `Skipped` says a step that has not started never will, or that a failed or compensated
+//! one will not run again (its trigger rule no longer holds); `Expanded` ends the attempt
+//! of a template step like a success (its output is the list of items).
 //! Run-level kinds (`RunCreated`, `RunPaused`, `RunResumed`,
 //! `RollbackRequested`) never name a step: one that does is an anomaly of that step.
 
