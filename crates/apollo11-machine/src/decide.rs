@@ -107,12 +107,14 @@ pub enum Command {
         /// Why, naming the step and its interruptions.
         reason: String,
     },
-    /// Append `Skipped {reason}`: the pending step's trigger rule can never hold, so it will
-    /// not run; its dependents take it as a success.
+    /// Append `Skipped {reason}`: the step's trigger rule can never hold, so a pending step
+    /// will not run, and a failed or compensated one will not run again (an override took
+    /// away the failure it handled); its dependents take it as a success.
     Skip {
         /// The step.
         step: StepName,
-        /// Its current attempt (0 unless an operator put it back to pending).
+        /// Its current attempt (0 for a step never started, unless an operator put it back
+        /// to pending).
         attempt: u32,
         /// Why, naming the rule.
         reason: String,
@@ -352,26 +354,26 @@ fn advance(
         | StepStatus::Skipped
         | StepStatus::Anomalous => return None,
     };
-    if due_ms > now.ms {
-        return Some(Command::WakeAt { ms: due_ms });
-    }
-    // A step that started once its rule held is tried again even if the rule no longer
-    // holds (an override took a failure away): only a step never started is skipped.
-    match (verdict(state, dag, policy, n, failing), step.status) {
-        (Verdict::Never(reason), StepStatus::Pending) => Some(Command::Skip {
+    // The rule is asked again before every try, not only the first: a handler whose rule no
+    // longer holds (an override took its failure away) is skipped at once, not rerun.
+    let verdict = verdict(state, dag, policy, n, failing);
+    if let Verdict::Never(reason) = verdict {
+        return Some(Command::Skip {
             step: StepName(name.into()),
             attempt: step.attempt,
             reason,
-        }),
-        (Verdict::Holds | Verdict::Never(_), _) if *slots > 0 => {
-            *slots -= 1;
-            Some(Command::Start {
-                step: StepName(name.into()),
-                attempt: step.attempt + 1,
-            })
-        }
-        (Verdict::Holds | Verdict::Never(_) | Verdict::Waits, _) => None,
+        });
     }
+    if due_ms > now.ms {
+        return Some(Command::WakeAt { ms: due_ms });
+    }
+    (verdict == Verdict::Holds && *slots > 0).then(|| {
+        *slots -= 1;
+        Command::Start {
+            step: StepName(name.into()),
+            attempt: step.attempt + 1,
+        }
+    })
 }
 
 /// When a step that failed (or was compensated after failing) may start again; a step

@@ -136,7 +136,7 @@ impl History {
         self.raw(Some(step), EventKind::Interrupted, attempt, Payload::Empty)
     }
 
-    /// `Skipped`: the step, not started, never will.
+    /// `Skipped` at the step's current attempt: the step will not run (again).
     pub fn skipped(self, step: &str, reason: &str) -> History {
         let attempt = self.attempt(step);
         let kind = EventKind::Skipped {

@@ -4,7 +4,7 @@
 //! UI's labels show) and the command line.
 
 use crate::actions::Refusal;
-use crate::rollback::{exhausted, rolling_back, status_with};
+use crate::rollback::{exhausted, rolling_back, status_with, undoes_nothing};
 use crate::{Frontier, Policy, RunState};
 use apollo11_core::{Idempotency, OnFailure, OverrideTarget};
 use apollo11_dag::{Dag, NodeId};
@@ -100,7 +100,7 @@ pub(crate) fn effect_with(
     let before = rolling_back(state, dag, policy, f);
     let after = rolls_back_after(state, dag, policy, f, node, to);
     Ok(match (before, after) {
-        (true, true) if undone_after(policy, node, to) => OverrideEffect::Compensate,
+        (true, true) if undone_after(state, dag, policy, node, to) => OverrideEffect::Compensate,
         (true, true) => OverrideEffect::LeftAsIs,
         (false, true) => OverrideEffect::RollBack,
         (true, false) => OverrideEffect::EndsRollback,
@@ -150,10 +150,17 @@ fn rolls_back_after(
 }
 
 /// Whether a rollback undoes the step once it is `to`: a succeeded step with a
-/// compensation, or a failed one whose class is `compensate`.
-fn undone_after(policy: &Policy, node: NodeId, to: OverrideTarget) -> bool {
+/// compensation, or a failed one whose class is `compensate`; not a template that expanded.
+fn undone_after(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    node: NodeId,
+    to: OverrideTarget,
+) -> bool {
     let p = policy.step(node);
     p.has_compensation
+        && !undoes_nothing(state, dag, node)
         && match to {
             OverrideTarget::Succeeded => true,
             OverrideTarget::Failed => p.idempotency == Idempotency::Compensate,

@@ -240,12 +240,13 @@ pub(crate) fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
 /// Steps a rollback must still compensate or is compensating: every succeeded step with a
 /// compensation, every failed step of class `compensate` (its failure may have left
 /// effects, which is why the class exists), and every step whose compensation is under way
-/// or waits for its next try.
+/// or waits for its next try; none that [`undoes_nothing`].
 pub(crate) fn to_undo(state: &RunState, dag: &Dag, policy: &Policy) -> Vec<NodeId> {
     dag.nodes()
         .filter(|&n| {
             let p = policy.step(n);
             p.has_compensation
+                && !undoes_nothing(state, dag, n)
                 && match state.status(dag.name(n)) {
                     StepStatus::Succeeded
                     | StepStatus::Compensating
@@ -259,4 +260,14 @@ pub(crate) fn to_undo(state: &RunState, dag: &Dag, policy: &Policy) -> Vec<NodeI
                 }
         })
         .collect()
+}
+
+/// True for a template step that expanded: its work is its items, each undone by a rollback
+/// in its turn, before the steps the template depends on. Compensating the template itself
+/// would undo nothing, and would leave it to be started again should the rollback be called
+/// off (an override clearing the failure under `on_failure = "rollback"`), when a template
+/// cannot expand twice.
+pub(crate) fn undoes_nothing(state: &RunState, dag: &Dag, node: NodeId) -> bool {
+    let name = dag.name(node);
+    state.expansions.iter().any(|e| e.step.as_str() == name)
 }

@@ -423,7 +423,7 @@ impl StepState {
                 self.finish_attempt(event);
                 self.last_error = None;
             }
-            Rule::Skip => self.last_error = None,
+            Rule::Skip | Rule::SkipRetry => self.last_error = None,
             Rule::Fail => {
                 self.finish_attempt(event);
                 if let EventKind::Failed { error, retryable } = &event.kind {
@@ -483,6 +483,7 @@ impl StepState {
             | Rule::Place
             | Rule::PlaceCompensation
             | Rule::Skip
+            | Rule::SkipRetry
             | Rule::Anomaly
             | Rule::StayAnomalous => {}
         }

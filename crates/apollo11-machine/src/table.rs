@@ -2,8 +2,9 @@
 //! an event kind does not compile until every pair is decided here. `docs/ARCHITECTURE.md`
 //! mirrors this table. `Placed` records where the current try runs and changes no state;
 //! `Interrupted` ends a try an engine left unfinished, like a failure that spends nothing.
-//! `Skipped` says a step that has not started never will; `Expanded` ends the attempt of a
-//! template step like a success (its output is the list of items).
+//! `Skipped` says a step that has not started never will, or that a failed or compensated
+//! one will not run again (its trigger rule no longer holds); `Expanded` ends the attempt
+//! of a template step like a success (its output is the list of items).
 //! Run-level kinds (`RunCreated`, `RunPaused`, `RunResumed`,
 //! `RollbackRequested`) never name a step: one that does is an anomaly of that step.
 
@@ -45,6 +46,8 @@ pub enum Rule {
     InterruptCompensation,
     /// pending(n) + Skipped(n) → skipped: the step will not run
     Skip,
+    /// failed(a) or compensated(a) + Skipped(a) → skipped: the step will not run again
+    SkipRetry,
     /// running(a) + Expanded(a) → succeeded: a template step became its items
     Expand,
     /// any + ManualOverride{to} → to, attempt kept
@@ -57,7 +60,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every row of the table.
-    pub const ALL: [Rule; 19] = [
+    pub const ALL: [Rule; 20] = [
         Rule::Start,
         Rule::Succeed,
         Rule::Fail,
@@ -73,6 +76,7 @@ impl Rule {
         Rule::Interrupt,
         Rule::InterruptCompensation,
         Rule::Skip,
+        Rule::SkipRetry,
         Rule::Expand,
         Rule::Override,
         Rule::Anomaly,
@@ -128,6 +132,9 @@ pub fn transition(
             (Rule::InterruptCompensation, S::CompensationFailed)
         }
         (S::Pending, K::Skipped { .. }) if same_try => (Rule::Skip, S::Skipped),
+        (S::Failed | S::Compensated, K::Skipped { .. }) if same_try => {
+            (Rule::SkipRetry, S::Skipped)
+        }
         (S::Running, K::Expanded { .. }) if same_try => (Rule::Expand, S::Succeeded),
         (
             S::Pending
@@ -197,6 +204,7 @@ pub fn transition(
         | Rule::Interrupt
         | Rule::InterruptCompensation
         | Rule::Skip
+        | Rule::SkipRetry
         | Rule::Expand
         | Rule::Override
         | Rule::Anomaly

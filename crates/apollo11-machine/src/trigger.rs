@@ -14,10 +14,15 @@
 //! - `one_failed` holds when every dependency is ok, failed for good or held, and one failed
 //!   for good. When every dependency is ok or failed for good and none failed, it can never
 //!   hold: the step is skipped. While one is held it waits (the person may yet let it run).
+//!
+//! The rule is asked before every attempt, not only the first: a handler that failed, or
+//! was compensated, is tried again only while its rule holds, and skipped once it never
+//! will (an override took the failure it handled away). A handler of class `compensate` is
+//! compensated before that skip, as before a rerun: its failed attempt may have left effects.
 
 use crate::rollback::exhausted;
 use crate::{Policy, RunState, StepStatus};
-use apollo11_core::TriggerRule;
+use apollo11_core::{Idempotency, TriggerRule};
 use apollo11_dag::{Dag, NodeId};
 
 /// What a pending step's trigger rule says now.
@@ -90,6 +95,11 @@ fn is_held(status: StepStatus, policy: &Policy, node: NodeId) -> bool {
 /// The handlers with something to do in a run where a step failed for good, in
 /// topological order: pending ones whose rule holds or never will, failed ones with a retry
 /// left, and, unless the run rolls back, ones to rerun after a compensation.
+///
+/// A rollback does not try a handler of class `compensate` again: the rerun would need its
+/// compensation first, done out of the rollback's order (before the steps downstream of it
+/// that the rollback undoes), and the rollback would undo the rerun's work in turn. The
+/// rollback's waves compensate the failed handler, dependents first.
 pub(crate) fn handlers_due<'a>(
     state: &'a RunState,
     dag: &'a Dag,
@@ -99,9 +109,10 @@ pub(crate) fn handlers_due<'a>(
     policy.handlers().iter().copied().filter(move |&n| {
         let step = state.step(dag.name(n));
         let retry_left = !exhausted(step, policy.step(n));
+        let undone_first = policy.step(n).idempotency == Idempotency::Compensate;
         match step.status {
             StepStatus::Pending => verdict(state, dag, policy, n, true) != Verdict::Waits,
-            StepStatus::Failed => retry_left,
+            StepStatus::Failed => retry_left && !(rolling_back && undone_first),
             StepStatus::Compensated | StepStatus::CompensationFailed => retry_left && !rolling_back,
             StepStatus::Running
             | StepStatus::Succeeded

@@ -7,7 +7,8 @@
 //! nothing started after an accepted rollback but a failure's handlers, nothing under an
 //! operator's pause, an accepted rollback ends `rolled_back`), the inspector's state at
 //! sampled events equals a fold of the events up to them; and of what authors write: a step
-//! starts only as its trigger rule lets it, a skipped step never started, a template
+//! starts, first or again, only as its trigger rule lets it, a skipped step never starts
+//! after its skip (never at all if skipped from pending), a template
 //! expanded once in a run whatever crashed, its items checked as any step of their class.
 
 #[path = "../../apollo11-runtime/examples/crash_child/ledger.rs"]
@@ -205,24 +206,30 @@ fn no_rerun_after_success(
 }
 
 /// A step skipped (its condition false, its trigger rule impossible) and never overridden
-/// was never started: no `Started` of it in the log, no execution of it in the ledger.
+/// runs no attempt after the skip: none at all when it was skipped from pending (no
+/// `Started` of it in the log, no execution of it in the ledger), none beyond the attempt it
+/// was skipped at when its rule stopped holding after a failed attempt.
 fn skipped_never_ran(played: &Played<'_>, run: &RunId, events: &[&Event]) -> Result<(), String> {
-    let of = |step: &str, f: fn(&EventKind) -> bool| {
-        events
-            .iter()
-            .any(|e| e.step.as_ref().is_some_and(|s| s.as_str() == step) && f(&e.kind))
+    let of = |step: &str, f: &dyn Fn(&Event) -> bool| {
+        (events.iter()).any(|e| e.step.as_ref().is_some_and(|s| s.as_str() == step) && f(e))
     };
     let skipped = (events.iter()).filter(|e| matches!(e.kind, EventKind::Skipped { .. }));
-    for step in skipped.filter_map(|e| e.step.as_ref()).map(|s| s.as_str()) {
-        if of(step, |k| matches!(k, EventKind::ManualOverride { .. })) {
+    for (step, at) in skipped.filter_map(|e| Some((e.step.as_ref()?.as_str(), e.attempt))) {
+        if of(step, &|e| {
+            matches!(e.kind, EventKind::ManualOverride { .. })
+        }) {
             continue;
         }
-        let ran = (played.executions.iter()).any(|x| x.run == run.as_str() && x.step == step);
-        if ran || of(step, |k| matches!(k, EventKind::Started)) {
+        // Skipped from pending, nothing of it ran, not even a compensation.
+        let ran = (played.executions.iter())
+            .any(|x| x.run == run.as_str() && x.step == step && (x.attempt > at || at == 0));
+        let started = of(step, &|e| {
+            matches!(e.kind, EventKind::Started) && e.attempt > at
+        });
+        if ran || started {
             return Err(format!(
-                "{}/{step}: skipped, and started (in the log: {}, in the ledger: {ran})",
+                "{}/{step}: skipped at attempt {at}, and started after (in the log: {started}, in the ledger: {ran})",
                 run.as_str(),
-                of(step, |k| matches!(k, EventKind::Started))
             ));
         }
     }
@@ -372,9 +379,8 @@ impl<'s> Fold<'s> {
                     e.attempt
                 ));
             }
-            // A rerun (after a failure or a compensation) follows the step's retries, not
-            // its rule: the first start from pending is the rule's.
-            EventKind::Started if status == StepStatus::Pending => {
+            // Every start, a rerun after a failure or a compensation too, is the rule's.
+            EventKind::Started => {
                 trigger_holds(machine, step.as_str()).map_err(|why| format!("{}: {why}", at()))?
             }
             EventKind::Compensating if state.rollback.is_some() => {
@@ -388,13 +394,16 @@ impl<'s> Fold<'s> {
         Ok(())
     }
 
-    /// Whether step `d` is at work or still to be undone by a rollback.
+    /// Whether step `d` is at work or still to be undone by a rollback. A template that
+    /// expanded has nothing of its own to undo: its items are undone, each checked here.
     fn needs_undo(&self, state: &RunState, d: &str) -> bool {
         let Some(plan) = self.plan(d) else {
             return false;
         };
+        let expanded = state.expansions.iter().any(|e| e.step.as_str() == d);
         match state.step(d).status {
             StepStatus::Running | StepStatus::Compensating | StepStatus::CompensationFailed => true,
+            StepStatus::Succeeded | StepStatus::Failed if expanded => false,
             StepStatus::Succeeded => plan.compensation_failures.is_some(),
             StepStatus::Failed => plan.class == Idempotency::Compensate,
             _ => false,
@@ -402,9 +411,9 @@ impl<'s> Fold<'s> {
     }
 }
 
-/// A step starts from pending only as its trigger rule lets it: `all_succeeded` after every
-/// dependency succeeded or was skipped (never after one failed), `one_failed` once one
-/// failed for good.
+/// A step starts, first or again, only as its trigger rule lets it: `all_succeeded` after
+/// every dependency succeeded or was skipped (never after one failed), `one_failed` while
+/// one has failed.
 fn trigger_holds(machine: &RunMachine, step: &str) -> Result<(), String> {
     let Some(node) = machine.dag().node(step) else {
         return Err("starts, and the run's graph has no such step".to_owned());
@@ -560,13 +569,39 @@ mod tests {
         let events = h.clone().into_events();
         let refs: Vec<&Event> = events.iter().collect();
         let err = skipped_never_ran(&played(&scenario, &events), &run, &refs).unwrap_err();
-        assert!(err.contains("skipped, and started"), "{err}");
+        assert!(err.contains("skipped at attempt 0, and started"), "{err}");
         let to = apollo11_core::OverrideTarget::Pending;
         let events = h.overridden("s0", to, "op", "run it").into_events();
         let refs: Vec<&Event> = events.iter().collect();
         assert_eq!(
             skipped_never_ran(&played(&scenario, &events), &run, &refs),
             Ok(())
+        );
+    }
+
+    #[test]
+    fn a_step_skipped_after_a_failed_attempt_that_starts_again_is_caught() {
+        let scenario = scenario();
+        let run = RunId::from("run-0");
+        let h = History::new("run-0")
+            .created("sim", Payload::Empty)
+            .started("s0")
+            .failed("s0", "boom", true)
+            .skipped("s0", "trigger rule `one_failed`: no dependency failed");
+        let check = |h: History| {
+            let events = h.into_events();
+            let refs: Vec<&Event> = events.iter().collect();
+            skipped_never_ran(&played(&scenario, &events), &run, &refs)
+        };
+        assert_eq!(
+            check(h.clone()),
+            Ok(()),
+            "its attempt before the skip is no fault"
+        );
+        let err = check(h.started("s0")).unwrap_err();
+        assert!(
+            err.contains("skipped at attempt 1, and started after"),
+            "{err}"
         );
     }
 }

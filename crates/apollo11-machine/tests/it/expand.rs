@@ -4,8 +4,8 @@
 
 use crate::{pinned, spec};
 use apollo11_core::{
-    ForEach, Idempotency as I, ItemSource, OnFailure, Origin, Seq, StepName, StepSpec, Value,
-    WorkflowSpec,
+    ForEach, Idempotency as I, ItemSource, OnFailure, Origin, OverrideTarget, Seq, StepName,
+    StepSpec, Value, WorkflowSpec,
 };
 use apollo11_machine::{fold, Command, Expansion, History, Now, RunMachine, RunStatus, StepStatus};
 use std::collections::BTreeSet;
@@ -166,4 +166,52 @@ fn a_rollback_compensates_the_expanded_steps_in_reverse_topological_order() {
     let h = h.compensating("discover").compensated("discover");
     catch_up(&mut m, &h);
     assert_eq!(m.status(), RunStatus::RolledBack);
+}
+
+#[test]
+fn a_template_that_expanded_is_not_undone_nor_started_again_once_the_rollback_is_called_off() {
+    // The template carries the compensation its items run: it has none of its own to run.
+    let undoable = |mut w: WorkflowSpec| {
+        w.steps[1].has_compensation = true;
+        w
+    };
+    let h = History::new("run-x")
+        .created("test", pinned(&undoable(template())))
+        .started("discover")
+        .succeeded("discover", r#"{"shards": ["a", "b"]}"#)
+        .started("shards")
+        .expanded("shards", &["a", "b"]);
+    let mut m = RunMachine::compile(
+        &undoable(template()),
+        fold(h.run_id(), h.events()),
+        |_, f| f,
+    )
+    .unwrap();
+    m.regraph(&undoable(grown()), |_, f| f).unwrap();
+    let h = h
+        .started("shards[a]")
+        .started("shards[b]")
+        .succeeded("shards[a]", "1")
+        .failed("shards[b]", "boom", false);
+    catch_up(&mut m, &h);
+    assert_eq!(decide(&m, &[]), [compensate("shards[a]")]);
+    let h = h.compensating("shards[a]").compensated("shards[a]");
+    catch_up(&mut m, &h);
+    assert_eq!(
+        decide(&m, &[]),
+        [compensate("discover")],
+        "the template is passed over"
+    );
+    // An override clears the failure: the rollback of `on_failure` is called off, and what it
+    // undid runs again; the template, which expanded, stays as it was.
+    let h = h.overridden("shards[b]", OverrideTarget::Succeeded, "op", "done by hand");
+    catch_up(&mut m, &h);
+    assert_eq!(m.state().step("shards").status, StepStatus::Succeeded);
+    assert_eq!(
+        decide(&m, &[]),
+        [Command::Start {
+            step: StepName::from("shards[a]"),
+            attempt: 2
+        }]
+    );
 }

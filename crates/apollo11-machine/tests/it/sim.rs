@@ -7,7 +7,7 @@ use apollo11_core::{
     Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName, TriggerRule,
     WorkflowSpec,
 };
-use apollo11_dag::Dag;
+use apollo11_dag::{Dag, NodeId};
 use apollo11_machine::{
     decide, Command, Now, Policy, RunAction, RunMachine, RunState, RunStatus, StepStatus,
 };
@@ -218,10 +218,18 @@ impl Sim {
     }
 
     /// A step may start only after its dependencies (all of them succeeded or skipped,
-    /// unless its trigger rule says otherwise) and never after its own success.
+    /// unless its trigger rule says otherwise), a `one_failed` one, first start or rerun,
+    /// only while one has failed, and never after its own success.
     fn check_startable(&self, step: &StepName) {
         let node = self.dag().node(step.as_str()).unwrap();
-        let all_succeeded = self.policy().step(node).trigger == TriggerRule::AllSucceeded;
+        let trigger = self.policy().step(node).trigger;
+        let all_succeeded = trigger == TriggerRule::AllSucceeded;
+        let status = |d: &NodeId| self.state().status(self.dag().name(*d));
+        assert!(
+            trigger != TriggerRule::OneFailed
+                || (self.dag().dependencies(node).iter()).any(|d| status(d) == StepStatus::Failed),
+            "{step} (one_failed) started while no dependency has failed"
+        );
         for &d in self
             .dag()
             .dependencies(node)

@@ -78,6 +78,7 @@ fn expected(status: StepStatus, kind: &EventKind) -> (Rule, StepStatus) {
             (Rule::InterruptCompensation, S::CompensationFailed)
         }
         (S::Pending, EventKind::Skipped { .. }) => (Rule::Skip, S::Skipped),
+        (S::Failed | S::Compensated, EventKind::Skipped { .. }) => (Rule::SkipRetry, S::Skipped),
         (S::Running, EventKind::Expanded { .. }) => (Rule::Expand, S::Succeeded),
         _ => (Rule::Anomaly, S::Anomalous),
     }
@@ -160,6 +161,16 @@ fn a_wrong_attempt_number_is_an_anomaly_even_on_an_allowed_transition() {
         ),
         (
             StepStatus::Pending,
+            EventKind::Skipped { reason: "r".into() },
+            1,
+        ),
+        (
+            StepStatus::Failed,
+            EventKind::Skipped { reason: "r".into() },
+            3,
+        ),
+        (
+            StepStatus::Compensated,
             EventKind::Skipped { reason: "r".into() },
             1,
         ),

@@ -7,7 +7,7 @@ use crate::spec;
 use apollo11_core::{
     EventKind, Idempotency as I, OnFailure, OverrideTarget, StepName, TriggerRule, WorkflowSpec,
 };
-use apollo11_machine::{PauseCause, RunStatus, StepStatus};
+use apollo11_machine::{PauseCause, RunAction, RunStatus, StepStatus};
 
 /// `spec` with the trigger rule of each named step set.
 fn with_triggers(mut w: WorkflowSpec, triggers: &[(&str, TriggerRule)]) -> WorkflowSpec {
@@ -218,15 +218,18 @@ fn a_failed_handler_is_retried_per_its_policy_before_the_run_pauses() {
     assert_eq!(sim.state().status("notify"), StepStatus::Succeeded);
 }
 
-#[test]
-fn a_handler_that_started_is_retried_even_once_an_override_took_its_failure_away() {
+/// `b`, and `notify` (one_failed, of `class`, with a compensation) after it; `b` fails for
+/// good and `notify`'s first attempt fails retryably. Returns the sim once `notify` has
+/// failed and an operator overrode `b` to `succeeded`: the failure `notify` handled is gone.
+fn handler_whose_failure_is_overridden(class: I) -> Sim {
     let mut w = spec(
         OnFailure::Pause,
         &[
             ("b", &[], I::Natural, false),
-            ("notify", &["b"], I::Natural, false),
+            ("notify", &["b"], class, true),
         ],
     );
+    w.steps[1].retry.max_attempts = 2;
     w = with_triggers(w, &[("notify", TriggerRule::OneFailed)]);
     let mut sim = Sim::new(&w, |step, attempt| match (step, attempt) {
         ("b", _) => Outcome::Err {
@@ -243,6 +246,71 @@ fn a_handler_that_started_is_retried_even_once_an_override_took_its_failure_away
         assert!(sim.round().is_none(), "{}", sim.summary());
     }
     sim.override_step("b", OverrideTarget::Succeeded, "fixed by hand");
+    sim
+}
+
+#[test]
+fn a_handler_whose_failure_an_override_took_away_is_skipped_not_tried_again() {
+    let mut sim = handler_whose_failure_is_overridden(I::Natural);
     assert_eq!(sim.run(), RunStatus::Succeeded);
-    assert_eq!(seqs(&sim, "notify", "succeeded").len(), 1);
+    assert_eq!(seqs(&sim, "notify", "started").len(), 1, "no rerun");
+    assert_eq!(sim.state().status("notify"), StepStatus::Skipped);
+    assert_eq!(
+        skip_reason(&sim, "notify").as_deref(),
+        Some("trigger rule `one_failed`: no dependency failed")
+    );
+    assert_eq!(sim.state().step("notify").attempt, 1, "its attempt is kept");
+}
+
+#[test]
+fn a_compensate_handler_whose_failure_an_override_took_away_is_undone_then_skipped() {
+    let mut sim = handler_whose_failure_is_overridden(I::Compensate);
+    assert_eq!(sim.run(), RunStatus::Succeeded);
+    assert_eq!(seqs(&sim, "notify", "started").len(), 1, "no rerun");
+    let compensated = seqs(&sim, "notify", "compensated");
+    let skipped = seqs(&sim, "notify", "skipped");
+    assert_eq!(compensated.len(), 1, "its failed attempt is undone");
+    assert!(compensated[0] < skipped[0], "before the skip");
+}
+
+#[test]
+fn a_rollback_undoes_a_failed_compensate_handler_in_its_wave_after_its_dependents() {
+    // `done` follows the handler `h` and was set `succeeded` by an operator: the rollback
+    // undoes `done` before `h`, whose retryable failure comes while the run rolls back. A
+    // compensation of `h` for a rerun would undo it first.
+    let mut w = spec(
+        OnFailure::Pause,
+        &[
+            ("b", &[], I::Natural, false),
+            ("h", &["b"], I::Compensate, true),
+            ("done", &["h"], I::Natural, true),
+        ],
+    );
+    w.steps[1].retry.max_attempts = 3;
+    w = with_triggers(w, &[("h", TriggerRule::OneFailed)]);
+    let mut sim = Sim::new(&w, |step, _| match step {
+        "b" => Outcome::Err {
+            after_ms: 5,
+            retryable: false,
+        },
+        "h" => Outcome::Err {
+            after_ms: 50,
+            retryable: true,
+        },
+        _ => Outcome::Ok(10),
+    });
+    sim.run_until_started("h", 1);
+    sim.operator(RunAction::Rollback, "undo it all");
+    sim.override_step("done", OverrideTarget::Succeeded, "ran it by hand");
+    assert_eq!(sim.run(), RunStatus::RolledBack);
+    assert_eq!(
+        sim.steps_with("compensating"),
+        ["done", "h"],
+        "dependents first"
+    );
+    assert_eq!(
+        seqs(&sim, "h", "started").len(),
+        1,
+        "a rollback reruns no undone handler"
+    );
 }
