@@ -93,9 +93,10 @@ pub async fn run(options: WorkerOptions) -> Result<Exit, Exit> {
         work_dir,
         held: Arc::default(),
     });
+    let clients: Vec<Arc<Client>> = clients.into_iter().map(Arc::new).collect();
+    task::recover(&worker, &clients).await;
     let (refused_tx, mut refused) = tokio::sync::mpsc::channel::<String>(1);
     for (i, client) in clients.into_iter().enumerate() {
-        let client = Arc::new(client);
         tokio::spawn(take_loop(
             worker.clone(),
             client.clone(),

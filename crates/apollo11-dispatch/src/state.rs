@@ -40,6 +40,8 @@ pub(crate) struct Task {
     pub queued_at: Instant,
     pub worker: Option<String>,
     pub events: mpsc::UnboundedSender<TaskEvent>,
+    /// Heartbeats in a row of its worker that did not name it.
+    pub unnamed: u8,
 }
 
 pub(crate) struct State {
@@ -103,6 +105,7 @@ impl State {
                 queued_at: now,
                 worker: None,
                 events,
+                unnamed: 0,
             },
         );
         self.queue.push_back(token.clone());
@@ -141,6 +144,7 @@ impl State {
                 queued_at: now,
                 worker: Some(worker.to_owned()),
                 events,
+                unnamed: 0,
             },
         );
     }
@@ -227,7 +231,38 @@ impl State {
         }
         self.orphans
             .retain(|t, (w, _)| *w != hello.name || held.contains(t));
+        self.forgotten(&hello.name, &held);
         stop
+    }
+
+    /// Loses the tries given to `worker` that two of its heartbeats in a row did not name
+    /// (one may have crossed the answer that gave the try): the worker no longer holds
+    /// them (it restarted and could not take them up again).
+    fn forgotten(&mut self, worker: &str, held: &BTreeSet<&String>) {
+        let mut lost = Vec::new();
+        for (token, task) in &mut self.tasks {
+            if task.worker.as_deref() != Some(worker) {
+                continue;
+            }
+            if held.contains(token) {
+                task.unnamed = 0;
+                continue;
+            }
+            task.unnamed += 1;
+            if task.unnamed >= 2 {
+                lost.push(token.clone());
+            }
+        }
+        let reason = format!("worker `{worker}` no longer holds the try (it restarted without it)");
+        for token in lost {
+            tracing::warn!(worker, token = %token, "a worker no longer holds its try");
+            if let Some(task) = self.tasks.remove(&token) {
+                let _ = task.events.send(TaskEvent::Lost {
+                    reason: reason.clone(),
+                });
+            }
+            self.decide(&token, Some(reason.clone()));
+        }
     }
 
     /// Passes a worker's report to the try's ticket; `last`: the report ends the try.

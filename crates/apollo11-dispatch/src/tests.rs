@@ -274,3 +274,31 @@ async fn stopping_a_try_waits_for_the_worker_to_let_it_go() {
     let gone = d.stop("nobody", "00x").await;
     assert!(gone.unwrap_err().contains("not connected"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_whose_heartbeats_stop_naming_a_try_loses_it() {
+    let d = Dispatcher::new(config());
+    let mut ticket = d.submit(Labels::new(), what("s"), Vec::new());
+    let w = hello("w", &[]);
+    let token = d.take(&w, 1, NOW).await[0].token.clone();
+    ticket.next().await;
+    assert!(
+        d.heartbeat(&w, &[]).is_empty(),
+        "one heartbeat may cross the answer"
+    );
+    assert!(d.heartbeat(&w, std::slice::from_ref(&token)).is_empty());
+    assert!(d.heartbeat(&w, &[]).is_empty());
+    assert!(
+        ticket.events.try_recv().is_err(),
+        "not lost: named in between"
+    );
+    d.heartbeat(&w, &[]);
+    match ticket.next().await {
+        TaskEvent::Lost { reason } => assert!(reason.contains("no longer holds"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        d.finish("w", &token, Vec::new()),
+        Err(Refusal::Decided(_))
+    ));
+}

@@ -21,7 +21,7 @@ mod job;
 mod remote;
 
 pub use command::{render, shell_text, source_offset};
-pub use execute::{execute, Files, Placing, ENV_PAYLOAD_BYTES_MAX};
+pub use execute::{execute, finished, kill, reattach, Files, Placing, ENV_PAYLOAD_BYTES_MAX};
 pub use job::{Job, Outcome};
 pub use remote::{
     words as label_words, Placement, RemoteHandle, COMPENSATE_ON, ON, QUEUE_TIMEOUT,
@@ -167,6 +167,7 @@ impl ShellStep {
             files: &files,
             base: &self.data_dir,
             base_words: "the data dir",
+            exit: None,
         };
         let placing = Recorded {
             ctx,

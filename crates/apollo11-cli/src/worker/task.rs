@@ -4,16 +4,17 @@
 //! refuses it (409: decided without it); a stop from the server kills its process group.
 
 use super::{backoff, call, Worker};
+use apollo11_runtime::Output;
 use apollo11_runtime::StepError;
 use apollo11_server::client::Client;
 use apollo11_shell::files::StepFiles;
-use apollo11_shell::shell::{execute, Files, Job, Outcome, Placing};
+use apollo11_shell::shell::{execute, reattach, Files, Job, Outcome, Placing};
 use async_trait::async_trait;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde_json::{json, Value};
-use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, OwnedSemaphorePermit};
@@ -22,6 +23,12 @@ use tokio::sync::{watch, OwnedSemaphorePermit};
 const LOG_EVERY: Duration = Duration::from_millis(250);
 /// How long a result the server does not know yet is offered again before it is dropped.
 const REPORT_FOR: Duration = Duration::from_secs(600);
+
+/// What a try keeps in its folder: the server that gave it and the offer (written before
+/// it starts), and the process group's handle (written once the server recorded the place,
+/// before the gate opens): what a restarted worker finds it by.
+const OFFERED: &str = "offered.json";
+const GROUP: &str = "group.json";
 
 /// Starts the try `offered` in a task of its own, holding `permit` (its slot) until it ends.
 pub(super) fn start(
@@ -32,16 +39,82 @@ pub(super) fn start(
     permit: OwnedSemaphorePermit,
 ) {
     let token = offered["token"].as_str().unwrap_or_default().to_owned();
+    spawn(
+        worker,
+        client,
+        server,
+        token,
+        Some(permit),
+        move |task, stop| Box::pin(async move { task.run(offered, stop).await }),
+    );
+}
+
+/// Takes up again the tries an earlier life of this worker left in its work dir: one whose
+/// process still runs (or ended meanwhile) is watched and reported as if never left; one
+/// that never passed its gate is dropped (it ran nothing); one from a server no longer
+/// served is stopped.
+pub(super) async fn recover(worker: &Arc<Worker>, clients: &[Arc<Client>]) {
+    let Ok(entries) = std::fs::read_dir(worker.work_dir.join("tries")) else {
+        return;
+    };
+    for dir in entries.filter_map(|e| Some(e.ok()?.path())) {
+        let token = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let offered = std::fs::read(dir.join(OFFERED)).ok();
+        let offered: Option<Value> = offered.and_then(|b| serde_json::from_slice(&b).ok());
+        let handle = std::fs::read_to_string(dir.join(GROUP)).ok();
+        let (Some(token), Some(offered), Some(handle)) = (token, offered, handle) else {
+            let _ = std::fs::remove_dir_all(&dir);
+            continue;
+        };
+        let server = offered["server"].as_str().unwrap_or_default();
+        let Some(at) = clients.iter().position(|c| c.address() == server) else {
+            tracing::warn!(
+                token,
+                server,
+                "a try left by a server no longer served: stopping it"
+            );
+            let _ = apollo11_shell::shell::kill(&handle).await;
+            let _ = std::fs::remove_dir_all(&dir);
+            continue;
+        };
+        eprintln!("worker: taking up again try {token} left by its earlier life");
+        let permit = worker.slots.clone().try_acquire_owned().ok();
+        let offer = offered["offered"].clone();
+        spawn(
+            worker.clone(),
+            clients[at].clone(),
+            at,
+            token,
+            permit,
+            move |task, stop| Box::pin(async move { task.resume(offer, handle, stop).await }),
+        );
+    }
+}
+
+type Running = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Runs `work` for the try `token` in a task of its own, the try held (its heartbeat names
+/// it, a stop reaches it) until it ends.
+fn spawn(
+    worker: Arc<Worker>,
+    client: Arc<Client>,
+    server: usize,
+    token: String,
+    permit: Option<OwnedSemaphorePermit>,
+    work: impl FnOnce(Arc<Task>, watch::Receiver<bool>) -> Running + Send + 'static,
+) {
     let (stop_tx, stop) = watch::channel(false);
     (worker.held.lock().unwrap_or_else(|p| p.into_inner()))
         .insert(token.clone(), (server, stop_tx));
     tokio::spawn(async move {
-        let task = Task {
+        let task = Arc::new(Task {
+            dir: worker.work_dir.join("tries").join(&token),
             worker: worker.clone(),
             client,
             token: token.clone(),
-        };
-        task.run(offered, stop).await;
+        });
+        work(task.clone(), stop).await;
+        let _ = std::fs::remove_dir_all(&task.dir);
         (worker.held.lock().unwrap_or_else(|p| p.into_inner())).remove(&token);
         drop(permit);
     });
@@ -51,6 +124,8 @@ struct Task {
     worker: Arc<Worker>,
     client: Arc<Client>,
     token: String,
+    /// Its folder in the work dir.
+    dir: PathBuf,
 }
 
 impl Task {
@@ -58,8 +133,17 @@ impl Task {
         format!("/api/v1/worker/tries/{}/{what}", self.token)
     }
 
+    fn files(&self) -> StepFiles {
+        StepFiles {
+            log: self.dir.join("log"),
+            output: self.dir.join("output"),
+            payload: self.dir.join("payload"),
+            inputs: self.dir.join("inputs"),
+            params: self.dir.join("params.json"),
+        }
+    }
+
     async fn run(&self, offered: Value, mut stop: watch::Receiver<bool>) {
-        let dir = self.worker.work_dir.join("tries").join(&self.token);
         let job: Job = match serde_json::from_value(offered["job"].clone()) {
             Ok(job) => job,
             Err(e) => {
@@ -70,36 +154,66 @@ impl Task {
                 return;
             }
         };
-        let files = StepFiles {
-            log: dir.join("log"),
-            output: dir.join("output"),
-            payload: dir.join("payload"),
-            inputs: dir.join("inputs"),
-            params: dir.join("params.json"),
+        let kept = json!({"server": self.client.address(), "offered": offered});
+        if let Err(e) = write_new(&self.dir, OFFERED, kept.to_string().as_bytes()) {
+            let failed = Err(StepError::retryable(format!(
+                "the worker cannot keep the try in its work dir: {e}"
+            )));
+            self.report(&Outcome::of(&failed), &mut stop).await;
+            return;
+        }
+        tracing::info!(token = %self.token, run = %job.run_id, step = %job.step, attempt = job.attempt, "running a try");
+        let files = self.files();
+        let exit = self.dir.join("exit");
+        let at = self.at(&files, &exit);
+        let running = execute(&job, &at, self);
+        self.follow(running, &files, stop).await;
+    }
+
+    /// Watches a try an earlier life of the worker started, as [`Task::run`] would have.
+    async fn resume(&self, offered: Value, handle: String, stop: watch::Receiver<bool>) {
+        let Ok(job) = serde_json::from_value::<Job>(offered["job"].clone()) else {
+            let _ = apollo11_shell::shell::kill(&handle).await;
+            return;
         };
-        let at = Files {
-            files: &files,
+        let files = self.files();
+        let exit = self.dir.join("exit");
+        let at = self.at(&files, &exit);
+        let running = reattach(&job, &at, &handle);
+        self.follow(running, &files, stop).await;
+        // A stop killed the group through the executor's guard only in this life.
+        let _ = apollo11_shell::shell::kill(&handle).await;
+    }
+
+    fn at<'a>(&'a self, files: &'a StepFiles, exit: &'a Path) -> Files<'a> {
+        Files {
+            files,
             base: &self.worker.work_dir,
             base_words: "the worker's work dir",
-        };
-        tracing::info!(token = %self.token, run = %job.run_id, step = %job.step, attempt = job.attempt, "running a try");
+            exit: Some(exit),
+        }
+    }
+
+    /// Sends the log while `running` runs, then its result, unless a stop comes first.
+    async fn follow(
+        &self,
+        running: impl std::future::Future<Output = Result<Output, StepError>>,
+        files: &StepFiles,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let mut sent = 0;
-        let result = {
-            let running = execute(&job, &at, self);
-            tokio::pin!(running);
-            loop {
-                tokio::select! {
-                    result = &mut running => break Some(result),
-                    () = stopped(&mut stop) => break None,
-                    () = tokio::time::sleep(LOG_EVERY) => sent = self.send_log(&files.log, sent).await,
-                }
+        tokio::pin!(running);
+        let result = loop {
+            tokio::select! {
+                result = &mut running => break Some(result),
+                () = stopped(&mut stop) => break None,
+                () = tokio::time::sleep(LOG_EVERY) => sent = self.send_log(&files.log, sent).await,
             }
         };
         self.send_log(&files.log, sent).await;
         if let Some(result) = result {
             self.report(&Outcome::of(&result), &mut stop).await;
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Sends what the log holds past `sent`, in chunks; answers how much is sent.
@@ -163,11 +277,21 @@ impl Placing for Task {
             .await
             .map_err(StepError::retryable)?;
         match answer.status {
-            200 => Ok(()),
+            200 => write_new(&self.dir, GROUP, handle.as_bytes()).map_err(|e| {
+                StepError::retryable(format!("the worker cannot keep the try's place: {e}"))
+            }),
             409 => Err(StepError::fatal(answer.message())),
             _ => Err(StepError::retryable(answer.message())),
         }
     }
+}
+
+/// Writes `name` in `dir` whole or not at all (a temporary file renamed), `dir` made first.
+fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    apollo11_shell::files::create_private_dir(dir)?;
+    let temporary = dir.join(format!("{name}.new"));
+    apollo11_shell::files::create_private_file(&temporary)?.write_all(bytes)?;
+    std::fs::rename(&temporary, dir.join(name))
 }
 
 /// Completes once the server stops the try.

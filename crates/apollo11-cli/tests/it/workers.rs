@@ -57,7 +57,7 @@ struct Setup {
     cli: Cli,
     server: Child,
     address: String,
-    workers: Vec<Child>,
+    workers: Vec<(String, Child)>,
 }
 
 impl Setup {
@@ -101,7 +101,7 @@ impl Setup {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        self.workers.push(child);
+        self.workers.push((name.to_owned(), child));
     }
 
     fn start(&self, run: &str) {
@@ -135,18 +135,17 @@ impl Setup {
     }
 
     fn kill_worker(&mut self, name: &str) {
-        let at = ["w1", "w2", "w3", "web"]
-            .iter()
-            .position(|n| *n == name)
-            .unwrap();
-        self.workers[at].kill().unwrap();
-        self.workers[at].wait().unwrap();
+        let at = self.workers.iter().position(|(n, _)| n == name).unwrap();
+        let (_, mut child) = self.workers.remove(at);
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        for child in self.workers.iter_mut().chain([&mut self.server]) {
+        let workers = self.workers.iter_mut().map(|(_, c)| c);
+        for child in workers.chain([&mut self.server]) {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -282,6 +281,36 @@ fn a_server_killed_mid_step_adopts_the_try_on_restart_and_records_it_once() {
     assert_eq!(s.step("r1", "careful")["attempt"], 1);
     let log = std::fs::read_to_string(s.cli.data.path().join("logs/r1/db/1.log")).unwrap();
     assert_eq!(log.matches("started").count(), 1, "{log}");
+}
+
+#[test]
+fn a_worker_restarted_mid_step_takes_its_try_up_again_and_reports_it_once() {
+    let mut s = Setup::new();
+    s.worker("w1", "role=db");
+    s.worker("w3", "role=careful");
+    s.start("r1");
+    s.placed_on("r1", "db");
+    s.kill_worker("w1");
+    s.worker("w1", "role=db");
+    wait_until("the run succeeded", || {
+        state_of(&s.run("r1")) == "succeeded"
+    });
+    let db = s.step("r1", "db");
+    assert_eq!(db["attempt"], 1, "taken up again, not lost: {db}");
+    let events = s.cli.events_json("r1");
+    let output = (events.iter())
+        .find(|e| e["step"] == "db" && e["kind"] == "succeeded")
+        .unwrap();
+    assert_eq!(output["payload"], "local+db");
+    let log = std::fs::read_to_string(s.cli.data.path().join("logs/r1/db/1.log")).unwrap();
+    assert_eq!(log, "started 1\n");
+    assert!(
+        std::fs::read_dir(s.cli.file("work-w1/tries"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "its folder is gone once reported"
+    );
 }
 
 #[test]

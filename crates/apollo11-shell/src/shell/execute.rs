@@ -24,6 +24,11 @@ pub const ENV_PAYLOAD_BYTES_MAX: usize = 32 * 1024;
 /// stdin empty.
 const GATE: &str = r#"IFS= read -r go && [ "$go" = go ] || exit 125; exec sh -c "$1" </dev/null"#;
 
+/// [`GATE`], the command's exit status also written to the file `$2` once it ends: what a
+/// worker restarted while the try ran reads, since it is no longer the process's parent.
+/// (A command killed by a signal exits its `sh` with 128 + the signal's number.)
+const GATE_RECORDED: &str = r#"IFS= read -r go && [ "$go" = go ] || exit 125; sh -c "$1" </dev/null; s=$?; printf %s "$s" > "$2"; exit "$s""#;
+
 /// Records where a try's process runs before it may act: the engine appends `Placed`, a
 /// worker asks its server to.
 #[async_trait]
@@ -52,6 +57,9 @@ pub struct Files<'a> {
     pub base: &'a Path,
     /// Where the base is, in words (`the data dir`, `the worker's work dir`).
     pub base_words: &'a str,
+    /// Where the command's exit status is written when it ends, if anywhere (a worker's
+    /// tries: see [`reattach`]).
+    pub exit: Option<&'a Path>,
 }
 
 impl Files<'_> {
@@ -93,8 +101,13 @@ pub async fn execute(
     }
     let mut cmd = tokio::process::Command::new("sh");
     environment(&mut cmd, job, files);
-    cmd.args(["-c", GATE, "sh", &job.command])
-        .current_dir(&job.dir)
+    match at.exit {
+        Some(exit) => cmd
+            .args(["-c", GATE_RECORDED, "sh", &job.command])
+            .arg(exit),
+        None => cmd.args(["-c", GATE, "sh", &job.command]),
+    };
+    cmd.current_dir(&job.dir)
         .stdin(Stdio::piped())
         .stdout(log.try_clone().map_err(|e| io("opening the step log", e))?)
         .stderr(log)
@@ -159,9 +172,19 @@ async fn wait(
         .await
         .map_err(|e| io("waiting for the step", e))?;
     guard.0 = None;
+    finished(job, at, status.code())
+}
+
+/// The result of a try whose process ended with `code` (`None`: killed by a signal): its
+/// exit and its output file.
+///
+/// # Errors
+///
+/// As [`execute`].
+pub fn finished(job: &Job, at: &Files<'_>, code: Option<i32>) -> Result<Output, StepError> {
     let log = at.shown(&at.files.log);
     let written = output(&at.files.output, &at.shown(&at.files.output))?;
-    match status.code() {
+    match code {
         Some(0) => Ok(Output(written)),
         Some(code) => {
             let message = format!("exited with code {code} (log: {log})");
@@ -180,6 +203,39 @@ async fn wait(
             "killed by a signal (log: {log})"
         ))),
     }
+}
+
+/// Watches the process group `handle` (as [`Placing::placed`] got it) of a try that an
+/// earlier life of its executor started with [`Files::exit`] set, until it ends; then its
+/// result, its exit status read from that file (none there: it was killed).
+///
+/// # Errors
+///
+/// As [`execute`]; a handle that names no process group.
+pub async fn reattach(job: &Job, at: &Files<'_>, handle: &str) -> Result<Output, StepError> {
+    let group: group::Group = serde_json::from_str(handle).map_err(|e| {
+        StepError::lost(format!(
+            "the handle `{handle}` names no process group ({e})"
+        ))
+    })?;
+    while group.runs() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let code = at
+        .exit
+        .and_then(|path| std::fs::read_to_string(path).ok())
+        .and_then(|text| text.trim().parse().ok());
+    finished(job, at, code)
+}
+
+/// Kills the process group `handle` names and waits until none of it runs.
+///
+/// # Errors
+///
+/// Why it may still run (a handle that names no group, one that will not end).
+pub async fn kill(handle: &str) -> Result<(), String> {
+    let host = group::host().map_err(|e| format!("reading this host's name: {e}"))?;
+    group::stop(&host, handle).await
 }
 
 /// The process's environment: the executor's own variables (only those `env_pass` lists,

@@ -95,6 +95,11 @@ impl Group {
             .collect()
     }
 
+    /// Whether anything of the group still runs.
+    pub fn runs(&self) -> bool {
+        !self.is_gone().unwrap_or(true) && !self.live_members().is_empty()
+    }
+
     /// True when the group's number now belongs to someone else, or the machine rebooted.
     fn is_gone(&self) -> std::io::Result<bool> {
         if boot_id()? != self.boot {
