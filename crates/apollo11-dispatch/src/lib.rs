@@ -218,13 +218,15 @@ impl Dispatcher {
     }
 
     /// Up to `free` tries whose needs `hello`'s labels meet, oldest first; waits up to
-    /// `wait` for one when none is queued. Counts as a heartbeat.
+    /// `wait` for one when none is queued. Its start counts as a heartbeat; a worker
+    /// declared lost while it waits gets nothing from it (the answer may never reach it).
     pub async fn take(&self, hello: &Hello, free: u32, wait: Duration) -> Vec<Offer> {
         let deadline = Instant::now() + wait;
+        let life = self.0.lock().seen(hello, Instant::now());
         loop {
             // Registered before looking, so a try queued in between wakes this poll.
             let arrived = self.0.arrived.notified();
-            let offers = self.0.lock().take(hello, free, Instant::now());
+            let offers = self.0.lock().take(hello, life, free);
             if !offers.is_empty() || free == 0 {
                 return offers;
             }

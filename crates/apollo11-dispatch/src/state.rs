@@ -30,6 +30,8 @@ pub(crate) struct Worker {
     pub connected_ms: u64,
     /// Heard from since the dispatcher started (an adoption names workers not heard yet).
     pub heard: bool,
+    /// Which life of the name this is: a worker declared lost and heard again is another.
+    pub life: u64,
 }
 
 pub(crate) struct Task {
@@ -134,6 +136,7 @@ impl State {
                 last_seen: now,
                 connected_ms: 0,
                 heard: false,
+                life: 0,
             });
         self.tasks.insert(
             token.to_owned(),
@@ -149,7 +152,10 @@ impl State {
         );
     }
 
-    fn seen(&mut self, hello: &Hello, now: Instant) {
+    /// Records a call of `hello`; answers the life of its name it is in.
+    pub fn seen(&mut self, hello: &Hello, now: Instant) -> u64 {
+        self.next += 1;
+        let life = self.next;
         let worker = self
             .workers
             .entry(hello.name.clone())
@@ -158,6 +164,7 @@ impl State {
                 last_seen: now,
                 connected_ms: 0,
                 heard: false,
+                life,
             });
         if !worker.heard {
             worker.heard = true;
@@ -166,10 +173,16 @@ impl State {
         }
         worker.hello = hello.clone();
         worker.last_seen = now;
+        worker.life
     }
 
-    pub fn take(&mut self, hello: &Hello, free: u32, now: Instant) -> Vec<Offer> {
-        self.seen(hello, now);
+    /// Up to `free` tries for `hello`, in the life `life` of its name (from [`State::seen`]
+    /// when its poll began): none once that life ended (declared lost while its poll
+    /// waited: the poll's answer may never reach it).
+    pub fn take(&mut self, hello: &Hello, life: u64, free: u32) -> Vec<Offer> {
+        if self.workers.get(&hello.name).map(|w| w.life) != Some(life) {
+            return Vec::new();
+        }
         let mut offers = Vec::new();
         let mut kept = VecDeque::with_capacity(self.queue.len());
         while let Some(token) = self.queue.pop_front() {
@@ -205,7 +218,7 @@ impl State {
         now: Instant,
         grace: std::time::Duration,
     ) -> Vec<String> {
-        self.seen(hello, now);
+        let _ = self.seen(hello, now);
         let held: BTreeSet<&String> = running.iter().collect();
         let mut stop = Vec::new();
         if let Some(withdrawn) = self.withdrawn.get_mut(&hello.name) {
@@ -217,6 +230,8 @@ impl State {
                 Some(task) if task.worker.as_deref() == Some(hello.name.as_str()) => {}
                 Some(_) => stop.push(token.clone()),
                 None if stop.contains(token) => {}
+                // Decided (lost, withdrawn, or its result taken): nothing wants it now.
+                None if self.decided.contains_key(token) => stop.push(token.clone()),
                 None => {
                     let since = self
                         .orphans

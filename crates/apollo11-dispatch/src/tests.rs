@@ -190,6 +190,12 @@ async fn a_silent_worker_is_lost_with_its_tries_and_its_late_result_refused() {
         d.finish("w", &token, Vec::new()),
         Err(Refusal::Decided(_))
     ));
+    let healed = d.heartbeat(&w, std::slice::from_ref(&token));
+    assert_eq!(
+        healed,
+        vec![token],
+        "the healed worker stops the lost try at once"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -301,4 +307,30 @@ async fn a_worker_whose_heartbeats_stop_naming_a_try_loses_it() {
         d.finish("w", &token, Vec::new()),
         Err(Refusal::Decided(_))
     ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poll_of_a_worker_declared_lost_while_it_waits_gets_nothing() {
+    let d = Dispatcher::new(config());
+    let poller = d.clone();
+    let poll = tokio::spawn(async move {
+        poller
+            .take(&hello("w", &[]), 1, Duration::from_secs(30))
+            .await
+    });
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(
+        d.lost_workers(),
+        0,
+        "a worker holding nothing is not counted lost"
+    );
+    assert!(d.workers().is_empty(), "silent past the timeout: gone");
+    let mut ticket = d.submit(Labels::new(), what("s"), Vec::new());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        ticket.events.try_recv().is_err(),
+        "not offered to the stale poll"
+    );
+    assert_eq!(d.queued()[0].tries, 1);
+    assert!(poll.await.unwrap().is_empty());
 }

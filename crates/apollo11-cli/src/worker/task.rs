@@ -247,7 +247,9 @@ impl Task {
         let body = json!({"worker": self.worker.hello.name, "outcome": outcome});
         let deadline = tokio::time::Instant::now() + REPORT_FOR;
         let mut failures = 0;
-        while tokio::time::Instant::now() < deadline && !*stop.borrow() {
+        // Offered at least once, even to a server that said to stop the try: it refuses it
+        // (and says so in its log) rather than have it vanish unseen.
+        loop {
             match call(&self.client, &self.path("result"), &body).await {
                 Ok(a) if a.status == 200 => return,
                 Ok(a) if a.status == 409 => {
@@ -260,6 +262,9 @@ impl Task {
                 Err(e) => tracing::warn!(error = %e, "result not sent; offered again"),
             }
             failures += 1;
+            if tokio::time::Instant::now() >= deadline || *stop.borrow() {
+                break;
+            }
             tokio::select! {
                 () = tokio::time::sleep(backoff(failures)) => {}
                 () = stopped(stop) => {}

@@ -17,6 +17,7 @@ mod operator;
 mod orphans;
 mod output;
 mod params;
+mod partition;
 mod paths;
 mod runbook;
 mod scrub;
