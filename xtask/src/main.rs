@@ -26,6 +26,7 @@ mod soak;
 mod soak_check;
 mod soak_load;
 mod soak_sample;
+mod soak_workers;
 mod soak_workflows;
 mod tidy;
 mod ui;
@@ -34,12 +35,13 @@ use anyhow::{bail, Context, Result};
 use std::process::Command;
 
 const USAGE: &str =
-    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|sim|failover|bench|mutants|ui|api-fuzz|fuzz|soak>
+    "usage: cargo xtask <ci|tidy|alerts|readme|package|crash|sim|failover|bench|mutants|ui|api-fuzz|fuzz|soak|soak-workers>
   ci       fmt check, clippy -D warnings, every test of the workspace (tidy included; promtool
            required), rustdoc -D warnings, the alert rules, the web UI in Chromium, the packaged
            library crates and their tests, the README's first command from the repository root,
            schemathesis on the API, crash test (file log; PostgreSQL, 100 kills), 500 simulation
-           seeds on the file log and on memory, 40 on PostgreSQL, failover test (the
+           seeds on the file log and on memory, 40 on PostgreSQL, the workers' soak (15
+           faults), failover test (the
            fuzz corpora are replayed by the tests; libFuzzer runs by `cargo xtask fuzz`, not here)
   alerts   promtool check rules and promtool test rules on deploy/prometheus/
   tidy     check crate layering and the purity of the core crates
@@ -74,7 +76,12 @@ const USAGE: &str =
   soak     [--minutes N] [--rate R] [--release]: `apollo11 serve` under an open-loop load of
            runs (R a second, 4 by default), operator actions and readers for N minutes (1);
            RSS, fds, p99 latencies, runs, events and log size every 10 s (JSON in
-           target/soak/); then I1-I6 over every run and a flatness verdict on RSS and fds";
+           target/soak/); then I1-I6 over every run and a flatness verdict on RSS and fds
+  soak-workers [--faults N] [--seed S]: `apollo11 serve` and three `apollo11 worker`s under
+           N faults (100), one every 2 s: workers killed (back at once, or late), cut off
+           (SIGSTOP past the heartbeat timeout), the server killed; then every run succeeded,
+           no step ran again after its success, no result lost, reruns of a `compensate` step
+           after their undo; tries, lost, adopted, refused, taken up again";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -92,6 +99,7 @@ fn main() -> Result<()> {
         Some("failover") => failover::run(&tidy::workspace_root()?, &args[1..]),
         Some("sim") => sim::run(&tidy::workspace_root()?, &args[1..]),
         Some("soak") => soak::run(&tidy::workspace_root()?, &args[1..]),
+        Some("soak-workers") => soak_workers::run(&tidy::workspace_root()?, &args[1..]),
         Some("crash") => crash::run(&tidy::workspace_root()?, crash::Args::parse(&args[1..])?),
         _ => bail!("{USAGE}"),
     }
@@ -143,7 +151,9 @@ fn ci() -> Result<()> {
     let args = ["--seeds", sim::CI_PG_SEEDS, "--store", "postgres"].map(String::from);
     sim::run(&root, &args)?;
     // The soak is not here: 30 s of it cost about 50 s of CI's 30 minutes and are too short
-    // for its flatness verdict; `cargo xtask soak --minutes N` is run on its own.
+    // for its flatness verdict; `cargo xtask soak --minutes N` is run on its own. The
+    // workers' soak is, short (about 50 s): its checks hold at any length.
+    soak_workers::run(&root, &["--faults", "15"].map(String::from))?;
     failover::run(&root, &[])
 }
 

@@ -39,6 +39,18 @@ pub struct Serve {
     _stdout: BufReader<ChildStdout>,
 }
 
+/// How to start a server: what [`Serve::start`] takes, and more arguments.
+pub struct Launch<'a> {
+    pub apollo11: &'a Path,
+    pub data: &'a Path,
+    pub workflows: &'a Path,
+    pub token: Option<&'a Path>,
+    /// Its stderr (its log) goes there, appended; inherited without one.
+    pub log: Option<&'a Path>,
+    /// More arguments of `serve`.
+    pub extra: &'a [&'a str],
+}
+
 impl Serve {
     /// Starts `apollo11 --data-dir DATA serve --workflows WORKFLOWS [--token-file TOKEN]`,
     /// its stderr (its log) to `log` or inherited, and waits until it answers `/healthz`.
@@ -49,30 +61,47 @@ impl Serve {
         token: Option<&Path>,
         log: Option<&Path>,
     ) -> Result<Serve> {
-        let mut command = Command::new(apollo11);
+        let launch = Launch {
+            apollo11,
+            data,
+            workflows,
+            token,
+            log,
+            extra: &[],
+        };
+        Serve::launch(&launch, "127.0.0.1:0")
+    }
+
+    /// Starts the server `launch` says on `listen`, and waits until it answers `/healthz`.
+    /// With a token, workers get one of their own (`TOKEN.worker`): the operator's opens
+    /// no worker route (and so no long poll for tries).
+    pub fn launch(launch: &Launch<'_>, listen: &str) -> Result<Serve> {
+        let mut command = Command::new(launch.apollo11);
         command
             .arg("--data-dir")
-            .arg(data)
-            .args(["serve", "--listen", "127.0.0.1:0", "--workflows"])
-            .arg(workflows);
-        if let Some(token) = token {
-            // Workers get a token of their own: the operator's opens no worker route (and
-            // so no long poll for tries).
+            .arg(launch.data)
+            .args(["serve", "--listen", listen, "--workflows"])
+            .arg(launch.workflows)
+            .args(launch.extra);
+        if let Some(token) = launch.token {
             let worker_token = token.with_extension("worker");
             std::fs::write(&worker_token, "worker-token-of-xtask-serve\n")
                 .with_context(|| format!("writing {}", worker_token.display()))?;
             command.arg("--token-file").arg(token);
             command.arg("--worker-token-file").arg(worker_token);
         }
-        if let Some(log) = log {
-            let file = std::fs::File::create(log)
-                .with_context(|| format!("creating {}", log.display()))?;
+        if let Some(log) = launch.log {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .with_context(|| format!("opening {}", log.display()))?;
             command.stderr(file);
         }
         let mut child = command
             .stdout(Stdio::piped())
             .spawn()
-            .with_context(|| format!("starting {} serve", apollo11.display()))?;
+            .with_context(|| format!("starting {} serve", launch.apollo11.display()))?;
         let stdout = BufReader::new(child.stdout.take().context("the server's stdout")?);
         let mut server = Serve {
             child,
@@ -83,6 +112,12 @@ impl Serve {
         wait_healthy(&server.addr)?;
         eprintln!("apollo11 serve answers at http://{}/", server.addr);
         Ok(server)
+    }
+
+    /// SIGKILL, and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// The server's process id.
