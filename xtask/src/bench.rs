@@ -9,7 +9,7 @@ use std::process::Command;
 const PEER: &str = "bench-peers/duroxide";
 
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
-    build(root, &["-p", "apollo11-bench"])?;
+    build(root, &["-p", "apollo11-bench", "-p", "apollo11-cli"])?;
     let manifest = root.join(PEER).join("Cargo.toml");
     let manifest = manifest.to_string_lossy();
     let target = crate::tidy::target_dir(root)?;
@@ -37,6 +37,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         .arg("--out")
         .arg(&out)
         .env("APOLLO11_GIT_REV", revision)
+        .env("APOLLO11_BIN", target.join("release/apollo11"))
         .env(
             "APOLLO11_PEER_DUROXIDE",
             peer_target.join("release/apollo11-peer-duroxide"),

@@ -22,6 +22,7 @@ mod report;
 mod scheduler;
 mod server;
 mod sqlite;
+mod workers;
 
 use anyhow::{bail, Result};
 use std::path::PathBuf;
@@ -93,6 +94,7 @@ async fn main() -> Result<()> {
         "gc",
         "lifecycle",
         "for_each",
+        "workers",
     ];
     let chosen: Vec<&str> = if named.is_empty() {
         all.to_vec()
@@ -114,6 +116,7 @@ async fn main() -> Result<()> {
             "gc" => gc::run(&setup).await?,
             "lifecycle" => lifecycle::run(&setup).await?,
             "for_each" => for_each::run(&setup).await?,
+            "workers" => workers::run(&setup).await?,
             other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
         };
         report.save(&out, setup.quick)?;

@@ -7,7 +7,7 @@
 mod api;
 mod burst;
 mod drive;
-mod host;
+pub mod host;
 mod http;
 
 use crate::report::{quantile_us, Report};

@@ -13,6 +13,7 @@
 //! [`Config::adopt_grace`], long enough for the engine's driver to [`Dispatcher::adopt`] it
 //! from the place its log recorded; after that it is told to stop it.
 
+mod inbox;
 mod state;
 mod view;
 
@@ -24,7 +25,7 @@ use state::State;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 /// Labels: what a worker carries, what a try needs (`role=db`, `host=host-07`).
@@ -118,7 +119,7 @@ pub enum TaskEvent {
 /// queued one leaves the queue, a taken one is cancelled at its worker's next heartbeat.
 pub struct Ticket {
     token: String,
-    events: mpsc::UnboundedReceiver<TaskEvent>,
+    events: inbox::Receiver,
     dispatcher: Weak<Shared>,
 }
 
@@ -131,7 +132,7 @@ impl Ticket {
     /// The next thing that happened to the try; `Lost` when the dispatcher is gone.
     pub async fn next(&mut self) -> TaskEvent {
         self.events.recv().await.unwrap_or_else(|| TaskEvent::Lost {
-            reason: "the engine's dispatcher stopped".to_owned(),
+            reason: "the dispatcher let the try go (stopped, or shutting down)".to_owned(),
         })
     }
 }
@@ -191,7 +192,7 @@ impl Dispatcher {
 
     /// Queues a try needing `needs` until a worker carrying them takes it.
     pub fn submit(&self, needs: Labels, what: TryRef, job: Vec<u8>) -> Ticket {
-        let (tx, events) = mpsc::unbounded_channel();
+        let (tx, events) = inbox::inbox();
         let token = self
             .0
             .lock()
@@ -208,7 +209,7 @@ impl Dispatcher {
     /// `Placed` says so): its worker's reports reach the ticket; a worker that does not
     /// report within the heartbeat timeout is lost, with the try.
     pub fn adopt(&self, token: &str, worker: &str, what: TryRef) -> Ticket {
-        let (tx, events) = mpsc::unbounded_channel();
+        let (tx, events) = inbox::inbox();
         self.0.lock().adopt(token, worker, what, tx, Instant::now());
         Ticket {
             token: token.to_owned(),

@@ -1,13 +1,13 @@
 //! The dispatcher's state behind its lock: workers, tries by token, the queue, and what
 //! became of tries no longer wanted. Every method is quick and never awaits.
 
+use crate::inbox;
 use crate::{Config, Hello, Labels, Offer, TaskEvent, TryRef};
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::SystemTime;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// How many decided tokens are remembered, to answer a repeated report the same way.
@@ -35,13 +35,14 @@ pub(crate) struct Worker {
 }
 
 pub(crate) struct Task {
-    pub needs: Labels,
+    /// The labels it needs, sorted (a map's node would hold room for eleven).
+    pub needs: Box<[(String, String)]>,
     pub what: TryRef,
     /// `None` for an adopted try: it is never offered again.
     pub job: Option<Arc<[u8]>>,
     pub queued_at: Instant,
     pub worker: Option<String>,
-    pub events: mpsc::UnboundedSender<TaskEvent>,
+    pub events: inbox::Sender,
     /// Heartbeats in a row of its worker that did not name it.
     pub unnamed: u8,
 }
@@ -94,14 +95,14 @@ impl State {
         needs: Labels,
         what: TryRef,
         job: Arc<[u8]>,
-        events: mpsc::UnboundedSender<TaskEvent>,
+        events: inbox::Sender,
         now: Instant,
     ) -> String {
         let token = self.token();
         self.tasks.insert(
             token.clone(),
             Task {
-                needs,
+                needs: needs.into_iter().collect(),
                 what,
                 job: Some(job),
                 queued_at: now,
@@ -119,7 +120,7 @@ impl State {
         token: &str,
         worker: &str,
         what: TryRef,
-        events: mpsc::UnboundedSender<TaskEvent>,
+        events: inbox::Sender,
         now: Instant,
     ) {
         self.orphans.remove(token);
@@ -141,7 +142,7 @@ impl State {
         self.tasks.insert(
             token.to_owned(),
             Task {
-                needs: Labels::new(),
+                needs: Box::new([]),
                 what,
                 job: None,
                 queued_at: now,

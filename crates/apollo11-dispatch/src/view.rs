@@ -61,10 +61,10 @@ impl State {
     }
 
     pub(crate) fn queued_view(&self, now: Instant) -> Vec<QueuedView> {
-        let mut by_needs: BTreeMap<&Labels, QueuedView> = BTreeMap::new();
+        let mut by_needs: BTreeMap<&[(String, String)], QueuedView> = BTreeMap::new();
         for task in self.queue.iter().filter_map(|t| self.tasks.get(t)) {
             let view = by_needs.entry(&task.needs).or_insert_with(|| QueuedView {
-                needs: task.needs.clone(),
+                needs: task.needs.iter().cloned().collect(),
                 tries: 0,
                 oldest_ms: 0,
                 matched: (self.workers.values()).any(|w| {
