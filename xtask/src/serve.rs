@@ -1,6 +1,7 @@
 //! One `apollo11 serve` process for the xtasks that drive a server (`ui`, `soak`): started on
-//! a port the system chose, ready once `/healthz` answers, stopped (SIGTERM, then SIGKILL)
-//! when dropped; and a temporary dir removed when dropped.
+//! a port the system chose, its workers given a token of their own, ready once `/healthz`
+//! answers, stopped (SIGTERM, then SIGKILL) when dropped; and a temporary dir removed when
+//! dropped.
 
 use anyhow::{ensure, Context, Result};
 use std::io::{BufRead, BufReader};
@@ -84,7 +85,7 @@ impl Serve {
             .arg(launch.workflows)
             .args(launch.extra);
         if let Some(token) = launch.token {
-            let worker_token = token.with_extension("worker");
+            let worker_token = worker_token(token);
             std::fs::write(&worker_token, "worker-token-of-xtask-serve\n")
                 .with_context(|| format!("writing {}", worker_token.display()))?;
             command.arg("--token-file").arg(token);
@@ -132,20 +133,28 @@ impl Serve {
 
     /// SIGTERM, then SIGKILL after `STOP`; the exit status, `None` if it had to be killed.
     pub fn stop(&mut self) -> Option<ExitStatus> {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + STOP;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        None
+        stop(&mut self.child)
     }
+}
+
+/// The file of the workers' token of a server started with the token file `token`.
+pub fn worker_token(token: &Path) -> PathBuf {
+    token.with_extension("worker")
+}
+
+/// SIGTERM, then SIGKILL after `STOP`; the exit status, `None` if it had to be killed.
+pub fn stop(child: &mut Child) -> Option<ExitStatus> {
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let deadline = Instant::now() + STOP;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 impl Drop for Serve {

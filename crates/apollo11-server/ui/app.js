@@ -1,8 +1,9 @@
-// The single page: routes in the URL fragment (`#/runs?state=&workflow=`, `#/runs/ID?at=N`),
-// each page mounted into <main> and unmounted (its polling and streams stopped) on leaving.
+// The single page: routes in the URL fragment (`#/runs?state=&workflow=`, `#/runs/ID?at=N`,
+// `#/workers`), each page mounted into <main> and unmounted (its polling and streams stopped) on leaving.
 
 import { mountRuns } from './runs.js';
 import { mountRun } from './run.js';
+import { mountWorkers } from './workers.js';
 import { el } from './format.js';
 import { loadMeta } from './api.js';
 import { route } from './nav.js';
@@ -16,9 +17,15 @@ function show() {
   root.className = '';
   const { parts, params } = route();
   const where = document.getElementById('where');
+  for (const link of document.querySelectorAll('nav.pages a')) {
+    link.classList.toggle('here', link.dataset.page === (parts[0] ?? 'runs'));
+  }
   if (parts[0] === 'runs' && parts.length === 2) {
     where.textContent = `run ${parts[1]}`;
     unmount = mountRun(root, parts[1], params);
+  } else if (parts[0] === 'workers' && parts.length === 1) {
+    where.textContent = 'workers';
+    unmount = mountWorkers(root);
   } else if (parts.length === 0 || (parts[0] === 'runs' && parts.length === 1)) {
     where.textContent = 'runs';
     unmount = mountRuns(root, params);

@@ -2,9 +2,10 @@
 // state and workflow on the server, the archived runs too when asked, paged by its cursor,
 // and polled while the tab is seen; a button opens the start dialog.
 
-import { api, ApiError, META } from './api.js';
+import { api, META } from './api.js';
 import { href } from './nav.js';
 import { badge, duration, el, span, time } from './format.js';
+import { poll } from './poll.js';
 import { startDialog } from './start.js';
 
 const POLL_MS = 2000;
@@ -28,20 +29,14 @@ export function mountRuns(root, params) {
     status,
   );
   const load = async () => {
-    try {
-      const page = await api(`/api/v1/runs?${query(filter, cursors.at(-1))}`);
-      body.replaceChildren(...page.runs.map(row));
-      if (page.runs.length === 0) body.append(el('tr', {}, el('td', { colspan: 7, class: 'muted' }, 'No runs match.')));
-      pager.replaceChildren(...pageButtons(cursors, page.next_cursor, load));
-      table.dataset.filter = `${filter.state}|${filter.workflow}${filter.all ? '|all' : ''}`; // what the rows shown match
-      status.textContent = `Updated ${time(Date.now())}, every ${POLL_MS / 1000} s while this tab is shown.`;
-    } catch (e) {
-      status.textContent = e instanceof ApiError ? `The server said: ${e.message}` : `Cannot reach the server: ${e.message}`;
-    }
+    const page = await api(`/api/v1/runs?${query(filter, cursors.at(-1))}`);
+    body.replaceChildren(...page.runs.map(row));
+    if (page.runs.length === 0) body.append(el('tr', {}, el('td', { colspan: 7, class: 'muted' }, 'No runs match.')));
+    pager.replaceChildren(...pageButtons(cursors, page.next_cursor, () => polled.now()));
+    table.dataset.filter = `${filter.state}|${filter.workflow}${filter.all ? '|all' : ''}`; // what the rows shown match
   };
-  load();
-  const timer = setInterval(() => document.visibilityState === 'visible' && load(), POLL_MS);
-  return () => clearInterval(timer);
+  const polled = poll(load, status, POLL_MS);
+  return polled.stop;
 }
 
 function query(filter, cursor) {

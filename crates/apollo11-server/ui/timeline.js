@@ -30,20 +30,28 @@ function ran(event) {
 
 /**
  * Where a try was placed, in words: a shell step's process group (`{"pgid", "boot",
- * "start"}`) as `pid 10268 on HOST (boot 8c1f2a3b)`, any other handle as it is.
+ * "start"}`) as `pid 10268 on HOST (boot 8c1f2a3b)`; a try on a worker (`{"worker",
+ * "token", "group"}`) as `worker w1 (host HOST): pid 10268 (boot 8c1f2a3b)`; any other
+ * handle as it is.
  */
 export function placeWords(host, handle) {
-  let group = null;
+  let place = null;
   try {
-    group = JSON.parse(handle);
+    place = JSON.parse(handle);
   } catch {
     // Another step executor's handle: shown as it is.
   }
-  if (Number.isInteger(group?.pgid) && typeof group.boot === 'string') {
-    return `pid ${group.pgid} on ${host} (boot ${group.boot.slice(0, 8)})`;
+  if (typeof place?.worker === 'string') {
+    const group = isGroup(place.group) ? `: pid ${place.group.pgid} (boot ${boot(place.group)})` : '';
+    return `worker ${place.worker} (host ${host})${group}`;
   }
+  if (isGroup(place)) return `pid ${place.pgid} on ${host} (boot ${boot(place)})`;
   return `on ${host}: ${handle}`;
 }
+
+const isGroup = (group) => Number.isInteger(group?.pgid) && typeof group.boot === 'string';
+/** The first 8 characters of the kernel's boot id: enough to tell two boots apart. */
+const boot = (group) => group.boot.slice(0, 8);
 
 /** The timeline of `events` (an array that grows); `onPick(index)` on a click on a row. */
 export class Timeline {

@@ -1,12 +1,13 @@
 //! The ops runbook's six declarations make the graph its 102 steps were written out as:
 //! the same steps (by name, `drain[host-00]` for `drain-host-00`), the same commands and
 //! policies, and the same order between them (the same edges, less those implied by others).
-//! Here rather than in the shell crate: it reads the example, which no package holds.
+//! Its variant on workers is the same runbook, its host steps placed on their hosts' workers.
+//! Here rather than in the shell crate: it reads the examples, which no package holds.
 
 use apollo11_author::{Mode, Scope};
 use apollo11_core::{StepSpec, WorkflowSpec};
-use apollo11_shell::definition::RUN;
-use apollo11_shell::shell::render;
+use apollo11_shell::definition::{CWD, RUN};
+use apollo11_shell::shell::{render, ON, QUEUE_TIMEOUT};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -93,5 +94,39 @@ fn the_declarations_make_the_unrolled_graph() {
     assert_eq!(
         (made.on_failure, made.max_concurrency),
         (unrolled.on_failure, unrolled.max_concurrency)
+    );
+}
+
+#[test]
+fn the_runbook_on_workers_is_the_runbook_with_its_host_steps_placed() {
+    let load = |name: &str| {
+        let file = root().join(format!("../../examples/{name}/workflow.toml"));
+        apollo11_shell::load(&file).unwrap()
+    };
+    let (plain, placed) = (load("ops-runbook"), load("ops-runbook-workers"));
+    let host_steps = ["drain", "upgrade", "undrain"];
+    let placement = |step: &StepSpec| {
+        let on = step.attributes.get(ON).map(String::as_str);
+        assert_eq!(
+            on,
+            host_steps
+                .contains(&step.name.as_str())
+                .then_some(r#"{"host":"${item}"}"#),
+            "{}",
+            step.name
+        );
+        assert_eq!(step.attributes[CWD], "../ops-runbook");
+        assert_eq!(step.attributes[QUEUE_TIMEOUT], "60000");
+        let mut unplaced = step.clone();
+        for key in [ON, CWD, QUEUE_TIMEOUT] {
+            unplaced.attributes.remove(key);
+        }
+        unplaced
+    };
+    let unplaced: Vec<StepSpec> = placed.steps.iter().map(placement).collect();
+    assert_eq!(unplaced, plain.steps);
+    assert_eq!(
+        (placed.on_failure, placed.max_concurrency),
+        (plain.on_failure, plain.max_concurrency)
     );
 }

@@ -90,6 +90,7 @@ fn a_valid_file_validates_and_a_missing_one_is_named() {
     let shipped = [
         "../../examples/five-stage/workflow.toml",
         "../../examples/ops-runbook/workflow.toml",
+        "../../examples/ops-runbook-workers/workflow.toml",
         "../../examples/fan-out/workflow.toml",
     ];
     for example in shipped {

@@ -8,8 +8,10 @@
 // compensation failed, each saying what it does; a run of `fleet` started from the dialog (a
 // wrong value said beside its field), its for_each group opened and closed, its skipped step
 // saying why; a `quoted` run's command, a hostile value in it, shown as text as it ran, its
-// secret in no answer or page. Screenshots of each page go to
-// APOLLO11_UI_SHOTS (default target/ui-screenshots).
+// secret in no answer or page; a step placed on the worker `cargo xtask ui` started saying
+// which worker ran it; the workers page listing that worker, its try at work, and warning
+// of a try whose labels no worker carries (a hostile value, shown as text). Screenshots of
+// each page go to APOLLO11_UI_SHOTS (default target/ui-screenshots).
 //
 //   node ui.test.mjs http://127.0.0.1:PORT
 
@@ -559,5 +561,79 @@ test('a skipped step says why; a step shows its trigger rule and condition', asy
   await shot('fleet-skipped');
   await node('report').click();
   assert.equal(await page.locator('[data-detail=report] [data-condition]').textContent(), 'params.full == true');
+  assert.deepEqual(page.errors, []);
+});
+
+/** The worker `cargo xtask ui` started for this server. */
+const WORKER = process.env.APOLLO11_UI_WORKER;
+
+test('a step placed on a worker says which worker ran it, in its details and the timeline', async () => {
+  assert.ok(WORKER, 'APOLLO11_UI_WORKER names the test\'s worker');
+  const id = `ui-on-worker-${suffix}`;
+  const run = await settledRun(server, 'placed', id, 60);
+  assert.equal(run.state, 'succeeded');
+  const { placed } = run.steps.remote;
+  const handle = JSON.parse(placed.handle);
+  assert.equal(handle.worker, WORKER, 'the API says the worker ran it');
+  const where = `worker ${WORKER} (host ${placed.host}): pid ${handle.group.pgid} (boot ${handle.group.boot.slice(0, 8)})`;
+  const detail = await openStep(id, 'remote');
+  assert.equal(await detail.locator('[data-ran]').textContent(), `try 1: ${where}`);
+  const cell = page.locator(`table.events tr[data-event="${placed.event_id}"] td.why`);
+  assert.equal(await cell.textContent(), `${where}${placed.payload.command}`, 'where, then the command');
+  await detail.locator('[data-attempt-log]').click();
+  await page.waitForFunction(() => document.querySelector('[data-detail=remote] [data-log]').textContent === 'on a worker\n');
+  await shot('placed-on-worker');
+  await node('local').click();
+  assert.match(await page.locator('[data-detail=local] [data-ran]').textContent(), /^try 1: pid \d+ on \S+ \(boot [0-9a-f]{8}\)$/, 'a step of the engine says so');
+  assert.deepEqual(page.errors, []);
+});
+
+test('the workers page lists the worker, its tries at work, and warns of tries no worker can take', async () => {
+  const { body } = await call(server, '/api/v1/workers');
+  const listed = body.workers.find((w) => w.name === WORKER);
+  assert.ok(listed, `the worker is listed: ${JSON.stringify(body)}`);
+  assert.match(listed.labels.note, /<script>/, 'a label the page must show as text');
+  await visit(page, server, '#/runs');
+  await page.locator('nav.pages a[data-page=workers]').click();
+  const row = page.locator(`table.workers tr[data-worker="${WORKER}"]`);
+  await row.waitFor();
+  assert.match(await page.locator('nav.pages a[data-page=workers]').getAttribute('class'), /here/);
+  assert.deepEqual(await row.locator('code.label').allTextContents(), Object.entries(listed.labels).map(([k, v]) => `${k}=${v}`));
+  const cells = await row.locator('td').allTextContents();
+  assert.equal(cells[0], WORKER);
+  assert.equal(cells[3], `0 / ${listed.slots}`);
+  assert.match(cells[4], / ago$/, 'the last heartbeat');
+  assert.match(cells[5], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/, 'connected since');
+  assert.equal(await page.locator('table.queue tbody').textContent(), 'No try waits for a worker.');
+  assert.ok(await page.locator('[data-unmatched]').isHidden());
+
+  // A try at work counts, then no longer: the page polls.
+  const busy = `ui-worker-busy-${suffix}`;
+  const started = await call(server, '/api/v1/runs', { method: 'POST', body: { workflow: 'placed', run_id: busy, params: { pause: 3 } } });
+  assert.equal(started.status, 201);
+  await page.waitForFunction(([name, text]) => document.querySelector(`tr[data-worker="${name}"] [data-running]`)?.textContent === text, [WORKER, `1 / ${listed.slots}`], { timeout: 15_000 });
+  await shot('workers-busy');
+  await page.waitForFunction(([name, text]) => document.querySelector(`tr[data-worker="${name}"] [data-running]`)?.textContent === text, [WORKER, `0 / ${listed.slots}`], { timeout: 15_000 });
+
+  // A try needing a label no worker carries: queued, and said so; its labels shown as text.
+  const stuck = `ui-worker-none-${suffix}`;
+  const queued = await call(server, '/api/v1/runs', { method: 'POST', body: { workflow: 'placed', run_id: stuck, params: { role: HOSTILE } } });
+  assert.equal(queued.status, 201);
+  const warning = page.locator('[data-unmatched]');
+  await warning.waitFor({ state: 'visible', timeout: 15_000 });
+  assert.match(await warning.textContent(), /no connected worker carries/);
+  const waiting = page.locator('table.queue tr.unmatched');
+  assert.deepEqual(await waiting.locator('code.label').allTextContents(), [`role=${HOSTILE}`]);
+  const queue = await waiting.locator('td').allTextContents();
+  assert.equal(queue[1], '1', 'one try waits');
+  assert.equal(queue[3], '⚠ no connected worker carries these labels');
+  assert.equal(await page.locator('main b, main script').count(), 0, 'no markup made of a label');
+  assert.equal(await page.evaluate(() => window.pwned), undefined, 'no script of a label ran');
+  await shot('workers-unmatched');
+
+  // The step skipped: its try leaves the queue, and the warning goes.
+  await overrideAndSettle(stuck, 'remote', 'skipped');
+  await page.locator('table.queue tr.unmatched').waitFor({ state: 'detached', timeout: 15_000 });
+  await warning.waitFor({ state: 'hidden' });
   assert.deepEqual(page.errors, []);
 });
