@@ -19,7 +19,10 @@ async fn workflows_are_listed_and_reloaded_and_a_bad_file_keeps_the_previous_set
         .iter()
         .map(|w| w["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["gated", "quick", "stuck", "undo_fails", "undone"]);
+    assert_eq!(
+        names,
+        ["gated", "placed", "quick", "stuck", "undo_fails", "undone"]
+    );
     let gated = &list.json()["workflows"][0];
     assert_eq!(gated["file"], "gated/workflow.toml");
     assert_eq!(gated["on_failure"], "pause");
