@@ -20,11 +20,12 @@ pub async fn status(
     at: Option<u64>,
     json: bool,
 ) -> Result<Exit, Exit> {
-    let view = inspector(dir)
+    let mut view = inspector(dir)
         .await?
         .status(&RunId::from(run_id), at.map(EventId))
         .await
         .map_err(engine_exit)?;
+    apollo11_shell::shell::name_waits(&mut view);
     if json {
         out::line(render::status_json(&view))?;
     } else {

@@ -24,9 +24,10 @@ pub fn status_json(view: &RunView) -> String {
     serde_json::json!(view).to_string()
 }
 
-/// A table of the steps, each with why it is where it is (its last error, or why it was
-/// skipped), and the tail of the log of any step whose last attempt failed. Everything from
-/// outside (names, errors, reasons, log lines, paths) is capped and escaped.
+/// A table of the steps, each with why it is where it is (what its try under way waits for,
+/// its last error, or why it was skipped), and the tail of the log of any step whose last
+/// attempt failed. Everything from outside (names, errors, reasons, log lines, paths) is
+/// capped and escaped.
 pub fn status_table(view: &RunView, data_dir: &Path) -> String {
     let mut text = format!(
         "run {} ({}): {}\n",
@@ -50,8 +51,12 @@ pub fn status_table(view: &RunView, data_dir: &Path) -> String {
     ));
     let mut failures = Vec::new();
     for step in &view.steps {
-        let why = (step.error.as_ref()).or(step.skip_reason.as_ref());
-        let why = why.map_or(String::new(), |e| out::shown(e, out::TEXT_CHARS_MAX));
+        let waiting = (step.unplaced.as_ref()).and_then(|u| u.waiting_for.as_ref());
+        let why = match waiting {
+            Some(what) => format!("waiting for {}", out::shown(what, out::TEXT_CHARS_MAX)),
+            None => (step.error.as_ref().or(step.skip_reason.as_ref()))
+                .map_or(String::new(), |e| out::shown(e, out::TEXT_CHARS_MAX)),
+        };
         let duration = step.duration_ms.map_or("-".to_owned(), millis);
         text.push_str(&format!(
             "  {:<24} {:<13} {:>8} {:>9}  {}\n",

@@ -14,6 +14,7 @@
 //! from the place its log recorded; after that it is told to stop it.
 
 mod inbox;
+pub mod metrics;
 mod state;
 mod view;
 
@@ -175,6 +176,7 @@ impl Dispatcher {
             arrived: Notify::new(),
             config,
         });
+        metrics::started();
         let weak = Arc::downgrade(&shared);
         let every = shared.config.heartbeat_timeout / 4;
         tokio::spawn(async move {
@@ -268,9 +270,13 @@ impl Dispatcher {
     }
 
     /// The try `token` ended on `worker` with `outcome`. A report repeated once accepted is
-    /// accepted again and not passed on.
+    /// accepted again and not passed on; a refusal is counted by its name.
     pub fn finish(&self, worker: &str, token: &str, outcome: Vec<u8>) -> Result<(), Refusal> {
-        (self.0.lock()).report(worker, token, TaskEvent::Finished(outcome), true)
+        let taken = (self.0.lock()).report(worker, token, TaskEvent::Finished(outcome), true);
+        if let Err(refusal) = &taken {
+            metrics::refused(refusal.name());
+        }
+        taken
     }
 
     /// Stops the try `token` on `worker` (whether or not this dispatcher knew it) and waits

@@ -24,6 +24,16 @@ pub enum Refusal {
     Unknown,
 }
 
+impl Refusal {
+    /// Its name, as the refusals' counter labels it: `decided`, `unknown`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Refusal::Decided(_) => "decided",
+            Refusal::Unknown => "unknown",
+        }
+    }
+}
+
 pub(crate) struct Worker {
     pub hello: Hello,
     pub last_seen: Instant,
@@ -195,6 +205,7 @@ impl State {
                 .iter()
                 .all(|(k, v)| hello.labels.get(k) == Some(v));
             if offers.len() < free as usize && fits {
+                crate::metrics::taken(Instant::now().duration_since(task.queued_at).as_secs_f64());
                 task.worker = Some(hello.name.clone());
                 let _ = task.events.send(TaskEvent::Taken {
                     worker: hello.name.clone(),
@@ -399,6 +410,7 @@ impl State {
                 continue;
             }
             self.lost_workers += 1;
+            crate::metrics::lost();
             let secs = config.heartbeat_timeout.as_secs_f64();
             let reason =
                 format!("worker `{name}` sent no heartbeat for {secs}s (the heartbeat timeout)");

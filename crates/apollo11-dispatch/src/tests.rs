@@ -334,3 +334,48 @@ async fn a_poll_of_a_worker_declared_lost_while_it_waits_gets_nothing() {
     assert_eq!(d.queued()[0].tries, 1);
     assert!(poll.await.unwrap().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_gauges_count_workers_slots_and_queued_label_sets_bounded() {
+    let d = Dispatcher::new(config());
+    let hosts = metrics::QUEUED_SERIES_MAX + 2;
+    let _tickets: Vec<Ticket> = (0..hosts)
+        .map(|i| {
+            d.submit(
+                needs(&[("host", &format!("h{i:03}"))]),
+                what("s"),
+                Vec::new(),
+            )
+        })
+        .chain([
+            d.submit(
+                needs(&[("role", "db"), ("zone", "a")]),
+                what("t"),
+                Vec::new(),
+            ),
+            d.submit(
+                needs(&[("role", "db"), ("zone", "a")]),
+                what("u"),
+                Vec::new(),
+            ),
+        ])
+        .collect();
+    let db = hello("db1", &[("role", "db"), ("zone", "a")]);
+    assert_eq!(d.take(&db, 1, NOW).await.len(), 1);
+    d.heartbeat(&hello("idle", &[("role", "web")]), &[]);
+    let _adopted = d.adopt("feed", "gone", what("v"));
+    let gauges = metrics::gauges(&d.workers(), &d.queued());
+    assert_eq!((gauges.connected, gauges.slots, gauges.busy), (2, 8, 2));
+    let series = |needs: &str, matched: bool| {
+        let found = gauges.queued.iter();
+        let found = found.filter(|q| q.needs == needs && q.matched == matched);
+        found.map(|q| q.tries).collect::<Vec<u32>>()
+    };
+    assert_eq!(gauges.queued.len(), metrics::QUEUED_SERIES_MAX + 2);
+    assert_eq!(series("host=h000", false), [1], "unmatched sets come first");
+    assert_eq!(series("host=h050", false), [] as [u32; 0], "past the bound");
+    assert_eq!(series(metrics::NEEDS_OTHER, false), [2]);
+    assert_eq!(series(metrics::NEEDS_OTHER, true), [1], "role=db,zone=a");
+    let lumped: u32 = gauges.queued.iter().map(|q| q.tries).sum();
+    assert_eq!(lumped as usize, hosts + 1);
+}

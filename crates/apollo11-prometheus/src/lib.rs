@@ -1,9 +1,11 @@
 #![doc = include_str!("../README.md")]
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
+mod gauges;
 #[cfg(feature = "testing")]
 pub mod promtool;
 
+pub use gauges::{Gauge, Sample};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use std::time::Duration;
 
@@ -44,6 +46,14 @@ impl Prometheus {
     /// `GET /metrics` answers, `text/plain; version=0.0.4`).
     pub fn render(&self) -> String {
         self.handle.render()
+    }
+
+    /// [`Prometheus::render`], then `gauges`: the values a process computes when scraped
+    /// rather than records (counts of what it holds now).
+    pub fn render_with(&self, gauges: &[Gauge<'_>]) -> String {
+        let mut text = self.render();
+        gauges::render(&mut text, gauges);
+        text
     }
 }
 

@@ -217,7 +217,8 @@ pub async fn status(
     Query(query): Query<StatusQuery>,
 ) -> Result<Json<RunView<String>>, ApiError> {
     let at = query.at.map(|at| EventId(at.0));
-    let view = state.inspector.status_or_archived(&run_id, at).await?;
+    let mut view = state.inspector.status_or_archived(&run_id, at).await?;
+    apollo11_shell::shell::name_waits(&mut view);
     Ok(Json(run_object(view)))
 }
 

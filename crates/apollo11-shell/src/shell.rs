@@ -19,6 +19,7 @@ mod group;
 mod inputs;
 mod job;
 mod remote;
+mod waits;
 
 pub use command::{render, shell_text, source_offset};
 pub use execute::{execute, finished, kill, reattach, Files, Placing, ENV_PAYLOAD_BYTES_MAX};
@@ -27,6 +28,7 @@ pub use remote::{
     words as label_words, Placement, RemoteHandle, COMPENSATE_ON, ON, QUEUE_TIMEOUT,
     QUEUE_TIMEOUT_DEFAULT_MS,
 };
+pub use waits::name_waits;
 
 use crate::definition::{COMPENSATE, DIR, NON_RETRYABLE, RUN};
 use crate::files::{read_output, step_files, StepFiles};

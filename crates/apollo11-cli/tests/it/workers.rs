@@ -1,7 +1,8 @@
 //! Steps placed on `apollo11 worker` processes: labels choose the worker, logs and outputs
 //! come back, a worker killed mid-step loses its try (retried elsewhere, or for a
 //! `compensate` step, the run paused), a server killed mid-step adopts the try on restart
-//! and records it once, and the worker token opens the worker routes only.
+//! and records it once, the worker token opens the worker routes only, and a try no worker
+//! has taken says what it waits for in `status` and the run view.
 
 use crate::harness::{serving_address, wait_until, Cli};
 use apollo11_server::client::{Answer, Client};
@@ -363,6 +364,77 @@ fn the_worker_token_opens_the_worker_routes_and_nothing_else() {
         "{}",
         out.stderr
     );
+}
+
+const WAITS: &str = r#"
+[workflow]
+name = "waits"
+
+[params]
+role = { type = "string", default = "db" }
+
+[[steps]]
+name = "db"
+run = "true"
+idempotency = "natural"
+on = { role = "${params.role}", zone = "a" }
+
+[[steps]]
+name = "hosts"
+for_each = ["h1"]
+run = "true"
+idempotency = "natural"
+on = { host = "${item}" }
+"#;
+
+#[test]
+fn a_try_no_worker_took_says_what_it_waits_for_in_status_and_the_run_view() {
+    let mut s = Setup::new();
+    s.cli.workflow("waits.toml", WAITS);
+    let reload = call(
+        &s.address,
+        TOKEN,
+        "/api/v1/workflows/reload",
+        Some(json!({})),
+    );
+    assert_eq!(reload.status, 200, "{}", reload.message());
+    s.worker("web", "role=web");
+    let body = json!({"workflow": "waits", "run_id": "r1"});
+    assert_eq!(
+        call(&s.address, TOKEN, "/api/v1/runs", Some(body)).status,
+        201
+    );
+    let waiting = |s: &Setup, step: &str| s.step("r1", step)["unplaced"]["waiting_for"].clone();
+    wait_until("both steps wait for a worker", || {
+        waiting(&s, "db").is_string() && waiting(&s, "hosts[h1]").is_string()
+    });
+    assert_eq!(waiting(&s, "db"), "a worker with role=db, zone=a");
+    assert_eq!(waiting(&s, "hosts[h1]"), "a worker with host=h1");
+    assert_eq!(s.step("r1", "db")["state"], "running");
+
+    let table = s.cli.run(&["status", "r1"]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    for says in [
+        "waiting for a worker with role=db, zone=a",
+        "waiting for a worker with host=h1",
+    ] {
+        assert!(table.stdout.contains(says), "{says}: {}", table.stdout);
+    }
+    let json = s.cli.run(&["status", "r1", "--json"]);
+    let view: Value = serde_json::from_str(&json.stdout).unwrap();
+    let unplaced = &view["steps"]["db"]["unplaced"];
+    assert_eq!(
+        *unplaced,
+        s.step("r1", "db")["unplaced"],
+        "as the server says"
+    );
+
+    s.worker("w1", "role=db,zone=a");
+    wait_until("db ran on w1", || {
+        state_of(&s.step("r1", "db")) == "succeeded"
+    });
+    assert!(s.step("r1", "db")["unplaced"].is_null());
+    assert_eq!(waiting(&s, "hosts[h1]"), "a worker with host=h1");
 }
 
 #[test]

@@ -100,6 +100,28 @@ pub struct StepView<L = StepLog> {
     /// What an override to each target ([`OverrideTarget::name`]) would do now; empty when
     /// the run takes no override (see the run's `refused`).
     pub overrides: BTreeMap<&'static str, OverrideChoice>,
+    /// Its try under way, while no place is recorded for it (a step placed by labels waits
+    /// for a worker until then).
+    pub unplaced: Option<Unplaced>,
+}
+
+/// A try under way (the step `running` or `compensating`) whose `placed` event has not come:
+/// its step executor has not placed it yet. A local shell step is placed within
+/// milliseconds; one placed by labels waits for a worker carrying them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Unplaced {
+    /// True for a try of the step's compensation.
+    pub compensation: bool,
+    /// When the try began (its `started` or `compensating` event), ms since the epoch.
+    pub since: u64,
+    /// What it waits for, in words, as a front end that knows the step's executor says it
+    /// (`None` as the inspector answers: it knows no executor).
+    pub waiting_for: Option<String>,
+    /// The step's attributes (its executor's part of the definition), for that front end;
+    /// never served.
+    #[serde(skip)]
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// A parameter as a front end shows it: never a secret's value, nor the path of the file
@@ -251,6 +273,7 @@ impl RunView {
         let dag = machine.dag();
         let skip_reasons = skip_reasons(events);
         let mut placements = placements(events);
+        let begun = tries_begun(events);
         let refusals: Vec<_> = (RunAction::ALL.iter())
             .map(|&a| (a.name(), machine.check_action(a).err()))
             .chain([("override", machine.check_overrides().err())])
@@ -281,7 +304,10 @@ impl RunView {
                 .map(|s| {
                     let name = s.name.as_str();
                     let skip_reason = skip_reasons.get(name).copied();
-                    StepView::new(machine, s, skip_reason, placements.remove(name))
+                    let placed = placements.remove(name);
+                    let mut step = StepView::new(machine, s, skip_reason, placed);
+                    step.unplaced = unplaced(&step, s, begun.get(name));
+                    step
                 })
                 .collect(),
             archived: false,
@@ -336,6 +362,7 @@ impl<L> RunView<L> {
                 error: step.error,
                 compensation_tries: step.compensation_tries,
                 overrides: step.overrides,
+                unplaced: step.unplaced,
             })
             .collect();
         RunView {
@@ -405,8 +432,51 @@ impl StepView {
                     (to.name(), OverrideChoice { does, says })
                 })
                 .collect(),
+            unplaced: None,
         }
     }
+}
+
+/// The try `step` has under way, when its last `begun` has no place yet (`begun`: its last
+/// `started` or `compensating` with no `placed` after it, see [`tries_begun`]).
+fn unplaced(
+    step: &StepView,
+    spec: &apollo11_core::StepSpec,
+    begun: Option<&(bool, u64)>,
+) -> Option<Unplaced> {
+    let &(compensation, since) = begun?;
+    let under_way = match compensation {
+        false => step.state == StepStatus::Running,
+        true => step.state == StepStatus::Compensating,
+    };
+    under_way.then(|| Unplaced {
+        compensation,
+        since,
+        waiting_for: None,
+        attributes: spec.attributes.clone(),
+    })
+}
+
+/// Each step's last try begun (`started`: an attempt, `compensating`: a compensation's try),
+/// whether it was a compensation's and when, unless a `placed` event came after it.
+fn tries_begun(events: &[Event]) -> BTreeMap<&str, (bool, u64)> {
+    let mut begun = BTreeMap::new();
+    for event in events {
+        let Some(step) = &event.step else { continue };
+        match &event.kind {
+            EventKind::Started => {
+                begun.insert(step.as_str(), (false, event.at_ms));
+            }
+            EventKind::Compensating => {
+                begun.insert(step.as_str(), (true, event.at_ms));
+            }
+            EventKind::Placed { .. } => {
+                begun.remove(step.as_str());
+            }
+            _ => {}
+        }
+    }
+    begun
 }
 
 /// The reason of each step's last `Skipped` event, unless an operator's override came after.
@@ -489,6 +559,31 @@ mod tests {
         let reasons = skip_reasons(&events);
         let expected = BTreeMap::from([("a", "second"), ("b", "kept")]);
         assert_eq!(reasons, expected);
+    }
+
+    #[test]
+    fn a_try_begun_is_the_steps_last_start_with_no_place_after_it() {
+        let placed = EventKind::Placed {
+            host: "h".to_owned(),
+            handle: "h".to_owned(),
+        };
+        let events = History::new("r")
+            .created("w", Payload::Empty)
+            .started("a")
+            .raw(Some("a"), placed.clone(), 1, Payload::Empty)
+            .started("b")
+            .started("c")
+            .raw(Some("c"), placed, 1, Payload::Empty)
+            .succeeded("c", "")
+            .compensating("c")
+            .into_events();
+        let begun = tries_begun(&events);
+        let at = |i: usize| events[i].at_ms;
+        let expected = BTreeMap::from([("b", (false, at(3))), ("c", (true, at(7)))]);
+        assert_eq!(
+            begun, expected,
+            "a was placed; c's compensation was not yet"
+        );
     }
 
     #[test]

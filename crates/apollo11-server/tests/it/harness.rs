@@ -13,7 +13,8 @@ use tokio::sync::oneshot;
 /// good under `on_failure = "pause"`), `undone` (as `gated`, its steps in the other order,
 /// each with a compensation that leaves a file `<step>-undone` in the workflows folder),
 /// `undo_fails` (a step whose compensation fails for good, then one that fails for good
-/// under `on_failure = "rollback"`).
+/// under `on_failure = "rollback"`), `placed` (a step that waits for a worker carrying
+/// `role=db`, retried on a lost worker).
 pub const WORKFLOWS: &[(&str, &str)] = &[
     (
         "undone/workflow.toml",
@@ -79,6 +80,18 @@ name = "after"
 run = "true"
 idempotency = "natural"
 depends_on = ["wait"]
+"#,
+    ),
+    (
+        "placed.toml",
+        r#"[workflow]
+name = "placed"
+[[steps]]
+name = "db"
+run = "true"
+idempotency = "natural"
+on = { role = "db" }
+retry = { max_attempts = 3, initial = "50ms" }
 "#,
     ),
     (

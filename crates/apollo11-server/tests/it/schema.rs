@@ -124,11 +124,24 @@ async fn every_answer_fits_its_schema_in_the_openapi_document() {
         .await
         .unwrap();
     answers.push(("post", "/api/v1/runs/{id}/pause", String::new(), paused));
+    // No worker: its try waits unplaced.
+    server.start_run("placed", "waits").await;
+    let waits = server
+        .wait_for("waits", "waiting for a worker", |r| {
+            !r["steps"]["db"]["unplaced"].is_null()
+        })
+        .await;
+    let unplaced = &waits["steps"]["db"]["unplaced"];
+    assert_eq!(
+        unplaced["waiting_for"], "a worker with role=db",
+        "{unplaced}"
+    );
     for (route, path) in [
         ("/api/v1/meta", "/api/v1/meta"),
         ("/api/v1/workflows", "/api/v1/workflows"),
         ("/api/v1/runs", "/api/v1/runs?all=true"),
         ("/api/v1/runs/{id}", "/api/v1/runs/fit"),
+        ("/api/v1/runs/{id}", "/api/v1/runs/waits"),
         ("/api/v1/runs/{id}/events", "/api/v1/runs/fit/events"),
         ("/api/v1/runs/{id}/plan", "/api/v1/runs/fit/plan"),
         ("/api/v1/runs/{id}", "/api/v1/runs/nope"),

@@ -56,17 +56,26 @@ impl RemoteHandle {
 impl Placement {
     /// The placement of `step`.
     pub fn of(step: &StepSpec) -> Placement {
-        let labels = |key| {
-            step.attributes
-                .get(key)
-                .and_then(|t| serde_json::from_str(t).ok())
-        };
+        Placement::of_attributes(&step.attributes)
+    }
+
+    /// The placement a step's attributes say.
+    pub(super) fn of_attributes(attributes: &BTreeMap<String, String>) -> Placement {
+        let labels = |key| (attributes.get(key)).and_then(|t| serde_json::from_str(t).ok());
         Placement {
             on: labels(ON),
             compensate_on: labels(COMPENSATE_ON),
-            queue_timeout_ms: (step.attributes.get(QUEUE_TIMEOUT))
+            queue_timeout_ms: (attributes.get(QUEUE_TIMEOUT))
                 .and_then(|t| t.parse().ok())
                 .unwrap_or(QUEUE_TIMEOUT_DEFAULT_MS),
+        }
+    }
+
+    /// The labels a try needs, as written (templates); `None`: it runs in the engine.
+    pub(super) fn written(&self, compensation: bool) -> Option<&BTreeMap<String, String>> {
+        match compensation {
+            true => self.compensate_on.as_ref().or(self.on.as_ref()),
+            false => self.on.as_ref(),
         }
     }
 
@@ -77,11 +86,7 @@ impl Placement {
     /// A fatal [`StepError`] naming a label whose template has no value, or that is empty
     /// or too long once rendered.
     pub fn needs(&self, compensation: bool, scope: &Scope) -> Result<Option<Labels>, StepError> {
-        let written = match compensation {
-            true => self.compensate_on.as_ref().or(self.on.as_ref()),
-            false => self.on.as_ref(),
-        };
-        let Some(written) = written else {
+        let Some(written) = self.written(compensation) else {
             return Ok(None);
         };
         let mut needs = Labels::new();
