@@ -91,7 +91,13 @@ fn hello(name: &str) -> Value {
 
 /// `name` takes the tries waiting for it (waiting up to 5 s for one); their tokens.
 async fn take(server: &TestServer, name: &str) -> Vec<String> {
-    let body = json!({"worker": hello(name), "free": 2, "wait_ms": 5000});
+    take_waiting(server, name, 5000).await
+}
+
+/// A poll waiting up to `wait_ms`. Only its start says the worker is alive (a worker
+/// heartbeats beside its polls): a poll longer than the heartbeat timeout outlives it.
+async fn take_waiting(server: &TestServer, name: &str, wait_ms: u64) -> Vec<String> {
+    let body = json!({"worker": hello(name), "free": 2, "wait_ms": wait_ms});
     let (status, taken) = worker_call(server, "/api/v1/worker/take", body).await;
     assert_eq!(status, 200, "{taken}");
     let tries = taken["tries"].as_array().unwrap().iter();
@@ -145,7 +151,13 @@ async fn worker_metrics_follow_a_try_queued_taken_lost_and_finished() {
     assert_eq!(sample(&text, waits), Some(1.0), "{text}");
 
     // w1 goes silent: lost with its try past the heartbeat timeout; the retry goes to w2.
-    let second = take(&server, "w2").await;
+    let mut second = Vec::new();
+    for _ in 0..100 {
+        second = take_waiting(&server, "w2", 200).await;
+        if !second.is_empty() {
+            break;
+        }
+    }
     assert_eq!(second.len(), 1, "the retry after w1 was lost");
     let started = json!({"worker": "w2", "host": "h2", "handle": "{}"});
     let path = format!("/api/v1/worker/tries/{}/started", second[0]);
