@@ -31,6 +31,8 @@ const OFFERED: &str = "offered.json";
 const GROUP: &str = "group.json";
 
 /// Starts the try `offered` in a task of its own, holding `permit` (its slot) until it ends.
+/// An offer whose token is not one path component (it names the try's folder, which goes
+/// away with the try) is dropped: the server loses that try at the next heartbeats.
 pub(super) fn start(
     worker: Arc<Worker>,
     client: Arc<Client>,
@@ -39,6 +41,10 @@ pub(super) fn start(
     permit: OwnedSemaphorePermit,
 ) {
     let token = offered["token"].as_str().unwrap_or_default().to_owned();
+    if let Err(e) = try_dir(&worker.work_dir, &token) {
+        tracing::warn!(server = client.address(), error = %e, "an offer with a token that names no folder: dropped");
+        return;
+    }
     spawn(
         worker,
         client,
@@ -59,6 +65,11 @@ pub(super) async fn recover(worker: &Arc<Worker>, clients: &[Arc<Client>]) {
     };
     for dir in entries.filter_map(|e| Some(e.ok()?.path())) {
         let token = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        // Only folders a try of this worker could have made: nothing else is touched.
+        let token = token.filter(|t| try_dir(&worker.work_dir, t).is_ok());
+        if token.is_none() {
+            continue;
+        }
         let offered = std::fs::read(dir.join(OFFERED)).ok();
         let offered: Option<Value> = offered.and_then(|b| serde_json::from_slice(&b).ok());
         let handle = std::fs::read_to_string(dir.join(GROUP)).ok();
@@ -108,7 +119,8 @@ fn spawn(
         .insert(token.clone(), (server, stop_tx));
     tokio::spawn(async move {
         let task = Arc::new(Task {
-            dir: worker.work_dir.join("tries").join(&token),
+            dir: try_dir(&worker.work_dir, &token)
+                .expect("tokens are checked before their try runs"),
             worker: worker.clone(),
             client,
             token: token.clone(),
@@ -299,6 +311,14 @@ fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&temporary, dir.join(name))
 }
 
+/// The folder of the try `token` in `work_dir`; an error for a token that is not one path
+/// component (empty, `..`, a `/`): it would name another folder, which goes away with the try.
+fn try_dir(work_dir: &Path, token: &str) -> Result<PathBuf, String> {
+    apollo11_core::check_name(apollo11_core::NameKind::Run, token)
+        .map_err(|e| format!("token `{}`: {e}", token.escape_debug()))?;
+    Ok(work_dir.join("tries").join(token))
+}
+
 /// Completes once the server stops the try.
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
@@ -311,4 +331,22 @@ fn read_from(path: &Path, offset: u64, max: usize) -> std::io::Result<Vec<u8>> {
     let mut chunk = Vec::new();
     file.take(max as u64).read_to_end(&mut chunk)?;
     Ok(chunk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::try_dir;
+    use std::path::Path;
+
+    #[test]
+    fn a_token_names_one_folder_under_tries_or_is_refused() {
+        let work = Path::new("/w");
+        assert_eq!(
+            try_dir(work, "dfd8d3b886a0c60001").unwrap(),
+            Path::new("/w/tries/dfd8d3b886a0c60001")
+        );
+        for bad in ["", "..", ".", "a/b", "../../etc", "a\0b"] {
+            assert!(try_dir(work, bad).is_err(), "{bad:?}");
+        }
+    }
 }
