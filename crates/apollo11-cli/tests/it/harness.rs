@@ -233,3 +233,29 @@ pub fn serving_address(child: &mut Child) -> String {
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned()
 }
+
+/// The operator's and the workers' tokens of the tests that serve with workers.
+pub const TOKEN: &str = "operator-token-0123456789";
+pub const WORKER_TOKEN: &str = "worker-token-0123456789ab";
+
+/// `GET path` (no body) or `POST path` with `body` to the server at `address`, with `token`.
+pub fn api(
+    address: &str,
+    token: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> apollo11_server::client::Answer {
+    let client = apollo11_server::client::Client::new(address, Some(token.to_owned()));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(async {
+            match body {
+                Some(body) => client.post(path, &body).await,
+                None => client.get(path).await,
+            }
+        })
+        .unwrap()
+}

@@ -4,8 +4,7 @@
 //! worker; once healed, its late result is refused and its try, still at work, is killed.
 //! Needs root (`ip netns`, veth, a bridge), as on the project's machines.
 
-use crate::harness::{serving_address, wait_until, Cli};
-use apollo11_server::client::Client;
+use crate::harness::{api, serving_address, wait_until, Cli, TOKEN, WORKER_TOKEN};
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
 
@@ -23,9 +22,6 @@ retry = { max_attempts = 3, initial = "100ms" }
 [params.seconds]
 type = "integer"
 "#;
-
-const TOKEN: &str = "operator-token-0123456789";
-const WORKER_TOKEN: &str = "worker-token-0123456789ab";
 
 /// `ip ARGS`, which must succeed.
 fn ip(args: &[&str]) {
@@ -131,20 +127,7 @@ impl Drop for Killed {
 }
 
 fn call(address: &str, path: &str, body: Option<Value>) -> Value {
-    let client = Client::new(address, Some(TOKEN.to_owned()));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let answer = runtime
-        .block_on(async {
-            match body {
-                Some(body) => client.post(path, &body).await,
-                None => client.get(path).await,
-            }
-        })
-        .unwrap();
-    answer.json()
+    api(address, TOKEN, path, body).json()
 }
 
 /// The pids of the `sleep` of this test's tries (their command line names the seconds).

@@ -4,8 +4,7 @@
 //! and records it once, the worker token opens the worker routes only, and a try no worker
 //! has taken says what it waits for in `status` and the run view.
 
-use crate::harness::{serving_address, wait_until, Cli};
-use apollo11_server::client::{Answer, Client};
+use crate::harness::{api, serving_address, wait_until, Cli, TOKEN, WORKER_TOKEN};
 use serde_json::{json, Value};
 use std::process::{Child, Stdio};
 
@@ -34,25 +33,6 @@ compensate = "true"
 depends_on = ["db"]
 on = { role = "careful" }
 "#;
-
-const TOKEN: &str = "operator-token-0123456789";
-const WORKER_TOKEN: &str = "worker-token-0123456789ab";
-
-fn call(address: &str, token: &str, path: &str, body: Option<Value>) -> Answer {
-    let client = Client::new(address, Some(token.to_owned()));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime
-        .block_on(async {
-            match body {
-                Some(body) => client.post(path, &body).await,
-                None => client.get(path).await,
-            }
-        })
-        .unwrap()
-}
 
 struct Setup {
     cli: Cli,
@@ -107,12 +87,12 @@ impl Setup {
 
     fn start(&self, run: &str) {
         let body = json!({"workflow": "placed", "run_id": run});
-        let answer = call(&self.address, TOKEN, "/api/v1/runs", Some(body));
+        let answer = api(&self.address, TOKEN, "/api/v1/runs", Some(body));
         assert_eq!(answer.status, 201, "{}", answer.message());
     }
 
     fn run(&self, run: &str) -> Value {
-        call(&self.address, TOKEN, &format!("/api/v1/runs/{run}"), None).json()
+        api(&self.address, TOKEN, &format!("/api/v1/runs/{run}"), None).json()
     }
 
     fn step(&self, run: &str, step: &str) -> Value {
@@ -217,7 +197,7 @@ fn a_placed_step_runs_on_a_worker_with_its_labels_its_log_and_output_come_back()
     assert_eq!(output["payload"], "local+db", "{output}");
     let log = std::fs::read_to_string(s.cli.data.path().join("logs/r1/db/1.log")).unwrap();
     assert_eq!(log, "started 1\n");
-    let listed = call(&s.address, TOKEN, "/api/v1/workers", None).json();
+    let listed = api(&s.address, TOKEN, "/api/v1/workers", None).json();
     let names: Vec<&str> = (listed["workers"].as_array().unwrap().iter())
         .map(|w| w["name"].as_str().unwrap())
         .collect();
@@ -320,7 +300,7 @@ fn the_worker_token_opens_the_worker_routes_and_nothing_else() {
     let hello = json!({"name": "w", "labels": {}, "slots": 1, "version": "0"});
     let beat = json!({"worker": hello, "running": []});
     let as_worker =
-        |path: &str, body: Option<Value>| call(&s.address, WORKER_TOKEN, path, body).status;
+        |path: &str, body: Option<Value>| api(&s.address, WORKER_TOKEN, path, body).status;
     assert_eq!(
         as_worker("/api/v1/worker/heartbeat", Some(beat.clone())),
         200
@@ -336,10 +316,10 @@ fn the_worker_token_opens_the_worker_routes_and_nothing_else() {
     }
     let start = json!({"workflow": "placed"});
     assert_eq!(as_worker("/api/v1/runs", Some(start)), 401);
-    let as_operator = call(&s.address, TOKEN, "/api/v1/worker/heartbeat", Some(beat)).status;
+    let as_operator = api(&s.address, TOKEN, "/api/v1/worker/heartbeat", Some(beat)).status;
     assert_eq!(as_operator, 401);
     let unknown = json!({"worker": "w", "outcome": {"ok": true}});
-    let late = call(
+    let late = api(
         &s.address,
         WORKER_TOKEN,
         "/api/v1/worker/tries/00feed/result",
@@ -391,7 +371,7 @@ on = { host = "${item}" }
 fn a_try_no_worker_took_says_what_it_waits_for_in_status_and_the_run_view() {
     let mut s = Setup::new();
     s.cli.workflow("waits.toml", WAITS);
-    let reload = call(
+    let reload = api(
         &s.address,
         TOKEN,
         "/api/v1/workflows/reload",
@@ -401,7 +381,7 @@ fn a_try_no_worker_took_says_what_it_waits_for_in_status_and_the_run_view() {
     s.worker("web", "role=web");
     let body = json!({"workflow": "waits", "run_id": "r1"});
     assert_eq!(
-        call(&s.address, TOKEN, "/api/v1/runs", Some(body)).status,
+        api(&s.address, TOKEN, "/api/v1/runs", Some(body)).status,
         201
     );
     let waiting = |s: &Setup, step: &str| s.step("r1", step)["unplaced"]["waiting_for"].clone();
