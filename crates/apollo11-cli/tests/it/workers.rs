@@ -444,3 +444,23 @@ fn worker_arguments_that_cannot_work_are_refused_by_name() {
         assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
     }
 }
+
+#[test]
+fn a_placed_step_run_without_a_server_fails_saying_only_serve_has_workers() {
+    let cli = Cli::new();
+    let file = cli.workflow("placed.toml", WORKFLOW);
+    let out = cli.run(&["run", file.to_str().unwrap(), "--run-id", "r1"]);
+    assert!(
+        out.stdout
+            .contains("no_worker: the step runs on a worker with role=db"),
+        "{}",
+        out.stdout
+    );
+    let db = cli.status_json("r1")["steps"]["db"].clone();
+    assert_eq!(db["state"], "failed", "{db}");
+    assert_eq!(db["attempt"], 1, "no retry can find a worker: {db}");
+    assert_eq!(
+        cli.status_json("r1")["steps"]["local"]["state"],
+        "succeeded"
+    );
+}
