@@ -124,8 +124,16 @@ impl Outcome {
     ///
     /// # Errors
     ///
-    /// The attempt's failure, when it reports one.
+    /// The attempt's failure, when it reports one; a failure no retry can fix for a
+    /// payload over `STEP_OUTPUT_BYTES_MAX`, the bound a local output has.
     pub fn result(self) -> Result<Output, StepError> {
+        let max = apollo11_core::limits::STEP_OUTPUT_BYTES_MAX;
+        let bytes = self.payload.as_ref().map_or(0, Vec::len) as u64;
+        if bytes > max {
+            return Err(StepError::fatal(format!(
+                "the worker reported an output of {bytes} bytes, over the limit of {max} bytes (STEP_OUTPUT_BYTES_MAX)"
+            )));
+        }
         if self.ok {
             return Ok(Output(self.payload.unwrap_or_default()));
         }
@@ -211,5 +219,15 @@ mod tests {
         assert_eq!(back.result(), failed);
         let ok = Ok(Output(vec![0, 1]));
         assert_eq!(Outcome::of(&ok).result(), ok);
+        let max = apollo11_core::limits::STEP_OUTPUT_BYTES_MAX as usize;
+        let over = Outcome::of(&Ok(Output(vec![b'x'; max + 1])))
+            .result()
+            .unwrap_err();
+        assert!(
+            !over.retryable && over.message.contains("over the limit"),
+            "{over:?}"
+        );
+        let at = Outcome::of(&Ok(Output(vec![b'x'; max]))).result();
+        assert_eq!(at.map(|o| o.0.len()), Ok(max));
     }
 }
