@@ -1,6 +1,6 @@
 //! `GET /metrics`: every metric of the log, the runtime and the dispatcher in the Prometheus
 //! text format, from the recorder the process installed ([`install`]), and the gauges of the
-//! dispatcher's workers and queue computed at the scrape ([`worker_gauges`]).
+//! dispatcher's workers and queue computed at the scrape (`worker_gauges`).
 
 use crate::server::AppState;
 use crate::ApiError;
