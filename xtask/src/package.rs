@@ -22,6 +22,7 @@ const LIBRARIES: &[&str] = &[
     "apollo11-log",
     "apollo11-postgres",
     "apollo11-runtime",
+    "apollo11-dispatch",
     "apollo11-shell",
     "apollo11-prometheus",
 ];
