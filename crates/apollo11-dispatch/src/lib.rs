@@ -26,7 +26,7 @@ use state::State;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{oneshot, watch, Notify};
 use tokio::time::Instant;
 
 /// Labels: what a worker carries, what a try needs (`role=db`, `host=host-07`).
@@ -107,13 +107,30 @@ pub enum TaskEvent {
         /// The answer.
         ack: oneshot::Sender<Result<(), String>>,
     },
-    /// It ended; the outcome in the worker's format.
-    Finished(Vec<u8>),
+    /// It ended; the outcome in the worker's format. The worker keeps it until the
+    /// [`Recorder`] says it is durable (dropped unsaid: the worker reports it again).
+    Finished {
+        /// The outcome.
+        outcome: Vec<u8>,
+        /// Tells the worker that the engine recorded it.
+        recorder: Recorder,
+    },
     /// Its worker was silent past the heartbeat timeout: the try may still run there.
     Lost {
         /// Why, naming the worker.
         reason: String,
     },
+}
+
+/// The engine's side of a finished try's result.
+#[derive(Debug)]
+pub struct Recorder(watch::Sender<bool>);
+
+impl Recorder {
+    /// The result is durable in the engine's log: the worker may forget it.
+    pub fn recorded(self) {
+        let _ = self.0.send(true);
+    }
 }
 
 /// A submitted or adopted try, as its step holds it. Dropping it withdraws the try: a
@@ -259,7 +276,7 @@ impl Dispatcher {
     ) -> Result<(), Refusal> {
         let (ack, answer) = oneshot::channel();
         let event = TaskEvent::Started { host, handle, ack };
-        self.0.lock().report(worker, token, event, false)?;
+        self.0.lock().report(worker, token, event, None)?;
         match answer.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(reason)) => Err(Refusal::Decided(reason)),
@@ -269,14 +286,40 @@ impl Dispatcher {
         }
     }
 
-    /// The try `token` ended on `worker` with `outcome`. A report repeated once accepted is
-    /// accepted again and not passed on; a refusal is counted by its name.
-    pub fn finish(&self, worker: &str, token: &str, outcome: Vec<u8>) -> Result<(), Refusal> {
-        let taken = (self.0.lock()).report(worker, token, TaskEvent::Finished(outcome), true);
-        if let Err(refusal) = &taken {
+    /// The try `token` ended on `worker` with `outcome`; answers once the engine recorded
+    /// it durably, or [`Refusal::NotRecorded`] when it did not within the heartbeat timeout
+    /// (or stopped first): the worker keeps the result and reports it again. A report
+    /// repeated once passed on is not passed on again; it waits for the same record. A
+    /// refusal is counted by its name.
+    pub async fn finish(&self, worker: &str, token: &str, outcome: Vec<u8>) -> Result<(), Refusal> {
+        let (sender, recorded) = watch::channel(false);
+        let recorder = Recorder(sender);
+        let event = TaskEvent::Finished { outcome, recorder };
+        let taken = (self.0.lock()).report(worker, token, event, Some(recorded));
+        let answer = match taken {
+            Ok(recorded) => {
+                let mut recorded = recorded.expect("a final report answers its record");
+                let wait = self.0.config.heartbeat_timeout;
+                let waited = tokio::time::timeout(wait, recorded.wait_for(|done| *done))
+                    .await
+                    .map(|r| r.is_ok());
+                match waited {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(Refusal::NotRecorded(
+                        "the engine let the result go unrecorded (stopping, or the try was decided otherwise)".to_owned(),
+                    )),
+                    Err(_) => Err(Refusal::NotRecorded(format!(
+                        "not recorded within {} s",
+                        wait.as_secs_f64()
+                    ))),
+                }
+            }
+            Err(refusal) => Err(refusal),
+        };
+        if let Err(refusal) = &answer {
             metrics::refused(refusal.name());
         }
-        taken
+        answer
     }
 
     /// Stops the try `token` on `worker` (whether or not this dispatcher knew it) and waits

@@ -25,8 +25,9 @@ pub const WORKER_QUEUE_WAIT_SECONDS: &str = "apollo11_worker_queue_wait_seconds"
 /// Counter: workers declared lost (silent past the heartbeat timeout while holding tries).
 pub const WORKERS_LOST_TOTAL: &str = "apollo11_workers_lost_total";
 /// Counter, label `reason`: results of workers refused, `decided` (the try was decided
-/// without it: never recorded) or `unknown` (the dispatcher does not know the try yet:
-/// the worker reports again).
+/// without it: never recorded), `unknown` (the dispatcher does not know the try yet: the
+/// worker reports again) or `not_recorded` (taken, but not durable in the log in time, or
+/// the engine stopped first: the worker reports again).
 pub const WORKER_RESULTS_REFUSED_TOTAL: &str = "apollo11_worker_results_refused_total";
 
 /// How many label sets [`WORKER_QUEUED_TRIES`] names; the others are summed under
@@ -47,7 +48,7 @@ pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[(
 )];
 
 /// The `reason`s of [`WORKER_RESULTS_REFUSED_TOTAL`].
-pub const REFUSAL_REASONS: [&str; 2] = ["decided", "unknown"];
+pub const REFUSAL_REASONS: [&str; 3] = ["decided", "unknown", "not_recorded"];
 
 /// Registers the help text of each recorded metric with the installed recorder (call it
 /// after installing one; without one it does nothing).

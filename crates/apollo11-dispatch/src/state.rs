@@ -8,10 +8,34 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::SystemTime;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// How many decided tokens are remembered, to answer a repeated report the same way.
 const DECIDED_MAX: usize = 100_000;
+
+/// Whether a taken result is durable in the engine's log: true once it is; its sender
+/// dropped when it never will be.
+pub(crate) type Recorded = watch::Receiver<bool>;
+
+/// What became of a try no longer wanted.
+pub(crate) enum Decision {
+    /// Its result was taken; whether it is recorded.
+    Finished(Recorded),
+    /// Decided without a result, and why.
+    Refused(String),
+}
+
+impl Decision {
+    /// Whether the worker that holds the try may let it go: anything but a result the
+    /// engine still records (were the engine to stop first, the worker reports it again).
+    fn releases(&self) -> bool {
+        match self {
+            Decision::Finished(recorded) => recorded.has_changed().is_err() || *recorded.borrow(),
+            Decision::Refused(_) => true,
+        }
+    }
+}
 
 /// Why a worker's report is not taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +46,9 @@ pub enum Refusal {
     /// The dispatcher does not know the try (yet): after an engine's restart, its driver
     /// may adopt it soon; the worker keeps the report and tries again.
     Unknown,
+    /// The result reached the engine but is not durable in its log (yet, or ever: the
+    /// engine stopped first): the worker keeps it and reports it again. Why, in words.
+    NotRecorded(String),
 }
 
 impl Refusal {
@@ -30,6 +57,7 @@ impl Refusal {
         match self {
             Refusal::Decided(_) => "decided",
             Refusal::Unknown => "unknown",
+            Refusal::NotRecorded(_) => "not_recorded",
         }
     }
 }
@@ -66,9 +94,9 @@ pub(crate) struct State {
     pub withdrawn: BTreeMap<String, BTreeSet<String>>,
     /// Tokens a worker holds that nobody adopted yet, since when.
     pub orphans: HashMap<String, (String, Instant)>,
-    /// Tokens whose result was taken, and tokens decided without one (with why), oldest
-    /// first, at most `DECIDED_MAX`.
-    pub decided: HashMap<String, Option<String>>,
+    /// Tokens whose result was taken, and tokens decided without one, oldest first, at
+    /// most `DECIDED_MAX`.
+    pub decided: HashMap<String, Decision>,
     pub decided_order: VecDeque<String>,
     pub lost_workers: u64,
     next: u64,
@@ -243,7 +271,10 @@ impl State {
                 Some(_) => stop.push(token.clone()),
                 None if stop.contains(token) => {}
                 // Decided (lost, withdrawn, or its result taken): nothing wants it now.
-                None if self.decided.contains_key(token) => stop.push(token.clone()),
+                None if self.decided.get(token).is_some_and(Decision::releases) => {
+                    stop.push(token.clone());
+                }
+                None if self.decided.contains_key(token) => {}
                 None => {
                     let since = self
                         .orphans
@@ -288,7 +319,7 @@ impl State {
                     reason: reason.clone(),
                 });
             }
-            self.decide(&token, Some(reason.clone()));
+            self.decide(&token, Decision::Refused(reason.clone()));
         }
     }
 
@@ -298,15 +329,15 @@ impl State {
         worker: &str,
         token: &str,
         event: TaskEvent,
-        last: bool,
-    ) -> Result<(), Refusal> {
+        last: Option<Recorded>,
+    ) -> Result<Option<Recorded>, Refusal> {
         if let Some(decided) = self.decided.get(token) {
             return match decided {
-                None if last => Ok(()),
-                None => Err(Refusal::Decided(
+                Decision::Finished(recorded) if last.is_some() => Ok(Some(recorded.clone())),
+                Decision::Finished(_) => Err(Refusal::Decided(
                     "the try already reported its end".to_owned(),
                 )),
-                Some(why) => Err(Refusal::Decided(why.clone())),
+                Decision::Refused(why) => Err(Refusal::Decided(why.clone())),
             };
         }
         let Some(task) = self.tasks.get(token) else {
@@ -323,11 +354,11 @@ impl State {
                 "the engine no longer waits for the try".to_owned(),
             ));
         }
-        if last {
+        if let Some(recorded) = &last {
             self.tasks.remove(token);
-            self.decide(token, None);
+            self.decide(token, Decision::Finished(recorded.clone()));
         }
-        Ok(())
+        Ok(last)
     }
 
     pub fn what(&self, worker: &str, token: &str) -> Option<TryRef> {
@@ -351,7 +382,7 @@ impl State {
         }
         self.decide(
             token,
-            Some(
+            Decision::Refused(
                 "the engine withdrew the try (timed out, cancelled or decided otherwise)"
                     .to_owned(),
             ),
@@ -365,7 +396,10 @@ impl State {
             .entry(worker.to_owned())
             .or_default()
             .insert(token.to_owned());
-        self.decide(token, Some("the engine stopped the try".to_owned()));
+        self.decide(
+            token,
+            Decision::Refused("the engine stopped the try".to_owned()),
+        );
     }
 
     /// Whether `worker` let go of `token`: `Some(Ok)` once its heartbeat no longer holds it,
@@ -380,8 +414,8 @@ impl State {
         (!held).then_some(Ok(()))
     }
 
-    fn decide(&mut self, token: &str, why: Option<String>) {
-        if self.decided.insert(token.to_owned(), why).is_none() {
+    fn decide(&mut self, token: &str, decision: Decision) {
+        if self.decided.insert(token.to_owned(), decision).is_none() {
             self.decided_order.push_back(token.to_owned());
         }
         while self.decided_order.len() > DECIDED_MAX {
@@ -421,7 +455,7 @@ impl State {
                         reason: reason.clone(),
                     });
                 }
-                self.decide(&token, Some(reason.clone()));
+                self.decide(&token, Decision::Refused(reason.clone()));
             }
         }
     }

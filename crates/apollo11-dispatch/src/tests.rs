@@ -114,14 +114,28 @@ async fn start_is_answered_by_the_engine_and_a_result_recorded_once() {
         other => panic!("{other:?}"),
     }
     assert_eq!(started.await.unwrap(), Ok(()));
-    assert_eq!(d.finish("w", &token, b"out".to_vec()), Ok(()));
-    assert_eq!(
-        d.finish("w", &token, b"out".to_vec()),
-        Ok(()),
-        "a retried report"
+    let first = report(&d, &token, b"out");
+    let recorder = finished(&mut ticket, b"out").await;
+    let retried = report(&d, &token, b"out");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !first.is_finished(),
+        "no answer before the result is recorded"
     );
-    assert!(matches!(ticket.next().await, TaskEvent::Finished(o) if o == b"out"));
+    let w = hello("w", &[]);
+    assert!(
+        d.heartbeat(&w, std::slice::from_ref(&token)).is_empty(),
+        "the worker keeps a result being recorded"
+    );
+    recorder.recorded();
+    assert_eq!(first.await.unwrap(), Ok(()));
+    assert_eq!(retried.await.unwrap(), Ok(()), "a retried report");
     assert!(quiet(&mut ticket).await, "the retry passed nothing on");
+    assert_eq!(
+        d.heartbeat(&w, std::slice::from_ref(&token)),
+        vec![token.clone()],
+        "a recorded result's try is let go"
+    );
     let again = d.started("w", &token, "host".into(), "h".into()).await;
     assert!(matches!(again, Err(Refusal::Decided(_))));
 }
@@ -156,7 +170,7 @@ async fn a_withdrawn_try_is_stopped_at_the_next_heartbeat_and_its_result_refused
         vec![token.clone()]
     );
     assert!(matches!(
-        d.finish("w", &token, Vec::new()),
+        d.finish("w", &token, Vec::new()).await,
         Err(Refusal::Decided(_))
     ));
     assert!(
@@ -193,7 +207,7 @@ async fn a_silent_worker_is_lost_with_its_tries_and_its_late_result_refused() {
     assert_eq!(d.lost_workers(), 1);
     assert!(d.workers().is_empty());
     assert!(matches!(
-        d.finish("w", &token, Vec::new()),
+        d.finish("w", &token, Vec::new()).await,
         Err(Refusal::Decided(_))
     ));
     let healed = d.heartbeat(&w, std::slice::from_ref(&token));
@@ -210,12 +224,13 @@ async fn a_try_held_but_unknown_is_kept_for_adoption_then_stopped() {
     let w = hello("w", &[]);
     let old = "00old".to_owned();
     assert!(d.heartbeat(&w, std::slice::from_ref(&old)).is_empty());
-    assert_eq!(d.finish("w", &old, Vec::new()), Err(Refusal::Unknown));
+    assert_eq!(d.finish("w", &old, Vec::new()).await, Err(Refusal::Unknown));
     tokio::time::sleep(Duration::from_secs(5)).await;
     let mut ticket = d.adopt(&old, "w", what("s"));
     assert!(d.heartbeat(&w, std::slice::from_ref(&old)).is_empty());
-    assert_eq!(d.finish("w", &old, b"done".to_vec()), Ok(()));
-    assert!(matches!(ticket.next().await, TaskEvent::Finished(o) if o == b"done"));
+    let answer = report(&d, &old, b"done");
+    finished(&mut ticket, b"done").await.recorded();
+    assert_eq!(answer.await.unwrap(), Ok(()));
 
     let stray = "00stray".to_owned();
     assert!(d.heartbeat(&w, std::slice::from_ref(&stray)).is_empty());
@@ -245,7 +260,7 @@ async fn a_report_from_another_worker_is_refused() {
     let _ticket = d.submit(Labels::new(), what("s"), Vec::new());
     let token = d.take(&hello("w", &[]), 1, NOW).await[0].token.clone();
     assert!(matches!(
-        d.finish("x", &token, Vec::new()),
+        d.finish("x", &token, Vec::new()).await,
         Err(Refusal::Decided(_))
     ));
     assert_eq!(
@@ -279,7 +294,7 @@ async fn stopping_a_try_waits_for_the_worker_to_let_it_go() {
     assert!(d.heartbeat(&w, &[]).is_empty());
     assert_eq!(stop.await.unwrap(), Ok(()));
     assert!(matches!(
-        d.finish("w", &token, Vec::new()),
+        d.finish("w", &token, Vec::new()).await,
         Err(Refusal::Decided(_))
     ));
     drop(ticket);
@@ -307,7 +322,7 @@ async fn a_worker_whose_heartbeats_stop_naming_a_try_loses_it() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        d.finish("w", &token, Vec::new()),
+        d.finish("w", &token, Vec::new()).await,
         Err(Refusal::Decided(_))
     ));
 }
@@ -378,4 +393,44 @@ async fn the_gauges_count_workers_slots_and_queued_label_sets_bounded() {
     assert_eq!(series(metrics::NEEDS_OTHER, true), [1], "role=db,zone=a");
     let lumped: u32 = gauges.queued.iter().map(|q| q.tries).sum();
     assert_eq!(lumped as usize, hosts + 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_result_the_engine_lets_go_unrecorded_is_reported_again() {
+    let d = Dispatcher::new(config());
+    let mut ticket = d.submit(Labels::new(), what("s"), Vec::new());
+    let token = d.take(&hello("w", &[]), 1, NOW).await[0].token.clone();
+    ticket.next().await;
+    let answer = report(&d, &token, b"out");
+    drop(finished(&mut ticket, b"out").await);
+    assert!(matches!(
+        answer.await.unwrap(),
+        Err(Refusal::NotRecorded(_))
+    ));
+    let slow = report(&d, &token, b"out");
+    assert!(
+        matches!(slow.await.unwrap(), Err(Refusal::NotRecorded(_))),
+        "the report again waits for the same record, which never comes"
+    );
+}
+
+/// A worker's report of `token`'s result, answered in a task.
+fn report(
+    d: &Dispatcher,
+    token: &str,
+    body: &[u8],
+) -> tokio::task::JoinHandle<Result<(), Refusal>> {
+    let (d, token, body) = (d.clone(), token.to_owned(), body.to_vec());
+    tokio::spawn(async move { d.finish("w", &token, body).await })
+}
+
+/// The result `ticket` gets, checked to be `body`, and what records it.
+async fn finished(ticket: &mut Ticket, body: &[u8]) -> Recorder {
+    match ticket.next().await {
+        TaskEvent::Finished { outcome, recorder } => {
+            assert_eq!(outcome, body);
+            recorder
+        }
+        other => panic!("{other:?}"),
+    }
 }

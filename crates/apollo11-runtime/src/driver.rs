@@ -8,13 +8,14 @@ mod condition;
 mod expand;
 mod gauges;
 mod inputs;
+mod recorded;
 mod running;
 mod settle;
 
 use crate::engine::{Shared, Store};
 use crate::lease::{Held, LostSignal};
 use crate::metrics;
-use crate::step::{Cancel, Leftover, PlaceRequest, Placer};
+use crate::step::{Cancel, Leftover, PlaceRequest, Placer, RecordedHook};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
 use apollo11_core::{
     limits, EventKind, Idempotency, Payload, RunId, Seq, StepName, StepSpec, Value, WorkflowSpec,
@@ -24,6 +25,7 @@ use apollo11_store::{resolve, NewEvent, StoreError};
 use expand::{learn_auto, load};
 use gauges::{step_pending, Counted};
 use inputs::Prepared;
+use recorded::Hooks;
 use running::Running;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,6 +45,8 @@ struct Done {
     step: StepName,
     attempt: u32,
     outcome: Outcome,
+    /// What the try asked to call once its outcome is durable.
+    recorded: Option<RecordedHook>,
 }
 
 enum Outcome {
@@ -91,6 +95,8 @@ pub(crate) struct Driver<S: Store> {
     /// Outcomes already folded into `state` but not yet appended: they go out with the next
     /// decision's events in one atomic batch, so a chain costs one sync per step.
     unsent: Vec<NewEvent>,
+    /// The hooks of outcomes not yet appended.
+    hooks: Hooks,
     /// Where tries ask to record their place (`StepContext::placed`).
     places: mpsc::Sender<PlaceRequest>,
     place_requests: mpsc::Receiver<PlaceRequest>,
@@ -148,6 +154,7 @@ impl<S: Store> Driver<S> {
             tasks: JoinSet::new(),
             stale: false,
             unsent: Vec::new(),
+            hooks: Hooks::default(),
             places,
             place_requests,
             counted,
@@ -376,6 +383,7 @@ impl<S: Store> Driver<S> {
         batch.extend(events.iter().cloned());
         match self.append_in_parts(&run_id, first, &batch).await {
             Ok(ids) => {
+                self.hooks.appended(&batch);
                 let last = *ids.last().expect("a batch has events");
                 for (i, (event, id)) in events.into_iter().zip(&ids[unsent..]).enumerate() {
                     let seq = Seq(first.0 + (unsent + i) as u32);
@@ -430,17 +438,17 @@ impl<S: Store> Driver<S> {
         self.machine.reset(state);
         self.counted.recount(self.machine.state());
         for event in unsent {
-            let step = event.step.clone().expect("outcomes name a step");
-            let kind = match event.kind {
-                EventKind::Compensated | EventKind::CompensationFailed { .. } => {
-                    TryKind::Compensation
-                }
-                _ => TryKind::Run,
-            };
-            if self.still_current(&Try::of(&step, event.attempt, kind)) {
+            let tried = recorded::outcome_of(&event).expect("unsent events are outcomes");
+            if self.still_current(&tried) {
                 self.fold_unsent(event);
             }
         }
+        let unsent = &self.unsent;
+        self.hooks.retain(|tried| {
+            unsent
+                .iter()
+                .any(|e| recorded::outcome_of(e).as_ref() == Some(tried))
+        });
         self.stop_stale();
         Ok(())
     }
@@ -595,6 +603,7 @@ impl<S: Store> Driver<S> {
                 cancel,
                 placer: Some(placer),
                 scope,
+                recorded: Arc::default(),
             };
             let result = match inputs::read_secrets(&secrets) {
                 Err(e) => Err(e),
@@ -616,6 +625,7 @@ impl<S: Store> Driver<S> {
                 step,
                 attempt,
                 outcome,
+                recorded: ctx.take_recorded(),
             }
         };
         let abort = self.tasks.spawn(work.instrument(span));
@@ -665,10 +675,13 @@ impl<S: Store> Driver<S> {
                 Err(e) => done.extend(self.running.of_task(e.id()).map(|t| panicked(t, &e))),
             }
         }
-        for d in done {
+        for mut d in done {
             let tried = d.tried();
             let mine = self.running.is_mine(&tried);
             if mine && self.still_current(&tried) {
+                if let Some(hook) = d.recorded.take() {
+                    self.hooks.insert(tried.clone(), hook);
+                }
                 let seconds = self.seconds_at_work(&d.step);
                 let event = self.outcome_event(&d, seconds).await?;
                 match self.unsafe_to_redo(&d) {
@@ -776,6 +789,7 @@ fn panicked(tried: Try, panic: &JoinError) -> Done {
         step: tried.step,
         attempt: tried.attempt,
         outcome,
+        recorded: None,
     }
 }
 

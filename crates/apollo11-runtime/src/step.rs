@@ -7,6 +7,7 @@ use apollo11_core::{limits, RunId, StepName, Value};
 pub use apollo11_machine::Place;
 use async_trait::async_trait;
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// One step of a workflow, written in Rust.
@@ -110,6 +111,9 @@ pub(crate) struct Placer {
     pub kind: TryKind,
 }
 
+/// Called once a try's outcome is durable in the log (see [`StepContext::when_recorded`]).
+pub(crate) type RecordedHook = Box<dyn FnOnce() + Send + Sync>;
+
 /// What a step attempt (or compensation) gets from the engine.
 #[derive(Clone)]
 pub struct StepContext {
@@ -132,6 +136,8 @@ pub struct StepContext {
     pub(crate) placer: Option<Placer>,
     /// What templates and conditions of the attempt read.
     pub(crate) scope: Scope,
+    /// Where [`StepContext::when_recorded`] leaves its hook for the driver.
+    pub(crate) recorded: Arc<Mutex<Option<RecordedHook>>>,
 }
 
 impl fmt::Debug for StepContext {
@@ -195,6 +201,21 @@ impl StepContext {
     /// A fatal [`StepError`] saying which of the reasons above it was.
     pub async fn placed(&self, host: &str, handle: &str) -> Result<(), StepError> {
         self.placed_with(host, handle, Vec::new()).await
+    }
+
+    /// Calls `hook` once the outcome this try returns is durable in the log, so that a
+    /// place that keeps the result until then (a worker) may forget it. The hook is dropped
+    /// uncalled when the outcome is never recorded: the engine stopped first, or the try was
+    /// decided otherwise. A later call replaces an earlier hook.
+    pub fn when_recorded(&self, hook: impl FnOnce() + Send + Sync + 'static) {
+        let mut slot = (self.recorded.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = Some(Box::new(hook));
+    }
+
+    /// The hook [`StepContext::when_recorded`] left, taken.
+    pub(crate) fn take_recorded(&self) -> Option<RecordedHook> {
+        let mut slot = (self.recorded.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
+        slot.take()
     }
 
     /// [`StepContext::placed`], with what the try runs there in the step's own words

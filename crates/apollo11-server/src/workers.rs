@@ -237,7 +237,7 @@ pub async fn result(
     Body(body): Body<ResultBody, RESULT_BODY_BYTES_MAX>,
 ) -> Result<Json<Value>, ApiError> {
     let outcome = serde_json::to_vec(&body.outcome).expect("an outcome serializes");
-    match state.workers.finish(&body.worker, &token, outcome) {
+    match state.workers.finish(&body.worker, &token, outcome).await {
         Ok(()) => Ok(Json(serde_json::json!({}))),
         Err(refusal) => {
             tracing::warn!(worker = %body.worker, token = %token, refusal = ?refusal, "a try's result refused");
@@ -255,6 +255,9 @@ fn refused(refusal: Refusal) -> ApiError {
             "this server does not know the try yet (it may have just started): report again"
                 .to_owned(),
         ),
+        Refusal::NotRecorded(why) => {
+            ApiError::Unavailable(format!("the result is not recorded: {why}; report again"))
+        }
     }
 }
 

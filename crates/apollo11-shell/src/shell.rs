@@ -233,9 +233,9 @@ impl Step for ShellStep {
         self.workers.is_some() && leftover.place.as_ref().and_then(RemoteHandle::of).is_some()
     }
 
-    async fn adopt(&self, _ctx: &StepContext, leftover: &Leftover) -> Result<Output, StepError> {
+    async fn adopt(&self, ctx: &StepContext, leftover: &Leftover) -> Result<Output, StepError> {
         match &self.workers {
-            Some(workers) => remote::adopt(workers, leftover).await,
+            Some(workers) => remote::adopt(workers, ctx, leftover).await,
             None => Err(StepError::lost("only `apollo11 serve` reaches workers")),
         }
     }

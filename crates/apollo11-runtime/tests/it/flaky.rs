@@ -5,8 +5,8 @@
 use crate::scripted::{Act, Ledger, Scripted};
 use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
 use apollo11_runtime::{
-    Engine, EngineError, Idempotency, OnFailure, RetryPolicy, RunStatus, StepBuilder, Timeout,
-    Workflow, OPERATOR_APPEND_TRIES,
+    Engine, EngineError, Idempotency, OnFailure, Output, RetryPolicy, RunStatus, Step, StepBuilder,
+    StepContext, StepError, Timeout, Workflow, OPERATOR_APPEND_TRIES,
 };
 use apollo11_store::{
     BlobStore, EventStore, MemStore, NewEvent, RunSummary, Snapshot, SnapshotStore, StoreError,
@@ -312,5 +312,90 @@ async fn an_operator_action_on_a_run_that_always_moves_gives_up_after_its_tries(
         events.len(),
         1,
         "nothing but the run's creation was written"
+    );
+}
+
+/// A step that asks to hear when its outcome is durable, and notes the kinds of its events
+/// the store holds at that moment.
+struct Recording {
+    store: Arc<Flaky>,
+    seen: Arc<Mutex<Option<Vec<&'static str>>>>,
+}
+
+#[async_trait]
+impl Step for Recording {
+    async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+        let (store, seen) = (self.store.clone(), self.seen.clone());
+        ctx.when_recorded(move || {
+            let run = RunId::from("r");
+            let events = ready(store.inner.read_run(&run, Seq(1)))
+                .expect("the memory store answers at once");
+            let kinds = events.unwrap().iter().map(|e| e.kind.name()).collect();
+            *seen.lock().unwrap() = Some(kinds);
+        });
+        Ok(Output::text("done"))
+    }
+}
+
+/// The output of a future that is ready at its first poll.
+fn ready<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
+}
+
+async fn run_recording(
+    store: &Arc<Flaky>,
+) -> (Result<RunStatus, EngineError>, Option<Vec<&'static str>>) {
+    let seen = Arc::default();
+    let code = Recording {
+        store: store.clone(),
+        seen: Arc::clone(&seen),
+    };
+    let wf = Workflow::builder("recording")
+        .step(StepBuilder::new("a", code).idempotency(Idempotency::Natural))
+        .build()
+        .unwrap();
+    let engine = Engine::open(store.clone(), Default::default())
+        .await
+        .unwrap();
+    let handle = engine.start(&Arc::new(wf), RunId::from("r")).await.unwrap();
+    let status = handle.outcome().await;
+    let seen = seen.lock().unwrap().take();
+    (status, seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_try_hears_its_outcome_is_recorded_only_once_the_store_holds_it() {
+    let store = Arc::new(Flaky::default());
+    let (status, seen) = run_recording(&store).await;
+    assert_eq!(status.unwrap(), RunStatus::Succeeded);
+    assert_eq!(
+        seen.expect("the hook was called"),
+        ["run_created", "started", "succeeded"]
+    );
+
+    // The append carrying the outcome fails for good: the hook is never called.
+    let store = Arc::new(Flaky::default());
+    let refusal = StoreError::Backend {
+        message: "53100 disk full (simulated)".into(),
+        retryable: false,
+        sqlstate: Some("53100".into()),
+    };
+    store
+        .append_faults
+        .lock()
+        .unwrap()
+        .insert(3, Fault::Fail(refusal));
+    let (status, seen) = run_recording(&store).await;
+    assert!(status.is_err(), "{status:?}");
+    assert_eq!(seen, None, "told recorded though it never was");
+    assert_eq!(
+        store.faults_left(),
+        0,
+        "the outcome's append was the one refused"
     );
 }

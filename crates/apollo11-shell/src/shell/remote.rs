@@ -142,7 +142,7 @@ impl Placement {
                 )))
             }
         };
-        watch(ticket, &worker, Some((job, ctx))).await
+        watch(ticket, &worker, ctx, Some(job)).await
     }
 }
 
@@ -151,7 +151,11 @@ impl Placement {
 /// # Errors
 ///
 /// As [`Placement::dispatch`].
-pub async fn adopt(dispatcher: &Dispatcher, leftover: &Leftover) -> Result<Output, StepError> {
+pub async fn adopt(
+    dispatcher: &Dispatcher,
+    ctx: &StepContext,
+    leftover: &Leftover,
+) -> Result<Output, StepError> {
     let handle = leftover
         .place
         .as_ref()
@@ -164,7 +168,7 @@ pub async fn adopt(dispatcher: &Dispatcher, leftover: &Leftover) -> Result<Outpu
         compensation: leftover.kind.is_compensation(),
     };
     let ticket = dispatcher.adopt(&handle.token, &handle.worker, what);
-    watch(ticket, &handle.worker, None).await
+    watch(ticket, &handle.worker, ctx, None).await
 }
 
 /// Stops a try on a worker the engine is about to record as failed, and waits until the
@@ -181,28 +185,29 @@ pub async fn settle(dispatcher: &Dispatcher, place: &Place) -> Settled {
     }
 }
 
-/// Follows a taken try to its end; `placing`: the job and context that record its place
-/// when it starts (an adopted try started long ago).
+/// Follows a taken try to its end; `placing`: the job whose place `ctx` records when it
+/// starts (an adopted try started long ago). The worker keeps the result until `ctx`'s
+/// engine has recorded it.
 async fn watch(
     mut ticket: Ticket,
     worker: &str,
-    placing: Option<(&Job, &StepContext)>,
+    ctx: &StepContext,
+    placing: Option<&Job>,
 ) -> Result<Output, StepError> {
     loop {
         match ticket.next().await {
             TaskEvent::Started { host, handle, ack } => {
                 let recorded = match placing {
-                    Some((job, ctx)) => {
-                        place(ctx, job, worker, ticket.token(), &host, &handle).await
-                    }
+                    Some(job) => place(ctx, job, worker, ticket.token(), &host, &handle).await,
                     None => Err(StepError::fatal("an adopted try cannot start again")),
                 };
                 let answer = recorded.as_ref().map(|_| ()).map_err(|e| e.message.clone());
                 let _ = ack.send(answer);
                 recorded?;
             }
-            TaskEvent::Finished(body) => {
-                let outcome: Outcome = serde_json::from_slice(&body).map_err(|e| {
+            TaskEvent::Finished { outcome, recorder } => {
+                ctx.when_recorded(move || recorder.recorded());
+                let outcome: Outcome = serde_json::from_slice(&outcome).map_err(|e| {
                     StepError::retryable(format!(
                         "worker `{worker}` sent a result that does not parse: {e}"
                     ))
