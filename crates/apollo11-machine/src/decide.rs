@@ -317,7 +317,7 @@ fn handle_failure(
     rolling_back: bool,
 ) -> Vec<Command> {
     let mut slots = (policy.max_concurrency() as usize).saturating_sub(f.running);
-    handlers_due(state, dag, policy, rolling_back)
+    handlers_due(state, dag, policy, f, rolling_back)
         .filter_map(|n| advance(state, dag, policy, now, n, true, &mut slots))
         .collect()
 }

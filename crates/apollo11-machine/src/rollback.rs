@@ -174,7 +174,7 @@ pub(crate) fn status_with(state: &RunState, dag: &Dag, policy: &Policy, f: &Fron
     // Handlers of a failure still run (see `trigger.rs`) before the run pauses or rolls back.
     if failing
         && state.paused.is_none()
-        && handlers_due(state, dag, policy, rolling_back)
+        && handlers_due(state, dag, policy, f, rolling_back)
             .next()
             .is_some()
     {

@@ -20,6 +20,7 @@
 //! will (an override took the failure it handled away). A handler of class `compensate` is
 //! compensated before that skip, as before a rerun: its failed attempt may have left effects.
 
+use crate::frontier::Frontier;
 use crate::rollback::exhausted;
 use crate::{Policy, RunState, StepStatus};
 use apollo11_core::{Idempotency, TriggerRule};
@@ -94,7 +95,9 @@ fn is_held(status: StepStatus, policy: &Policy, node: NodeId) -> bool {
 
 /// The handlers with something to do in a run where a step failed for good, in
 /// topological order: pending ones whose rule holds or never will, failed ones with a retry
-/// left, and, unless the run rolls back, ones to rerun after a compensation.
+/// left (once their rule holds or never will, but for one to compensate first), and, unless
+/// the run rolls back, ones to rerun after a compensation (once their rule holds or never
+/// will) or whose compensation is to be tried again.
 ///
 /// A rollback does not try a handler of class `compensate` again: the rerun would need its
 /// compensation first, done out of the rollback's order (before the steps downstream of it
@@ -104,16 +107,31 @@ pub(crate) fn handlers_due<'a>(
     state: &'a RunState,
     dag: &'a Dag,
     policy: &'a Policy,
+    f: &Frontier,
     rolling_back: bool,
 ) -> impl Iterator<Item = NodeId> + 'a {
+    // Handlers start at a failure, before a rollback's compensations: once none of the
+    // run's steps is left failed (each compensated, or overridden), a rollback under way
+    // starts no handler whose rule comes to hold; it may still skip one that never will.
+    let failed = |&(_, d): &(_, NodeId)| state.step(dag.name(d)).status == StepStatus::Failed;
+    let late = rolling_back && !f.troubled.iter().any(failed);
     policy.handlers().iter().copied().filter(move |&n| {
         let step = state.step(dag.name(n));
         let retry_left = !exhausted(step, policy.step(n));
         let undone_first = policy.step(n).idempotency == Idempotency::Compensate;
+        let decided = || verdict(state, dag, policy, n, true) != Verdict::Waits;
         match step.status {
-            StepStatus::Pending => verdict(state, dag, policy, n, true) != Verdict::Waits,
-            StepStatus::Failed => retry_left && !(rolling_back && undone_first),
-            StepStatus::Compensated | StepStatus::CompensationFailed => retry_left && !rolling_back,
+            StepStatus::Pending if late => {
+                matches!(verdict(state, dag, policy, n, true), Verdict::Never(_))
+            }
+            StepStatus::Pending => decided(),
+            // A handler compensates before it is tried again, whatever its rule says; it is
+            // tried again only once its rule holds or never will (it waits for a dependency
+            // a person may let run: an override took the failure it handled away).
+            StepStatus::Failed if undone_first => retry_left && !rolling_back,
+            StepStatus::Failed => retry_left && decided(),
+            StepStatus::Compensated => retry_left && !rolling_back && decided(),
+            StepStatus::CompensationFailed => retry_left && !rolling_back,
             StepStatus::Running
             | StepStatus::Succeeded
             | StepStatus::Compensating

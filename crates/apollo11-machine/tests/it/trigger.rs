@@ -314,3 +314,98 @@ fn a_rollback_undoes_a_failed_compensate_handler_in_its_wave_after_its_dependent
         "a rollback reruns no undone handler"
     );
 }
+
+#[test]
+fn a_failed_handler_whose_failure_an_override_made_pending_again_waits_with_the_run_at_rest() {
+    // `x` and `y` fail for good; `h` handles `x`'s failure and fails retryably after an
+    // operator set `x` to run again: `x` is held by `y`'s failure, so `h` waits for it,
+    // and the run rests paused rather than waiting on a retry that cannot come.
+    let mut w = spec(
+        OnFailure::Pause,
+        &[
+            ("x", &[], I::Natural, false),
+            ("y", &[], I::Natural, false),
+            ("h", &["x"], I::Natural, false),
+        ],
+    );
+    w.steps[2].retry.max_attempts = 4;
+    w = with_triggers(w, &[("h", TriggerRule::OneFailed)]);
+    let mut sim = Sim::new(&w, |step, attempt| match (step, attempt) {
+        ("x", 1) | ("y", _) => Outcome::Err {
+            after_ms: 5,
+            retryable: false,
+        },
+        ("h", 1) => Outcome::Err {
+            after_ms: 50,
+            retryable: true,
+        },
+        _ => Outcome::Ok(10),
+    });
+    sim.run_until_started("h", 1);
+    sim.override_step("x", OverrideTarget::Pending, "try it again");
+    assert_eq!(sim.run(), RunStatus::Paused);
+    assert_eq!(
+        seqs(&sim, "h", "started").len(),
+        1,
+        "no retry while x is held"
+    );
+    sim.override_step("y", OverrideTarget::Succeeded, "done by hand");
+    assert_eq!(sim.run(), RunStatus::Succeeded);
+    assert_eq!(seqs(&sim, "x", "started").len(), 2);
+    assert_eq!(sim.state().status("h"), StepStatus::Skipped);
+}
+
+#[test]
+fn a_handler_whose_rule_holds_only_once_the_rollback_undid_the_failures_never_starts() {
+    // `b` fails while `x` fails for good; an operator asks a rollback, which compensates
+    // `x`; `b`'s compensation runs out of tries and is overridden to `skipped`: `h`
+    // (one_failed on `b`) can never hold, and `cleanup` (all_done after `h`) would hold, but
+    // no failure is left to handle: the rollback starts nothing downstream of what it undid.
+    let mut w = spec(
+        OnFailure::Pause,
+        &[
+            ("x", &[], I::Compensate, true),
+            ("b", &[], I::Compensate, true),
+            ("h", &["b"], I::Natural, false),
+            ("cleanup", &["h"], I::Natural, false),
+        ],
+    );
+    w.steps[1].retry.max_attempts = 2;
+    w = with_triggers(
+        w,
+        &[
+            ("h", TriggerRule::OneFailed),
+            ("cleanup", TriggerRule::AllDone),
+        ],
+    );
+    let mut sim = Sim::new(&w, |step, _| match step {
+        "x" => Outcome::Err {
+            after_ms: 5,
+            retryable: false,
+        },
+        "b" => Outcome::Err {
+            after_ms: 20,
+            retryable: true,
+        },
+        _ => Outcome::Ok(10),
+    })
+    .compensations(|step, _| match step {
+        "b" => Outcome::Err {
+            after_ms: 5,
+            retryable: true,
+        },
+        _ => Outcome::Ok(5),
+    });
+    sim.run_until_started("b", 1);
+    sim.operator(RunAction::Rollback, "undo it all");
+    assert_eq!(sim.run(), RunStatus::Paused, "{}", sim.summary());
+    assert_eq!(sim.state().status("b"), StepStatus::CompensationFailed);
+    sim.override_step("b", OverrideTarget::Skipped, "undone by hand");
+    assert_eq!(sim.run(), RunStatus::RolledBack, "{}", sim.summary());
+    assert_eq!(sim.steps_with("skipped"), ["h"]);
+    assert!(
+        seqs(&sim, "cleanup", "started").is_empty(),
+        "{}",
+        sim.summary()
+    );
+}
