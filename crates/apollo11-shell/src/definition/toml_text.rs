@@ -100,3 +100,33 @@ fn hex(rest: &str, digits: usize) -> Option<Escape> {
     let code = u32::from_str_radix(rest.get(1..1 + digits)?, 16).ok()?;
     Some(Escape::Char(char::from_u32(code)?, 1 + digits))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::value_offset;
+
+    #[test]
+    fn offsets_follow_escapes_and_the_end_is_the_closing_quotes() {
+        let written = r#""a\U0001F600b\\""#;
+        let value = "a\u{1F600}b\\";
+        assert_eq!(value_offset(written, value, 0), Some(1));
+        assert_eq!(value_offset(written, value, 1), Some(2));
+        assert_eq!(
+            value_offset(written, value, 3),
+            Some(2),
+            "within a character"
+        );
+        assert_eq!(value_offset(written, value, 5), Some(12));
+        assert_eq!(value_offset(written, value, 6), Some(13));
+        assert_eq!(value_offset(written, value, 7), Some(15));
+        assert_eq!(value_offset(written, value, 8), None);
+    }
+
+    #[test]
+    fn a_string_that_does_not_decode_to_the_value_gives_no_offset() {
+        assert_eq!(value_offset(r#""a\qb""#, "aqb", 2), None);
+        assert_eq!(value_offset(r#""ab""#, "abc", 1), None);
+        assert_eq!(value_offset("3", "3", 0), None);
+        assert_eq!(value_offset("'''\nx'''", "x", 0), Some(4));
+    }
+}
