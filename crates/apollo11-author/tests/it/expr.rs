@@ -226,3 +226,31 @@ fn comparisons_of_known_types_are_checked_before_any_value() {
         assert_eq!(check(fine), Ok(()), "{fine}");
     }
 }
+
+proptest::proptest! {
+    /// Whatever the text, a parse error is placed on a character of it or at its end.
+    #[test]
+    fn a_parse_error_is_placed_within_the_text(
+        text in r#"(params\.n|steps\.a-b\.output|item|[ ()"!=<>&|+,;x1é]){0,12}"#,
+    ) {
+        if let Err(ExprError::Parse { at, .. }) = check(&text) {
+            proptest::prop_assert!(text.is_char_boundary(at), "{text:?} at {at}");
+        }
+    }
+
+    /// A valid condition with a `>>` put between two of its tokens is refused at that `>>`.
+    #[test]
+    fn a_bad_operator_put_into_a_condition_is_found_where_it_was_put(
+        cut in 0usize..6,
+    ) {
+        let words = ["params.n", ">", "1", "&&", "item.a", "==", "wave"];
+        let before = words[..=cut].join(" ");
+        let text = format!("{before} >> {}", words[cut + 1..].join(" "));
+        let at = before.len() + 1;
+        let e = check(&text);
+        proptest::prop_assert!(
+            matches!(&e, Err(ExprError::Parse { at: found, .. }) if *found == at),
+            "{text}: {e:?}"
+        );
+    }
+}
