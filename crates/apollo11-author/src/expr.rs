@@ -26,8 +26,9 @@ pub struct Condition {
 pub enum ExprError {
     /// The text is not an expression.
     Parse {
-        /// The byte offset of the culprit in the text: the first token no expression can
-        /// start with, the text's end when it stops short, or a parenthesis never closed.
+        /// The byte offset of the culprit in the text: the first token after which it can
+        /// be the start of no expression, its end when it stops short, or a parenthesis
+        /// never closed.
         at: usize,
         /// What is wrong there.
         message: String,
