@@ -4,7 +4,9 @@
 //! first (a step's name may hold `-` or `[`, which the language would read as operators) and
 //! handed to the language as plain variables, so every error can say where it is.
 
+use crate::rewrite::{extract, var, VAR_PREFIX};
 use crate::scope::Missing;
+use crate::syntax::{culprit, tree};
 use crate::{Ref, Scope};
 use apollo11_core::{ParamKind, Value};
 use evalexpr::{
@@ -24,10 +26,11 @@ pub struct Condition {
 pub enum ExprError {
     /// The text is not an expression.
     Parse {
-        /// The byte offset of the culprit in the text, when it is known (the language
-        /// reports none; an unmatched parenthesis is found here).
-        at: Option<usize>,
-        /// The language's message.
+        /// The byte offset of the culprit in the text: the first token after which it can
+        /// be the start of no expression, its end when it stops short, or a parenthesis
+        /// never closed.
+        at: usize,
+        /// What is wrong there.
         message: String,
     },
     /// A name that is not a reference (`params.X`, `run.id`, `steps.S.output[.F...]`,
@@ -77,9 +80,9 @@ impl fmt::Display for ExprError {
             false => format!("at byte {at}: "),
         };
         match self {
-            ExprError::Parse { at, message } => match at.filter(|_| !f.alternate()) {
-                Some(at) => write!(f, "is not an expression at byte {at}: {message}"),
-                None => write!(f, "is not an expression: {message}"),
+            ExprError::Parse { at, message } => match f.alternate() {
+                true => write!(f, "is not an expression: {message}"),
+                false => write!(f, "is not an expression at byte {at}: {message}"),
             },
             ExprError::UnknownName { at, name } => write!(
                 f,
@@ -102,35 +105,6 @@ impl fmt::Display for ExprError {
 
 impl std::error::Error for ExprError {}
 
-/// What the language would only find at evaluation: an operator short of operands (it
-/// builds `a ==` without complaint), or an assignment (a condition changes nothing).
-fn malformed(node: &Node) -> Option<String> {
-    let op = node.operator();
-    let wanted = match op {
-        Operator::Not | Operator::Neg | Operator::FunctionIdentifier { .. } => Some(1),
-        Operator::RootNode | Operator::Tuple | Operator::Chain => None,
-        Operator::Const { .. } | Operator::VariableIdentifierRead { .. } => Some(0),
-        Operator::VariableIdentifierWrite { .. } => return Some("it assigns".to_owned()),
-        _ => Some(2),
-    };
-    let given = node.children().len();
-    if wanted.is_some_and(|n| n != given) {
-        return Some(format!(
-            "`{op}` takes {} operand(s), given {given}",
-            wanted.unwrap_or(0)
-        ));
-    }
-    node.children().iter().find_map(malformed)
-}
-
-/// How the variable a reference is handed to the language as begins.
-const VAR_PREFIX: &str = "__apollo11_ref_";
-
-/// The variable a reference is handed to the language as.
-fn var(i: usize) -> String {
-    format!("{VAR_PREFIX}{i}")
-}
-
 impl Condition {
     /// Reads a condition: its references, then the expression.
     ///
@@ -139,24 +113,27 @@ impl Condition {
     /// [`ExprError::Parse`] when the text is not an expression; [`ExprError::UnknownName`]
     /// at the first name that is neither a reference nor a function.
     pub fn parse(text: &str) -> Result<Condition, ExprError> {
-        let (rewritten, refs) = extract(text)?;
-        let tree = evalexpr::build_operator_tree(&rewritten).map_err(|e| ExprError::Parse {
-            at: unmatched_parenthesis(text),
-            message: e.to_string(),
+        let rewritten = extract(text)?;
+        let tree = tree(&rewritten.text).map_err(|_| {
+            let (at, message) = culprit(&rewritten.text);
+            ExprError::Parse {
+                at: rewritten.original(at),
+                message,
+            }
         })?;
-        if let Some(message) = malformed(&tree) {
-            return Err(ExprError::Parse { at: None, message });
-        }
         if let Some(name) = tree
             .iter_variable_identifiers()
             .find(|name| !name.starts_with(VAR_PREFIX))
         {
             return Err(ExprError::UnknownName {
-                at: text.find(name).unwrap_or(0),
+                at: rewritten.original(rewritten.name_at(name)),
                 name: name.to_owned(),
             });
         }
-        Ok(Condition { refs, tree })
+        Ok(Condition {
+            refs: rewritten.refs,
+            tree,
+        })
     }
 
     /// Checks the comparisons whose operands' types are known before the run: literals and
@@ -348,27 +325,6 @@ fn kind_type(kind: ParamKind) -> Option<Known> {
     })
 }
 
-/// The first unmatched parenthesis of `text` outside its string literals: a `)` that
-/// closes nothing, or the last `(` left open.
-fn unmatched_parenthesis(text: &str) -> Option<usize> {
-    let mut open = Vec::new();
-    let mut i = 0;
-    while i < text.len() {
-        let rest = &text[i..];
-        match rest.chars().next()? {
-            '"' => {
-                i += string_end(rest);
-                continue;
-            }
-            '(' => open.push(i),
-            ')' if open.pop().is_none() => return Some(i),
-            _ => {}
-        }
-        i += rest.chars().next()?.len_utf8();
-    }
-    open.pop()
-}
-
 /// A boolean operand: its value, or a mismatch naming what it is.
 fn boolean(node: &Node, context: &HashMapContext, refs: &[(usize, Ref)]) -> Result<bool, Failure> {
     match evaluate(node, context, refs)? {
@@ -429,85 +385,6 @@ fn to_evalexpr(value: &Value) -> EValue {
         Value::Array(list) => EValue::Tuple(list.iter().map(to_evalexpr).collect()),
         Value::Object(_) => EValue::String(value.to_string()),
     }
-}
-
-/// The text with each reference replaced by its variable, and the references with their
-/// offsets. String literals are left alone.
-fn extract(text: &str) -> Result<(String, Vec<(usize, Ref)>), ExprError> {
-    let mut out = String::with_capacity(text.len());
-    let mut refs = Vec::new();
-    let mut i = 0;
-    while i < text.len() {
-        let rest = &text[i..];
-        if rest.starts_with('"') {
-            let end = string_end(rest);
-            out.push_str(&rest[..end]);
-            i += end;
-            continue;
-        }
-        let boundary = !text[..i].ends_with(|c: char| is_name_char(c) || c == '.');
-        match boundary.then(|| reference_len(rest)).flatten() {
-            Some(len) => {
-                let reference = Ref::parse(&rest[..len]).ok_or_else(|| ExprError::UnknownName {
-                    at: i,
-                    name: rest[..len].to_owned(),
-                })?;
-                out.push_str(&var(refs.len()));
-                refs.push((i, reference));
-                i += len;
-            }
-            None => {
-                let ch = rest.chars().next().unwrap_or_default();
-                out.push(ch);
-                i += ch.len_utf8();
-            }
-        }
-    }
-    Ok((out, refs))
-}
-
-/// The length of a string literal at the start of `rest` (`\` escapes), or all of it.
-fn string_end(rest: &str) -> usize {
-    let mut escaped = false;
-    for (i, c) in rest.char_indices().skip(1) {
-        match c {
-            '\\' if !escaped => escaped = true,
-            '"' if !escaped => return i + 1,
-            _ => escaped = false,
-        }
-    }
-    rest.len()
-}
-
-fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
-/// The length of the reference starting `rest`, if one does: a root (`params`, `run`,
-/// `steps`, `item`, `wave`) and what follows it. A step's name runs to its `.output` or
-/// `.status`, whatever it holds but spaces.
-fn reference_len(rest: &str) -> Option<usize> {
-    let root_len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
-    let root = &rest[..root_len];
-    if !["params", "run", "steps", "item", "wave"].contains(&root) {
-        return None;
-    }
-    let mut start = root_len;
-    if root == "steps" && rest[root_len..].starts_with('.') {
-        let body = &rest[root_len + 1..];
-        let word_end = body.find(char::is_whitespace).unwrap_or(body.len());
-        let word = &body[..word_end];
-        let marker = [".output", ".status"]
-            .iter()
-            .filter_map(|m| word.find(m))
-            .min()?;
-        start = root_len + 1 + marker;
-    }
-    let tail = &rest[start..];
-    let tail_len = tail
-        .find(|c: char| !(is_name_char(c) || c == '.'))
-        .unwrap_or(tail.len());
-    Some(start + tail_len)
 }
 
 /// Checks a condition's text and gives its references with their offsets.

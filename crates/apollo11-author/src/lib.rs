@@ -9,7 +9,9 @@ mod items;
 mod params;
 mod reference;
 mod render;
+mod rewrite;
 mod scope;
+mod syntax;
 mod template;
 mod validate;
 

@@ -12,6 +12,7 @@ mod placement;
 mod raw;
 mod step;
 mod templates;
+mod toml_text;
 
 pub use env::{CWD, ENV, ENV_PASS};
 pub use items::INVENTORY_BYTES_MAX;

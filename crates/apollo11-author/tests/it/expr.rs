@@ -105,10 +105,13 @@ fn errors_name_the_types_and_the_place() {
     let e = fail("params.rows ==");
     assert_eq!(
         e.to_string(),
-        "is not an expression: `==` takes 2 operand(s), given 1"
+        "is not an expression at byte 14: it ends early: an operand is missing"
     );
     let e = fail("params.rows = 3");
-    assert_eq!(e.to_string(), "is not an expression: it assigns");
+    assert_eq!(
+        e.to_string(),
+        "is not an expression at byte 12: `=` assigns: a condition compares (`==`)"
+    );
     assert!(matches!(
         fail("params.rows && true"),
         ExprError::Eval { .. }
@@ -116,27 +119,60 @@ fn errors_name_the_types_and_the_place() {
 }
 
 #[test]
-fn an_unmatched_parenthesis_is_found_where_it_is() {
-    let s = scope();
-    for (text, at) in [
-        ("params.rows > (2 +", 14),
-        ("(params.rows > 2)) || true", 17),
-        ("((params.rows > 2)", 0),
-        (r#"params.mode == ")(" && (true"#, 23),
+fn a_text_that_is_not_an_expression_is_located_at_its_culprit() {
+    for (text, at, message) in [
+        ("params.rows > ", 14, "it ends early: an operand is missing"),
+        ("!", 1, "it ends early: an operand is missing"),
+        (
+            "params.rows > (2 +",
+            18,
+            "it ends early: an operand is missing",
+        ),
+        ("params.rows >> 3", 12, "`>>` cannot come here"),
+        ("steps.a-b.output.n === 2", 19, "`===` cannot come here"),
+        ("params.rows > 1 &&& true", 16, "`&&&` cannot come here"),
+        ("params.rows 3", 12, "`3` cannot come here"),
+        ("params.rows ! 2", 12, "`!` cannot come here"),
+        ("(params.rows > 2)) || true", 17, "`)` closes nothing"),
+        ("((params.rows > 2)", 0, "`(` is not closed"),
+        (r#"params.mode == ")(" && (true"#, 23, "`(` is not closed"),
+        (r#"params.mode == "fast"#, 15, "the string is not closed"),
+        (
+            "item.n -= 1",
+            7,
+            "`-=` assigns: a condition compares (`==`)",
+        ),
     ] {
-        let e = eval(text, &s).unwrap_err();
-        let ExprError::Parse { at: found, .. } = &e else {
-            panic!("{text}: {e:?}");
+        let e = check(text).unwrap_err();
+        let want = ExprError::Parse {
+            at,
+            message: message.into(),
         };
-        assert_eq!(*found, Some(at), "{text}: {e}");
-        assert!(e
-            .to_string()
-            .starts_with(&format!("is not an expression at byte {at}: ")));
-        assert!(
-            format!("{e:#}").starts_with("is not an expression: "),
-            "{e:#}"
+        assert_eq!(e, want, "{text}");
+        assert_eq!(
+            e.to_string(),
+            format!("is not an expression at byte {at}: {message}")
         );
+        assert_eq!(format!("{e:#}"), format!("is not an expression: {message}"));
     }
+}
+
+#[test]
+fn an_unknown_name_is_located_where_it_stands_not_where_its_text_first_appears() {
+    assert_eq!(
+        check("params.x == 1 && x"),
+        Err(ExprError::UnknownName {
+            at: 17,
+            name: "x".into()
+        })
+    );
+    assert_eq!(
+        check(r#"steps.a-b.output == "x" || x"#),
+        Err(ExprError::UnknownName {
+            at: 27,
+            name: "x".into()
+        })
+    );
 }
 
 #[test]
@@ -188,5 +224,33 @@ fn comparisons_of_known_types_are_checked_before_any_value() {
         "params.n + 1 > 2",
     ] {
         assert_eq!(check(fine), Ok(()), "{fine}");
+    }
+}
+
+proptest::proptest! {
+    /// Whatever the text, a parse error is placed on a character of it or at its end.
+    #[test]
+    fn a_parse_error_is_placed_within_the_text(
+        text in r#"(params\.n|steps\.a-b\.output|item|[ ()"!=<>&|+,;x1é]){0,12}"#,
+    ) {
+        if let Err(ExprError::Parse { at, .. }) = check(&text) {
+            proptest::prop_assert!(text.is_char_boundary(at), "{text:?} at {at}");
+        }
+    }
+
+    /// A valid condition with a `>>` put between two of its tokens is refused at that `>>`.
+    #[test]
+    fn a_bad_operator_put_into_a_condition_is_found_where_it_was_put(
+        cut in 0usize..6,
+    ) {
+        let words = ["params.n", ">", "1", "&&", "item.a", "==", "wave"];
+        let before = words[..=cut].join(" ");
+        let text = format!("{before} >> {}", words[cut + 1..].join(" "));
+        let at = before.len() + 1;
+        let e = check(&text);
+        proptest::prop_assert!(
+            matches!(&e, Err(ExprError::Parse { at: found, .. }) if *found == at),
+            "{text}: {e:?}"
+        );
     }
 }

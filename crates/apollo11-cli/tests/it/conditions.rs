@@ -145,3 +145,24 @@ fn a_condition_comparing_values_of_two_types_is_refused_before_anything_is_creat
     }
     assert_eq!(crate::params::listing(&cli), Vec::<String>::new());
 }
+
+#[test]
+fn validate_puts_a_condition_that_is_not_an_expression_at_its_culprit_in_the_file() {
+    let cli = Cli::new();
+    let wf = cli.workflow(
+        "w.toml",
+        "[workflow]\nname = \"t\"\n\n[params]\nn = { type = \"integer\", default = 1 }\n\n\
+         [[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n\
+         when = \"\"\"\nparams.n > 1 && \\\n  params.n >> 3\"\"\"\n",
+    );
+    let wf = wf.to_str().unwrap();
+    let out = cli.run(&["validate", wf]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "{wf}:13:12: step `a`, condition is not an expression: `>>` cannot come here"
+        )),
+        "{}",
+        out.stderr
+    );
+}

@@ -2,6 +2,7 @@
 //! text, at the step they name.
 
 use super::raw::{RawFile, RawStep};
+use super::toml_text::value_offset;
 use super::{DefinitionError, Locator, COMPENSATE, CWD, RUN};
 use apollo11_author::{AuthorError, ExprError, ParamError};
 use apollo11_core::limits;
@@ -173,15 +174,17 @@ fn param_name(e: &ParamError) -> Option<&str> {
 
 fn expr_offset(e: &ExprError) -> Option<usize> {
     match e {
-        ExprError::UnknownName { at, .. } | ExprError::Missing { at, .. } => Some(*at),
-        ExprError::Parse { at, .. } | ExprError::Mismatch { at, .. } => *at,
+        ExprError::UnknownName { at, .. }
+        | ExprError::Missing { at, .. }
+        | ExprError::Parse { at, .. } => Some(*at),
+        ExprError::Mismatch { at, .. } => *at,
         _ => None,
     }
 }
 
 /// Where `field` of step `step` is written (`condition` is `when`; `env.NAME` a value of
-/// `env`), and `at` bytes into its text when that text is a one-line string written
-/// without escapes (so that its bytes are the file's): with `true` then.
+/// `env`), and `at` bytes into its value, put back on the string as written (see
+/// [`value_offset`]): with `true` then.
 fn field_offset(
     at: &Locator<'_>,
     raw: &RawFile,
@@ -204,14 +207,8 @@ fn field_offset(
     };
     let start = spanned.span().start;
     let written = &at.text[spanned.span()];
-    let basic = written.starts_with('"')
-        && !written.starts_with("\"\"\"")
-        && !written.contains(['\\', '\n']);
-    let literal = written.starts_with('\'') && !written.starts_with("\'\'\'");
-    Some(match within {
-        Some(i) if basic || literal => (start + 1 + i, true),
-        _ => (start, false),
-    })
+    let offset = within.and_then(|i| value_offset(written, spanned.get_ref(), i));
+    Some(offset.map_or((start, false), |o| (start + o, true)))
 }
 
 fn env_value<'a>(raw: &'a RawFile, s: &'a RawStep, var: &str) -> Option<&'a Spanned<String>> {

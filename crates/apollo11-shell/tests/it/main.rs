@@ -2,5 +2,6 @@
 
 mod attempt;
 mod compat;
+mod positions;
 mod render;
 mod syntax;
