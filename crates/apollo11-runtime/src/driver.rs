@@ -17,7 +17,8 @@ use crate::metrics;
 use crate::step::{Cancel, Leftover, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
 use apollo11_core::{
-    limits, EventKind, Idempotency, Payload, RunId, Seq, StepName, StepSpec, Value, WorkflowSpec,
+    limits, AttemptFailure, EventKind, Idempotency, Payload, RunId, Seq, StepName, StepSpec, Value,
+    WorkflowSpec,
 };
 use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
@@ -731,10 +732,7 @@ impl<S: Store> Driver<S> {
                 "succeeded",
             ),
             Outcome::Ran(Err(e)) => {
-                let kind = EventKind::Failed {
-                    error: clip(&e.message),
-                    retryable: e.retryable,
-                };
+                let kind = EventKind::AttemptFailed(self.failure(&done.step, e));
                 (
                     kind,
                     e.payload.clone().map_or(Payload::Empty, Payload::inline),
@@ -745,6 +743,19 @@ impl<S: Store> Driver<S> {
         metrics::attempt_ended(self.workflow_name(), done.step.as_str(), outcome, seconds);
         let payload = self.offload_patiently(payload).await?;
         Ok(self.event(&done.step, kind, done.attempt, payload))
+    }
+
+    /// What the `Failed` event of `step` records of `e`: its class, text and fingerprint,
+    /// and the machine's note when no attempt will follow.
+    fn failure(&self, step: &StepName, e: &StepError) -> AttemptFailure {
+        let mut failure = AttemptFailure {
+            fingerprint: e.fingerprint,
+            ..AttemptFailure::new(e.class(), clip(&e.message), e.retryable)
+        };
+        failure.note =
+            self.machine
+                .failure_note(step.as_str(), &failure, self.shared.clock.now_ms());
+        failure
     }
 
     /// Offloads a payload to the blob store, retried while the store fails transiently: it

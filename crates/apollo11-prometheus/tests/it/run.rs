@@ -80,6 +80,7 @@ fn retry(max_attempts: u32) -> RetryPolicy {
         initial_ms: 10,
         max_ms: 10,
         jitter_pct: 0,
+        ..RetryPolicy::default()
     }
 }
 

@@ -1,0 +1,67 @@
+//! The retry decision after a failed attempt: by the failure's class, the policy that class
+//! takes (its attempts and backoff, or never), and whether the same failure repeats itself.
+//! Pure: the same step state and policy give the same answer at write time (the note a
+//! `Failed` event records) and at every fold after.
+
+use crate::{retry_delay_ms, Failure, StepState};
+use apollo11_core::{AttemptFailure, ClassPolicy, RetryPolicy};
+
+/// The delay from `failure`, the last of a step at its attempt `attempt`, to its next
+/// attempt: by the policy of the failure's class (the step's own for a class never
+/// retried), jittered by the hash of `run_id`, `step` and the attempt.
+pub fn delay_ms(
+    failure: &Failure,
+    policy: &RetryPolicy,
+    run_id: &str,
+    step: &str,
+    attempt: u32,
+) -> u64 {
+    match policy.class(&failure.class) {
+        ClassPolicy::Retry(retry) => retry_delay_ms(&retry, run_id, step, attempt),
+        ClassPolicy::Never(_) => retry_delay_ms(policy, run_id, step, attempt),
+    }
+}
+
+/// Why no attempt follows `failure`, the last of `step`, under `policy`; `None` while one
+/// may: the step said no retry helps; its class is never retried; the same failure came
+/// `same_failure_max` times in a row; the attempts its class allows are spent.
+pub fn stop_reason(step: &StepState, failure: &Failure, policy: &RetryPolicy) -> Option<String> {
+    if !failure.retryable {
+        return Some(if failure.note.is_empty() {
+            "the step said no retry can help".to_owned()
+        } else {
+            failure.note.clone()
+        });
+    }
+    let retry = match policy.class(&failure.class) {
+        ClassPolicy::Never(reason) => return Some(reason),
+        ClassPolicy::Retry(retry) => retry,
+    };
+    let max_same = policy.same_failure_max;
+    if max_same > 0 && failure.fingerprint != 0 && failure.same_in_a_row >= max_same {
+        return Some(format!(
+            "the same failure repeated ({} in a row, class {})",
+            failure.same_in_a_row, failure.class
+        ));
+    }
+    let spent = step.attempts_spent();
+    (spent >= retry.max_attempts).then(|| {
+        format!(
+            "no attempt left ({spent} of {} for class {})",
+            retry.max_attempts, failure.class
+        )
+    })
+}
+
+/// The note a `Failed` event recording `failed` at `at_ms` carries for `step` (its state
+/// before the event) under `policy`: why no attempt will follow, or empty.
+pub fn note_for(
+    step: &StepState,
+    failed: &AttemptFailure,
+    at_ms: u64,
+    policy: &RetryPolicy,
+) -> String {
+    // A failure spends no attempt: the step's count is the same after the event.
+    let failure = Failure::after(step.last_error.as_deref(), failed, at_ms);
+    stop_reason(step, &failure, policy).unwrap_or_default()
+}
