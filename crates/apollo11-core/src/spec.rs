@@ -280,6 +280,11 @@ pub struct ClassRetry {
     /// Up to this percentage of a delay is removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_pct: Option<u8>,
+    /// The same failure this many times in a row stops the retries (0: never); a class
+    /// whose failures repeat themselves by nature (a service refusing connections until
+    /// it is up) sets 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_failure_max: Option<u32>,
 }
 
 impl ClassRetry {
@@ -321,7 +326,7 @@ impl RetryPolicy {
                 max_ms: c.max_ms.unwrap_or(self.max_ms),
                 jitter_pct: c.jitter_pct.unwrap_or(self.jitter_pct),
                 by_class: BTreeMap::new(),
-                same_failure_max: self.same_failure_max,
+                same_failure_max: c.same_failure_max.unwrap_or(self.same_failure_max),
             }),
             None if matches!(class, FailureClass::Spawn | FailureClass::OutputTooLarge) => {
                 ClassPolicy::Never(format!("class {name} is never retried by default"))

@@ -24,7 +24,8 @@ pub fn delay_ms(
 
 /// Why no attempt follows `failure`, the last of `step`, under `policy`; `None` while one
 /// may: the step said no retry helps; its class is never retried; the same failure came
-/// `same_failure_max` times in a row; the attempts its class allows are spent.
+/// `same_failure_max` times in a row (its class's, else the step's); the attempts its class
+/// allows are spent.
 pub fn stop_reason(step: &StepState, failure: &Failure, policy: &RetryPolicy) -> Option<String> {
     if !failure.retryable {
         return Some(if failure.note.is_empty() {
@@ -37,7 +38,7 @@ pub fn stop_reason(step: &StepState, failure: &Failure, policy: &RetryPolicy) ->
         ClassPolicy::Never(reason) => return Some(reason),
         ClassPolicy::Retry(retry) => retry,
     };
-    let max_same = policy.same_failure_max;
+    let max_same = retry.same_failure_max;
     if max_same > 0 && failure.fingerprint != 0 && failure.same_in_a_row >= max_same {
         return Some(format!(
             "the same failure repeated ({} in a row, class {})",

@@ -141,7 +141,7 @@ async fn a_failing_step_is_retried_with_exponential_backoff() {
         .collect();
     let fails: Vec<u64> = t
         .iter()
-        .filter(|(_, k, _)| matches!(k, EventKind::Failed { .. }))
+        .filter(|(_, k, _)| k.failure().is_some())
         .map(|(_, _, at)| *at)
         .collect();
     assert_eq!((starts.len(), fails.len()), (3, 2));

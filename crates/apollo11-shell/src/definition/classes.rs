@@ -78,7 +78,7 @@ fn class_name(name: &str) -> Result<(), String> {
 
 /// The `retry.class` table: each key a class (built-in, `exit:N`, `signal:NAME`, or one
 /// `rules` declares), each value `"never"` or a table of `max_attempts`, `backoff`,
-/// `initial`, `max`, `jitter_pct`.
+/// `initial`, `max`, `jitter_pct`, `same_failure_max`.
 pub(super) fn by_class(
     at: &Locator<'_>,
     raw: &BTreeMap<String, Spanned<toml::Value>>,
@@ -99,7 +99,7 @@ pub(super) fn by_class(
             toml::Value::Table(table) => class_retry(at, offset, class, table)?,
             _ => {
                 let message = format!(
-                    "retry class `{class}`: write \"never\" or a table of max_attempts, backoff, initial, max, jitter_pct"
+                    "retry class `{class}`: write \"never\" or a table of max_attempts, backoff, initial, max, jitter_pct, same_failure_max"
                 );
                 return Err(at.error(offset, &message));
             }
@@ -155,9 +155,15 @@ fn class_retry(
                 retry.jitter_pct = u8::try_from(*n).ok();
             }
             ("jitter_pct", _) => return Err(wrong(key, "must be a percentage from 0 to 100")),
+            ("same_failure_max", toml::Value::Integer(n)) if *n >= 0 => {
+                retry.same_failure_max = Some(u32::try_from(*n).unwrap_or(u32::MAX));
+            }
+            ("same_failure_max", _) => {
+                return Err(wrong(key, "must be a whole number (0 turns the rule off)"))
+            }
             _ => return Err(wrong(
                 key,
-                "is not a key of a class's retry (max_attempts, backoff, initial, max, jitter_pct)",
+                "is not a key of a class's retry (max_attempts, backoff, initial, max, jitter_pct, same_failure_max)",
             )),
         }
     }
