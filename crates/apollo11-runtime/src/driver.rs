@@ -17,10 +17,10 @@ use crate::metrics;
 use crate::step::{Cancel, Leftover, PlaceRequest, Placer};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
 use apollo11_core::{
-    limits, AttemptFailure, EventKind, Idempotency, Payload, RunId, Seq, StepName, StepSpec, Value,
-    WorkflowSpec,
+    limits, AttemptFailure, EventKind, FailureClass, Idempotency, Payload, RunId, Seq, StepName,
+    StepSpec, Value, WorkflowSpec,
 };
-use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus};
+use apollo11_machine::{Command, FailReason, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
 use expand::{learn_auto, load};
 use gauges::{step_pending, Counted};
@@ -287,6 +287,9 @@ impl<S: Store> Driver<S> {
                     launches.push(Try::of(&step, attempt, TryKind::Run));
                 }
                 Command::Fail { step, reason, .. } => {
+                    if reason == FailReason::Timeout {
+                        metrics::attempt_failed(self.workflow_name(), &FailureClass::Timeout);
+                    }
                     let seconds = self.seconds_at_work(&step);
                     metrics::attempt_ended(
                         self.workflow_name(),
@@ -732,7 +735,9 @@ impl<S: Store> Driver<S> {
                 "succeeded",
             ),
             Outcome::Ran(Err(e)) => {
-                let kind = EventKind::AttemptFailed(self.failure(&done.step, e));
+                let failure = self.failure(&done.step, e);
+                metrics::attempt_failed(self.workflow_name(), &failure.class);
+                let kind = EventKind::AttemptFailed(failure);
                 (
                     kind,
                     e.payload.clone().map_or(Payload::Empty, Payload::inline),

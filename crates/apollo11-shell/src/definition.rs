@@ -148,8 +148,7 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, Definit
     let mut attributes = BTreeMap::from([(DIR.to_owned(), dir.display().to_string())]);
     env::env_pass(&at, &raw.defaults, &mut attributes)?;
     if !rules.is_empty() {
-        let json = serde_json::to_string(&rules).expect("class rules are plain data");
-        attributes.insert(CLASSIFY.to_owned(), json);
+        attributes.insert(CLASSIFY.to_owned(), rules_json(&rules));
     }
     let spec = WorkflowSpec {
         name: workflow.name.get_ref().clone(),
@@ -212,6 +211,11 @@ fn base<'a>(
 /// The names rule every store applies (`check_name`), applied where the name is written, so a
 /// workflow that validates can run: names become a run's and a step's folders and the
 /// idempotency key `run_id/step`.
+/// The `[[classify]]` rules as the workflow attribute holds them.
+fn rules_json(rules: &[ClassRule]) -> String {
+    serde_json::to_string(rules).expect("class rules are strings and integers: they serialize")
+}
+
 fn name(at: &Locator<'_>, kind: NameKind, raw: &Spanned<String>) -> Result<(), DefinitionError> {
     check_name(kind, raw.get_ref()).map_err(|e| at.error(raw.span().start, &e.to_string()))
 }

@@ -213,6 +213,15 @@ fn check_steps(s: &[Sample]) {
         0.0,
         "every outcome is present from the start"
     );
+    let failures = |class| {
+        let labels = [("workflow", "shop"), ("class", class)];
+        value(s, "apollo11_step_failures_total", &labels)
+    };
+    assert_eq!(
+        (failures("error"), failures("timeout")),
+        (2.0, 1.0),
+        "failed attempts by class"
+    );
     let duration = |step, outcome, part: &str| {
         let labels = [("workflow", "shop"), ("step", step), ("outcome", outcome)];
         value(

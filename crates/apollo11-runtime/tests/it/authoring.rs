@@ -131,9 +131,7 @@ async fn a_missing_secret_fails_the_attempt_for_good_naming_where_it_was_looked_
         .read_run(&RunId::from("r"), apollo11_core::Seq(1))
         .await;
     let failed = (events.unwrap().into_iter())
-        .find_map(|e| match e.kind {
-            kind => kind.failure().map(|f| (f.error.clone(), f.retryable)),
-        })
+        .find_map(|e| e.kind.failure().map(|f| (f.error.clone(), f.retryable)))
         .unwrap();
     assert_eq!(
         failed,
