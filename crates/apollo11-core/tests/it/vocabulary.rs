@@ -329,4 +329,9 @@ fn both_failed_kinds_read_as_a_failure_and_keep_their_own_json_names() {
     let new_json = serde_json::to_value(&new).unwrap();
     assert_eq!(new_json["attempt_failed"]["class"], "signal:KILL");
     assert_eq!(serde_json::from_value::<EventKind>(new_json).unwrap(), new);
+    // A kind as a PostgreSQL row written before classes holds it.
+    let row = r#"{"failed":{"error":"exited with code 2 (log: x)","retryable":false}}"#;
+    let read: EventKind = serde_json::from_str(row).unwrap();
+    let failure = read.failure().unwrap();
+    assert_eq!((failure.class.name(), failure.retryable), ("exit:2".to_owned(), false));
 }
