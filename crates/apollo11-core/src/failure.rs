@@ -158,8 +158,13 @@ pub struct AttemptFailure {
     /// worker), which never counts as the same failure repeated.
     pub fingerprint: u64,
     /// Why the engine will not try again, when the retry policy stopped here (`the same
-    /// failure repeated`, `class spawn is never retried`); empty otherwise.
+    /// failure repeated`, `class spawn is never retried`), or how long it waits because the
+    /// step asked; empty otherwise.
     pub note: String,
+    /// The delay before the next attempt the step asked for, in milliseconds: honoured up
+    /// to its class's `max_ms`, in place of the backoff.
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
 }
 
 impl AttemptFailure {
@@ -171,6 +176,7 @@ impl AttemptFailure {
             retryable,
             fingerprint: 0,
             note: String::new(),
+            retry_after_ms: None,
         }
     }
 

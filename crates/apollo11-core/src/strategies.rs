@@ -17,7 +17,8 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
         3 => Just(EventKind::Succeeded),
         1 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::Failed { error, retryable }),
         3 => (any::<bool>(), "[a-z]{0,6}", 0u64..3, arb_class()).prop_map(|(retryable, error, fingerprint, class)| {
-            EventKind::AttemptFailed(AttemptFailure { class, error, retryable, fingerprint, note: String::new() })
+            let note = String::new();
+            EventKind::AttemptFailed(AttemptFailure { class, error, retryable, fingerprint, note, retry_after_ms: None })
         }),
         2 => Just(EventKind::Compensating),
         2 => Just(EventKind::Compensated),

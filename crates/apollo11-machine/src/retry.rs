@@ -7,8 +7,9 @@ use crate::{retry_delay_ms, Failure, StepState};
 use apollo11_core::{AttemptFailure, ClassPolicy, RetryPolicy};
 
 /// The delay from `failure`, the last of a step at its attempt `attempt`, to its next
-/// attempt: by the policy of the failure's class (the step's own for a class never
-/// retried), jittered by the hash of `run_id`, `step` and the attempt.
+/// attempt: the delay the step asked for, up to its class's `max_ms`; else by the policy
+/// of the failure's class (the step's own for a class never retried), jittered by the hash
+/// of `run_id`, `step` and the attempt.
 pub fn delay_ms(
     failure: &Failure,
     policy: &RetryPolicy,
@@ -16,9 +17,13 @@ pub fn delay_ms(
     step: &str,
     attempt: u32,
 ) -> u64 {
-    match policy.class(&failure.class) {
-        ClassPolicy::Retry(retry) => retry_delay_ms(&retry, run_id, step, attempt),
-        ClassPolicy::Never(_) => retry_delay_ms(policy, run_id, step, attempt),
+    let retry = match policy.class(&failure.class) {
+        ClassPolicy::Retry(retry) => retry,
+        ClassPolicy::Never(_) => policy.clone(),
+    };
+    match failure.retry_after_ms {
+        Some(asked) => asked.min(retry.max_ms.max(retry.initial_ms)),
+        None => retry_delay_ms(&retry, run_id, step, attempt),
     }
 }
 
@@ -55,7 +60,8 @@ pub fn stop_reason(step: &StepState, failure: &Failure, policy: &RetryPolicy) ->
 }
 
 /// The note a `Failed` event recording `failed` at `at_ms` carries for `step` (its state
-/// before the event) under `policy`: why no attempt will follow, or empty.
+/// before the event) under `policy`: why no attempt will follow; else, when the step asked
+/// for its next attempt's delay, the delay it gets; else empty.
 pub fn note_for(
     step: &StepState,
     failed: &AttemptFailure,
@@ -64,5 +70,16 @@ pub fn note_for(
 ) -> String {
     // A failure spends no attempt: the step's count is the same after the event.
     let failure = Failure::after(step.last_error.as_deref(), failed, at_ms);
-    stop_reason(step, &failure, policy).unwrap_or_default()
+    if let Some(reason) = stop_reason(step, &failure, policy) {
+        return reason;
+    }
+    failure.retry_after_ms.map_or_else(String::new, |asked| {
+        let delay = delay_ms(&failure, policy, "", "", step.attempt);
+        let capped = if delay < asked {
+            ", the most its policy allows"
+        } else {
+            ""
+        };
+        format!("retry after {delay} ms, as the step asked{capped}")
+    })
 }

@@ -32,6 +32,9 @@ pub struct Failure {
     /// Why the engine said it will not try again, as the event recorded it; empty if not.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+    /// The delay before the next attempt the step asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 fn unclassified() -> FailureClass {
@@ -72,6 +75,7 @@ impl Failure {
                 1
             },
             note: failed.note.clone(),
+            retry_after_ms: failed.retry_after_ms,
         }
     }
 }

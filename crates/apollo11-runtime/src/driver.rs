@@ -755,6 +755,7 @@ impl<S: Store> Driver<S> {
     fn failure(&self, step: &StepName, e: &StepError) -> AttemptFailure {
         let mut failure = AttemptFailure {
             fingerprint: e.fingerprint,
+            retry_after_ms: e.retry_after_ms,
             ..AttemptFailure::new(e.class(), clip(&e.message), e.retryable)
         };
         failure.note =

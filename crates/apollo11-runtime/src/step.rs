@@ -304,6 +304,9 @@ pub struct StepError {
     /// class and fingerprint on consecutive attempts is a deterministic failure: the
     /// retries stop.
     pub fingerprint: u64,
+    /// The delay before the next attempt the step asks for, in milliseconds: honoured up
+    /// to its retry policy's `max_ms` (of the failure's class), recorded on the failure.
+    pub retry_after_ms: Option<u64>,
 }
 
 impl StepError {
@@ -316,6 +319,7 @@ impl StepError {
             may_still_run: false,
             class: None,
             fingerprint: 0,
+            retry_after_ms: None,
         }
     }
 
@@ -347,6 +351,13 @@ impl StepError {
     /// its class: see [`apollo11_core::fingerprint`].
     pub fn with_fingerprint(mut self, lines: &str) -> StepError {
         self.fingerprint = fingerprint(&self.class(), lines);
+        self
+    }
+
+    /// The failure, asking for its next attempt `delay` after it (within the retry
+    /// policy's `max_ms`) instead of the backoff's delay.
+    pub fn with_retry_after(mut self, delay: std::time::Duration) -> StepError {
+        self.retry_after_ms = Some(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
         self
     }
 

@@ -218,3 +218,31 @@ fn class_rules_and_class_retries_are_checked_where_they_are_written() {
         );
     }
 }
+
+#[test]
+fn a_step_asks_for_its_next_attempts_delay_in_its_retry_after_file() {
+    let cli = Cli::new();
+    let toml = format!(
+        r#"{HEAD}
+[[steps]]
+name = "poll"
+idempotency = "natural"
+retry = {{ max_attempts = 3, backoff = "fixed", initial = "1h", max = "1h" }}
+run = '''
+if [ "$APOLLO11_ATTEMPT" -eq 1 ]; then
+  echo 200ms > "$APOLLO11_RETRY_AFTER_FILE"
+  echo "not ready yet, attempt $APOLLO11_ATTEMPT" >&2
+  exit 1
+fi
+'''
+"#
+    );
+    let (code, status) = run(&cli, &toml, "r1");
+    assert_eq!(
+        (code, &status["state"]),
+        (0, &"succeeded".into()),
+        "{status}"
+    );
+    let failed = failures(&cli, "r1");
+    assert_eq!(failed[0]["note"], "retry after 200 ms, as the step asked");
+}

@@ -333,5 +333,8 @@ fn both_failed_kinds_read_as_a_failure_and_keep_their_own_json_names() {
     let row = r#"{"failed":{"error":"exited with code 2 (log: x)","retryable":false}}"#;
     let read: EventKind = serde_json::from_str(row).unwrap();
     let failure = read.failure().unwrap();
-    assert_eq!((failure.class.name(), failure.retryable), ("exit:2".to_owned(), false));
+    assert_eq!(
+        (failure.class.name(), failure.retryable),
+        ("exit:2".to_owned(), false)
+    );
 }

@@ -214,3 +214,29 @@ fn an_old_failed_event_reads_as_the_class_its_text_gives() {
     );
     assert_eq!(decide_at(&w, &h, 99_999, &[]), start(2));
 }
+
+#[test]
+fn a_step_may_ask_for_its_next_attempts_delay_within_the_policys_max() {
+    let w = one_step(3);
+    let asking = |ms| AttemptFailure {
+        retry_after_ms: Some(ms),
+        ..AttemptFailure::new(FailureClass::Exit(1), "busy", true)
+    };
+    let h = failed(&w, &[asking(300)]);
+    assert_eq!(decide_at(&w, &h, 20, &[]), [Command::WakeAt { ms: 310 }]);
+    let h = failed(&w, &[asking(99_000)]);
+    assert_eq!(
+        decide_at(&w, &h, 20, &[]),
+        [Command::WakeAt { ms: 1_010 }],
+        "at most the policy's max, 1 s"
+    );
+    let state = fold(h.run_id(), h.events());
+    let retry = &w.steps[0].retry;
+    let note = note_for(state.step("a"), &asking(300), 20_000, retry);
+    assert_eq!(note, "retry after 300 ms, as the step asked");
+    let note = note_for(state.step("a"), &asking(99_000), 20_000, retry);
+    assert_eq!(
+        note,
+        "retry after 1000 ms, as the step asked, the most its policy allows"
+    );
+}

@@ -93,6 +93,8 @@ pub async fn execute(
     let files = at.files;
     let folder = files.log.parent().expect("step files live in a folder");
     create_private_dir(folder).map_err(|e| io("creating the step's folder", e))?;
+    // A delay asked for by a crashed earlier try of this attempt is not this one's.
+    let _ = std::fs::remove_file(&files.retry_after);
     // An empty output file of our own: what the step writes there stays private, and a
     // crashed earlier try of this attempt leaves nothing behind for this one.
     create_private_file(&files.output).map_err(|e| io("creating the output file", e))?;
@@ -224,12 +226,27 @@ pub fn finished(job: &Job, at: &Files<'_>, ended: Ended) -> Result<Output, StepE
         Ended::Killed => StepError::retryable(format!("killed by a signal (log: {log})"))
             .with_class(FailureClass::Signal("unknown".to_owned())),
     };
-    let error = error.with_fingerprint(&tail);
+    let mut error = error.with_fingerprint(&tail);
+    error.retry_after_ms = retry_after_ms(&at.files.retry_after);
     Err(if written.is_empty() {
         error
     } else {
         error.with_payload(written)
     })
+}
+
+/// The delay a failed try asked for in the file at `path` (`APOLLO11_RETRY_AFTER_FILE`): a
+/// duration (`30s`, `2m`) or a number of seconds, at most `DURATION_MS_MAX`; `None` when
+/// the file is missing or says neither. The file is removed.
+fn retry_after_ms(path: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let _ = std::fs::remove_file(path);
+    let text = text.trim();
+    let ms = match text.parse::<u64>() {
+        Ok(seconds) => seconds.saturating_mul(1_000),
+        Err(_) => u64::try_from(humantime::parse_duration(text).ok()?.as_millis()).ok()?,
+    };
+    Some(ms.min(limits::DURATION_MS_MAX))
 }
 
 /// Watches the process group `handle` (as [`Placing::placed`] got it) of a try that an
@@ -287,7 +304,8 @@ fn environment(cmd: &mut tokio::process::Command, job: &Job, files: &StepFiles) 
         )
         .env("APOLLO11_OUTPUT", &files.output)
         .env("APOLLO11_INPUTS", &files.inputs)
-        .env("APOLLO11_PARAMS", &files.params);
+        .env("APOLLO11_PARAMS", &files.params)
+        .env("APOLLO11_RETRY_AFTER_FILE", &files.retry_after);
 }
 
 /// Hands a payload to a step: always as a file (`VAR_FILE`, 0600), and also in `VAR` itself

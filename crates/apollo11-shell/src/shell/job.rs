@@ -111,6 +111,9 @@ pub struct Outcome {
     /// Its failure's fingerprint; 0 for none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub fingerprint: u64,
+    /// The delay before the next attempt its failure asks for, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -128,6 +131,7 @@ impl Outcome {
                 payload: Some(output.0.clone()),
                 class: None,
                 fingerprint: 0,
+                retry_after_ms: None,
             },
             Err(e) => Outcome {
                 ok: false,
@@ -136,6 +140,7 @@ impl Outcome {
                 payload: e.payload.clone(),
                 class: e.class.clone(),
                 fingerprint: e.fingerprint,
+                retry_after_ms: e.retry_after_ms,
             },
         }
     }
@@ -162,6 +167,7 @@ impl Outcome {
             retryable: self.retryable,
             class: self.class,
             fingerprint: self.fingerprint,
+            retry_after_ms: self.retry_after_ms,
             ..StepError::fatal("")
         };
         Err(match self.payload {
@@ -243,6 +249,7 @@ mod tests {
         let failed = Err(StepError::retryable("exited with code 1")
             .with_class(apollo11_core::FailureClass::Exit(1))
             .with_fingerprint("refused")
+            .with_retry_after(std::time::Duration::from_secs(30))
             .with_payload(vec![1, 2]));
         let outcome = Outcome::of(&failed);
         let back: Outcome = serde_json::from_slice(&serde_json::to_vec(&outcome).unwrap()).unwrap();
