@@ -8,7 +8,7 @@ use crate::report::{child, resident_bytes, Report};
 use crate::scheduler::workflow;
 use crate::Setup;
 use anyhow::{bail, Result};
-use apollo11_core::{EventKind, RunId, Seq, StepName};
+use apollo11_core::{AttemptFailure, EventKind, FailureClass, RunId, Seq, StepName};
 use apollo11_log::{FileLog, Options};
 use apollo11_machine::RunState;
 use apollo11_runtime::{Engine, EngineConfig, RunStatus};
@@ -127,10 +127,11 @@ async fn seed_replay(dir: &Path) -> Result<(u64, f64)> {
         if step % 2 == 1 {
             events.push(event(EventKind::Started, 1));
             events.push(event(
-                EventKind::Failed {
-                    error: "transient".into(),
-                    retryable: true,
-                },
+                EventKind::AttemptFailed(AttemptFailure::new(
+                    FailureClass::Error,
+                    "transient",
+                    true,
+                )),
                 1,
             ));
         }

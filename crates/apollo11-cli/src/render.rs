@@ -57,6 +57,10 @@ pub fn status_table(view: &RunView, data_dir: &Path) -> String {
             None => (step.error.as_ref().or(step.skip_reason.as_ref()))
                 .map_or(String::new(), |e| out::shown(e, out::TEXT_CHARS_MAX)),
         };
+        let why = match (&step.error_class, step.error.is_some()) {
+            (Some(class), true) => format!("[{}] {why}", out::name(class)),
+            _ => why,
+        };
         let duration = step.duration_ms.map_or("-".to_owned(), millis);
         text.push_str(&format!(
             "  {:<24} {:<13} {:>8} {:>9}  {}\n",
@@ -110,10 +114,19 @@ pub fn paused_because(pause: &Pause) -> String {
             step,
             attempts,
             error: e,
+            class,
+            stopped,
         } => format!(
-            "step `{}` failed for good after {attempts} attempt(s): {}",
+            "step `{}` failed for good after {attempts} attempt(s){}: {}{}",
             out::name(step.as_str()),
-            error(e)
+            class
+                .as_ref()
+                .map_or(String::new(), |c| format!(", class {}", out::name(c))),
+            error(e),
+            stopped.as_ref().map_or(String::new(), |s| format!(
+                " ({})",
+                out::shown(s, out::DETAIL_CHARS_MAX)
+            )),
         ),
         Pause::CompensationFailed {
             step,
@@ -138,10 +151,23 @@ pub fn event_line(e: &EventView) -> String {
     let detail = |text: &str| out::shown(text, out::DETAIL_CHARS_MAX);
     let detail = match &e.detail {
         EventDetail::Created { workflow } => format!(" workflow {}", out::name(workflow)),
-        EventDetail::Failure { error, retryable } => format!(
-            ": {}{}",
+        EventDetail::Failure {
+            error,
+            retryable,
+            class,
+            note,
+        } => format!(
+            ":{} {}{}{}",
+            class
+                .as_ref()
+                .map_or(String::new(), |c| format!(" [{}]", out::name(c))),
             detail(error),
-            if *retryable { "" } else { " (not retryable)" }
+            if *retryable { "" } else { " (not retryable)" },
+            if note.is_empty() {
+                String::new()
+            } else {
+                format!("; stopped: {}", detail(note))
+            }
         ),
         EventDetail::Override { to, by, reason } => {
             format!(" -> {} by {}: {}", to.name(), out::name(by), detail(reason))

@@ -1,7 +1,8 @@
 //! The event record: one state transition of a run or of one of its steps.
 
-use crate::{EventId, Payload, PayloadRef, RunId, Seq, StepName};
+use crate::{AttemptFailure, EventId, Payload, PayloadRef, RunId, Seq, StepName};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 
 /// One immutable fact in the log. Only state transitions are events: no progress, no
@@ -159,9 +160,12 @@ pub enum EventKind {
     Started,
     /// A step attempt succeeded; the payload is its output.
     Succeeded,
-    /// A step attempt failed.
+    /// A step attempt failed, as logs written before failure classes existed record it:
+    /// engines now write [`EventKind::AttemptFailed`], and read this one as a failure of
+    /// the class its text gives ([`AttemptFailure::legacy`]). Read both through
+    /// [`EventKind::failure`].
     Failed {
-        /// What went wrong (`"timeout"` is written by the engine; so was `"interrupted"`
+        /// What went wrong (`"timeout"` was written by the engine; so was `"interrupted"`
         /// before [`EventKind::Interrupted`] existed, and such a failure still counts as an
         /// attempt).
         error: String,
@@ -242,6 +246,10 @@ pub enum EventKind {
         /// How many items the array holds.
         items: u32,
     },
+    /// A step attempt failed: its class, its error, its fingerprint, and why the engine
+    /// will not retry it when its policy stops there. The payload is the marker a
+    /// `checkpoint` step left for its next attempt, if any. Named `attempt_failed` in JSON.
+    AttemptFailed(AttemptFailure),
 }
 
 /// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
@@ -271,7 +279,7 @@ pub enum KindTag {
     Started,
     /// [`EventKind::Succeeded`].
     Succeeded,
-    /// [`EventKind::Failed`].
+    /// [`EventKind::AttemptFailed`] and [`EventKind::Failed`] alike.
     Failed,
     /// [`EventKind::Compensating`].
     Compensating,
@@ -354,7 +362,7 @@ impl EventKind {
             EventKind::RunCreated { .. } => KindTag::RunCreated,
             EventKind::Started => KindTag::Started,
             EventKind::Succeeded => KindTag::Succeeded,
-            EventKind::Failed { .. } => KindTag::Failed,
+            EventKind::AttemptFailed(_) | EventKind::Failed { .. } => KindTag::Failed,
             EventKind::Compensating => KindTag::Compensating,
             EventKind::Compensated => KindTag::Compensated,
             EventKind::ManualOverride { .. } => KindTag::ManualOverride,
@@ -366,6 +374,18 @@ impl EventKind {
             EventKind::Interrupted => KindTag::Interrupted,
             EventKind::Skipped { .. } => KindTag::Skipped,
             EventKind::Expanded { .. } => KindTag::Expanded,
+        }
+    }
+
+    /// The failure of a `Failed` event, old or new (an old one's class read from its text);
+    /// `None` for every other kind.
+    pub fn failure(&self) -> Option<Cow<'_, AttemptFailure>> {
+        match self {
+            EventKind::AttemptFailed(failure) => Some(Cow::Borrowed(failure)),
+            EventKind::Failed { error, retryable } => {
+                Some(Cow::Owned(AttemptFailure::legacy(error, *retryable)))
+            }
+            _ => None,
         }
     }
 

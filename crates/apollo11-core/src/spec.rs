@@ -2,6 +2,7 @@
 //! with the definition it started with. Code (Rust closures, shell commands) lives with
 //! the front end; this is what the scheduler needs to decide.
 
+use crate::FailureClass;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -230,6 +231,109 @@ pub struct RetryPolicy {
     pub max_ms: u64,
     /// Up to this percentage of a delay is removed, deterministically per run/step/attempt.
     pub jitter_pct: u8,
+    /// What differs for a failure of a class, by the class's name (`exit:75`), its family
+    /// (`exit`, `signal`) or an author's class (`transient`); looked up in that order.
+    /// Classes without an entry take the fields above, but for the defaults
+    /// [`RetryPolicy::class`] documents. Omitted when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_class: BTreeMap<String, ClassRetry>,
+    /// The same failure (same class, same fingerprint) this many times in a row stops the
+    /// retries: the failure is deterministic, and the run pauses or rolls back per
+    /// `on_failure`. 0 turns the rule off. Omitted when 2, the default.
+    #[serde(
+        default = "same_failure_default",
+        skip_serializing_if = "is_same_failure_default"
+    )]
+    pub same_failure_max: u32,
+}
+
+/// The default of [`RetryPolicy::same_failure_max`].
+pub const SAME_FAILURE_MAX_DEFAULT: u32 = 2;
+
+fn same_failure_default() -> u32 {
+    SAME_FAILURE_MAX_DEFAULT
+}
+
+fn is_same_failure_default(n: &u32) -> bool {
+    *n == SAME_FAILURE_MAX_DEFAULT
+}
+
+/// The retry policy of one class of failure, over its step's: each field left `None` is
+/// the step's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassRetry {
+    /// Never try again after a failure of this class.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub never: bool,
+    /// Most attempts in all while failures are of this class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Shape of the delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<Backoff>,
+    /// Delay before the first retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_ms: Option<u64>,
+    /// Upper bound of any delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ms: Option<u64>,
+    /// Up to this percentage of a delay is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_pct: Option<u8>,
+    /// The same failure this many times in a row stops the retries (0: never); a class
+    /// whose failures repeat themselves by nature (a service refusing connections until
+    /// it is up) sets 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_failure_max: Option<u32>,
+}
+
+impl ClassRetry {
+    /// A class never retried.
+    pub fn never() -> ClassRetry {
+        ClassRetry {
+            never: true,
+            ..ClassRetry::default()
+        }
+    }
+}
+
+/// What a retry policy says of one class of failure: stop, or retry with this policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClassPolicy {
+    /// Never retried; the text says why (`class spawn is never retried`).
+    Never(String),
+    /// Retried under this policy (the step's, with the class's fields over it).
+    Retry(RetryPolicy),
+}
+
+impl RetryPolicy {
+    /// The policy for a failure of `class`: its entry in [`RetryPolicy::by_class`] (by
+    /// name, then by family) over this policy; with no entry, `spawn` and
+    /// `output_too_large` are never retried (the same command fails the same way), and
+    /// every other class takes this policy.
+    pub fn class(&self, class: &FailureClass) -> ClassPolicy {
+        let name = class.name();
+        let entry = self
+            .by_class
+            .get(&name)
+            .or_else(|| self.by_class.get(class.family()));
+        match entry {
+            Some(c) if c.never => ClassPolicy::Never(format!("class {name} is never retried")),
+            Some(c) => ClassPolicy::Retry(RetryPolicy {
+                max_attempts: c.max_attempts.unwrap_or(self.max_attempts),
+                backoff: c.backoff.unwrap_or(self.backoff),
+                initial_ms: c.initial_ms.unwrap_or(self.initial_ms),
+                max_ms: c.max_ms.unwrap_or(self.max_ms),
+                jitter_pct: c.jitter_pct.unwrap_or(self.jitter_pct),
+                by_class: BTreeMap::new(),
+                same_failure_max: c.same_failure_max.unwrap_or(self.same_failure_max),
+            }),
+            None if matches!(class, FailureClass::Spawn | FailureClass::OutputTooLarge) => {
+                ClassPolicy::Never(format!("class {name} is never retried by default"))
+            }
+            None => ClassPolicy::Retry(self.clone()),
+        }
+    }
 }
 
 /// Backoff shape.
@@ -266,6 +370,8 @@ impl Default for RetryPolicy {
             initial_ms: 1_000,
             max_ms: 60_000,
             jitter_pct: 0,
+            by_class: BTreeMap::new(),
+            same_failure_max: SAME_FAILURE_MAX_DEFAULT,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Proptest strategies for this crate's types (the `proptest` feature), for the property
 //! tests of the crates above.
 
-use crate::{EventKind, OverrideTarget};
+use crate::{AttemptFailure, EventKind, FailureClass, OverrideTarget};
 use proptest::prelude::*;
 
 /// Any event kind, including ones a correct scheduler would never write at a given point.
@@ -15,7 +15,11 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
     prop_oneof![
         4 => Just(EventKind::Started),
         3 => Just(EventKind::Succeeded),
-        3 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::Failed { error, retryable }),
+        1 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::Failed { error, retryable }),
+        3 => (any::<bool>(), "[a-z]{0,6}", 0u64..3, arb_class()).prop_map(|(retryable, error, fingerprint, class)| {
+            let note = String::new();
+            EventKind::AttemptFailed(AttemptFailure { class, error, retryable, fingerprint, note, retry_after_ms: None })
+        }),
         2 => Just(EventKind::Compensating),
         2 => Just(EventKind::Compensated),
         2 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::CompensationFailed { error, retryable }),
@@ -28,5 +32,15 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
         2 => Just(EventKind::Interrupted),
         2 => "[a-z]{0,6}".prop_map(|reason| EventKind::Skipped { reason }),
         2 => (0u32..4).prop_map(|items| EventKind::Expanded { items }),
+    ]
+}
+
+/// A few failure classes: built-in ones with and without a parameter, and an author's.
+pub fn arb_class() -> impl Strategy<Value = FailureClass> {
+    prop_oneof![
+        (0i32..3).prop_map(FailureClass::Exit),
+        Just(FailureClass::Timeout),
+        Just(FailureClass::Spawn),
+        Just(FailureClass::Author("transient".into())),
     ]
 }

@@ -43,8 +43,13 @@ fn main() -> Result<()> {
 fn describe(event: &Event) -> String {
     let step = event.step.as_ref().map_or("-", |s| s.as_str());
     let detail = match &event.kind {
-        EventKind::Failed { error, retryable }
-        | EventKind::CompensationFailed { error, retryable } => {
+        EventKind::AttemptFailed(_) | EventKind::Failed { .. } => {
+            event.kind.failure().map_or_else(String::new, |failed| {
+                let last = if failed.retryable { "" } else { " (final)" };
+                format!(" [{}]: {}{last}", failed.class, failed.error)
+            })
+        }
+        EventKind::CompensationFailed { error, retryable } => {
             format!(": {error}{}", if *retryable { "" } else { " (final)" })
         }
         EventKind::ManualOverride { to, by, .. } => format!(" -> {} by {by}", to.name()),

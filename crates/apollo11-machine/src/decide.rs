@@ -10,10 +10,11 @@
 //! compensation). An operator's rollback without a failure runs no handler.
 
 use crate::interrupt::interruptions_pause;
+use crate::retry::delay_ms;
 use crate::rollback::{compensation_stuck, failed_for_good, rolling_back, status_with, to_undo};
 use crate::trigger::{handlers_due, verdict, Verdict};
 use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
-use apollo11_core::{EventKind, Idempotency, StepName};
+use apollo11_core::{AttemptFailure, EventKind, FailureClass, Idempotency, StepName};
 use apollo11_dag::{Dag, NodeId};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -72,7 +73,7 @@ pub enum Command {
         /// The attempt to start.
         attempt: u32,
     },
-    /// Append `Failed {error: "timeout", retryable: true}` for an attempt that timed out
+    /// Append `Failed` of class `timeout`, retryable, for an attempt that timed out
     /// (stop it), or `Interrupted` for one that a dead scheduler left running.
     Fail {
         /// The step.
@@ -142,10 +143,11 @@ impl Command {
                 attempt,
                 reason: FailReason::Timeout,
             } => {
-                let failed = EventKind::Failed {
-                    error: FailReason::Timeout.as_str().to_owned(),
-                    retryable: true,
-                };
+                let failed = EventKind::AttemptFailed(AttemptFailure::new(
+                    FailureClass::Timeout,
+                    FailReason::Timeout.as_str(),
+                    true,
+                ));
                 Some((step, failed, *attempt))
             }
             Command::Fail {
@@ -382,12 +384,8 @@ fn retry_due_ms(state: &RunState, dag: &Dag, policy: &Policy, node: NodeId) -> u
     let name = dag.name(node);
     let step = state.step(name);
     step.last_error.as_ref().map_or(0, |failure| {
-        let delay = retry_delay_ms(
-            &policy.step(node).retry,
-            state.run_id.as_str(),
-            name,
-            step.attempt,
-        );
+        let retry = &policy.step(node).retry;
+        let delay = delay_ms(failure, retry, state.run_id.as_str(), name, step.attempt);
         failure.at_ms.saturating_add(delay)
     })
 }

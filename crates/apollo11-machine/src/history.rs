@@ -3,7 +3,8 @@
 //! tools that need a history without a store.
 
 use apollo11_core::{
-    Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName, Value,
+    AttemptFailure, Event, EventId, EventKind, FailureClass, OverrideTarget, Payload, RunId, Seq,
+    StepName, Value,
 };
 use std::collections::BTreeMap;
 
@@ -76,8 +77,26 @@ impl History {
         )
     }
 
-    /// `Failed` of the step's current attempt.
+    /// `Failed` of the step's current attempt, of class `error` (see
+    /// [`History::failed_with`]).
     pub fn failed(self, step: &str, error: &str, retryable: bool) -> History {
+        let failure = AttemptFailure::new(FailureClass::Error, error, retryable);
+        self.failed_with(step, failure)
+    }
+
+    /// `Failed` of the step's current attempt, recording `failure`.
+    pub fn failed_with(self, step: &str, failure: AttemptFailure) -> History {
+        let attempt = self.attempt(step);
+        self.raw(
+            Some(step),
+            EventKind::AttemptFailed(failure),
+            attempt,
+            Payload::Empty,
+        )
+    }
+
+    /// `Failed` as logs written before failure classes recorded it.
+    pub fn failed_legacy(self, step: &str, error: &str, retryable: bool) -> History {
         let attempt = self.attempt(step);
         let kind = EventKind::Failed {
             error: error.to_owned(),

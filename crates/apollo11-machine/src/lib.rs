@@ -9,6 +9,7 @@ mod history;
 mod interrupt;
 mod overrides;
 mod policy;
+mod retry;
 mod rollback;
 mod run_machine;
 mod state;
@@ -26,6 +27,7 @@ pub use history::History;
 pub use interrupt::{interruptions_reason, INTERRUPTIONS_MAX};
 pub use overrides::{check_override, OverrideEffect};
 pub use policy::{Policy, PolicyError, StepPolicy};
+pub use retry::{delay_ms, note_for, stop_reason};
 pub use rollback::{pause_cause, run_status, PauseCause, RunStatus};
 pub use run_machine::RunMachine;
 pub use state::{
@@ -37,7 +39,8 @@ pub use table::{transition, Rule, Transition};
 // What this crate's API takes and returns from the crates below it, so that a user of the
 // machine alone needs no other dependency.
 pub use apollo11_core::{
-    Backoff, Event, EventId, EventKind, EventRef, Idempotency, KindTag, OnFailure, OverrideTarget,
-    Payload, RetryPolicy, RunId, Seq, StepName, StepSpec, Timeout, WorkflowSpec,
+    AttemptFailure, Backoff, ClassRetry, Event, EventId, EventKind, EventRef, FailureClass,
+    Idempotency, KindTag, OnFailure, OverrideTarget, Payload, RetryPolicy, RunId, Seq, StepName,
+    StepSpec, Timeout, WorkflowSpec,
 };
 pub use apollo11_dag::{Dag, DagError, NodeId};

@@ -2,6 +2,7 @@
 //! and the run's status. Derived from step states on every call: the log holds only step
 //! transitions, so the run status can never disagree with them.
 
+use crate::retry::stop_reason;
 use crate::trigger::handlers_due;
 use crate::{Frontier, Policy, RunState, StepPolicy, StepState, StepStatus};
 use apollo11_core::{Idempotency, OnFailure, OverrideTarget, StepName};
@@ -234,7 +235,7 @@ pub(crate) fn exhausted(step: &StepState, policy: &StepPolicy) -> bool {
         && step
             .last_error
             .as_ref()
-            .is_some_and(|e| !e.retryable || step.attempts_spent() >= policy.retry.max_attempts)
+            .is_some_and(|e| stop_reason(step, e, &policy.retry).is_some())
 }
 
 /// Steps a rollback must still compensate or is compensating: every succeeded step with a

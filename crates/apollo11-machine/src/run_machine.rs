@@ -6,11 +6,12 @@ use crate::actions::check_with;
 use crate::decide::decide_with;
 use crate::overrides::{choices_with, overrides_with};
 use crate::rollback::{pause_cause_with, status_with};
+use crate::{note_for, stop_reason};
 use crate::{
     Command, Frontier, Now, OverrideEffect, PauseCause, Policy, PolicyError, Refusal, Rule,
     RunAction, RunState, RunStatus,
 };
-use apollo11_core::{Event, EventId, EventRef, OverrideTarget, WorkflowSpec};
+use apollo11_core::{AttemptFailure, Event, EventId, EventRef, OverrideTarget, WorkflowSpec};
 use apollo11_dag::Dag;
 
 /// A run's state with its graph, its policy and the index of its steps that decisions
@@ -68,6 +69,28 @@ impl RunMachine {
         self.dag = dag;
         self.policy = policy;
         Ok(())
+    }
+
+    /// The note a `Failed` event recording `failed` at `at_ms` for `step` carries: why no
+    /// attempt will follow (see [`note_for`]), or empty; empty for a step not in the graph.
+    pub fn failure_note(&self, step: &str, failed: &AttemptFailure, at_ms: u64) -> String {
+        self.dag.node(step).map_or_else(String::new, |n| {
+            note_for(
+                self.state.step(step),
+                failed,
+                at_ms,
+                &self.policy.step(n).retry,
+            )
+        })
+    }
+
+    /// Why `step` will not be tried again after its last failure (see [`stop_reason`]);
+    /// `None` while it may be, or when it has not failed.
+    pub fn stop_reason(&self, step: &str) -> Option<String> {
+        let n = self.dag.node(step)?;
+        let s = self.state.step(step);
+        let failure = s.last_error.as_deref()?;
+        stop_reason(s, failure, &self.policy.step(n).retry)
     }
 
     /// Folds one event (see [`RunState::apply`]).

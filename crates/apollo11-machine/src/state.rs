@@ -3,7 +3,8 @@
 
 use crate::{transition, Rule, StepStatus};
 use apollo11_core::{
-    Event, EventId, EventKind, EventRef, KindTag, OverrideTarget, Payload, RunId, Seq, StepName,
+    AttemptFailure, Event, EventId, EventKind, EventRef, FailureClass, KindTag, OverrideTarget,
+    Payload, RunId, Seq, StepName,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -18,6 +19,65 @@ pub struct Failure {
     pub retryable: bool,
     /// When it failed (wall clock of the event, for backoff).
     pub at_ms: u64,
+    /// Its class (`error` in states saved before classes existed).
+    #[serde(default = "unclassified")]
+    pub class: FailureClass,
+    /// Its fingerprint; 0 for none.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub fingerprint: u64,
+    /// Failures of the step in a row, this one included, of this class and this
+    /// fingerprint (1 for a failure with no fingerprint).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub same_in_a_row: u32,
+    /// Why the engine said it will not try again, as the event recorded it; empty if not.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+    /// The delay before the next attempt the step asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+}
+
+fn unclassified() -> FailureClass {
+    FailureClass::Error
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Failure {
+    /// The failure `failed` records at `at_ms`, following `previous`, the step's last
+    /// failure if any: the count of the same failure in a row carried on when both have
+    /// the same class and the same (non-zero) fingerprint.
+    pub fn after(previous: Option<&Failure>, failed: &AttemptFailure, at_ms: u64) -> Failure {
+        let same = previous.is_some_and(|p| {
+            failed.fingerprint != 0
+                && p.fingerprint == failed.fingerprint
+                && p.class == failed.class
+        });
+        Failure {
+            error: failed.error.clone(),
+            retryable: failed.retryable,
+            at_ms,
+            class: failed.class.clone(),
+            fingerprint: failed.fingerprint,
+            same_in_a_row: if same {
+                previous.map_or(1, |p| p.same_in_a_row.saturating_add(1))
+            } else {
+                1
+            },
+            note: failed.note.clone(),
+            retry_after_ms: failed.retry_after_ms,
+        }
+    }
 }
 
 /// An event that broke the rules, and the state it hit.
@@ -328,6 +388,7 @@ impl RunState {
             EventKind::RunCreated { .. }
             | EventKind::Started
             | EventKind::Succeeded
+            | EventKind::AttemptFailed(_)
             | EventKind::Failed { .. }
             | EventKind::Compensating
             | EventKind::Compensated
@@ -426,8 +487,8 @@ impl StepState {
             Rule::Skip | Rule::SkipRetry => self.last_error = None,
             Rule::Fail => {
                 self.finish_attempt(event);
-                if let EventKind::Failed { error, retryable } = &event.kind {
-                    self.last_error = Some(failure(error, *retryable, event));
+                if let Some(failed) = event.kind.failure() {
+                    self.record_failure(&failed, event.at_ms);
                 }
             }
             Rule::Interrupt => {
@@ -489,6 +550,12 @@ impl StepState {
         }
     }
 
+    /// Records `failed`, at `at_ms`, as the step's last failure.
+    pub(crate) fn record_failure(&mut self, failed: &AttemptFailure, at_ms: u64) {
+        let failure = Failure::after(self.last_error.as_deref(), failed, at_ms);
+        self.last_error = Some(Box::new(failure));
+    }
+
     /// Attempts that count against `max_attempts`: those started, but for the interrupted.
     pub fn attempts_spent(&self) -> u32 {
         self.attempt.saturating_sub(self.interrupted)
@@ -511,11 +578,8 @@ impl StepState {
         if let EventKind::ManualOverride { to, by, reason } = &event.kind {
             match to {
                 OverrideTarget::Failed => {
-                    self.last_error = Some(Box::new(Failure {
-                        error: format!("failed by {by}: {reason}"),
-                        retryable: false,
-                        at_ms: event.at_ms,
-                    }));
+                    let error = format!("failed by {by}: {reason}");
+                    self.last_error = Some(failure(&error, false, event));
                 }
                 OverrideTarget::Succeeded | OverrideTarget::Skipped => self.last_error = None,
                 OverrideTarget::Pending => {}
@@ -524,12 +588,10 @@ impl StepState {
     }
 }
 
+/// A failure of `error`'s class as a legacy text reads it (`interrupted`, `error`).
 fn failure(error: &str, retryable: bool, event: &EventRef<'_>) -> Box<Failure> {
-    Box::new(Failure {
-        error: error.to_owned(),
-        retryable,
-        at_ms: event.at_ms,
-    })
+    let failed = AttemptFailure::legacy(error, retryable);
+    Box::new(Failure::after(None, &failed, event.at_ms))
 }
 
 /// The failure an interrupted try leaves: `interrupted`, retryable.

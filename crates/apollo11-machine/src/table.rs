@@ -20,7 +20,7 @@ pub enum Rule {
     Start,
     /// running(a) + Succeeded(a) → succeeded
     Succeed,
-    /// running(a) + Failed(a) → failed(a)
+    /// running(a) + Failed(a) (classified or logged before classes) → failed(a)
     Fail,
     /// failed(a) + Started(a+1) → running(a+1)
     Retry,
@@ -111,7 +111,7 @@ pub fn transition(
     let (rule, next) = match (status, kind) {
         (S::Pending, K::Started) if next_try => (Rule::Start, S::Running),
         (S::Running, K::Succeeded) if same_try => (Rule::Succeed, S::Succeeded),
-        (S::Running, K::Failed { .. }) if same_try => (Rule::Fail, S::Failed),
+        (S::Running, K::AttemptFailed(_) | K::Failed { .. }) if same_try => (Rule::Fail, S::Failed),
         (S::Failed, K::Started) if next_try => (Rule::Retry, S::Running),
         (S::Failed, K::Compensating) if same_try => (Rule::CompensateFailure, S::Compensating),
         (S::Succeeded, K::Compensating) if same_try => (Rule::CompensateSuccess, S::Compensating),
@@ -153,6 +153,7 @@ pub fn transition(
             K::RunCreated { .. }
             | K::Started
             | K::Succeeded
+            | K::AttemptFailed(_)
             | K::Failed { .. }
             | K::Compensating
             | K::Compensated
@@ -177,6 +178,7 @@ pub fn transition(
             K::RunCreated { .. }
             | K::Started
             | K::Succeeded
+            | K::AttemptFailed(_)
             | K::Failed { .. }
             | K::Compensating
             | K::Compensated

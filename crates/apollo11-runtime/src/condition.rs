@@ -7,7 +7,7 @@
 
 use crate::driver::clip;
 use apollo11_author::{Condition, Scope};
-use apollo11_core::{EventKind, ItemSource, StepName, StepSpec};
+use apollo11_core::{AttemptFailure, EventKind, FailureClass, ItemSource, StepName, StepSpec};
 use apollo11_machine::{RunState, StepStatus};
 
 /// What takes the place of a step's start when its condition says it does not run.
@@ -56,10 +56,11 @@ impl Verdict {
                 vec![(EventKind::Skipped { reason }, attempt - 1)]
             }
             Verdict::Fail(error) => {
-                let failed = EventKind::Failed {
-                    error: error.clone(),
-                    retryable: false,
-                };
+                let failed = EventKind::AttemptFailed(AttemptFailure::new(
+                    FailureClass::Error,
+                    error.clone(),
+                    false,
+                ));
                 vec![(EventKind::Started, attempt), (failed, attempt)]
             }
         }

@@ -18,9 +18,10 @@ use crate::metrics;
 use crate::step::{Cancel, Leftover, PlaceRequest, Placer, RecordedHook};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
 use apollo11_core::{
-    limits, EventKind, Idempotency, Payload, RunId, Seq, StepName, StepSpec, Value, WorkflowSpec,
+    limits, AttemptFailure, EventKind, FailureClass, Idempotency, Payload, RunId, Seq, StepName,
+    StepSpec, Value, WorkflowSpec,
 };
-use apollo11_machine::{Command, Now, RunMachine, RunState, RunStatus};
+use apollo11_machine::{Command, FailReason, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
 use expand::{learn_auto, load};
 use gauges::{step_pending, Counted};
@@ -293,6 +294,9 @@ impl<S: Store> Driver<S> {
                     launches.push(Try::of(&step, attempt, TryKind::Run));
                 }
                 Command::Fail { step, reason, .. } => {
+                    if reason == FailReason::Timeout {
+                        metrics::attempt_failed(self.workflow_name(), &FailureClass::Timeout);
+                    }
                     let seconds = self.seconds_at_work(&step);
                     metrics::attempt_ended(
                         self.workflow_name(),
@@ -744,10 +748,9 @@ impl<S: Store> Driver<S> {
                 "succeeded",
             ),
             Outcome::Ran(Err(e)) => {
-                let kind = EventKind::Failed {
-                    error: clip(&e.message),
-                    retryable: e.retryable,
-                };
+                let failure = self.failure(&done.step, e);
+                metrics::attempt_failed(self.workflow_name(), &failure.class);
+                let kind = EventKind::AttemptFailed(failure);
                 (
                     kind,
                     e.payload.clone().map_or(Payload::Empty, Payload::inline),
@@ -758,6 +761,20 @@ impl<S: Store> Driver<S> {
         metrics::attempt_ended(self.workflow_name(), done.step.as_str(), outcome, seconds);
         let payload = self.offload_patiently(payload).await?;
         Ok(self.event(&done.step, kind, done.attempt, payload))
+    }
+
+    /// What the `Failed` event of `step` records of `e`: its class, text and fingerprint,
+    /// and the machine's note when no attempt will follow.
+    fn failure(&self, step: &StepName, e: &StepError) -> AttemptFailure {
+        let mut failure = AttemptFailure {
+            fingerprint: e.fingerprint,
+            retry_after_ms: e.retry_after_ms,
+            ..AttemptFailure::new(e.class(), clip(&e.message), e.retryable)
+        };
+        failure.note =
+            self.machine
+                .failure_note(step.as_str(), &failure, self.shared.clock.now_ms());
+        failure
     }
 
     /// Offloads a payload to the blob store, retried while the store fails transiently: it

@@ -5,9 +5,9 @@
 //! Labels are bounded by the registered definitions (workflow and step names, outcomes,
 //! run statuses); a run id is never a label.
 
-use apollo11_core::RunId;
+use apollo11_core::{FailureClass, RunId};
 use apollo11_machine::{RunState, RunStatus, StepStatus};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 /// Histogram, labels `workflow`, `step`, `outcome`: seconds from an attempt's `Started` to
@@ -17,6 +17,14 @@ pub const STEP_DURATION_SECONDS: &str = "apollo11_step_duration_seconds";
 /// Counter, labels `workflow`, `outcome`: attempts ended, by how (`succeeded`, `failed`,
 /// `timeout` — it ran past its timeout and was stopped —, `interrupted`).
 pub const STEP_ATTEMPTS_TOTAL: &str = "apollo11_step_attempts_total";
+/// Counter, labels `workflow`, `class`: failed attempts by their failure class (`exit:1`,
+/// `timeout`, `spawn`, an author's `transient`); past [`CLASS_LABELS_MAX`] distinct classes
+/// in one process, further ones count as `other`.
+pub const STEP_FAILURES_TOTAL: &str = "apollo11_step_failures_total";
+/// Most distinct `class` labels of [`STEP_FAILURES_TOTAL`] in one process. Built-in classes
+/// are few (exit codes 1 to 255, signals) and an author's are declared in the workflow, so
+/// the bound is a guard against a Rust step inventing classes, not a limit a file meets.
+pub const CLASS_LABELS_MAX: usize = 512;
 /// Counter, labels `workflow`, `outcome`: compensation tries ended (`compensated`,
 /// `failed`, `interrupted`).
 pub const COMPENSATIONS_TOTAL: &str = "apollo11_compensations_total";
@@ -99,6 +107,10 @@ pub fn describe() {
         STALE_EPOCH_REJECTIONS_TOTAL,
         "Appends refused for a stale lease epoch."
     );
+    describe_counter!(
+        STEP_FAILURES_TOTAL,
+        "Failed step attempts, by failure class."
+    );
     describe_counter!(COMPENSATIONS_TOTAL, "Compensation tries ended, by outcome.");
     describe_gauge!(RUNS, "Runs by the status this engine last saw.");
     describe_gauge!(
@@ -164,6 +176,25 @@ pub(crate) fn attempt_ended(
         )
         .record(seconds);
     }
+}
+
+/// An attempt of `workflow` failed with `class`.
+pub(crate) fn attempt_failed(workflow: &str, class: &FailureClass) {
+    static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let name = class.name();
+    let label = {
+        let mut seen = SEEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.contains(&name) || seen.len() < CLASS_LABELS_MAX {
+            seen.insert(name.clone());
+            name
+        } else {
+            "other".to_owned()
+        }
+    };
+    metrics::counter!(STEP_FAILURES_TOTAL, "workflow" => workflow.to_owned(), "class" => label)
+        .increment(1);
 }
 
 /// A compensation try ended `outcome`.

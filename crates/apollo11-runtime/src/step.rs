@@ -3,7 +3,7 @@
 
 use crate::{Try, TryKind};
 use apollo11_author::Scope;
-use apollo11_core::{limits, RunId, StepName, Value};
+use apollo11_core::{fingerprint, limits, FailureClass, RunId, StepName, Value};
 pub use apollo11_machine::Place;
 use async_trait::async_trait;
 use std::fmt;
@@ -318,6 +318,16 @@ pub struct StepError {
     /// answering): a step of class `compensate` is then paused for a person instead of
     /// being compensated and run again.
     pub may_still_run: bool,
+    /// The failure's class; `None` is `error`, a failure of no more precise class. The
+    /// step's retry policy may differ by class.
+    pub class: Option<FailureClass>,
+    /// The failure's fingerprint ([`apollo11_core::fingerprint`]); 0 for none. The same
+    /// class and fingerprint on consecutive attempts is a deterministic failure: the
+    /// retries stop.
+    pub fingerprint: u64,
+    /// The delay before the next attempt the step asks for, in milliseconds: honoured up
+    /// to its retry policy's `max_ms` (of the failure's class), recorded on the failure.
+    pub retry_after_ms: Option<u64>,
 }
 
 impl StepError {
@@ -328,16 +338,17 @@ impl StepError {
             retryable: true,
             payload: None,
             may_still_run: false,
+            class: None,
+            fingerprint: 0,
+            retry_after_ms: None,
         }
     }
 
     /// A failure no retry can fix.
     pub fn fatal(message: impl Into<String>) -> StepError {
         StepError {
-            message: message.into(),
             retryable: false,
-            payload: None,
-            may_still_run: false,
+            ..StepError::retryable(message)
         }
     }
 
@@ -346,8 +357,34 @@ impl StepError {
     pub fn lost(message: impl Into<String>) -> StepError {
         StepError {
             may_still_run: true,
+            class: Some(FailureClass::WorkerLost),
             ..StepError::retryable(message)
         }
+    }
+
+    /// The failure, of class `class`.
+    pub fn with_class(mut self, class: FailureClass) -> StepError {
+        self.class = Some(class);
+        self
+    }
+
+    /// The failure, with the fingerprint of `lines` (the last lines of what it printed) and
+    /// its class: see [`apollo11_core::fingerprint`].
+    pub fn with_fingerprint(mut self, lines: &str) -> StepError {
+        self.fingerprint = fingerprint(&self.class(), lines);
+        self
+    }
+
+    /// The failure, asking for its next attempt `delay` after it (within the retry
+    /// policy's `max_ms`) instead of the backoff's delay.
+    pub fn with_retry_after(mut self, delay: std::time::Duration) -> StepError {
+        self.retry_after_ms = Some(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// The failure's class (`error` when none was given).
+    pub fn class(&self) -> FailureClass {
+        self.class.clone().unwrap_or(FailureClass::Error)
     }
 
     /// Attaches a marker for the next attempt (for `checkpoint` steps).

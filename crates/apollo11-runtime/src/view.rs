@@ -190,10 +190,11 @@ mod tests {
         let end = if ok {
             EventKind::Succeeded
         } else {
-            EventKind::Failed {
-                error: "boom".into(),
-                retryable: false,
-            }
+            EventKind::AttemptFailed(apollo11_core::AttemptFailure::new(
+                apollo11_core::FailureClass::Exit(1),
+                "boom",
+                false,
+            ))
         };
         let created = EventKind::RunCreated {
             workflow: "wf".into(),

@@ -2,7 +2,7 @@
 
 import { log as fetchLog, META } from './api.js';
 import { badge, duration, el, label, ranCommand, time, span } from './format.js';
-import { placeWords } from './timeline.js';
+import { classPrefix, placeWords } from './timeline.js';
 
 /**
  * The run's header: state, workflow, times, progress, why it waits, a rollback asked. A run
@@ -73,7 +73,7 @@ export function pauseText(paused) {
     case 'operator':
       return `Paused by ${paused.by}: ${paused.reason}`;
     case 'step_failed':
-      return `Waiting for an operator: step ${paused.step} failed after ${tries(paused.attempts)}${paused.error ? `: ${paused.error}` : ''}`;
+      return `Waiting for an operator: step ${paused.step} failed after ${tries(paused.attempts)}${paused.error ? `: ${classPrefix(paused.class)}${paused.error}` : ''}${paused.stopped ? ` (${paused.stopped})` : ''}`;
     default: {
       const retry = paused.retry_with ? ` (override it to ${paused.retry_with} to try again)` : '';
       return `Waiting for an operator: the compensation of ${paused.step} failed after ${tries(paused.tries)}${paused.error ? `: ${paused.error}` : ''}${retry}`;
@@ -173,8 +173,9 @@ async function copyText(text, block, button) {
 /** The last error recorded, and what an operator did after it (an override). */
 function lastError(step) {
   if ((step.error ?? null) === null) return '—';
-  if (!step.error_then) return step.error;
-  return el('span', { 'data-last-error': true }, `${step.error} (try ${step.error_try})`,
+  const error = `${classPrefix(step.error_class)}${step.error}`;
+  if (!step.error_then) return error;
+  return el('span', { 'data-last-error': true }, `${error} (try ${step.error_try})`,
     el('br'), el('span', { class: 'muted', 'data-error-then': true }, step.error_then));
 }
 

@@ -3,6 +3,7 @@
 
 import { badge, duration, el, time } from './format.js';
 import { pageButtons } from './pager.js';
+import { classPrefix } from './timeline.js';
 import { META } from './api.js';
 
 const PAGE = 100;
@@ -55,7 +56,8 @@ export class Steps {
 
   row(name) {
     const step = this.view.steps[name];
-    const error = step.error_then ? `${step.error} — ${step.error_then}` : step.error ?? (step.skip_reason ? `skipped: ${step.skip_reason}` : '');
+    const failure = `${classPrefix(step.error_class)}${step.error}`;
+    const error = step.error_then ? `${failure} — ${step.error_then}` : (step.error ?? null) !== null ? failure : (step.skip_reason ? `skipped: ${step.skip_reason}` : '');
     return el('tr', { 'data-step': name, class: name === this.selected ? 'selected' : null },
       el('td', {}, el('button', { class: 'link', onclick: () => this.actions.onSelect(name) }, name)),
       el('td', {}, badge(step.state)),

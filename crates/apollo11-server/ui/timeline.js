@@ -12,10 +12,18 @@ export function who(event) {
   return event.by ?? `engine ${event.instance}`;
 }
 
+/** `[class] ` before a failure's text, or nothing for a failure with no class. */
+export function classPrefix(failureClass) {
+  return failureClass ? `[${failureClass}] ` : '';
+}
+
 /** Why, or what the event says beyond its kind. */
 export function why(event) {
   if (event.reason !== undefined) return event.to ? `to ${event.to}: ${event.reason}` : event.reason;
-  if (event.error !== undefined) return `${event.error}${event.retryable ? '' : ' (not retryable)'}`;
+  if (event.error !== undefined) {
+    const stopped = event.note ? ` — stopped: ${event.note}` : '';
+    return `${classPrefix(event.class)}${event.error}${event.retryable ? '' : ' (not retryable)'}${stopped}`;
+  }
   if (event.workflow !== undefined) return `workflow ${event.workflow}`;
   if (event.host !== undefined) return placeWords(event.host, event.handle);
   if (event.items !== undefined) return `into ${event.items} item${event.items === 1 ? '' : 's'}`;

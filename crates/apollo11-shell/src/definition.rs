@@ -4,6 +4,7 @@
 //! environments and the file's folder are pinned in the spec's attributes, so `resume` needs
 //! nothing but the run id.
 
+mod classes;
 mod env;
 mod items;
 mod locate;
@@ -19,6 +20,7 @@ pub use items::INVENTORY_BYTES_MAX;
 pub use params::read_params_file;
 pub use placement::is_label;
 
+use crate::classify::{ClassRule, CLASSIFY};
 use apollo11_core::{check_name, NameKind, OnFailure, RetryPolicy, Timeout, Value, WorkflowSpec};
 use apollo11_machine::Policy;
 use raw::RawFile;
@@ -134,7 +136,8 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, Definit
         }
     };
     let params = params::params(&at, &raw.params)?;
-    let base = base(&at, &raw, dir)?;
+    let rules = classes::rules(&at, &raw.classify)?;
+    let base = base(&at, &raw, dir, &rules)?;
     if raw.steps.is_empty() {
         return Err(at.error(raw.workflow.span().start, "the workflow has no [[steps]]"));
     }
@@ -145,6 +148,9 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, Definit
         .collect::<Result<Vec<_>, _>>()?;
     let mut attributes = BTreeMap::from([(DIR.to_owned(), dir.display().to_string())]);
     env::env_pass(&at, &raw.defaults, &mut attributes)?;
+    if !rules.is_empty() {
+        attributes.insert(CLASSIFY.to_owned(), rules_json(&rules));
+    }
     let spec = WorkflowSpec {
         name: workflow.name.get_ref().clone(),
         on_failure,
@@ -181,8 +187,10 @@ fn base<'a>(
     at: &Locator<'_>,
     raw: &'a RawFile,
     dir: &'a Path,
+    classes: &'a [ClassRule],
 ) -> Result<step::Base<'a>, DefinitionError> {
-    let retry = step::retry(at, raw.defaults.retry.as_ref(), &RetryPolicy::default())?;
+    let default = RetryPolicy::default();
+    let retry = step::retry(at, raw.defaults.retry.as_ref(), &default, classes)?;
     let timeout = match &raw.defaults.timeout {
         Some(t) => step::timeout(at, t, DEFAULT_TIMEOUT_MS)?,
         None => Timeout::Fixed(DEFAULT_TIMEOUT_MS),
@@ -197,12 +205,18 @@ fn base<'a>(
         timeout,
         fallback_ms,
         dir,
+        classes,
     })
 }
 
 /// The names rule every store applies (`check_name`), applied where the name is written, so a
 /// workflow that validates can run: names become a run's and a step's folders and the
 /// idempotency key `run_id/step`.
+/// The `[[classify]]` rules as the workflow attribute holds them.
+fn rules_json(rules: &[ClassRule]) -> String {
+    serde_json::to_string(rules).expect("class rules are strings and integers: they serialize")
+}
+
 fn name(at: &Locator<'_>, kind: NameKind, raw: &Spanned<String>) -> Result<(), DefinitionError> {
     check_name(kind, raw.get_ref()).map_err(|e| at.error(raw.span().start, &e.to_string()))
 }

@@ -32,6 +32,9 @@ pub struct StepFiles {
     pub inputs: PathBuf,
     /// The run's arguments as JSON (`APOLLO11_PARAMS`).
     pub params: PathBuf,
+    /// Where a failing attempt may write the delay it asks for before the next one
+    /// (`APOLLO11_RETRY_AFTER_FILE`).
+    pub retry_after: PathBuf,
 }
 
 /// The folder of a run's step folders.
@@ -65,6 +68,7 @@ pub fn step_files(
         payload: dir.join(format!("{base}.{payload}")),
         inputs: read.join(&base),
         params: read.join(format!("{base}.params.json")),
+        retry_after: dir.join(format!("{base}.retry-after")),
     }
 }
 

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
+pub mod classify;
 pub mod definition;
 pub mod files;
 pub mod shell;

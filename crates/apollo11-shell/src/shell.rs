@@ -22,7 +22,9 @@ mod remote;
 mod waits;
 
 pub use command::{render, shell_text, source_offset};
-pub use execute::{execute, finished, kill, reattach, Files, Placing, ENV_PAYLOAD_BYTES_MAX};
+pub use execute::{
+    execute, finished, kill, reattach, Ended, Files, Placing, ENV_PAYLOAD_BYTES_MAX,
+};
 pub use job::{Job, Outcome};
 pub use remote::{
     words as label_words, Placement, RemoteHandle, COMPENSATE_ON, ON, QUEUE_TIMEOUT,
@@ -30,9 +32,10 @@ pub use remote::{
 };
 pub use waits::name_waits;
 
+use crate::classify::{rules_of, ClassRule};
 use crate::definition::{COMPENSATE, DIR, NON_RETRYABLE, RUN};
 use crate::files::{read_output, step_files, StepFiles};
-use apollo11_core::{check_name, limits, NameKind, WorkflowSpec};
+use apollo11_core::{check_name, limits, FailureClass, NameKind, WorkflowSpec};
 use apollo11_dispatch::Dispatcher;
 use apollo11_runtime::{
     Leftover, Output, Settled, Step, StepContext, StepError, Workflow, WorkflowError,
@@ -60,6 +63,7 @@ pub struct ShellStep {
     compensate: Option<String>,
     dir: PathBuf,
     non_retryable: Vec<i32>,
+    classes: Vec<ClassRule>,
     data_dir: PathBuf,
     rendering: command::Rendering,
     placement: Placement,
@@ -102,6 +106,7 @@ pub fn workflow_on(
         "the data dir is made absolute first"
     );
     let dir = PathBuf::from(spec.attributes.get(DIR).map_or(".", String::as_str));
+    let classes = rules_of(spec);
     Workflow::from_spec(spec.clone(), |s| {
         let non_retryable = s.attributes.get(NON_RETRYABLE).map_or(Vec::new(), |codes| {
             codes.split(',').filter_map(|c| c.parse().ok()).collect()
@@ -111,6 +116,7 @@ pub fn workflow_on(
             compensate: s.attributes.get(COMPENSATE).cloned(),
             dir: dir.clone(),
             non_retryable,
+            classes: classes.clone(),
             data_dir: data_dir.to_path_buf(),
             rendering: command::Rendering::of(spec, s),
             placement: Placement::of(s),
@@ -149,13 +155,20 @@ impl ShellStep {
             check_name(kind, name).map_err(|e| StepError::fatal(e.to_string()))?;
         }
         let prepared = self.rendering.prepare(command, ctx.scope(), &self.dir)?;
-        let job = Job::of(ctx, prepared, compensation, &self.non_retryable);
+        let job = Job::of(
+            ctx,
+            prepared,
+            compensation,
+            &self.non_retryable,
+            &self.classes,
+        );
         if let Some(needs) = self.placement.needs(compensation, ctx.scope())? {
             let workers = self.workers.as_ref().ok_or_else(|| {
                 StepError::fatal(format!(
                     "no_worker: the step runs on a worker with {}, and only `apollo11 serve` has workers",
                     label_words(&needs)
                 ))
+                .with_class(FailureClass::NoWorker)
             })?;
             return self.placement.dispatch(workers, needs, &job, ctx).await;
         }

@@ -121,6 +121,7 @@ pub fn workflow(scenario: &Scenario, ledger: &Ledger) -> Result<Workflow, String
             initial_ms: 20,
             max_ms: 1_000,
             jitter_pct: 20,
+            ..RetryPolicy::default()
         };
         let code = SimStep {
             plan: plan.clone(),

@@ -38,6 +38,16 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
             limits::LABEL_BYTES_MAX,
         )?;
         match &event.kind {
+            EventKind::AttemptFailed(failure) => {
+                let class = failure.class.name();
+                check_len("failure class", class.len() as u64, limits::LABEL_BYTES_MAX)?;
+                for (what, text) in [
+                    ("error message", &failure.error),
+                    ("failure note", &failure.note),
+                ] {
+                    check_len(what, text.len() as u64, limits::ERROR_MESSAGE_BYTES_MAX)?;
+                }
+            }
             EventKind::Failed { error, .. } | EventKind::CompensationFailed { error, .. } => {
                 check_len(
                     "error message",

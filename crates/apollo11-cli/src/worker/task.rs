@@ -152,6 +152,7 @@ impl Task {
             payload: self.dir.join("payload"),
             inputs: self.dir.join("inputs"),
             params: self.dir.join("params.json"),
+            retry_after: self.dir.join("retry-after"),
         }
     }
 

@@ -2,6 +2,7 @@
 
 mod blobs;
 mod bundles;
+mod classes;
 mod conditions;
 mod connections;
 mod examples;

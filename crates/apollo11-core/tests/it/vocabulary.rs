@@ -1,8 +1,8 @@
 //! Ids, events, kinds and payloads: every accessor and conversion gives back what went in.
 
 use apollo11_core::{
-    BlobRef, Event, EventId, EventKind, EventRef, KindTag, OverrideTarget, Payload, PayloadRef,
-    RunId, Seq, StepName,
+    AttemptFailure, BlobRef, Event, EventId, EventKind, EventRef, FailureClass, KindTag,
+    OverrideTarget, Payload, PayloadRef, RunId, Seq, StepName,
 };
 use std::collections::BTreeMap;
 
@@ -69,6 +69,7 @@ fn every_kind() -> Vec<EventKind> {
             host: "h".into(),
             handle: "pgid 7".into(),
         },
+        EventKind::AttemptFailed(AttemptFailure::new(FailureClass::Exit(3), "e", true)),
     ]
 }
 
@@ -89,7 +90,8 @@ fn every_kind_has_its_own_tag_and_name_and_the_run_level_ones_say_so() {
             "run_paused",
             "run_resumed",
             "rollback_requested",
-            "placed"
+            "placed",
+            "failed"
         ]
     );
     for kind in every_kind() {
@@ -198,10 +200,7 @@ fn an_event_borrowed_and_owned_again_is_the_same_event() {
         run_id: RunId::from("r"),
         seq: Seq(4),
         step: Some(StepName::from("s")),
-        kind: EventKind::Failed {
-            error: "boom".into(),
-            retryable: false,
-        },
+        kind: EventKind::AttemptFailed(AttemptFailure::new(FailureClass::Error, "boom", false)),
         attempt: 2,
         at_ms: 1_234,
         instance: "engine-1".into(),
@@ -308,5 +307,34 @@ fn specs_built_by_their_constructors_have_what_was_set() {
         RetryPolicy::default().max_attempts,
         3,
         "the default retry policy tries three times"
+    );
+}
+
+#[test]
+fn both_failed_kinds_read_as_a_failure_and_keep_their_own_json_names() {
+    let old = EventKind::Failed {
+        error: "exited with code 75 (log: x)".into(),
+        retryable: true,
+    };
+    let new = EventKind::AttemptFailed(AttemptFailure {
+        fingerprint: 9,
+        note: "the same failure repeated".into(),
+        ..AttemptFailure::new(FailureClass::Signal("KILL".into()), "killed", true)
+    });
+    assert_eq!(old.failure().unwrap().class, FailureClass::Exit(75));
+    assert_eq!(new.failure().unwrap().note, "the same failure repeated");
+    assert_eq!(EventKind::Started.failure(), None);
+    let old_json = serde_json::to_value(&old).unwrap();
+    assert!(old_json.get("failed").is_some(), "{old_json}");
+    let new_json = serde_json::to_value(&new).unwrap();
+    assert_eq!(new_json["attempt_failed"]["class"], "signal:KILL");
+    assert_eq!(serde_json::from_value::<EventKind>(new_json).unwrap(), new);
+    // A kind as a PostgreSQL row written before classes holds it.
+    let row = r#"{"failed":{"error":"exited with code 2 (log: x)","retryable":false}}"#;
+    let read: EventKind = serde_json::from_str(row).unwrap();
+    let failure = read.failure().unwrap();
+    assert_eq!(
+        (failure.class.name(), failure.retryable),
+        ("exit:2".to_owned(), false)
     );
 }

@@ -73,6 +73,7 @@ fn a_failed_step_is_retried_after_its_backoff() {
         initial_ms: 1_000,
         max_ms: 60_000,
         jitter_pct: 0,
+        ..RetryPolicy::default()
     };
     let mut h = History::new("r").created("test", pinned(&w));
     // (attempt, started at, failed at, next attempt due): 1 s, then 2 s after each failure.
@@ -114,6 +115,7 @@ fn backoff_is_capped_and_jitter_is_deterministic_and_bounded() {
         initial_ms: 1_000,
         max_ms: 5_000,
         jitter_pct: 0,
+        ..RetryPolicy::default()
     };
     let plain: Vec<u64> = (1..=5).map(|a| retry_delay_ms(&p, "r", "s", a)).collect();
     assert_eq!(plain, [1_000, 2_000, 4_000, 5_000, 5_000]);
@@ -172,10 +174,11 @@ fn an_attempt_past_its_timeout_is_failed_and_retried() {
         (failed.at_ms, &failed.kind),
         (
             1_500,
-            &apollo11_core::EventKind::Failed {
-                error: "timeout".into(),
-                retryable: true
-            }
+            &apollo11_core::EventKind::AttemptFailed(apollo11_core::AttemptFailure::new(
+                apollo11_core::FailureClass::Timeout,
+                "timeout",
+                true
+            ))
         )
     );
     assert_eq!(sim.summary(), "a=succeeded#2");

@@ -140,7 +140,7 @@ fn diamond_failed_at_d(h: History) -> History {
         .succeeded("c", "C")
         .succeeded("b", "B")
         .started("d")
-        .failed("d", "disk full", false)
+        .failed_legacy("d", "disk full", false)
 }
 
 /// The diamond's rollback where `b`'s compensation fails all three of its tries.
@@ -189,7 +189,7 @@ fn goldens() -> Vec<Golden> {
                     .succeeded("collect", "rows=100")
                     .started("clean")
                     .wait(60_000)
-                    .failed("clean", "interrupted", true),
+                    .failed_legacy("clean", "interrupted", true),
             ),
             status: RunStatus::Succeeded,
             steps: "collect=succeeded#1 clean=succeeded#2 persist=succeeded#1",
@@ -235,10 +235,10 @@ fn goldens() -> Vec<Golden> {
             name: "retry_then_success",
             history: chain_run(History::new("retry"))
                 .started("collect")
-                .failed("collect", "connection reset", true)
+                .failed_legacy("collect", "connection reset", true)
                 .wait(1_000)
                 .started("collect")
-                .failed("collect", "connection reset", true)
+                .failed_legacy("collect", "connection reset", true)
                 .wait(2_000)
                 .started("collect")
                 .succeeded("collect", "rows=100"),
@@ -256,7 +256,7 @@ fn goldens() -> Vec<Golden> {
                 .succeeded("c", "C")
                 .succeeded("b", "B")
                 .started("d")
-                .failed("d", "disk full", false)
+                .failed_legacy("d", "disk full", false)
                 .compensating("b")
                 .compensating("c")
                 .compensated("c")
@@ -348,7 +348,7 @@ fn goldens() -> Vec<Golden> {
             history: History::new("pay")
                 .created("test", pinned(&payment()))
                 .started("charge")
-                .failed("charge", "gateway 502", true)
+                .failed_legacy("charge", "gateway 502", true)
                 .compensating("charge")
                 .compensated("charge")
                 .wait(1_000)
@@ -382,7 +382,7 @@ fn goldens() -> Vec<Golden> {
                 .started("collect")
                 .succeeded("collect", "rows=100")
                 .started("clean")
-                .failed("clean", "schema mismatch", false)
+                .failed_legacy("clean", "schema mismatch", false)
                 .overridden("clean", OverrideTarget::Succeeded, "bob", "cleaned by hand")
                 .started("persist")
                 .succeeded("persist", "ok"),
@@ -392,7 +392,7 @@ fn goldens() -> Vec<Golden> {
         Golden {
             name: "one_failed_runs_then_paused",
             history: notify_run("notify")
-                .failed("b", "refused", false)
+                .failed_legacy("b", "refused", false)
                 .succeeded("c", "ok")
                 .started("notify")
                 .succeeded("notify", "sent"),

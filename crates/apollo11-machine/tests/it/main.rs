@@ -1,5 +1,6 @@
 //! Integration tests of the pure state machine.
 
+mod classes;
 mod decide;
 mod expand;
 mod fold;

@@ -301,10 +301,13 @@ impl Sim {
                 },
                 (true, Outcome::Hang) => unreachable!("compensations in the sim always end"),
                 (false, Outcome::Ok(_)) => EventKind::Succeeded,
-                (false, Outcome::Err { retryable, .. }) => EventKind::Failed {
-                    error: "boom".into(),
-                    retryable,
-                },
+                (false, Outcome::Err { retryable, .. }) => {
+                    EventKind::AttemptFailed(apollo11_core::AttemptFailure::new(
+                        apollo11_core::FailureClass::Error,
+                        "boom",
+                        retryable,
+                    ))
+                }
                 (false, Outcome::Hang) => unreachable!("a hung step never comes due"),
             };
             let payload = if kind == EventKind::Succeeded {

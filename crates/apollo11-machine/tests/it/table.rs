@@ -1,7 +1,7 @@
 //! The transition table, pair by pair: every (state, event kind) combination is applied and
 //! its outcome checked against the table in docs/ARCHITECTURE.md, and every row must be reached.
 
-use apollo11_core::{EventKind, OverrideTarget};
+use apollo11_core::{AttemptFailure, EventKind, FailureClass, OverrideTarget};
 use apollo11_machine::{transition, Rule, StepStatus};
 use std::collections::BTreeSet;
 
@@ -16,6 +16,7 @@ fn kinds() -> Vec<EventKind> {
             error: "e".into(),
             retryable: true,
         },
+        EventKind::AttemptFailed(AttemptFailure::new(FailureClass::Exit(1), "e", true)),
         EventKind::Compensating,
         EventKind::Compensated,
         EventKind::ManualOverride {
@@ -59,7 +60,9 @@ fn expected(status: StepStatus, kind: &EventKind) -> (Rule, StepStatus) {
         (S::Anomalous, _) => (Rule::StayAnomalous, S::Anomalous),
         (S::Pending, EventKind::Started) => (Rule::Start, S::Running),
         (S::Running, EventKind::Succeeded) => (Rule::Succeed, S::Succeeded),
-        (S::Running, EventKind::Failed { .. }) => (Rule::Fail, S::Failed),
+        (S::Running, EventKind::AttemptFailed(_) | EventKind::Failed { .. }) => {
+            (Rule::Fail, S::Failed)
+        }
         (S::Failed, EventKind::Started) => (Rule::Retry, S::Running),
         (S::Failed, EventKind::Compensating) => (Rule::CompensateFailure, S::Compensating),
         (S::Succeeded, EventKind::Compensating) => (Rule::CompensateSuccess, S::Compensating),
@@ -127,6 +130,11 @@ fn a_wrong_attempt_number_is_an_anomaly_even_on_an_allowed_transition() {
                 error: "e".into(),
                 retryable: true,
             },
+            1,
+        ),
+        (
+            StepStatus::Running,
+            EventKind::AttemptFailed(AttemptFailure::new(FailureClass::Spawn, "e", true)),
             1,
         ),
         (StepStatus::Failed, EventKind::Started, 2),

@@ -80,6 +80,7 @@ fn retry(max_attempts: u32) -> RetryPolicy {
         initial_ms: 10,
         max_ms: 10,
         jitter_pct: 0,
+        ..RetryPolicy::default()
     }
 }
 
@@ -211,6 +212,15 @@ fn check_steps(s: &[Sample]) {
         attempts("audit", "timeout"),
         0.0,
         "every outcome is present from the start"
+    );
+    let failures = |class| {
+        let labels = [("workflow", "shop"), ("class", class)];
+        value(s, "apollo11_step_failures_total", &labels)
+    };
+    assert_eq!(
+        (failures("error"), failures("timeout")),
+        (2.0, 1.0),
+        "failed attempts by class"
     );
     let duration = |step, outcome, part: &str| {
         let labels = [("workflow", "shop"), ("step", step), ("outcome", outcome)];

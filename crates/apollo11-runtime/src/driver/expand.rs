@@ -18,7 +18,8 @@ use crate::grown::{grow, grown_spec};
 use crate::{EngineError, WorkflowError};
 use apollo11_author::output_items;
 use apollo11_core::{
-    EventKind, ItemSource, Payload, RunId, StepName, Timeout, Value, WorkflowSpec,
+    AttemptFailure, EventKind, FailureClass, ItemSource, Payload, RunId, StepName, Timeout, Value,
+    WorkflowSpec,
 };
 use apollo11_machine::{Expansion, Policy, RunState, StepStatus};
 use apollo11_store::{NewEvent, StoreError};
@@ -67,10 +68,8 @@ impl<S: Store> Driver<S> {
             }
             Expanding::Fail(error) => {
                 tracing::warn!(step = %step, error = %error, "the template step cannot expand");
-                let kind = EventKind::Failed {
-                    error: clip(&error),
-                    retryable: false,
-                };
+                let failure = AttemptFailure::new(FailureClass::Error, clip(&error), false);
+                let kind = EventKind::AttemptFailed(failure);
                 self.event(step, kind, attempt, Payload::Empty)
             }
         };

@@ -47,6 +47,14 @@ pub enum EventDetail {
         error: String,
         /// False when trying again cannot help.
         retryable: bool,
+        /// The failure's class (`exit:1`, `timeout`, an author's `transient`); none for a
+        /// compensation's failure.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        class: Option<String>,
+        /// Why no attempt follows, when the retry policy stopped there (`the same failure
+        /// repeated`); omitted when empty.
+        #[serde(skip_serializing_if = "String::is_empty")]
+        note: String,
     },
     /// `manual_override`.
     Override {
@@ -154,10 +162,20 @@ impl From<&EventKind> for EventDetail {
             EventKind::RunCreated { workflow } => EventDetail::Created {
                 workflow: workflow.clone(),
             },
-            EventKind::Failed { error, retryable }
-            | EventKind::CompensationFailed { error, retryable } => EventDetail::Failure {
+            EventKind::AttemptFailed(_) | EventKind::Failed { .. } => {
+                kind.failure()
+                    .map_or(EventDetail::None {}, |f| EventDetail::Failure {
+                        error: f.error.clone(),
+                        retryable: f.retryable,
+                        class: Some(f.class.name()),
+                        note: f.note.clone(),
+                    })
+            }
+            EventKind::CompensationFailed { error, retryable } => EventDetail::Failure {
                 error: error.clone(),
                 retryable: *retryable,
+                class: None,
+                note: String::new(),
             },
             EventKind::ManualOverride { to, by, reason } => EventDetail::Override {
                 to: *to,

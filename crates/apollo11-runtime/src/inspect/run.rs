@@ -90,6 +90,9 @@ pub struct StepView<L = StepLog> {
     /// The last error: its compensation's, if a try failed (that says more about where the
     /// step is), else its last attempt's.
     pub error: Option<String>,
+    /// The class of its last attempt's failure (`exit:1`, `timeout`, an author's
+    /// `transient`), kept until it succeeds.
+    pub error_class: Option<String>,
     /// How many tries its current compensation has had.
     pub compensation_tries: u32,
     /// Whose output a front end shows for the step, when it has started.
@@ -224,6 +227,10 @@ pub enum Pause {
         attempts: u32,
         /// Its last error, if one was recorded.
         error: Option<String>,
+        /// The class of its last failure.
+        class: Option<String>,
+        /// Why it is not tried again (`the same failure repeated …`, `no attempt left …`).
+        stopped: Option<String>,
     },
     /// A step's compensation failed for good.
     CompensationFailed {
@@ -250,6 +257,8 @@ impl Pause {
                 Pause::StepFailed {
                     attempts: s.attempts_spent(),
                     error: error(s.last_error.as_deref()),
+                    class: s.last_error.as_ref().map(|f| f.class.name()),
+                    stopped: machine.stop_reason(step.as_str()),
                     step,
                 }
             }
@@ -360,6 +369,7 @@ impl<L> RunView<L> {
                 duration_ms: step.duration_ms,
                 started_at: step.started_at,
                 error: step.error,
+                error_class: step.error_class,
                 compensation_tries: step.compensation_tries,
                 overrides: step.overrides,
                 unplaced: step.unplaced,
@@ -415,6 +425,7 @@ impl StepView {
             duration_ms: step.duration_ms,
             started_at: step.started_ms,
             error,
+            error_class: step.last_error.as_ref().map(|f| f.class.name()),
             compensation_tries: step.compensation_tries,
             log: (step.attempt > 0).then_some(StepLog {
                 attempt: step.attempt,

@@ -131,10 +131,7 @@ async fn a_missing_secret_fails_the_attempt_for_good_naming_where_it_was_looked_
         .read_run(&RunId::from("r"), apollo11_core::Seq(1))
         .await;
     let failed = (events.unwrap().into_iter())
-        .find_map(|e| match e.kind {
-            EventKind::Failed { error, retryable } => Some((error, retryable)),
-            _ => None,
-        })
+        .find_map(|e| e.kind.failure().map(|f| (f.error.clone(), f.retryable)))
         .unwrap();
     assert_eq!(
         failed,
@@ -274,9 +271,10 @@ async fn a_condition_that_cannot_be_evaluated_fails_the_step_for_good() {
     assert_eq!(status.unwrap(), RunStatus::Paused);
     let events = step_events(&store, "full").await;
     assert_eq!(events[0], (EventKind::Started, 1));
-    let EventKind::Failed { error, retryable } = &events[1].0 else {
+    let Some(failed) = events[1].0.failure() else {
         panic!("{events:?}");
     };
+    let (error, retryable) = (&failed.error, failed.retryable);
     assert!(!retryable);
     assert!(
         error.starts_with("the condition `steps.make.output.n == \"yes\"` of step `full` compares"),

@@ -81,6 +81,7 @@ async fn a_panicking_compensation_is_retried_at_the_backoff_rate_not_hot() {
         initial_ms: 50,
         max_ms: 50,
         jitter_pct: 0,
+        ..RetryPolicy::default()
     };
     let engine = open(&f.store).await;
     let wf = Arc::new(undo_a(&f));

@@ -43,6 +43,7 @@ impl Fixture {
                 initial_ms: 1_000,
                 max_ms: 60_000,
                 jitter_pct: 0,
+                ..RetryPolicy::default()
             },
         }
     }
@@ -140,7 +141,7 @@ async fn a_failing_step_is_retried_with_exponential_backoff() {
         .collect();
     let fails: Vec<u64> = t
         .iter()
-        .filter(|(_, k, _)| matches!(k, EventKind::Failed { .. }))
+        .filter(|(_, k, _)| k.failure().is_some())
         .map(|(_, _, at)| *at)
         .collect();
     assert_eq!((starts.len(), fails.len()), (3, 2));
@@ -169,10 +170,11 @@ async fn an_attempt_past_its_timeout_is_failed_then_retried() {
     let t = timeline(&f.store, "r").await;
     assert_eq!(
         t[1].1,
-        EventKind::Failed {
-            error: "timeout".into(),
-            retryable: true
-        }
+        EventKind::AttemptFailed(apollo11_core::AttemptFailure::new(
+            apollo11_core::FailureClass::Timeout,
+            "timeout",
+            true
+        ))
     );
     assert_eq!(t[1].2 - t[0].2, 500, "failed exactly at the deadline");
     assert_eq!(
@@ -607,10 +609,11 @@ async fn auto_timeout_is_twice_the_p99_of_past_successful_durations() {
     let t = timeline(&f.store, "hung").await;
     assert_eq!(
         t[1].1,
-        EventKind::Failed {
-            error: "timeout".into(),
-            retryable: true
-        }
+        EventKind::AttemptFailed(apollo11_core::AttemptFailure::new(
+            apollo11_core::FailureClass::Timeout,
+            "timeout",
+            true
+        ))
     );
     assert_eq!(t[1].2 - t[0].2, 200, "2 x p99 of 100 ms");
 }

@@ -138,10 +138,7 @@ async fn an_output_that_is_no_list_or_too_long_a_list_fails_the_template_for_goo
         assert_eq!(status.unwrap(), RunStatus::Paused);
         let events = store.read_run(&RunId::from("r"), Seq(1)).await.unwrap();
         let failed = (events.iter())
-            .find_map(|e| match &e.kind {
-                EventKind::Failed { error, retryable } => Some((error.clone(), *retryable)),
-                _ => None,
-            })
+            .find_map(|e| e.kind.failure().map(|f| (f.error.clone(), f.retryable)))
             .unwrap();
         assert_eq!(failed, (error.to_owned(), false));
         assert_eq!(kinds(&store, "r", "merge").await, Vec::<&str>::new());

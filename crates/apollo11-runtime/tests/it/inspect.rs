@@ -182,7 +182,9 @@ async fn a_paused_run_says_why_what_is_allowed_and_serializes_steps_by_name() {
         Some(Pause::StepFailed {
             step: "a".into(),
             attempts: 1,
-            error: Some("disk full".into())
+            error: Some("disk full".into()),
+            class: Some("error".into()),
+            stopped: Some("no attempt left (1 of 1 for class error)".into()),
         })
     );
     assert_eq!(view.order, ["a", "b"]);

@@ -31,6 +31,7 @@ async fn a_retry_without_backoff_gets_the_marker_appended_with_it() {
         initial_ms: 0,
         max_ms: 0,
         jitter_pct: 0,
+        ..RetryPolicy::default()
     };
     let wf = Workflow::builder("ck")
         .on_failure(OnFailure::Pause)

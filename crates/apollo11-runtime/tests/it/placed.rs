@@ -201,10 +201,11 @@ async fn a_timed_out_try_is_settled_before_its_failure_and_its_marker_reaches_th
     let wf = Arc::new(workflow(remote(&store, &seen, marker), Timeout::Fixed(500)));
     let handle = engine.start(&wf, RunId::from("r")).await.unwrap();
     assert_eq!(handle.outcome().await.unwrap(), RunStatus::Succeeded);
-    let timeout = EventKind::Failed {
-        error: "timeout".into(),
-        retryable: true,
-    };
+    let timeout = EventKind::AttemptFailed(apollo11_core::AttemptFailure::new(
+        apollo11_core::FailureClass::Timeout,
+        "timeout",
+        true,
+    ));
     let payload = payload_of(&store, &timeout).await;
     assert_eq!(payload, Payload::inline(MARKER));
     let seen = seen.lock().unwrap();

@@ -15,6 +15,16 @@ pub(super) struct RawFile {
     pub defaults: RawDefaults,
     #[serde(default)]
     pub steps: Vec<Spanned<RawStep>>,
+    #[serde(default)]
+    pub classify: Vec<Spanned<RawClassRule>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClassRule {
+    pub class: Spanned<String>,
+    pub exit_codes: Option<Vec<Spanned<i32>>>,
+    pub stderr: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +82,8 @@ pub(super) struct RawRetry {
     pub initial: Option<Spanned<String>>,
     pub max: Option<Spanned<String>>,
     pub jitter_pct: Option<Spanned<u8>>,
+    pub same_failure_max: Option<Spanned<u32>>,
+    pub class: Option<BTreeMap<String, Spanned<toml::Value>>>,
 }
 
 #[derive(Deserialize)]

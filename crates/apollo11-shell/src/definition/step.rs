@@ -3,6 +3,7 @@
 
 use super::raw::{RawDefaults, RawRetry, RawStep};
 use super::{env, items, placement, DefinitionError, Locator, COMPENSATE, NON_RETRYABLE, RUN};
+use crate::classify::ClassRule;
 use apollo11_core::{limits, Backoff, Idempotency, RetryPolicy, StepSpec, Timeout, TriggerRule};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,6 +16,7 @@ pub(super) struct Base<'a> {
     pub timeout: Timeout,
     pub fallback_ms: u64,
     pub dir: &'a Path,
+    pub classes: &'a [ClassRule],
 }
 
 pub(super) fn step_spec(
@@ -52,7 +54,7 @@ pub(super) fn step_spec(
         depends_on: raw.depends_on.iter().map(|d| d.get_ref().clone()).collect(),
         idempotency,
         has_compensation: raw.compensate.is_some(),
-        retry: retry(at, raw.retry.as_ref(), &base.retry)?,
+        retry: retry(at, raw.retry.as_ref(), &base.retry, base.classes)?,
         timeout: match &raw.timeout {
             Some(t) => timeout(at, t, base.fallback_ms)?,
             None => base.timeout,
@@ -100,10 +102,13 @@ fn trigger(at: &Locator<'_>, raw: &RawStep) -> Result<TriggerRule, DefinitionErr
     }
 }
 
+/// A `retry` table over `base` (the defaults' policy): each key it sets replaces the
+/// base's, and each class of its `class` table replaces that class's entry.
 pub(super) fn retry(
     at: &Locator<'_>,
     raw: Option<&RawRetry>,
     base: &RetryPolicy,
+    classes: &[ClassRule],
 ) -> Result<RetryPolicy, DefinitionError> {
     let Some(raw) = raw else {
         return Ok(base.clone());
@@ -126,7 +131,16 @@ pub(super) fn retry(
     let ms = |d: &Option<Spanned<String>>, fallback: u64| {
         d.as_ref().map_or(Ok(fallback), |d| duration_ms(at, d))
     };
+    let mut by_class = base.by_class.clone();
+    if let Some(table) = &raw.class {
+        by_class.extend(super::classes::by_class(at, table, classes)?);
+    }
     Ok(RetryPolicy {
+        by_class,
+        same_failure_max: raw
+            .same_failure_max
+            .as_ref()
+            .map_or(base.same_failure_max, |m| *m.get_ref()),
         max_attempts: raw
             .max_attempts
             .as_ref()

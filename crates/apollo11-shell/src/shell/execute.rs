@@ -5,13 +5,15 @@
 
 use super::group;
 use super::job::Job;
+use crate::classify;
 use crate::files::{create_private_dir, create_private_file, read_output, OutputError, StepFiles};
-use apollo11_core::limits;
+use apollo11_core::{limits, FailureClass};
 use apollo11_runtime::{Output, StepError};
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 
@@ -75,8 +77,10 @@ impl Files<'_> {
 ///
 /// # Errors
 ///
-/// The attempt's failure: an exit code (fatal when `job.non_retryable` lists it), a signal,
-/// an output over the limit, a folder or file that could not be made, a place refused.
+/// The attempt's failure, classified: an exit code (fatal when `job.non_retryable` lists
+/// it; `spawn` for 126 and 127, or an author's class), a signal, an output over the limit
+/// (`output_too_large`), a folder missing or a process that could not start (`spawn`), a
+/// file that could not be made, a place refused.
 ///
 /// # Panics
 ///
@@ -89,15 +93,18 @@ pub async fn execute(
     let files = at.files;
     let folder = files.log.parent().expect("step files live in a folder");
     create_private_dir(folder).map_err(|e| io("creating the step's folder", e))?;
+    // A delay asked for by a crashed earlier try of this attempt is not this one's.
+    let _ = std::fs::remove_file(&files.retry_after);
     // An empty output file of our own: what the step writes there stays private, and a
     // crashed earlier try of this attempt leaves nothing behind for this one.
     create_private_file(&files.output).map_err(|e| io("creating the output file", e))?;
     let log = create_private_file(&files.log).map_err(|e| io("creating the step log", e))?;
     if !job.dir.is_dir() {
-        return Err(StepError::fatal(format!(
+        let message = format!(
             "the step's folder {} does not exist or is not a folder",
             job.dir.display()
-        )));
+        );
+        return Err(StepError::fatal(message).with_class(FailureClass::Spawn));
     }
     let mut cmd = tokio::process::Command::new("sh");
     environment(&mut cmd, job, files);
@@ -146,10 +153,8 @@ async fn wait(
     placing: &dyn Placing,
 ) -> Result<Output, StepError> {
     let mut child = cmd.spawn().map_err(|e| {
-        io(
-            &format!("starting `sh -c {}` in {}", job.command, job.dir.display()),
-            e,
-        )
+        let what = format!("starting `sh -c {}` in {}", job.command, job.dir.display());
+        io(&what, e).with_class(FailureClass::Spawn)
     })?;
     let mut guard = GroupGuard(child.id().map(|id| id as i32));
     let pid = child
@@ -172,37 +177,76 @@ async fn wait(
         .await
         .map_err(|e| io("waiting for the step", e))?;
     guard.0 = None;
-    finished(job, at, status.code())
+    let ended = match (status.code(), status.signal()) {
+        (Some(code), _) => Ended::Exit(code),
+        (None, Some(signal)) => Ended::Signal(signal),
+        (None, None) => Ended::Killed,
+    };
+    finished(job, at, ended)
 }
 
-/// The result of a try whose process ended with `code` (`None`: killed by a signal): its
-/// exit and its output file.
+/// How a try's process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited with this code.
+    Exit(i32),
+    /// It was killed by the signal of this number.
+    Signal(i32),
+    /// It was killed, by what is not known (a try watched again after a restart whose
+    /// process left no exit status).
+    Killed,
+}
+
+/// The result of a try whose process `ended`: its exit and its output file, a failure
+/// classified (see [`classify`]) and fingerprinted from the last lines of its log.
 ///
 /// # Errors
 ///
 /// As [`execute`].
-pub fn finished(job: &Job, at: &Files<'_>, code: Option<i32>) -> Result<Output, StepError> {
+pub fn finished(job: &Job, at: &Files<'_>, ended: Ended) -> Result<Output, StepError> {
     let log = at.shown(&at.files.log);
     let written = output(&at.files.output, &at.shown(&at.files.output))?;
-    match code {
-        Some(0) => Ok(Output(written)),
-        Some(code) => {
+    let tail = classify::tail(&at.files.log);
+    let error = match ended {
+        Ended::Exit(0) => return Ok(Output(written)),
+        Ended::Exit(code) => {
             let message = format!("exited with code {code} (log: {log})");
             let error = if job.non_retryable.contains(&code) {
                 StepError::fatal(message)
             } else {
                 StepError::retryable(message)
             };
-            Err(if written.is_empty() {
-                error
-            } else {
-                error.with_payload(written)
-            })
+            error.with_class(classify::classify(&job.classes, code, &tail))
         }
-        None => Err(StepError::retryable(format!(
-            "killed by a signal (log: {log})"
-        ))),
-    }
+        Ended::Signal(signal) => {
+            let class = classify::signal_class(signal);
+            StepError::retryable(format!("killed by a signal, {class} (log: {log})"))
+                .with_class(class)
+        }
+        Ended::Killed => StepError::retryable(format!("killed by a signal (log: {log})"))
+            .with_class(FailureClass::Signal("unknown".to_owned())),
+    };
+    let mut error = error.with_fingerprint(&tail);
+    error.retry_after_ms = retry_after_ms(&at.files.retry_after);
+    Err(if written.is_empty() {
+        error
+    } else {
+        error.with_payload(written)
+    })
+}
+
+/// The delay a failed try asked for in the file at `path` (`APOLLO11_RETRY_AFTER_FILE`): a
+/// duration (`30s`, `2m`) or a number of seconds, at most `DURATION_MS_MAX`; `None` when
+/// the file is missing or says neither. The file is removed.
+fn retry_after_ms(path: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let _ = std::fs::remove_file(path);
+    let text = text.trim();
+    let ms = match text.parse::<u64>() {
+        Ok(seconds) => seconds.saturating_mul(1_000),
+        Err(_) => u64::try_from(humantime::parse_duration(text).ok()?.as_millis()).ok()?,
+    };
+    Some(ms.min(limits::DURATION_MS_MAX))
 }
 
 /// Watches the process group `handle` (as [`Placing::placed`] got it) of a try that an
@@ -225,7 +269,7 @@ pub async fn reattach(job: &Job, at: &Files<'_>, handle: &str) -> Result<Output,
         .exit
         .and_then(|path| std::fs::read_to_string(path).ok())
         .and_then(|text| text.trim().parse().ok());
-    finished(job, at, code)
+    finished(job, at, code.map_or(Ended::Killed, Ended::Exit))
 }
 
 /// Kills the process group `handle` names and waits until none of it runs.
@@ -260,7 +304,8 @@ fn environment(cmd: &mut tokio::process::Command, job: &Job, files: &StepFiles) 
         )
         .env("APOLLO11_OUTPUT", &files.output)
         .env("APOLLO11_INPUTS", &files.inputs)
-        .env("APOLLO11_PARAMS", &files.params);
+        .env("APOLLO11_PARAMS", &files.params)
+        .env("APOLLO11_RETRY_AFTER_FILE", &files.retry_after);
 }
 
 /// Hands a payload to a step: always as a file (`VAR_FILE`, 0600), and also in `VAR` itself
@@ -287,7 +332,8 @@ fn output(path: &Path, shown: &str) -> Result<Vec<u8>, StepError> {
     read_output(path, max).map_err(|e| match e {
         OutputError::TooLarge { bytes } => StepError::fatal(format!(
             "the output file {shown} is {bytes} bytes, over the limit of {max} bytes (STEP_OUTPUT_BYTES_MAX); write large results to a file of the step's own and put its path in the output"
-        )),
+        ))
+        .with_class(FailureClass::OutputTooLarge),
         OutputError::Io(e) => StepError::retryable(format!("reading the output file {shown}: {e}")),
     })
 }

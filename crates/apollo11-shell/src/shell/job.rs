@@ -2,7 +2,8 @@
 //! what it sends a worker (as JSON, bytes in base64). And the outcome a worker sends back.
 
 use super::command::Prepared;
-use apollo11_core::Value;
+use crate::classify::ClassRule;
+use apollo11_core::{FailureClass, Value};
 use apollo11_runtime::{Output, StepContext, StepError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -37,6 +38,9 @@ pub struct Job {
     pub payload: Option<Vec<u8>>,
     /// Exit codes no retry can fix.
     pub non_retryable: Vec<i32>,
+    /// The author's rules that classify a failure (`[[classify]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassRule>,
 }
 
 impl Job {
@@ -46,6 +50,7 @@ impl Job {
         prepared: Prepared,
         compensation: bool,
         non_retryable: &[i32],
+        classes: &[ClassRule],
     ) -> Job {
         let payload = if compensation {
             ctx.output.clone()
@@ -65,6 +70,7 @@ impl Job {
             params: ctx.scope().arguments.clone(),
             payload,
             non_retryable: non_retryable.to_vec(),
+            classes: classes.to_vec(),
         }
     }
 }
@@ -99,6 +105,19 @@ pub struct Outcome {
     /// Its output, or the marker a failure left.
     #[serde(with = "b64opt", default)]
     pub payload: Option<Vec<u8>>,
+    /// Its failure's class (none on success, or from a worker that does not classify).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<FailureClass>,
+    /// Its failure's fingerprint; 0 for none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fingerprint: u64,
+    /// The delay before the next attempt its failure asks for, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Outcome {
@@ -110,12 +129,18 @@ impl Outcome {
                 error: String::new(),
                 retryable: false,
                 payload: Some(output.0.clone()),
+                class: None,
+                fingerprint: 0,
+                retry_after_ms: None,
             },
             Err(e) => Outcome {
                 ok: false,
                 error: e.message.clone(),
                 retryable: e.retryable,
                 payload: e.payload.clone(),
+                class: e.class.clone(),
+                fingerprint: e.fingerprint,
+                retry_after_ms: e.retry_after_ms,
             },
         }
     }
@@ -140,6 +165,9 @@ impl Outcome {
         let error = StepError {
             message: self.error,
             retryable: self.retryable,
+            class: self.class,
+            fingerprint: self.fingerprint,
+            retry_after_ms: self.retry_after_ms,
             ..StepError::fatal("")
         };
         Err(match self.payload {
@@ -210,10 +238,19 @@ mod tests {
             params: BTreeMap::from([("n".to_owned(), Value::from(3))]),
             payload: Some(vec![0xff, 0]),
             non_retryable: vec![3],
+            classes: vec![ClassRule {
+                class: "transient".into(),
+                exit_codes: vec![75],
+                stderr: Some("refused".into()),
+            }],
         };
         let text = serde_json::to_vec(&job).unwrap();
         assert_eq!(serde_json::from_slice::<Job>(&text).unwrap(), job);
-        let failed = Err(StepError::retryable("exited with code 1").with_payload(vec![1, 2]));
+        let failed = Err(StepError::retryable("exited with code 1")
+            .with_class(apollo11_core::FailureClass::Exit(1))
+            .with_fingerprint("refused")
+            .with_retry_after(std::time::Duration::from_secs(30))
+            .with_payload(vec![1, 2]));
         let outcome = Outcome::of(&failed);
         let back: Outcome = serde_json::from_slice(&serde_json::to_vec(&outcome).unwrap()).unwrap();
         assert_eq!(back.result(), failed);

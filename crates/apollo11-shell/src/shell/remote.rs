@@ -10,7 +10,7 @@
 use super::command::render;
 use super::job::{Job, Outcome};
 use apollo11_author::{Mode, Scope};
-use apollo11_core::{limits, StepSpec};
+use apollo11_core::{limits, FailureClass, StepSpec};
 use apollo11_dispatch::{Dispatcher, Labels, TaskEvent, Ticket, TryRef};
 use apollo11_runtime::{Leftover, Output, Place, Settled, StepContext, StepError};
 use serde::{Deserialize, Serialize};
@@ -135,11 +135,12 @@ impl Placement {
             Ok(TaskEvent::Taken { worker }) => worker,
             Ok(other) => return Err(unexpected(&other)),
             Err(_) => {
-                return Err(StepError::retryable(format!(
+                let message = format!(
                     "no_worker: no worker with {} took the try within {}",
                     words(&needs),
                     humantime::format_duration(timeout)
-                )))
+                );
+                return Err(StepError::retryable(message).with_class(FailureClass::NoWorker));
             }
         };
         watch(ticket, &worker, ctx, Some(job)).await

@@ -68,10 +68,7 @@ fn failures(events: &[Event], step: &str) -> Vec<(String, bool)> {
     events
         .iter()
         .filter(|e| e.step.as_ref().is_some_and(|s| s.as_str() == step))
-        .filter_map(|e| match &e.kind {
-            EventKind::Failed { error, retryable } => Some((error.clone(), *retryable)),
-            _ => None,
-        })
+        .filter_map(|e| e.kind.failure().map(|f| (f.error.clone(), f.retryable)))
         .collect()
 }
 

@@ -1,0 +1,85 @@
+//! The retry decision after a failed attempt: by the failure's class, the policy that class
+//! takes (its attempts and backoff, or never), and whether the same failure repeats itself.
+//! Pure: the same step state and policy give the same answer at write time (the note a
+//! `Failed` event records) and at every fold after.
+
+use crate::{retry_delay_ms, Failure, StepState};
+use apollo11_core::{AttemptFailure, ClassPolicy, RetryPolicy};
+
+/// The delay from `failure`, the last of a step at its attempt `attempt`, to its next
+/// attempt: the delay the step asked for, up to its class's `max_ms`; else by the policy
+/// of the failure's class (the step's own for a class never retried), jittered by the hash
+/// of `run_id`, `step` and the attempt.
+pub fn delay_ms(
+    failure: &Failure,
+    policy: &RetryPolicy,
+    run_id: &str,
+    step: &str,
+    attempt: u32,
+) -> u64 {
+    let retry = match policy.class(&failure.class) {
+        ClassPolicy::Retry(retry) => retry,
+        ClassPolicy::Never(_) => policy.clone(),
+    };
+    match failure.retry_after_ms {
+        Some(asked) => asked.min(retry.max_ms.max(retry.initial_ms)),
+        None => retry_delay_ms(&retry, run_id, step, attempt),
+    }
+}
+
+/// Why no attempt follows `failure`, the last of `step`, under `policy`; `None` while one
+/// may: the step said no retry helps; its class is never retried; the same failure came
+/// `same_failure_max` times in a row (its class's, else the step's); the attempts its class
+/// allows are spent.
+pub fn stop_reason(step: &StepState, failure: &Failure, policy: &RetryPolicy) -> Option<String> {
+    if !failure.retryable {
+        return Some(if failure.note.is_empty() {
+            "the step said no retry can help".to_owned()
+        } else {
+            failure.note.clone()
+        });
+    }
+    let retry = match policy.class(&failure.class) {
+        ClassPolicy::Never(reason) => return Some(reason),
+        ClassPolicy::Retry(retry) => retry,
+    };
+    let max_same = retry.same_failure_max;
+    if max_same > 0 && failure.fingerprint != 0 && failure.same_in_a_row >= max_same {
+        return Some(format!(
+            "the same failure repeated ({} in a row, class {})",
+            failure.same_in_a_row, failure.class
+        ));
+    }
+    let spent = step.attempts_spent();
+    (spent >= retry.max_attempts).then(|| {
+        format!(
+            "no attempt left ({spent} of {} for class {})",
+            retry.max_attempts, failure.class
+        )
+    })
+}
+
+/// The note a `Failed` event recording `failed` at `at_ms` carries for `step` (its state
+/// before the event) under `policy`: why no attempt will follow; else, when the step asked
+/// for its next attempt's delay, the delay it gets; else empty.
+pub fn note_for(
+    step: &StepState,
+    failed: &AttemptFailure,
+    at_ms: u64,
+    policy: &RetryPolicy,
+) -> String {
+    // A failure spends no attempt: the step's count is the same after the event.
+    let failure = Failure::after(step.last_error.as_deref(), failed, at_ms);
+    if let Some(reason) = stop_reason(step, &failure, policy) {
+        return reason;
+    }
+    failure.retry_after_ms.map_or_else(String::new, |asked| {
+        let delay = delay_ms(&failure, policy, "", "", step.attempt);
+        let capped = if delay < asked {
+            ", the most its policy allows"
+        } else {
+            ""
+        };
+        format!("retry after {delay} ms, as the step asked{capped}")
+    })
+}
