@@ -14,6 +14,7 @@ mod killed;
 mod lifecycle;
 mod missing;
 mod operator;
+mod operator_served;
 mod orphans;
 mod output;
 mod params;
