@@ -137,8 +137,8 @@ impl EventRef<'_> {
     }
 }
 
-/// The kinds of event. `RunCreated`, `RunPaused`, `RunResumed` and `RollbackRequested` are
-/// run-level (no step); every other kind names a step.
+/// The kinds of event. `RunCreated`, `RunPaused`, `RunResumed`, `RollbackRequested` and
+/// `RerunRequested` are run-level (no step); every other kind names a step.
 ///
 /// The log encodes a kind by its position in this list: new kinds go at the end, so logs
 /// written before them still decode to the same kinds.
@@ -242,6 +242,21 @@ pub enum EventKind {
         /// How many items the array holds.
         items: u32,
     },
+    /// Run-level: an operator asked steps that ran to run again. The steps of `compensate`
+    /// (succeeded, with a compensation) are compensated first, in reverse topological
+    /// order; then every step of `steps` runs again with a fresh budget of attempts. It
+    /// calls off a rollback the run finished.
+    RerunRequested {
+        /// The set that runs again: the step asked for first, then its downstream steps when
+        /// they were asked for too, in topological order.
+        steps: Vec<String>,
+        /// The steps of the set compensated before it runs again.
+        compensate: Vec<String>,
+        /// Who did it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
@@ -295,6 +310,8 @@ pub enum KindTag {
     Skipped,
     /// [`EventKind::Expanded`].
     Expanded,
+    /// [`EventKind::RerunRequested`].
+    RerunRequested,
 }
 
 impl KindTag {
@@ -316,6 +333,7 @@ impl KindTag {
             KindTag::Interrupted => "interrupted",
             KindTag::Skipped => "skipped",
             KindTag::Expanded => "expanded",
+            KindTag::RerunRequested => "rerun_requested",
         }
     }
 
@@ -325,7 +343,8 @@ impl KindTag {
             KindTag::RunCreated
             | KindTag::RunPaused
             | KindTag::RunResumed
-            | KindTag::RollbackRequested => true,
+            | KindTag::RollbackRequested
+            | KindTag::RerunRequested => true,
             KindTag::Started
             | KindTag::Succeeded
             | KindTag::Failed
@@ -366,6 +385,7 @@ impl EventKind {
             EventKind::Interrupted => KindTag::Interrupted,
             EventKind::Skipped { .. } => KindTag::Skipped,
             EventKind::Expanded { .. } => KindTag::Expanded,
+            EventKind::RerunRequested { .. } => KindTag::RerunRequested,
         }
     }
 

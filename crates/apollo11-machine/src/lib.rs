@@ -9,6 +9,7 @@ mod history;
 mod interrupt;
 mod overrides;
 mod policy;
+mod rerun;
 mod rollback;
 mod run_machine;
 mod state;
@@ -26,6 +27,7 @@ pub use history::History;
 pub use interrupt::{interruptions_reason, INTERRUPTIONS_MAX};
 pub use overrides::{check_override, OverrideEffect};
 pub use policy::{Policy, PolicyError, StepPolicy};
+pub use rerun::{check_rerun, RerunPlan};
 pub use rollback::{pause_cause, run_status, PauseCause, RunStatus};
 pub use run_machine::RunMachine;
 pub use state::{

@@ -20,6 +20,7 @@ mod output;
 mod params;
 mod partition;
 mod paths;
+mod rerun;
 mod runbook;
 mod scrub;
 mod serve;
