@@ -15,10 +15,14 @@ fn every_invariant_holds_for_200_seeds_on_the_file_log() {
 
 #[test]
 fn every_invariant_holds_for_200_seeds_on_the_memory_store() {
-    let mut asked_at_work = 0;
+    let (mut asked_at_work, mut reruns) = (0, 0);
     for seed in 0..200 {
         match simulate(&Scenario::generate(seed), &mut Memory::new(seed)) {
-            Ok(outcome) => asked_at_work += rollbacks_asked_at_work(&outcome.history),
+            Ok(outcome) => {
+                asked_at_work += rollbacks_asked_at_work(&outcome.history);
+                let history = outcome.history.iter();
+                reruns += history.filter(|l| l.contains(" rerun_requested ")).count();
+            }
             Err(f) => panic!("seed {seed}: {}\n{}", f.message, f.history.join("\n")),
         }
     }
@@ -27,6 +31,8 @@ fn every_invariant_holds_for_200_seeds_on_the_memory_store() {
         asked_at_work >= 5,
         "{asked_at_work} rollbacks asked while a step ran"
     );
+    // The last operator reruns succeeded runs of one seed in three; the checks meet them.
+    assert!(reruns >= 20, "{reruns} reruns");
 }
 
 /// Rollbacks asked while a step of their run was at work, read from a history (lines
