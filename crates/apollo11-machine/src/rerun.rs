@@ -4,8 +4,8 @@
 
 use crate::actions::Refusal;
 use crate::rollback::{rolling_back, status_with, undoes_nothing};
-use crate::{Frontier, Policy, RunState, RunStatus, StepStatus};
-use apollo11_core::{EventKind, StepName};
+use crate::{Frontier, Policy, RunState, RunStatus, StepPolicy, StepStatus};
+use apollo11_core::{EventKind, Idempotency, StepName};
 use apollo11_dag::{Dag, NodeId};
 use serde::Serialize;
 
@@ -16,8 +16,9 @@ pub struct RerunPlan {
     /// The set that runs again: the step asked for, then the steps after it when they were
     /// asked for too, in topological order.
     pub steps: Vec<StepName>,
-    /// The steps of the set that succeeded and have a compensation, in reverse topological
-    /// order: each is compensated before the set runs again.
+    /// The steps of the set that have a compensation and succeeded (or failed, of class
+    /// `compensate`), in reverse topological order: each is compensated before the set runs
+    /// again.
     pub compensate: Vec<StepName>,
 }
 
@@ -83,9 +84,7 @@ pub(crate) fn rerun_with(
         rerunnable(state, dag, n, n == node)?;
     }
     let compensate: Vec<NodeId> = (set.iter().copied())
-        .filter(|&n| {
-            policy.step(n).has_compensation && state.status(dag.name(n)) == StepStatus::Succeeded
-        })
+        .filter(|&n| undone_first(state.status(dag.name(n)), policy.step(n)))
         .collect();
     let name = |n: NodeId| StepName(dag.name(n).to_owned());
     Ok(RerunPlan {
@@ -97,6 +96,24 @@ pub(crate) fn rerun_with(
             .map(name)
             .collect(),
     })
+}
+
+/// Whether a step of a rerun's set is compensated before it runs again: one with a
+/// compensation that succeeded, or that failed and is of class `compensate` (its failure
+/// may have left effects, as a rollback assumes too).
+fn undone_first(status: StepStatus, policy: &StepPolicy) -> bool {
+    policy.has_compensation
+        && match status {
+            StepStatus::Succeeded => true,
+            StepStatus::Failed => policy.idempotency == Idempotency::Compensate,
+            StepStatus::Pending
+            | StepStatus::Running
+            | StepStatus::Compensating
+            | StepStatus::CompensationFailed
+            | StepStatus::Compensated
+            | StepStatus::Skipped
+            | StepStatus::Anomalous => false,
+        }
 }
 
 /// Whether step `n` of a rerun's set may run again: the step asked for must have run.

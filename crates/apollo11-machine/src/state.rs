@@ -353,8 +353,8 @@ impl RunState {
         }
     }
 
-    /// An operator's rerun: a finished rollback is called off; the steps of `compensate` that
-    /// succeeded wait for their compensation, every other step of `steps` is pending again,
+    /// An operator's rerun: a finished rollback is called off; the steps of `compensate` (that
+    /// succeeded, or failed) wait for their compensation, every other step of `steps` is pending again,
     /// each with a fresh budget of attempts. A step at work is left as it is (the rerun is
     /// refused then: `check_rerun`).
     fn rerun(&mut self, steps: &[String], compensate: &[String], at_ms: u64) {
@@ -366,7 +366,9 @@ impl RunState {
                 continue;
             };
             match step.status {
-                StepStatus::Succeeded if compensate.contains(name) => {
+                StepStatus::Succeeded | StepStatus::Failed if compensate.contains(name) => {
+                    // Its failure no longer stops the run: it is undone, then run again.
+                    step.last_error = None;
                     self.undo_first.insert(StepName(name.clone()));
                 }
                 StepStatus::Pending

@@ -131,3 +131,27 @@ fn a_rerun_of_a_rolled_back_run_goes_forward_and_a_pause_holds_it() {
     let replayed = fold(&s.state().run_id, &s.events);
     assert_eq!(&replayed, s.state(), "the fold of the log is the state");
 }
+
+#[test]
+fn a_failed_step_of_class_compensate_is_compensated_before_it_reruns() {
+    let w = spec(
+        OnFailure::Pause,
+        &[
+            ("a", &[], I::Keyed, true),
+            ("b", &["a"], I::Compensate, true),
+        ],
+    );
+    let mut s = Sim::new(&w, |step, attempt| match (step, attempt) {
+        ("b", 1) => Outcome::Err {
+            after_ms: 5,
+            retryable: false,
+        },
+        _ => Outcome::Ok(10),
+    });
+    assert_eq!(s.run(), RunStatus::Paused);
+    let plan = s.rerun("b", false);
+    assert_eq!(names(&plan.compensate), ["b"]);
+    assert_eq!(s.run(), RunStatus::Succeeded);
+    assert_eq!(s.steps_with("compensated"), ["b"]);
+    assert_eq!(s.state().step("b").attempt, 2);
+}
