@@ -353,10 +353,10 @@ impl RunState {
         }
     }
 
-    /// An operator's rerun: a finished rollback is called off; the steps of `compensate` (that
-    /// succeeded, or failed) wait for their compensation, every other step of `steps` is pending again,
-    /// each with a fresh budget of attempts. A step at work is left as it is (the rerun is
-    /// refused then: `check_rerun`).
+    /// An operator's rerun: a finished rollback is called off; the steps of `compensate`
+    /// (that succeeded, or failed) wait for their compensation, every other step of `steps`
+    /// is pending again, each with a fresh budget of attempts. A step at work is left as it
+    /// is (the rerun is refused then: `check_rerun`).
     fn rerun(&mut self, steps: &[String], compensate: &[String], at_ms: u64) {
         self.rollback = None;
         self.forget_interruptions();
