@@ -51,7 +51,8 @@ pub fn engine_exit(e: EngineError) -> Exit {
         | EngineError::UnknownStep { .. }
         | EngineError::RunExists { .. }
         | EngineError::NotAllowed { .. }
-        | EngineError::OverrideNotAllowed { .. } => Exit::fail(2, e.to_string()),
+        | EngineError::OverrideNotAllowed { .. }
+        | EngineError::RerunNotAllowed { .. } => Exit::fail(2, e.to_string()),
         other => Exit::fail(1, other.to_string()),
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::data::{engine_exit, store_exit, DataDir};
 use crate::{out, render, Exit};
-use apollo11_core::EventId;
+use apollo11_core::{EventId, StepName};
 use apollo11_runtime::inspect::{Pause, RunFilter, RunRow};
 use apollo11_runtime::{Inspector, RunId};
 use apollo11_store::{DynStore, LeaseStore};
@@ -168,6 +168,40 @@ pub async fn plan(dir: &DataDir, run_id: &str) -> Result<Exit, Exit> {
             out::line(format!("  {line}"))?;
         }
     }
+    out::line("(nothing was changed)")?;
+    Ok(Exit::code(0))
+}
+
+/// `plan RUN --rerun STEP [--downstream]`: what `apollo11 rerun` would do, or why the run
+/// refuses it (exit 2).
+pub async fn rerun_plan(
+    dir: &DataDir,
+    run_id: &str,
+    step: &str,
+    downstream: bool,
+) -> Result<Exit, Exit> {
+    let plan = inspector(dir)
+        .await?
+        .rerun_plan(&RunId::from(run_id), step, downstream)
+        .await
+        .map_err(engine_exit)?;
+    let names = |steps: &[StepName]| render::names(steps.iter().map(StepName::as_str));
+    let flag = if downstream { " --downstream" } else { "" };
+    out::line(format!(
+        "`apollo11 rerun {} {}{flag}` would:",
+        out::name(run_id),
+        out::name(step)
+    ))?;
+    if !plan.compensate.is_empty() {
+        out::line(format!(
+            "  compensate, in this order: {}",
+            names(&plan.compensate)
+        ))?;
+    }
+    out::line(format!(
+        "  run again, each with a fresh budget of attempts: {}",
+        names(&plan.steps)
+    ))?;
     out::line("(nothing was changed)")?;
     Ok(Exit::code(0))
 }

@@ -136,8 +136,31 @@ enum Command {
         #[arg(long, env = "USER", default_value = "operator")]
         by: String,
     },
-    /// What `resume` would do (rerun, compensate), changing nothing.
-    Plan { run_id: String },
+    /// Run a step that ran again (with --downstream, every step after it too): the steps of
+    /// the set with a compensation are compensated first, in reverse order. Recorded with
+    /// who and why.
+    Rerun {
+        run_id: String,
+        step: String,
+        /// Also every step that depends on STEP, directly or not.
+        #[arg(long)]
+        downstream: bool,
+        #[arg(long)]
+        reason: String,
+        #[arg(long, env = "USER", default_value = "operator")]
+        by: String,
+    },
+    /// What `resume` would do (rerun, compensate), changing nothing; with --rerun STEP,
+    /// what `apollo11 rerun` of it would do.
+    Plan {
+        run_id: String,
+        /// The step a rerun would start from.
+        #[arg(long)]
+        rerun: Option<String>,
+        /// With --rerun: the steps after it too.
+        #[arg(long, requires = "rerun")]
+        downstream: bool,
+    },
     /// Check a workflow file and the parameter values given; sum up the steps it makes;
     /// exit 0 or 2.
     Validate {
@@ -350,11 +373,21 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         Command::Resume { run_id, .. }
         | Command::Status { run_id, .. }
         | Command::Events { run_id, .. }
-        | Command::Plan { run_id }
+        | Command::Plan {
+            run_id,
+            rerun: None,
+            ..
+        }
         | Command::Export { run_id, .. }
         | Command::Pause { run_id, .. }
         | Command::Rollback { run_id, .. } => run_id_arg("RUN_ID", run_id),
-        Command::Override { run_id, step, .. } => {
+        Command::Override { run_id, step, .. }
+        | Command::Rerun { run_id, step, .. }
+        | Command::Plan {
+            run_id,
+            rerun: Some(step),
+            ..
+        } => {
             run_id_arg("RUN_ID", run_id)?;
             check_name(NameKind::Step, step).map_err(|e| Exit::fail(2, format!("STEP: {e}")))
         }
@@ -443,7 +476,29 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Rollback { run_id, reason, by } => {
             operate::act(&dir, &run_id, RunAction::Rollback, &reason, &by, token).await
         }
-        Command::Plan { run_id } => inspect::plan(&dir, &run_id).await,
+        Command::Rerun {
+            run_id,
+            step,
+            downstream,
+            reason,
+            by,
+        } => {
+            let rerun = operate::Rerun {
+                step: &step,
+                downstream,
+            };
+            operate::rerun(&dir, &run_id, rerun, &reason, &by, token).await
+        }
+        Command::Plan {
+            run_id,
+            rerun: None,
+            ..
+        } => inspect::plan(&dir, &run_id).await,
+        Command::Plan {
+            run_id,
+            rerun: Some(step),
+            downstream,
+        } => inspect::rerun_plan(&dir, &run_id, &step, downstream).await,
         Command::Validate { workflow, params } => definition::validate(&workflow, &params),
         Command::Graph {
             workflow,

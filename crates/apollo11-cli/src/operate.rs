@@ -1,4 +1,4 @@
-//! `override`, `pause`, `rollback`.
+//! `override`, `pause`, `rollback`, `rerun`.
 
 use crate::data::{engine_exit, DataDir};
 use crate::remote::{open_or_reach, Remote, Writer};
@@ -105,6 +105,50 @@ pub async fn act(
     };
     out::line(format!(
         "{run_id}: {action} recorded, by {by} ({reason}); {next} {run_id}"
+    ))?;
+    Ok(Exit::code(0))
+}
+
+/// The step a rerun starts from, and whether the steps after it run again too.
+pub struct Rerun<'a> {
+    pub step: &'a str,
+    pub downstream: bool,
+}
+
+/// `rerun`: the step (and, with `--downstream`, the steps after it) runs again, recorded with
+/// who and why; a server holding the data dir drives the run on, else `resume` does.
+pub async fn rerun(
+    dir: &DataDir,
+    run_id: &str,
+    rerun: Rerun<'_>,
+    reason: &str,
+    by: &str,
+    token_file: Option<&Path>,
+) -> Result<Exit, Exit> {
+    label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
+    apollo11_core::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
+    let step = rerun.step;
+    let store = match open_or_reach(dir, token_file).await? {
+        Writer::Local(log) => Arc::new(log),
+        Writer::Server(server) => {
+            let path = format!("{}/rerun", Remote::step_path(run_id, step));
+            let body = json!({"by": by, "reason": reason, "downstream": rerun.downstream});
+            let answer = server.post(&path, body).await?;
+            out::line(format!(
+                "{run_id}: rerun of {step} recorded, by {by} ({reason}), event {}; the server drives the run on",
+                answer["event_id"]
+            ))?;
+            return Ok(Exit::code(0));
+        }
+    };
+    let engine = Engine::open(store, EngineConfig::default())
+        .await
+        .map_err(engine_exit)?;
+    let done = (engine.rerun(&RunId::from(run_id), step, rerun.downstream, by, reason)).await;
+    engine.close().await;
+    done.map_err(engine_exit)?;
+    out::line(format!(
+        "{run_id}: rerun of {step} recorded, by {by} ({reason}); it happens at the next `apollo11 resume {run_id}`"
     ))?;
     Ok(Exit::code(0))
 }

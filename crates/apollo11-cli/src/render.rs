@@ -190,6 +190,25 @@ pub fn event_line(e: &EventView) -> String {
             }
         }
         EventDetail::Skipped { reason } => format!(": {}", detail(reason)),
+        EventDetail::Rerun {
+            steps,
+            compensate,
+            by,
+            reason,
+        } => format!(
+            " by {}: {}; runs again: {}{}",
+            out::name(by),
+            detail(reason),
+            names(steps.iter().map(String::as_str)),
+            if compensate.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", compensated first: {}",
+                    names(compensate.iter().map(String::as_str))
+                )
+            }
+        ),
         EventDetail::Expanded { items } => {
             format!(" into {items} item{}", if *items == 1 { "" } else { "s" })
         }
@@ -203,6 +222,12 @@ pub fn event_line(e: &EventView) -> String {
         e.kind,
         e.attempt
     )
+}
+
+/// Step names, each shown as a name, comma-separated and cut to a line's length.
+pub fn names<'a>(steps: impl IntoIterator<Item = &'a str>) -> String {
+    let all: Vec<String> = steps.into_iter().map(out::name).collect();
+    out::shown(&all.join(", "), out::DETAIL_CHARS_MAX)
 }
 
 /// An event with all its fields; the payload as JSON when it is JSON.

@@ -138,8 +138,8 @@ impl EventRef<'_> {
     }
 }
 
-/// The kinds of event. `RunCreated`, `RunPaused`, `RunResumed` and `RollbackRequested` are
-/// run-level (no step); every other kind names a step.
+/// The kinds of event. `RunCreated`, `RunPaused`, `RunResumed`, `RollbackRequested` and
+/// `RerunRequested` are run-level (no step); every other kind names a step.
 ///
 /// The log encodes a kind by its position in this list: new kinds go at the end, so logs
 /// written before them still decode to the same kinds.
@@ -250,6 +250,21 @@ pub enum EventKind {
     /// will not retry it when its policy stops there. The payload is the marker a
     /// `checkpoint` step left for its next attempt, if any. Named `attempt_failed` in JSON.
     AttemptFailed(AttemptFailure),
+    /// Run-level: an operator asked steps that ran to run again. The steps of `compensate`
+    /// (succeeded, with a compensation) are compensated first, in reverse topological
+    /// order; then every step of `steps` runs again with a fresh budget of attempts. It
+    /// calls off a rollback the run finished.
+    RerunRequested {
+        /// The set that runs again: the step asked for first, then its downstream steps when
+        /// they were asked for too, in topological order.
+        steps: Vec<String>,
+        /// The steps of the set compensated before it runs again.
+        compensate: Vec<String>,
+        /// Who did it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
@@ -303,6 +318,8 @@ pub enum KindTag {
     Skipped,
     /// [`EventKind::Expanded`].
     Expanded,
+    /// [`EventKind::RerunRequested`].
+    RerunRequested,
 }
 
 impl KindTag {
@@ -324,6 +341,7 @@ impl KindTag {
             KindTag::Interrupted => "interrupted",
             KindTag::Skipped => "skipped",
             KindTag::Expanded => "expanded",
+            KindTag::RerunRequested => "rerun_requested",
         }
     }
 
@@ -333,7 +351,8 @@ impl KindTag {
             KindTag::RunCreated
             | KindTag::RunPaused
             | KindTag::RunResumed
-            | KindTag::RollbackRequested => true,
+            | KindTag::RollbackRequested
+            | KindTag::RerunRequested => true,
             KindTag::Started
             | KindTag::Succeeded
             | KindTag::Failed
@@ -374,6 +393,7 @@ impl EventKind {
             EventKind::Interrupted => KindTag::Interrupted,
             EventKind::Skipped { .. } => KindTag::Skipped,
             EventKind::Expanded { .. } => KindTag::Expanded,
+            EventKind::RerunRequested { .. } => KindTag::RerunRequested,
         }
     }
 

@@ -32,6 +32,12 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
         2 => Just(EventKind::Interrupted),
         2 => "[a-z]{0,6}".prop_map(|reason| EventKind::Skipped { reason }),
         2 => (0u32..4).prop_map(|items| EventKind::Expanded { items }),
+        1 => ("[a-z]{1,4}", any::<bool>()).prop_map(|(by, undo)| EventKind::RerunRequested {
+            steps: vec!["a".into(), "b".into()],
+            compensate: if undo { vec!["b".into()] } else { Vec::new() },
+            by,
+            reason: "why".into(),
+        }),
     ]
 }
 

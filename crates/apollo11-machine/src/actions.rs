@@ -3,7 +3,7 @@
 //! (the server answers 409 with the reason).
 
 use crate::rollback::{rolling_back, status_with};
-use crate::{Frontier, Policy, RunState, RunStatus};
+use crate::{Frontier, Policy, RunState, RunStatus, StepStatus};
 use apollo11_core::EventKind;
 use apollo11_dag::Dag;
 use std::fmt;
@@ -73,9 +73,27 @@ pub enum Refusal {
     /// It rolls back already (an operator asked, or a step failed for good under
     /// `on_failure = "rollback"`).
     AlreadyRollingBack,
-    /// The workflow has no such step (an override).
+    /// The workflow has no such step (an override, a rerun).
     UnknownStep {
         /// The name given.
+        step: String,
+    },
+    /// A step of a rerun's set is at work: it runs, its compensation runs, or its
+    /// compensation waits for its next try.
+    StepAtWork {
+        /// The step.
+        step: String,
+        /// Its state.
+        status: StepStatus,
+    },
+    /// The step asked to run again has not run (it is pending).
+    NotRerunnable {
+        /// The step.
+        step: String,
+    },
+    /// A rerun's set holds a template that expanded: its items cannot be made again.
+    Expanded {
+        /// The template step.
         step: String,
     },
 }
@@ -90,6 +108,9 @@ impl Refusal {
             Refusal::NotPaused => "not_paused",
             Refusal::AlreadyRollingBack => "already_rolling_back",
             Refusal::UnknownStep { .. } => "unknown_step",
+            Refusal::StepAtWork { .. } => "step_at_work",
+            Refusal::NotRerunnable { .. } => "not_rerunnable",
+            Refusal::Expanded { .. } => "expanded",
         }
     }
 }
@@ -106,6 +127,19 @@ impl fmt::Display for Refusal {
             Refusal::NotPaused => write!(f, "the run is not paused by an operator"),
             Refusal::AlreadyRollingBack => write!(f, "the run is already rolling back"),
             Refusal::UnknownStep { step } => write!(f, "the workflow has no step `{step}`"),
+            Refusal::StepAtWork { step, status } => {
+                write!(f, "step `{step}` is {status}: wait until it is done")
+            }
+            Refusal::NotRerunnable { step } => {
+                write!(
+                    f,
+                    "step `{step}` has not run: there is nothing to run again"
+                )
+            }
+            Refusal::Expanded { step } => write!(
+                f,
+                "step `{step}` is a template that expanded: its items cannot be made again"
+            ),
         }
     }
 }

@@ -210,6 +210,12 @@ pub(crate) fn decide_with(
         || state.paused.is_some()
     {
         Vec::new()
+    } else if !state.undo_first.is_empty() {
+        // An operator's rerun compensates its steps before anything starts.
+        let undo: Vec<NodeId> = (state.undo_first.iter())
+            .filter_map(|s| dag.node(s.as_str()))
+            .collect();
+        undo_wave(state, dag, policy, now, f, &undo)
     } else if failed_for_good(state, dag, policy, f) {
         // Only handlers go on; running work finishes. Then the run rolls back or pauses.
         let handling = handle_failure(state, dag, policy, now, f, rolling_back);
@@ -430,11 +436,23 @@ fn rollback_wave(
     now: Now<'_>,
     f: &Frontier,
 ) -> Vec<Command> {
+    undo_wave(state, dag, policy, now, f, &to_undo(state, dag, policy))
+}
+
+/// The next wave of compensations of `undo` (a rollback's, or a rerun's before its steps
+/// run again), in reverse topological order, once no attempt is at work.
+fn undo_wave(
+    state: &RunState,
+    dag: &Dag,
+    policy: &Policy,
+    now: Now<'_>,
+    f: &Frontier,
+    undo: &[NodeId],
+) -> Vec<Command> {
     if f.running > 0 {
         return Vec::new();
     }
-    let undo = to_undo(state, dag, policy);
-    let Some(wave) = dag.compensation_plan(&undo).into_iter().next() else {
+    let Some(wave) = dag.compensation_plan(undo).into_iter().next() else {
         return Vec::new();
     };
     wave.into_iter()
@@ -449,7 +467,7 @@ fn rollback_wave(
                     step: StepName(dag.name(n).into()),
                     attempt: step.attempt,
                 }),
-                // `to_undo` lists none of these.
+                // Neither a rollback nor a rerun undoes any of these.
                 StepStatus::Pending
                 | StepStatus::Running
                 | StepStatus::Compensated

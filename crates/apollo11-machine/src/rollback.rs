@@ -160,8 +160,9 @@ pub(crate) fn status_with(state: &RunState, dag: &Dag, policy: &Policy, f: &Fron
             RunStatus::Failed
         };
     }
-    // A rollback asked for while the last steps ran undoes them: the run never succeeds.
-    if f.done == dag.len() && state.rollback.is_none() {
+    // A rollback asked for while the last steps ran undoes them: the run never succeeds;
+    // nor while a rerun has steps to compensate first.
+    if f.done == dag.len() && state.rollback.is_none() && state.undo_first.is_empty() {
         return RunStatus::Succeeded;
     }
     if busy {

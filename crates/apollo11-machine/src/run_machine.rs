@@ -5,13 +5,16 @@
 use crate::actions::check_with;
 use crate::decide::decide_with;
 use crate::overrides::{choices_with, overrides_with};
+use crate::rerun::{rerun_with, RerunPlan};
 use crate::rollback::{pause_cause_with, status_with};
 use crate::{note_for, stop_reason};
 use crate::{
     Command, Frontier, Now, OverrideEffect, PauseCause, Policy, PolicyError, Refusal, Rule,
     RunAction, RunState, RunStatus,
 };
-use apollo11_core::{AttemptFailure, Event, EventId, EventRef, OverrideTarget, WorkflowSpec};
+use apollo11_core::{
+    AttemptFailure, Event, EventId, EventKind, EventRef, OverrideTarget, WorkflowSpec,
+};
 use apollo11_dag::Dag;
 
 /// A run's state with its graph, its policy and the index of its steps that decisions
@@ -101,8 +104,20 @@ impl RunMachine {
     /// Folds one event borrowed from where it was decoded.
     pub fn apply_ref(&mut self, event: &EventRef<'_>) -> Option<Rule> {
         let rule = self.state.apply_ref(event);
-        if let (Some(step), true) = (event.step, event.run_id == self.state.run_id.as_str()) {
-            self.frontier.update(&self.dag, &self.state, step);
+        if event.run_id != self.state.run_id.as_str() {
+            return rule;
+        }
+        match (event.step, &event.kind) {
+            (Some(step), _) => self.frontier.update(&self.dag, &self.state, step),
+            (None, EventKind::RerunRequested { steps, .. }) => {
+                for step in steps
+                    .iter()
+                    .filter(|s| self.state.steps.contains_key(s.as_str()))
+                {
+                    self.frontier.update(&self.dag, &self.state, step);
+                }
+            }
+            (None, _) => {}
         }
         rule
     }
@@ -171,6 +186,23 @@ impl RunMachine {
         step: &str,
     ) -> Result<Vec<(OverrideTarget, OverrideEffect)>, Refusal> {
         choices_with(&self.state, &self.dag, &self.policy, &self.frontier, step)
+    }
+
+    /// What a rerun of `step` (and, with `downstream`, of every step after it) would do now,
+    /// or why the run refuses it: see [`check_rerun`](crate::check_rerun).
+    ///
+    /// # Errors
+    ///
+    /// The [`Refusal`] saying why not.
+    pub fn check_rerun(&self, step: &str, downstream: bool) -> Result<RerunPlan, Refusal> {
+        rerun_with(
+            &self.state,
+            &self.dag,
+            &self.policy,
+            &self.frontier,
+            step,
+            downstream,
+        )
     }
 
     /// The run's state.

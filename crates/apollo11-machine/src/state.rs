@@ -7,7 +7,7 @@ use apollo11_core::{
     Payload, RunId, Seq, StepName,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The last failure of a step.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -191,6 +191,10 @@ pub struct StepState {
     /// pauses its run at [`crate::INTERRUPTIONS_MAX`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub interrupted_in_a_row: u32,
+    /// Attempts spent before an operator's last rerun of the step: its budget starts over
+    /// there. Omitted when 0, as above.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spent_before_rerun: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -212,6 +216,7 @@ static NOT_STARTED: StepState = StepState {
     place: None,
     interrupted: 0,
     interrupted_in_a_row: 0,
+    spent_before_rerun: 0,
 };
 
 /// An operator's action on a run, as the log recorded it.
@@ -270,6 +275,10 @@ pub struct RunState {
     /// pinned definition, what the run's graph has grown to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expansions: Vec<Expansion>,
+    /// Steps an operator's rerun (`RerunRequested`) compensates before they run again, until
+    /// their compensation finishes (or an override takes them over).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub undo_first: BTreeSet<StepName>,
 }
 
 /// Folds `events` of one run into its state.
@@ -343,6 +352,7 @@ impl RunState {
             }
             (Some(step), kind) => {
                 let rule = self.apply_to_step(step, event);
+                self.undone_for_rerun(step, rule, event.at_ms);
                 if let (Rule::Expand, EventKind::Expanded { items }) = (rule, kind) {
                     self.expansions.push(Expansion {
                         step: StepName((*step).to_owned()),
@@ -383,6 +393,9 @@ impl RunState {
                     self.rollback = Some(action(by, reason));
                 }
             }
+            EventKind::RerunRequested {
+                steps, compensate, ..
+            } => self.rerun(steps, compensate, event.at_ms),
             // `RunCreated` is folded by the caller; step kinds without a step are run
             // anomalies, recorded by the caller, and change nothing here.
             EventKind::RunCreated { .. }
@@ -398,6 +411,49 @@ impl RunState {
             | EventKind::Interrupted
             | EventKind::Skipped { .. }
             | EventKind::Expanded { .. } => {}
+        }
+    }
+
+    /// An operator's rerun: a finished rollback is called off; the steps of `compensate`
+    /// (that succeeded, or failed) wait for their compensation, every other step of `steps`
+    /// is pending again, each with a fresh budget of attempts. A step at work is left as it
+    /// is (the rerun is refused then: `check_rerun`).
+    fn rerun(&mut self, steps: &[String], compensate: &[String], at_ms: u64) {
+        self.rollback = None;
+        self.forget_interruptions();
+        // A step with no event yet is pending with a full budget already.
+        for name in steps {
+            let Some(step) = self.steps.get_mut(name.as_str()) else {
+                continue;
+            };
+            match step.status {
+                StepStatus::Succeeded | StepStatus::Failed if compensate.contains(name) => {
+                    // Its failure no longer stops the run: it is undone, then run again.
+                    step.last_error = None;
+                    self.undo_first.insert(StepName(name.clone()));
+                }
+                StepStatus::Pending
+                | StepStatus::Succeeded
+                | StepStatus::Failed
+                | StepStatus::Compensated
+                | StepStatus::Skipped => step.start_over(at_ms),
+                StepStatus::Running
+                | StepStatus::Compensating
+                | StepStatus::CompensationFailed
+                | StepStatus::Anomalous => {}
+            }
+        }
+    }
+
+    /// A step a rerun compensates first is pending once its compensation finished; an
+    /// override takes it out of the rerun's hands.
+    fn undone_for_rerun(&mut self, name: &str, rule: Rule, at_ms: u64) {
+        let ends = matches!(rule, Rule::FinishCompensation | Rule::Override);
+        if !ends || !self.undo_first.remove(name) {
+            return;
+        }
+        if let (Rule::FinishCompensation, Some(step)) = (rule, self.steps.get_mut(name)) {
+            step.start_over(at_ms);
         }
     }
 
@@ -556,9 +612,26 @@ impl StepState {
         self.last_error = Some(Box::new(failure));
     }
 
-    /// Attempts that count against `max_attempts`: those started, but for the interrupted.
+    /// Attempts that count against `max_attempts`: those started since the step's last
+    /// rerun, but for the interrupted.
     pub fn attempts_spent(&self) -> u32 {
-        self.attempt.saturating_sub(self.interrupted)
+        self.attempt
+            .saturating_sub(self.interrupted)
+            .saturating_sub(self.spent_before_rerun)
+    }
+
+    /// Pending again, as a rerun leaves it: no failure, no compensation, a fresh budget of
+    /// attempts (its attempt counter is kept, as the log's attempts go on).
+    fn start_over(&mut self, at_ms: u64) {
+        if self.status != StepStatus::Pending {
+            self.since_ms = at_ms;
+        }
+        self.status = StepStatus::Pending;
+        self.last_error = None;
+        self.place = None;
+        self.interrupted_in_a_row = 0;
+        self.end_compensation();
+        self.spent_before_rerun = self.attempt.saturating_sub(self.interrupted);
     }
 
     /// Forgets the tries of a compensation that finished or that an operator ended.

@@ -6,7 +6,7 @@
 //! one will not run again (its trigger rule no longer holds); `Expanded` ends the attempt
 //! of a template step like a success (its output is the list of items).
 //! Run-level kinds (`RunCreated`, `RunPaused`, `RunResumed`,
-//! `RollbackRequested`) never name a step: one that does is an anomaly of that step.
+//! `RollbackRequested`, `RerunRequested`) never name a step: one that does is an anomaly of that step.
 
 use crate::StepStatus;
 use apollo11_core::{EventKind, OverrideTarget};
@@ -161,6 +161,7 @@ pub fn transition(
             | K::RunPaused { .. }
             | K::RunResumed { .. }
             | K::RollbackRequested { .. }
+            | K::RerunRequested { .. }
             | K::Placed { .. }
             | K::Interrupted
             | K::Skipped { .. }
@@ -186,6 +187,7 @@ pub fn transition(
             | K::RunPaused { .. }
             | K::RunResumed { .. }
             | K::RollbackRequested { .. }
+            | K::RerunRequested { .. }
             | K::Placed { .. }
             | K::Interrupted
             | K::Skipped { .. }

@@ -93,6 +93,17 @@ pub enum EngineError {
         /// Why.
         refusal: Refusal,
     },
+    /// The run does not allow a rerun of the step now (a step of the set is at work, the
+    /// step has not run, …).
+    #[error("cannot rerun step `{step}` of run `{run_id}`: {refusal}")]
+    RerunNotAllowed {
+        /// The run.
+        run_id: RunId,
+        /// The step asked for.
+        step: String,
+        /// Why.
+        refusal: Refusal,
+    },
     /// An operator's action found the run changed under it at every try: someone kept
     /// appending to it between the action's read and its append.
     #[error("run `{run_id}` changed under the action {tries} times in a row (someone keeps appending to it); nothing was appended: try again")]
@@ -124,4 +135,22 @@ pub enum EngineError {
         /// Why.
         reason: String,
     },
+}
+
+impl EngineError {
+    /// A rerun of `step` refused: an unknown step as such, any other refusal as
+    /// [`EngineError::RerunNotAllowed`].
+    pub(crate) fn rerun_refused(run_id: &RunId, step: &str, refusal: Refusal) -> EngineError {
+        match refusal {
+            Refusal::UnknownStep { .. } => EngineError::UnknownStep {
+                run_id: run_id.clone(),
+                step: step.to_owned(),
+            },
+            refusal => EngineError::RerunNotAllowed {
+                run_id: run_id.clone(),
+                step: step.to_owned(),
+                refusal,
+            },
+        }
+    }
 }

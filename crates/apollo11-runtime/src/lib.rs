@@ -27,8 +27,8 @@ pub use apollo11_core::{
     StepSpec, Timeout, TriggerRule, Value, WorkflowSpec,
 };
 pub use apollo11_machine::{
-    Failure, OperatorAction, OverrideEffect, Refusal, RunAction, RunState, RunStatus, StepState,
-    StepStatus,
+    Failure, OperatorAction, OverrideEffect, Refusal, RerunPlan, RunAction, RunState, RunStatus,
+    StepState, StepStatus,
 };
 pub use apollo11_store::{BlobStore, EventStore, LeaseStore, MemStore, SnapshotStore, StoreError};
 pub use clock::Clock;

@@ -1,4 +1,4 @@
-//! Operator actions: pause, resume, roll back a run, override a step. Each is one event in
+//! Operator actions: pause, resume, roll back a run, override or rerun a step. Each is one event in
 //! the log with who and why (`by`, `reason`, checked as the command line checks them), refused
 //! with 409 when the run's state does not allow it (an archived run allows none); the server drives the run afterwards, as
 //! `apollo11 resume` would.
@@ -154,6 +154,44 @@ pub async fn override_step(
         drive::drive(&state, &run_id).await?;
         Ok((
             StatusCode::OK,
+            Json(Acted {
+                event_id: Some(event_id),
+            }),
+        ))
+    })
+    .await
+}
+
+/// A rerun: who and why, and whether the steps after the step run again too.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RerunBody {
+    by: String,
+    reason: String,
+    #[serde(default)]
+    downstream: bool,
+}
+
+/// `POST /api/v1/runs/{id}/steps/{step}/rerun`.
+pub async fn rerun(
+    State(state): Shared,
+    StepPath { run_id, step }: StepPath,
+    Body(body): Body<RerunBody>,
+) -> Answer {
+    let RerunBody {
+        by,
+        reason,
+        downstream,
+    } = body;
+    let note = Note { by, reason };
+    note.checked()?;
+    drive::detached(async move {
+        refuse_archived(&state, &run_id).await?;
+        let engine = &state.engine;
+        let event_id = (engine.rerun(&run_id, &step, downstream, &note.by, &note.reason)).await?;
+        drive::drive(&state, &run_id).await?;
+        Ok((
+            StatusCode::ACCEPTED,
             Json(Acted {
                 event_id: Some(event_id),
             }),

@@ -170,7 +170,8 @@ impl From<EngineError> for ApiError {
             | EngineError::UnknownStep { .. }
             | EngineError::BeforeRun { .. } => ApiError::NotFound(e.to_string()),
             EngineError::NotAllowed { ref refusal, .. }
-            | EngineError::OverrideNotAllowed { ref refusal, .. } => {
+            | EngineError::OverrideNotAllowed { ref refusal, .. }
+            | EngineError::RerunNotAllowed { ref refusal, .. } => {
                 ApiError::Refused(refusal.clone(), e.to_string())
             }
             EngineError::RunExists { .. }

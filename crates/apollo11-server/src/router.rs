@@ -117,6 +117,16 @@ fn api_routes() -> Vec<Route> {
             actions::override_step,
         ),
         route(
+            Method::POST,
+            "/api/v1/runs/{id}/steps/{step}/rerun",
+            actions::rerun,
+        ),
+        route(
+            Method::GET,
+            "/api/v1/runs/{id}/steps/{step}/rerun",
+            runs::rerun_plan,
+        ),
+        route(
             Method::GET,
             "/api/v1/runs/{id}/steps/{step}/log",
             logs::step_log,

@@ -2,14 +2,14 @@
 //! the two that change the registry or start a run.
 
 use crate::client::segment;
-use crate::extract::{Body, RunPath, START_BODY_BYTES_MAX};
+use crate::extract::{Body, RunPath, StepPath, START_BODY_BYTES_MAX};
 use crate::query::{Bounded, Flag, Query};
 use crate::server::AppState;
 use crate::workflows::{without_dir, Registry, WorkflowList};
 use crate::{drive, ApiError};
 use apollo11_core::EventId;
 use apollo11_runtime::inspect::{EventPage, Plan, RunFilter, RunRow, RunView};
-use apollo11_runtime::{RunId, RunStatus};
+use apollo11_runtime::{RerunPlan, RunId, RunStatus};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -256,6 +256,26 @@ pub async fn events(
     let limit = query.limit.map_or(1000, |l| l.0) as usize;
     let page = state.inspector.events(&run_id, after, limit).await?;
     Ok(Json(page))
+}
+
+/// Whether the steps after the step run again too.
+#[derive(Deserialize)]
+pub struct RerunQuery {
+    #[serde(default)]
+    downstream: Flag,
+}
+
+/// `GET /api/v1/runs/{id}/steps/{step}/rerun`: what a rerun would do; 409 naming why the run
+/// refuses it.
+pub async fn rerun_plan(
+    State(state): Shared,
+    StepPath { run_id, step }: StepPath,
+    Query(query): Query<RerunQuery>,
+) -> Result<Json<RerunPlan>, ApiError> {
+    let plan = state
+        .inspector
+        .rerun_plan(&run_id, &step, query.downstream.0);
+    Ok(Json(plan.await?))
 }
 
 /// `GET /api/v1/runs/{id}/plan`.

@@ -57,6 +57,31 @@ export function overrideStep(runId, step, choices) {
     api(`/api/v1/runs/${seg(runId)}/steps/${seg(step)}/override`, { method: 'POST', body: fields }));
 }
 
+/** What a rerun's plan (`{steps, compensate}`) does, in words for its confirmation. */
+export function rerunWords({ steps, compensate }) {
+  const first = compensate.length
+    ? `First compensated, in this order: ${compensate.join(', ')}. `
+    : 'Nothing is compensated first. ';
+  return `${first}Then run again, each with a fresh budget of attempts: ${steps.join(', ')}.`;
+}
+
+/**
+ * Asks for and sends a rerun of `step` (with `downstream`, of the steps after it too); the
+ * confirmation says what the server plans to compensate and run again, or why it refuses.
+ */
+export async function rerunStep(runId, step, downstream) {
+  const path = `/api/v1/runs/${seg(runId)}/steps/${seg(step)}/rerun`;
+  let help;
+  try {
+    help = rerunWords(await api(`${path}?downstream=${downstream}`));
+  } catch (err) {
+    help = `Refused now: ${err.message}`;
+  }
+  const title = downstream ? `Rerun step ${step} and the steps after it` : `Rerun step ${step}`;
+  return ask({ title, help, target: false }, (fields) =>
+    api(path, { method: 'POST', body: { ...fields, downstream } }));
+}
+
 /** Opens the dialog; `send(fields)` on submit: its answer closes it, its error stays shown. */
 function ask({ title, help, target, choices }, send) {
   const dialog = document.getElementById('action-dialog');

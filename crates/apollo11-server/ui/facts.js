@@ -82,7 +82,7 @@ export function pauseText(paused) {
 }
 
 /** One step's details, with a log shown on demand: any try's, or its compensation's. */
-export function stepDetail(name, step, { withLog, onOverride, overridable }) {
+export function stepDetail(name, step, { withLog, onOverride, overridable, onRerun }) {
   const log = el('pre', { class: 'log', hidden: true, 'data-log': true });
   const cut = el('p', { class: 'muted', 'data-log-cut': true, hidden: true });
   const of = el('p', { class: 'muted', 'data-log-of': true, hidden: true });
@@ -130,7 +130,9 @@ export function stepDetail(name, step, { withLog, onOverride, overridable }) {
       step.log ? link(attemptLog, lastTry, 'data-attempt-log') : null,
       step.log ? tryPicker(attemptLog, step.attempt, showLog) : null,
       compensated ? link(step.log, 'Log of its compensation', 'data-compensation-log') : null,
-      el('button', { disabled: !overridable, onclick: () => onOverride(name) }, 'Override…')),
+      el('button', { disabled: !overridable, onclick: () => onOverride(name) }, 'Override…'),
+      el('button', { 'data-rerun': 'step', onclick: () => onRerun(name, false) }, 'Rerun…'),
+      el('button', { 'data-rerun': 'downstream', onclick: () => onRerun(name, true) }, 'Rerun with downstream…')),
     of, cut, log);
 }
 

@@ -2,6 +2,7 @@
 // which step, who and why. The event the run is shown at is marked; a click on a row moves
 // time there.
 
+import { rerunWords } from './actions.js';
 import { el, label, ranCommand, time } from './format.js';
 import { pageButtons } from './pager.js';
 
@@ -19,6 +20,7 @@ export function classPrefix(failureClass) {
 
 /** Why, or what the event says beyond its kind. */
 export function why(event) {
+  if (event.steps !== undefined) return `${event.reason}; ${rerunWords(event)}`;
   if (event.reason !== undefined) return event.to ? `to ${event.to}: ${event.reason}` : event.reason;
   if (event.error !== undefined) {
     const stopped = event.note ? ` — stopped: ${event.note}` : '';

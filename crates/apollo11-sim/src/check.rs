@@ -439,12 +439,13 @@ fn trigger_holds(machine: &RunMachine, step: &str) -> Result<(), String> {
 }
 
 /// What docs/operator-actions.md promises of the run before event `e`: a finished run takes
-/// no more events, nothing starts once a rollback is accepted, and neither a step nor a
-/// compensation starts under an operator's pause.
+/// no more events but an operator's rerun, nothing starts once a rollback is accepted, and
+/// neither a step nor a compensation starts under an operator's pause.
 fn promised(machine: &RunMachine, e: &Event) -> Result<(), String> {
     let state = machine.state();
     let status = machine.status();
-    let broken = if status.is_finished() {
+    let rerun = matches!(e.kind, EventKind::RerunRequested { .. });
+    let broken = if status.is_finished() && !rerun {
         format!("follows the end of the run ({status})")
     } else {
         match e.kind {

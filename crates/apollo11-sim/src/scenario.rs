@@ -101,6 +101,14 @@ pub enum Action {
         /// The step.
         step: String,
     },
+    /// `rerun` of a step (index), and of the steps after it with `downstream`: what the last
+    /// generation's operator does to a succeeded run of one seed in three.
+    Rerun {
+        /// Index of the step.
+        step: usize,
+        /// Whether the steps after it run again too.
+        downstream: bool,
+    },
 }
 
 /// An action at a simulated time.

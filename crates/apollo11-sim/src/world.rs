@@ -16,7 +16,7 @@ use apollo11_runtime::{
     Workflow,
 };
 use apollo11_store::Acked;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Duration, Instant};
@@ -432,12 +432,17 @@ impl World<'_> {
             Action::Skip { step } => {
                 (engine.override_step(run, step, OverrideTarget::Skipped, BY, why)).await
             }
+            Action::Rerun { step, downstream } => {
+                let step = &self.scenario.steps[*step].name;
+                engine.rerun(run, step, *downstream, BY, why).await
+            }
         };
         match result {
             Ok(_) => Ok(true),
             Err(
                 EngineError::NotAllowed { .. }
                 | EngineError::OverrideNotAllowed { .. }
+                | EngineError::RerunNotAllowed { .. }
                 | EngineError::UnknownRun { .. }
                 | EngineError::Store(_),
             ) => Ok(false),
@@ -458,6 +463,7 @@ impl World<'_> {
     where
         Store<S>: apollo11_runtime::Store,
     {
+        let mut reran = BTreeSet::new();
         for _ in 0..SETTLE_ROUNDS {
             let mut acted = false;
             for summary in (store.list_runs().await).map_err(|e| format!("listing runs: {e}"))? {
@@ -468,6 +474,10 @@ impl World<'_> {
                     .map_err(|e| e.to_string())?;
                 match view.state {
                     RunStatus::Paused => {}
+                    RunStatus::Succeeded if self.rerun_due() && reran.insert(run.clone()) => {
+                        acted |= self.rerun(engine, run, driven).await?;
+                        continue;
+                    }
                     RunStatus::Succeeded | RunStatus::RolledBack => continue,
                     other => {
                         return Err(format!("{}: {} with no driver", run.as_str(), other.name()))
@@ -499,6 +509,35 @@ impl World<'_> {
         Err(format!(
             "I4: runs still paused after {SETTLE_ROUNDS} rounds of the operator"
         ))
+    }
+
+    /// Whether the last generation's operator reruns each succeeded run once: in one seed
+    /// of three.
+    fn rerun_due(&self) -> bool {
+        self.scenario.seed.is_multiple_of(3)
+    }
+
+    /// A rerun of a succeeded run (a step the seed picks; downstream in even seeds), driven
+    /// again when accepted; whether it was.
+    async fn rerun<S>(
+        &self,
+        engine: &Engine<Store<S>>,
+        run: RunId,
+        driven: &mut Driven,
+    ) -> Result<bool, String>
+    where
+        Store<S>: apollo11_runtime::Store,
+    {
+        let seed = self.scenario.seed as usize;
+        let action = Action::Rerun {
+            step: (seed / 3) % self.scenario.steps.len(),
+            downstream: seed.is_multiple_of(2),
+        };
+        let accepted = self.act(engine, &run, &action).await?;
+        if accepted {
+            drive_again(engine, &self.workflow, run, driven).await;
+        }
+        Ok(accepted)
     }
 }
 

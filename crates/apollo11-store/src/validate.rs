@@ -58,13 +58,15 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
             EventKind::ManualOverride { by, reason, .. }
             | EventKind::RunPaused { by, reason }
             | EventKind::RunResumed { by, reason }
-            | EventKind::RollbackRequested { by, reason } => {
-                check_len("operator name", by.len() as u64, limits::LABEL_BYTES_MAX)?;
-                check_len(
-                    "operator's reason",
-                    reason.len() as u64,
-                    limits::ERROR_MESSAGE_BYTES_MAX,
-                )?;
+            | EventKind::RollbackRequested { by, reason } => operator_note(by, reason)?,
+            EventKind::RerunRequested {
+                steps,
+                compensate,
+                by,
+                reason,
+            } => {
+                operator_note(by, reason)?;
+                rerun_set(steps, compensate)?;
             }
             EventKind::Skipped { reason } => check_len(
                 "skip reason",
@@ -92,6 +94,27 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// An operator's `by` and `reason`, within their limits.
+fn operator_note(by: &str, reason: &str) -> Result<(), StoreError> {
+    check_len("operator name", by.len() as u64, limits::LABEL_BYTES_MAX)?;
+    check_len(
+        "operator's reason",
+        reason.len() as u64,
+        limits::ERROR_MESSAGE_BYTES_MAX,
+    )
+}
+
+/// A rerun's steps: each a step name, all of them within half a record.
+fn rerun_set(steps: &[String], compensate: &[String]) -> Result<(), StoreError> {
+    let names = steps.iter().chain(compensate);
+    let mut bytes = 0u64;
+    for step in names {
+        name(NameKind::Step, step)?;
+        bytes += step.len() as u64;
+    }
+    check_len("rerun set", bytes, limits::RECORD_BYTES_MAX / 2)
 }
 
 /// The names rule of `apollo11_core::check_name`: the same everywhere a name enters.

@@ -34,7 +34,7 @@ if [ "$APOLLO11_ATTEMPT" -le {hang_until} ]; then touch "slow.$APOLLO11_ATTEMPT"
 }
 
 /// Runs `args` and kills `apollo11` with SIGKILL once `started` exists.
-fn kill_9_once(cli: &Cli, args: &[&str], started: &str) {
+pub fn kill_9_once(cli: &Cli, args: &[&str], started: &str) {
     let mut child = cli.spawn(args);
     wait_for(&cli.file(started));
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();

@@ -30,7 +30,7 @@ retry = { max_attempts = 1 }
 
 /// `apollo11 serve` on the test's data dir with its work folder as `--workflows`; returns
 /// the process and its address.
-fn serve(cli: &Cli) -> (Child, String) {
+pub fn serve(cli: &Cli) -> (Child, String) {
     serve_with(cli, &[])
 }
 
@@ -56,7 +56,7 @@ fn serve_with(cli: &Cli, more: &[&str]) -> (Child, String) {
     (child, address)
 }
 
-fn state(cli: &Cli, run: &str) -> String {
+pub fn state(cli: &Cli, run: &str) -> String {
     cli.status_json(run)["state"]
         .as_str()
         .unwrap_or_default()

@@ -9,6 +9,7 @@ mod interrupt;
 mod operator;
 mod operator_table;
 mod policy;
+mod rerun;
 mod sim;
 mod table;
 mod trigger;

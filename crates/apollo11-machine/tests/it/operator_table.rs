@@ -276,6 +276,39 @@ fn every_accepted_action_keeps_its_promise_when_the_run_goes_on() {
     }
 }
 
+/// Every step of every row, in whatever state the row leaves it, and a step skipped by an
+/// operator: an override is accepted in every step state, unless the run is finished.
+#[test]
+fn an_override_is_answered_by_the_run_state_whatever_the_step_state() {
+    let mut skipped = build("running");
+    skipped.override_step("b", OverrideTarget::Skipped, "not needed");
+    let runs = rows().into_iter().map(|row| (row.state, build(row.state)));
+    let mut seen = std::collections::BTreeSet::new();
+    for (at, s) in runs.chain([("running, b skipped", skipped)]) {
+        let status = s.machine.status();
+        for step in ["a", "b", "c"] {
+            let state = s.state().status(step);
+            seen.insert(state);
+            for to in OverrideTarget::ALL {
+                let answer = check_override(s.state(), s.dag(), s.policy(), step, to);
+                match answer {
+                    Err(refusal) => assert_eq!(
+                        (refusal, status.is_finished()),
+                        (Refusal::Finished { status }, true),
+                        "{at}: {step} ({state}) to {to:?}"
+                    ),
+                    Ok(_) => assert!(!status.is_finished(), "{at}: {step} ({state}) to {to:?}"),
+                }
+            }
+        }
+    }
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        StepStatus::ALL,
+        "every step state met"
+    );
+}
+
 #[test]
 fn an_override_on_a_finished_run_is_refused_and_an_unknown_step_named() {
     let s = build("rolled back");

@@ -9,7 +9,7 @@ use apollo11_core::{
 };
 use apollo11_dag::{Dag, NodeId};
 use apollo11_machine::{
-    decide, Command, Now, Policy, RunAction, RunMachine, RunState, RunStatus, StepStatus,
+    decide, Command, Now, Policy, RerunPlan, RunAction, RunMachine, RunState, RunStatus, StepStatus,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -367,6 +367,13 @@ impl Sim {
     /// An operator's action on the run, appended as its run-level event.
     pub fn operator(&mut self, action: RunAction, reason: &str) {
         self.append(None, action.event("operator", reason), 0, Payload::Empty);
+    }
+
+    /// An operator's rerun of `step` (and its downstream steps), as the machine plans it.
+    pub fn rerun(&mut self, step: &str, downstream: bool) -> RerunPlan {
+        let plan = self.machine.check_rerun(step, downstream).unwrap();
+        self.append(None, plan.event("operator", "again"), 0, Payload::Empty);
+        plan
     }
 
     pub fn override_step(&mut self, step: &str, to: OverrideTarget, reason: &str) {

@@ -1,4 +1,4 @@
-//! Operators' actions on a run: a step override, pause, unpause, rollback. Each is one
+//! Operators' actions on a run: a step override, pause, unpause, rollback, rerun. Each is one
 //! event, checked with the machine against the state its append's seq is stated for and
 //! appended unfenced; a run that moves in between (a conflict) is read and checked again
 //! after a short pause, [`OPERATOR_APPEND_TRIES`] times at most.
@@ -9,7 +9,7 @@ use apollo11_core::{
     EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName, WorkflowSpec,
 };
 use apollo11_dag::Dag;
-use apollo11_machine::{check_action, check_override, Policy, RunAction, RunState};
+use apollo11_machine::{check_action, check_override, check_rerun, Policy, RunAction, RunState};
 use apollo11_store::{NewEvent, StoreError};
 
 /// How many times an operator's action reads the run, checks it and appends before giving
@@ -138,6 +138,38 @@ impl<S: Store> Engine<S> {
         reason: &str,
     ) -> Result<EventId, EngineError> {
         self.act(run_id, RunAction::Rollback, by, reason).await
+    }
+
+    /// Runs `step` again (and, with `downstream`, every step that depends on it), recorded
+    /// as one `RerunRequested` event with who, why and the set (its id is returned): the
+    /// steps of the set that succeeded and have a compensation are compensated first, in
+    /// reverse topological order, then the set runs again with fresh budgets of attempts.
+    /// A run no driver works on goes on at its next [`Engine::resume`].
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::RerunNotAllowed`] when a step of the set is at work, the step has not
+    /// run, the run is anomalous or rolling back (see [`check_rerun`]);
+    /// [`EngineError::UnknownRun`], [`EngineError::UnknownStep`], [`EngineError::Contended`]
+    /// and store errors.
+    pub async fn rerun(
+        &self,
+        run_id: &RunId,
+        step: &str,
+        downstream: bool,
+        by: &str,
+        reason: &str,
+    ) -> Result<EventId, EngineError> {
+        self.operate(run_id, |run| {
+            let plan = check_rerun(run.state, run.dag, run.policy, step, downstream)
+                .map_err(|refusal| EngineError::rerun_refused(run_id, step, refusal))?;
+            Ok(Action {
+                step: None,
+                kind: plan.event(by, reason),
+                attempt: 0,
+            })
+        })
+        .await
     }
 
     /// A run-level action, allowed as [`check_action`] says.

@@ -72,6 +72,17 @@ pub enum EventDetail {
         /// Why.
         reason: String,
     },
+    /// `rerun_requested`: steps an operator asked to run again.
+    Rerun {
+        /// The set that runs again, in topological order.
+        steps: Vec<String>,
+        /// The steps of the set compensated first, in the order of their compensations.
+        compensate: Vec<String>,
+        /// Who.
+        by: String,
+        /// Why.
+        reason: String,
+    },
     /// `placed`: where a try runs.
     Placed {
         /// The host the try runs on.
@@ -193,6 +204,17 @@ impl From<&EventKind> for EventDetail {
                 reason: reason.clone(),
             },
             EventKind::Expanded { items } => EventDetail::Expanded { items: *items },
+            EventKind::RerunRequested {
+                steps,
+                compensate,
+                by,
+                reason,
+            } => EventDetail::Rerun {
+                steps: steps.clone(),
+                compensate: compensate.clone(),
+                by: by.clone(),
+                reason: reason.clone(),
+            },
             EventKind::Started
             | EventKind::Succeeded
             | EventKind::Compensating

@@ -26,7 +26,7 @@ use crate::condition::{to_judge, verdict, Verdict};
 use crate::reads::{frame, Frame};
 use crate::{Clock, EngineError, Store};
 use apollo11_core::{Event, EventId, Payload, RunId, Seq, StepName, WorkflowSpec};
-use apollo11_machine::{Command, RunMachine, RunState};
+use apollo11_machine::{Command, RerunPlan, RunMachine, RunState};
 use apollo11_store::{resolve, Archive, BlobStore, EventStore, StoreError};
 use std::sync::{Arc, Mutex};
 
@@ -104,6 +104,25 @@ impl<S: Store> Inspector<S> {
             planner.take(&commands, verdicts);
         }
         Ok(planner.plan())
+    }
+
+    /// What [`Engine::rerun`](crate::Engine::rerun) of `step` (with `downstream`, and of
+    /// every step after it) would do now, changing nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::RerunNotAllowed`] naming why the run refuses it,
+    /// [`EngineError::UnknownStep`], and the errors of [`Inspector::status`].
+    pub async fn rerun_plan(
+        &self,
+        run_id: &RunId,
+        step: &str,
+        downstream: bool,
+    ) -> Result<RerunPlan, EngineError> {
+        let Loaded { machine, .. } = self.load(run_id, None).await?;
+        machine
+            .check_rerun(step, downstream)
+            .map_err(|refusal| EngineError::rerun_refused(run_id, step, refusal))
     }
 
     /// What the condition of `step` would say were it started now, read as the driver reads
