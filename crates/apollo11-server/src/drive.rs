@@ -2,6 +2,7 @@
 //! the definition it pinned (after an operator's action, or at start for the runs a crash
 //! left interrupted), and logging how each drive ended.
 
+use crate::idempotent;
 use crate::server::{AppState, Backend};
 use crate::ApiError;
 use apollo11_author::AuthorError;
@@ -41,17 +42,21 @@ pub struct Start<'a> {
     pub digest: Option<&'a str>,
     /// Values of the workflow's parameters.
     pub params: &'a BTreeMap<String, Value>,
+    /// The digest of a request made under an `Idempotency-Key`, pinned with the run.
+    pub request: Option<String>,
 }
 
 /// Starts a run of a registered workflow, instantiated with the values given, driven until
 /// it ends; with a digest, only when the registered definition has it. Bad values are a 400
-/// naming the parameter, before anything is created.
-pub async fn start(state: &AppState, asked: Start<'_>) -> Result<RunId, ApiError> {
+/// naming the parameter, before anything is created. Answers the run and whether it was
+/// created: a keyed request whose run exists answers with that run (see `idempotent`).
+pub async fn start(state: &AppState, asked: Start<'_>) -> Result<(RunId, bool), ApiError> {
     let Start {
         name,
         run_id,
         digest,
         params,
+        request,
     } = asked;
     let registry = state.registry();
     let registered = registry
@@ -60,7 +65,10 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<RunId, ApiError
     if let Some(sent) = digest {
         registered.check_digest(sent)?;
     }
-    let spec = instantiated(&registered.spec, params)?;
+    let mut spec = instantiated(&registered.spec, params)?;
+    if let Some(request) = &request {
+        (spec.attributes).insert(idempotent::ATTRIBUTE.to_owned(), request.clone());
+    }
     let workflow = Arc::new(
         shell::workflow_on(&spec, &state.data_dir, Some(&state.workers))
             .map_err(|e| ApiError::Invalid(format!("workflow `{name}`: {e}")))?,
@@ -70,7 +78,16 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<RunId, ApiError
             check_name(NameKind::Run, &id)
                 .map_err(|e| ApiError::Invalid(format!("run_id: {e}")))?;
             step_folders_answered(&state.data_dir, &id, &spec)?;
-            state.engine.start(&workflow, RunId(id)).await?
+            match (
+                state.engine.start(&workflow, RunId(id.clone())).await,
+                &request,
+            ) {
+                (Err(EngineError::RunExists { .. }), Some(request)) => {
+                    let run_id = idempotent::replay(state, &RunId(id), request).await?;
+                    return Ok((run_id, false));
+                }
+                (started, _) => started?,
+            }
         }
         None => {
             let now_ms = apollo11_runtime::Clock::system().now_ms();
@@ -87,7 +104,7 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<RunId, ApiError
     };
     let run_id = handle.run_id().clone();
     watch(handle);
-    Ok(run_id)
+    Ok((run_id, true))
 }
 
 /// The definition a run of `declared` pins when started with the values `given`: 400 naming
@@ -208,12 +225,17 @@ pub fn default_run_id(workflow: &str, now_ms: u64, n: u32) -> String {
     } else {
         String::new()
     };
-    let room = limits::NAME_BYTES_MAX as usize - stamp.len() - suffix.len() - 1;
+    run_id_of(workflow, &format!("{stamp}{suffix}"))
+}
+
+/// `WORKFLOW-TAIL`, the workflow's name cut so that the id stays a valid name.
+pub fn run_id_of(workflow: &str, tail: &str) -> String {
+    let room = limits::NAME_BYTES_MAX as usize - tail.len() - 1;
     let mut end = workflow.len().min(room);
     while !workflow.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}-{stamp}{suffix}", &workflow[..end])
+    format!("{}-{tail}", &workflow[..end])
 }
 
 /// Creates the folder of each step of a run before its first event, so a name the file

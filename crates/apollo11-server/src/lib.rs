@@ -17,6 +17,7 @@ mod extract;
 mod fanout;
 mod gc;
 mod guard;
+mod idempotent;
 mod logs;
 mod meta;
 pub mod metrics;

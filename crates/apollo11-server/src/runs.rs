@@ -6,12 +6,12 @@ use crate::extract::{Body, RunPath, StepPath, START_BODY_BYTES_MAX};
 use crate::query::{Bounded, Flag, Query};
 use crate::server::AppState;
 use crate::workflows::{without_dir, Registry, WorkflowList};
-use crate::{drive, ApiError};
+use crate::{drive, idempotent, ApiError};
 use apollo11_core::EventId;
 use apollo11_runtime::inspect::{EventPage, Plan, RunFilter, RunRow, RunView};
 use apollo11_runtime::{RerunPlan, RunId, RunStatus};
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::Error as _;
@@ -179,23 +179,43 @@ pub struct StartBody {
     params: BTreeMap<String, Value>,
 }
 
-/// `POST /api/v1/runs`.
+/// `POST /api/v1/runs`: 201 with a new run; 200 with the run an earlier request under the
+/// same `Idempotency-Key` started.
 pub async fn start(
     State(state): Shared,
+    headers: HeaderMap,
     Body(body): Body<StartBody, START_BODY_BYTES_MAX>,
 ) -> Result<Response, ApiError> {
-    let run_id = drive::detached(async move {
-        let digest = body.digest.as_deref();
+    let key = idempotent::key(&headers)?;
+    let (run_id, created) = drive::detached(async move {
+        let request = key.as_deref().map(|key| {
+            let what = json!({
+                "workflow": body.workflow,
+                "run_id": body.run_id,
+                "digest": body.digest,
+                "params": body.params,
+            });
+            idempotent::request(key, &what)
+        });
+        let keyed = key
+            .as_deref()
+            .map(|key| idempotent::run_id(&body.workflow, key));
         let asked = drive::Start {
             name: &body.workflow,
-            run_id: body.run_id,
-            digest,
+            run_id: body.run_id.or(keyed),
+            digest: body.digest.as_deref(),
             params: &body.params,
+            request,
         };
         drive::start(&state, asked).await
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(Started { run_id })).into_response())
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(Started { run_id })).into_response())
 }
 
 /// The answer of a start.

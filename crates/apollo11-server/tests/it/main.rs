@@ -7,6 +7,7 @@ mod crash;
 mod dropped;
 mod gc;
 mod harness;
+mod idempotent;
 mod metrics;
 mod params;
 mod routes;
