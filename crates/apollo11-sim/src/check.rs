@@ -205,19 +205,33 @@ fn no_rerun_after_success(
     Ok(())
 }
 
-/// A step skipped (its condition false, its trigger rule impossible) and never overridden
-/// runs no attempt after the skip: none at all when it was skipped from pending (no
-/// `Started` of it in the log, no execution of it in the ledger), none beyond the attempt it
-/// was skipped at when its rule stopped holding after a failed attempt.
+/// A step skipped (its condition false, its trigger rule impossible), never overridden and
+/// never in an operator's rerun after the skip, runs no attempt after the skip: none at all
+/// when it was skipped from pending (no `Started` of it in the log, no execution of it in
+/// the ledger), none beyond the attempt it was skipped at when its rule stopped holding
+/// after a failed attempt.
 fn skipped_never_ran(played: &Played<'_>, run: &RunId, events: &[&Event]) -> Result<(), String> {
     let of = |step: &str, f: &dyn Fn(&Event) -> bool| {
         (events.iter()).any(|e| e.step.as_ref().is_some_and(|s| s.as_str() == step) && f(e))
     };
+    let rerun_after = |step: &str, skip: &Event| {
+        (events.iter()).any(|e| match &e.kind {
+            EventKind::RerunRequested { steps, .. } => {
+                e.seq > skip.seq && steps.iter().any(|s| s == step)
+            }
+            _ => false,
+        })
+    };
     let skipped = (events.iter()).filter(|e| matches!(e.kind, EventKind::Skipped { .. }));
-    for (step, at) in skipped.filter_map(|e| Some((e.step.as_ref()?.as_str(), e.attempt))) {
-        if of(step, &|e| {
+    for skip in skipped {
+        let Some(step) = skip.step.as_ref().map(|s| s.as_str()) else {
+            continue;
+        };
+        let at = skip.attempt;
+        let overridden = of(step, &|e| {
             matches!(e.kind, EventKind::ManualOverride { .. })
-        }) {
+        });
+        if overridden || rerun_after(step, skip) {
             continue;
         }
         // Skipped from pending, nothing of it ran, not even a compensation.
@@ -599,10 +613,22 @@ mod tests {
             Ok(()),
             "its attempt before the skip is no fault"
         );
-        let err = check(h.started("s0")).unwrap_err();
+        let err = check(h.clone().started("s0")).unwrap_err();
         assert!(
             err.contains("skipped at attempt 1, and started after"),
             "{err}"
+        );
+        let rerun = EventKind::RerunRequested {
+            steps: vec!["s0".to_owned()],
+            compensate: Vec::new(),
+            by: "operator".to_owned(),
+            reason: "again".to_owned(),
+        };
+        let rerun = h.raw(None, rerun, 0, Payload::Empty).started("s0");
+        assert_eq!(
+            check(rerun),
+            Ok(()),
+            "a rerun lets a skipped step run again"
         );
     }
 }
