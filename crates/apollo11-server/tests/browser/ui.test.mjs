@@ -655,6 +655,7 @@ test('a finished run: a step rerun with its downstream, compensated first, runs 
   assert.equal(await dialog.locator('[data-help]').textContent(),
     'First compensated, in this order: charge, book. Then run again, each with a fresh budget of attempts: book, charge, notify.');
   assert.ok(await dialog.locator('[data-submit]').isEnabled());
+  assert.ok(await dialog.locator('[data-to-row]').isHidden(), 'a rerun sets no state');
   await dialog.locator('input[name=by]').fill(BY);
   await dialog.locator('input[name=reason]').fill('the booking service was fixed');
   await shot('chain-rerun-confirm');
