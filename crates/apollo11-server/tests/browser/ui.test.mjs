@@ -387,7 +387,7 @@ test('a step skipped after it failed still shows its last error, the skip after 
   await overrideAndSettle(id, 'flaky', 'skipped');
   const detail = await openStep(id, 'flaky');
   const shown = await detail.locator('dt:text-is("Last error") + dd').innerText();
-  assert.ok(shown.startsWith(`${failure.error} (try 1)`), shown);
+  assert.ok(shown.startsWith(`[${failure.class}] ${failure.error} (try 1)`), shown);
   assert.match(shown, new RegExp(`then overridden to skipped by ${BY}: set flaky to skipped`));
   assert.match(await page.locator('table.steps tr[data-step=flaky] td.error-text').getAttribute('title'), /then overridden to skipped/);
   await shot('skipped-last-error');
@@ -712,7 +712,7 @@ test('a rerun of a step at work is refused in its dialog, with the reason, and s
   assert.deepEqual(page.errors, []);
 });
 
-test('a failed step\'s class shows in the steps table, its details, the timeline and the pause banner', async () => {
+test('a failed step\'s class shows in the steps table, its details, the timeline and the pause banner; why its retries stopped, in all but the table', async () => {
   const id = `ui-classes-${suffix}`;
   const run = await settledRun(server, 'classes', id, 60);
   assert.equal(run.state, 'paused');
@@ -724,6 +724,7 @@ test('a failed step\'s class shows in the steps table, its details, the timeline
   assert.match(await stepRow('exits').locator('td.error-text').textContent(), /^\[exit:3\] exited with code 3/);
   assert.match(await stepRow('page').locator('td.error-text').textContent(), /^\[spawn\] exited with code 127/);
   assert.match(await detail.locator('dt:text-is("Last error") + dd').innerText(), /^\[exit:3\] exited with code 3/);
+  assert.equal(await detail.locator('[data-error-stopped]').textContent(), 'retries stopped: the same failure repeated (2 in a row, class exit:3)');
   assert.match(await page.locator('.head .banner.paused').textContent(),
     /^Waiting for an operator: step exits failed after 2 tries: \[exit:3\] exited with code 3 .*\(the same failure repeated \(2 in a row, class exit:3\)\)$/);
   assert.match(await page.locator(`table.events tr[data-event="${failed('exits').event_id}"] td.why`).textContent(),
@@ -731,6 +732,7 @@ test('a failed step\'s class shows in the steps table, its details, the timeline
   await shot('classes-exit');
   await node('page').click();
   assert.match(await page.locator('[data-detail=page] dt:text-is("Last error") + dd').innerText(), /^\[spawn\] exited with code 127/);
+  assert.equal(await page.locator('[data-detail=page] [data-error-stopped]').textContent(), 'retries stopped: class spawn is never retried by default');
   assert.match(await page.locator(`table.events tr[data-event="${failed('page').event_id}"] td.why`).textContent(),
     /^\[spawn\] exited with code 127 .* — stopped: class spawn is never retried by default$/);
   await shot('classes-spawn');
