@@ -10,8 +10,12 @@
 // saying why; a `quoted` run's command, a hostile value in it, shown as text as it ran, its
 // secret in no answer or page; a step placed on the worker `cargo xtask ui` started saying
 // which worker ran it; the workers page listing that worker, its try at work, and warning
-// of a try whose labels no worker carries (a hostile value, shown as text). Screenshots of
-// each page go to APOLLO11_UI_SHOTS (default target/ui-screenshots).
+// of a try whose labels no worker carries (a hostile value, shown as text); a succeeded
+// `chain` run's step rerun with its downstream from its details (the confirmation saying
+// what is compensated first and what runs again), running then succeeded again, the rerun
+// in the timeline; a rerun refused in its dialog while a step of its set works; the failure
+// classes of a `classes` run (`exit:3`, `spawn`) and why their retries stopped. Screenshots
+// of each page go to APOLLO11_UI_SHOTS (default target/ui-screenshots).
 //
 //   node ui.test.mjs http://127.0.0.1:PORT
 
