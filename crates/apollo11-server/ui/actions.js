@@ -72,30 +72,37 @@ export function rerunWords({ steps, compensate }) {
 export async function rerunStep(runId, step, downstream) {
   const path = `/api/v1/runs/${seg(runId)}/steps/${seg(step)}/rerun`;
   let help;
+  let refused = false;
   try {
     help = rerunWords(await api(`${path}?downstream=${downstream}`));
   } catch (err) {
     help = `Refused now: ${err.message}`;
+    refused = true;
   }
   const title = downstream ? `Rerun step ${step} and the steps after it` : `Rerun step ${step}`;
-  return ask({ title, help, target: false }, (fields) =>
+  return ask({ title, help, target: false, refused }, (fields) =>
     api(path, { method: 'POST', body: { ...fields, downstream } }));
 }
 
-/** Opens the dialog; `send(fields)` on submit: its answer closes it, its error stays shown. */
-function ask({ title, help, target, choices }, send) {
+/**
+ * Opens the dialog; `send(fields)` on submit: its answer closes it, its error stays shown.
+ * With `refused` (the server already said no, in `help`), its submit button is disabled.
+ */
+function ask({ title, help, target, choices, refused = false }, send) {
   const dialog = document.getElementById('action-dialog');
   const form = dialog.querySelector('form');
   form.reset();
   if (target) fillTargets(choices ?? {});
   dialog.querySelector('[data-title]').textContent = title;
-  dialog.querySelector('[data-help]').textContent = help;
+  const helpText = dialog.querySelector('[data-help]');
+  helpText.textContent = help;
+  helpText.className = refused ? 'error' : 'muted';
   dialog.querySelector('[data-to-row]').hidden = !target;
   const error = dialog.querySelector('[data-error]');
   error.textContent = '';
   form.elements.by.value = localStorage.getItem(BY_KEY) ?? '';
   const ok = dialog.querySelector('[data-submit]');
-  ok.disabled = false;
+  ok.disabled = refused;
   return new Promise((resolve) => {
     const submit = async (e) => {
       e.preventDefault();

@@ -172,13 +172,17 @@ async function copyText(text, block, button) {
   }
 }
 
-/** The last error recorded, and what an operator did after it (an override). */
+/**
+ * The last error recorded, why the retries stopped there, and what an operator did after it
+ * (an override).
+ */
 function lastError(step) {
   if ((step.error ?? null) === null) return '—';
   const error = `${classPrefix(step.error_class)}${step.error}`;
-  if (!step.error_then) return error;
-  return el('span', { 'data-last-error': true }, `${error} (try ${step.error_try})`,
-    el('br'), el('span', { class: 'muted', 'data-error-then': true }, step.error_then));
+  const after = (text, data) => (text ? [el('br'), el('span', { class: 'muted', [data]: true }, text)] : []);
+  return el('span', { 'data-last-error': true }, step.error_then ? `${error} (try ${step.error_try})` : error,
+    ...after(step.error_stopped && `retries stopped: ${step.error_stopped}`, 'data-error-stopped'),
+    ...after(step.error_then, 'data-error-then'));
 }
 
 /** What a step's compensation did: none declared, not run, at work, undone, or failed. */

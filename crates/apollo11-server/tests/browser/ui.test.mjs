@@ -10,8 +10,12 @@
 // saying why; a `quoted` run's command, a hostile value in it, shown as text as it ran, its
 // secret in no answer or page; a step placed on the worker `cargo xtask ui` started saying
 // which worker ran it; the workers page listing that worker, its try at work, and warning
-// of a try whose labels no worker carries (a hostile value, shown as text). Screenshots of
-// each page go to APOLLO11_UI_SHOTS (default target/ui-screenshots).
+// of a try whose labels no worker carries (a hostile value, shown as text); a succeeded
+// `chain` run's step rerun with its downstream from its details (the confirmation saying
+// what is compensated first and what runs again), running then succeeded again, the rerun
+// in the timeline; a rerun refused in its dialog while a step of its set works; the failure
+// classes of a `classes` run (`exit:3`, `spawn`) and why their retries stopped. Screenshots
+// of each page go to APOLLO11_UI_SHOTS (default target/ui-screenshots).
 //
 //   node ui.test.mjs http://127.0.0.1:PORT
 
@@ -387,7 +391,7 @@ test('a step skipped after it failed still shows its last error, the skip after 
   await overrideAndSettle(id, 'flaky', 'skipped');
   const detail = await openStep(id, 'flaky');
   const shown = await detail.locator('dt:text-is("Last error") + dd').innerText();
-  assert.ok(shown.startsWith(`${failure.error} (try 1)`), shown);
+  assert.ok(shown.startsWith(`[${failure.class}] ${failure.error} (try 1)`), shown);
   assert.match(shown, new RegExp(`then overridden to skipped by ${BY}: set flaky to skipped`));
   assert.match(await page.locator('table.steps tr[data-step=flaky] td.error-text').getAttribute('title'), /then overridden to skipped/);
   await shot('skipped-last-error');
@@ -635,5 +639,106 @@ test('the workers page lists the worker, its tries at work, and warns of tries n
   await overrideAndSettle(stuck, 'remote', 'skipped');
   await page.locator('table.queue tr.unmatched').waitFor({ state: 'detached', timeout: 15_000 });
   await warning.waitFor({ state: 'hidden' });
+  assert.deepEqual(page.errors, []);
+});
+
+/** The steps table's row of `step`, on the run page shown. */
+const stepRow = (step) => page.locator(`table.steps tr[data-step="${step}"]`);
+const CHAIN = `ui-chain-${suffix}`;
+
+test('a finished run: a step rerun with its downstream, compensated first, runs again to success', async () => {
+  // `charge` sleeps 2 s: the rerun is seen running before it succeeds again.
+  const run = await settledRun(server, 'chain', CHAIN, 60, { pause: 2 });
+  assert.equal(run.state, 'succeeded');
+  const detail = await openStep(CHAIN, 'book');
+  await detail.locator('[data-rerun=downstream]').click();
+  const dialog = page.locator('#action-dialog');
+  await page.waitForFunction(() => document.querySelector('#action-dialog').open
+    && document.querySelector('#action-dialog [data-help]').textContent !== '');
+  assert.equal(await dialog.locator('[data-title]').textContent(), 'Rerun step book and the steps after it');
+  assert.equal(await dialog.locator('[data-help]').textContent(),
+    'First compensated, in this order: charge, book. Then run again, each with a fresh budget of attempts: book, charge, notify.');
+  assert.ok(await dialog.locator('[data-submit]').isEnabled());
+  assert.ok(await dialog.locator('[data-to-row]').isHidden(), 'a rerun sets no state');
+  await dialog.locator('input[name=by]').fill(BY);
+  await dialog.locator('input[name=reason]').fill('the booking service was fixed');
+  await shot('chain-rerun-confirm');
+  const posts = watchPosts();
+  await dialog.locator('[data-submit]').click();
+  await page.waitForFunction(() => /Appended event #\d+/.test(document.querySelector('[data-outcome]').textContent));
+  assert.deepEqual(posts.stop(), [`${server.base}/api/v1/runs/${CHAIN}/steps/book/rerun`]);
+  const rerun = Number(await page.locator('[data-outcome]').getAttribute('data-event-id'));
+  await page.waitForFunction(() => document.querySelector('.head .badge')?.textContent === 'running', null, { timeout: 10_000 });
+  await shot('chain-rerunning');
+  await page.waitForFunction(() => document.querySelector('.head .badge')?.textContent === 'succeeded', null, { timeout: 30_000 });
+
+  const events = (await call(server, `/api/v1/runs/${CHAIN}/events`)).body.events;
+  const after = events.slice(events.findIndex((e) => e.event_id === rerun));
+  assert.deepEqual(after[0], { ...after[0], kind: 'rerun_requested', by: BY, steps: ['book', 'charge', 'notify'], compensate: ['charge', 'book'] });
+  const done = (kind) => after.filter((e) => e.kind === kind).map((e) => e.step);
+  assert.deepEqual(done('compensated'), ['charge', 'book'], 'compensated in reverse order first');
+  assert.deepEqual(done('succeeded'), ['book', 'charge', 'notify'], 'then run again in order; fetch is left as it is');
+  const row = page.locator(`table.events tr[data-event="${rerun}"]`);
+  await row.waitFor();
+  assert.match(await row.innerText(), /rerun requested/);
+  assert.equal(await row.locator('td.why').textContent(),
+    'the booking service was fixed; First compensated, in this order: charge, book. Then run again, each with a fresh budget of attempts: book, charge, notify.');
+  for (const [step, tries] of [['fetch', '1'], ['book', '2'], ['charge', '2'], ['notify', '2']]) {
+    assert.equal(await stepRow(step).locator('td').nth(2).textContent(), tries, `${step} ran ${tries} time(s)`);
+  }
+  await shot('chain-rerun-succeeded');
+  assert.deepEqual(page.errors, []);
+});
+
+test('a rerun of a step at work is refused in its dialog, with the reason, and sends nothing', async () => {
+  const id = `ui-chain-busy-${suffix}`;
+  const started = await call(server, '/api/v1/runs', { method: 'POST', body: { workflow: 'chain', run_id: id, params: { pause: 30 } } });
+  assert.equal(started.status, 201);
+  const detail = await openStep(id, 'book');
+  await page.waitForFunction(() => document.querySelector('svg.dag g.node[data-step="charge"]')?.classList.contains('st-running'), null, { timeout: 15_000 });
+  const dialog = page.locator('#action-dialog');
+  const posts = watchPosts();
+  for (const [button, title] of [['downstream', 'Rerun step book and the steps after it'], ['step', null]]) {
+    const step = button === 'step' ? 'charge' : 'book';
+    const target = button === 'step' ? await openStep(id, 'charge') : detail;
+    await target.locator(`[data-rerun=${button}]`).click();
+    await page.waitForFunction(() => document.querySelector('#action-dialog').open
+      && document.querySelector('#action-dialog [data-help]').textContent !== '');
+    assert.equal(await dialog.locator('[data-title]').textContent(), title ?? `Rerun step ${step}`);
+    assert.match(await dialog.locator('[data-help]').textContent(), /^Refused now: .*\bcharge\b/);
+    assert.ok(await dialog.locator('[data-submit]').isDisabled(), 'nothing to confirm');
+    if (button === 'downstream') await shot('chain-rerun-refused');
+    await dialog.locator('button[value=cancel]').click();
+    await page.waitForFunction(() => !document.querySelector('#action-dialog').open);
+  }
+  assert.deepEqual(posts.stop(), [], 'nothing sent');
+  assert.equal((await call(server, `/api/v1/runs/${id}`)).body.state, 'running');
+  assert.deepEqual(page.errors, []);
+});
+
+test('a failed step\'s class shows in the steps table, its details, the timeline and the pause banner; why its retries stopped, in all but the table', async () => {
+  const id = `ui-classes-${suffix}`;
+  const run = await settledRun(server, 'classes', id, 60);
+  assert.equal(run.state, 'paused');
+  assert.equal(run.steps.exits.error_class, 'exit:3');
+  assert.equal(run.steps.page.error_class, 'spawn');
+  const events = (await call(server, `/api/v1/runs/${id}/events`)).body.events;
+  const failed = (step) => events.filter((e) => e.kind === 'failed' && e.step === step).at(-1);
+  const detail = await openStep(id, 'exits');
+  assert.match(await stepRow('exits').locator('td.error-text').textContent(), /^\[exit:3\] exited with code 3/);
+  assert.match(await stepRow('page').locator('td.error-text').textContent(), /^\[spawn\] exited with code 127/);
+  assert.match(await detail.locator('dt:text-is("Last error") + dd').innerText(), /^\[exit:3\] exited with code 3/);
+  assert.equal(await detail.locator('[data-error-stopped]').textContent(), 'retries stopped: the same failure repeated (2 in a row, class exit:3)');
+  assert.match(await page.locator('.head .banner.paused').textContent(),
+    /^Waiting for an operator: step exits failed after 2 tries: \[exit:3\] exited with code 3 .*\(the same failure repeated \(2 in a row, class exit:3\)\)$/);
+  assert.match(await page.locator(`table.events tr[data-event="${failed('exits').event_id}"] td.why`).textContent(),
+    /^\[exit:3\] exited with code 3 .* — stopped: the same failure repeated \(2 in a row, class exit:3\)$/);
+  await shot('classes-exit');
+  await node('page').click();
+  assert.match(await page.locator('[data-detail=page] dt:text-is("Last error") + dd').innerText(), /^\[spawn\] exited with code 127/);
+  assert.equal(await page.locator('[data-detail=page] [data-error-stopped]').textContent(), 'retries stopped: class spawn is never retried by default');
+  assert.match(await page.locator(`table.events tr[data-event="${failed('page').event_id}"] td.why`).textContent(),
+    /^\[spawn\] exited with code 127 .* — stopped: class spawn is never retried by default$/);
+  await shot('classes-spawn');
   assert.deepEqual(page.errors, []);
 });

@@ -1,7 +1,8 @@
 // Writes the browser test's workflows into a folder for `apollo11 serve --workflows`: the
 // committed ones (workflows/) and `thousand`, generated: 1,000 steps in 20 layers of 50, each
 // step after two of the layer before; each fails its first two tries (every third step its
-// third too) and succeeds after, so that a run has about 10,000 events; and `quoted`, whose
+// third too: the same failure each time, so `same_failure_max = 0` lets it be retried) and
+// succeeds after, so that a run has about 10,000 events; and `quoted`, whose
 // step says a parameter and checks it has a secret, read from the file `quoted/secret` (an
 // absolute path: a secret's file is found from the server's folder, not the workflow's).
 //
@@ -28,7 +29,7 @@ export function thousand() {
     '',
     '[defaults]',
     'timeout = "1m"',
-    'retry = { max_attempts = 4, backoff = "fixed", initial = "1ms" }',
+    'retry = { max_attempts = 4, backoff = "fixed", initial = "1ms", same_failure_max = 0 }',
   ];
   for (let layer = 0; layer < LAYERS; layer++) {
     for (let i = 0; i < WIDTH; i++) {

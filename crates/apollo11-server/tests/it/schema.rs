@@ -95,6 +95,9 @@ fn the_checker_finds_a_missing_key_an_extra_key_and_a_wrong_type() {
     assert_eq!(breaks(&doc, &a, &json!({"a": "1"}), "").len(), 1);
 }
 
+/// The rerun route: its plan (GET) and the rerun itself (POST).
+const RERUN: &str = "/api/v1/runs/{id}/steps/{step}/rerun";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_fits_its_schema_in_the_openapi_document() {
     let server = TestServer::start().await;
@@ -146,12 +149,38 @@ async fn every_answer_fits_its_schema_in_the_openapi_document() {
         ("/api/v1/runs/{id}/plan", "/api/v1/runs/fit/plan"),
         ("/api/v1/runs/{id}", "/api/v1/runs/nope"),
         ("/healthz", "/healthz"),
+        (RERUN, "/api/v1/runs/fit/steps/a/rerun?downstream=true"),
+        (RERUN, "/api/v1/runs/fit/steps/nope/rerun"),
+        (RERUN, "/api/v1/runs/held/steps/wait/rerun"),
     ] {
         let answer = server.client.get(path).await.unwrap();
         answers.push(("get", route, path.to_owned(), answer));
     }
+    let rerun = json!({"by": "alice", "reason": "again", "downstream": true});
+    for path in [
+        "/api/v1/runs/fit/steps/a/rerun",
+        "/api/v1/runs/held/steps/wait/rerun",
+    ] {
+        let answer = server.client.post(path, &rerun).await.unwrap();
+        answers.push(("post", RERUN, path.to_owned(), answer));
+    }
+    server
+        .wait_for("fit", "succeeded again", |r| r["state"] == "succeeded")
+        .await;
+    let events = server.client.get("/api/v1/runs/fit/events").await.unwrap();
+    answers.push(("get", "/api/v1/runs/{id}/events", String::new(), events));
     let reloaded = server.reload().await;
     answers.push(("post", "/api/v1/workflows/reload", String::new(), reloaded));
+    let statuses: Vec<u16> = answers
+        .iter()
+        .filter(|a| a.1 == RERUN)
+        .map(|a| a.3.status)
+        .collect();
+    assert_eq!(
+        statuses,
+        [200, 404, 409, 202, 409],
+        "the rerun route's answers"
+    );
     for (method, route, path, answer) in answers {
         let schema = schema_of(&doc, method, route, answer.status);
         let found = breaks(&doc, schema, &answer.json(), "answer");
