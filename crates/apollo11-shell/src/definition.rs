@@ -7,6 +7,7 @@
 mod classes;
 mod env;
 mod items;
+mod limits;
 mod locate;
 mod params;
 mod placement;

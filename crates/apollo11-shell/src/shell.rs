@@ -13,11 +13,13 @@
 //! and the run's arguments from files (`inputs.rs`), and records the command as it runs and
 //! its folder with its place, for front ends to show.
 
+mod cgroup;
 mod command;
 mod execute;
 mod group;
 mod inputs;
 mod job;
+mod limits;
 mod remote;
 mod waits;
 
@@ -26,6 +28,7 @@ pub use execute::{
     execute, finished, kill, reattach, Ended, Files, Placing, ENV_PAYLOAD_BYTES_MAX,
 };
 pub use job::{Job, Outcome};
+pub use limits::{set_isolation, Isolation, Limits, LIMITS};
 pub use remote::{
     words as label_words, Placement, RemoteHandle, COMPENSATE_ON, ON, QUEUE_TIMEOUT,
     QUEUE_TIMEOUT_DEFAULT_MS,
@@ -35,7 +38,7 @@ pub use waits::name_waits;
 use crate::classify::{rules_of, ClassRule};
 use crate::definition::{COMPENSATE, DIR, NON_RETRYABLE, RUN};
 use crate::files::{read_output, step_files, StepFiles};
-use apollo11_core::{check_name, limits, FailureClass, NameKind, WorkflowSpec};
+use apollo11_core::{check_name, FailureClass, NameKind, WorkflowSpec};
 use apollo11_dispatch::Dispatcher;
 use apollo11_runtime::{
     Leftover, Output, Settled, Step, StepContext, StepError, Workflow, WorkflowError,
@@ -64,6 +67,7 @@ pub struct ShellStep {
     dir: PathBuf,
     non_retryable: Vec<i32>,
     classes: Vec<ClassRule>,
+    limits: Limits,
     data_dir: PathBuf,
     rendering: command::Rendering,
     placement: Placement,
@@ -117,6 +121,9 @@ pub fn workflow_on(
             dir: dir.clone(),
             non_retryable,
             classes: classes.clone(),
+            limits: (s.attributes.get(LIMITS))
+                .and_then(|l| serde_json::from_str(l).ok())
+                .unwrap_or_default(),
             data_dir: data_dir.to_path_buf(),
             rendering: command::Rendering::of(spec, s),
             placement: Placement::of(s),
@@ -161,6 +168,7 @@ impl ShellStep {
             compensation,
             &self.non_retryable,
             &self.classes,
+            &self.limits,
         );
         if let Some(needs) = self.placement.needs(compensation, ctx.scope())? {
             let workers = self.workers.as_ref().ok_or_else(|| {
@@ -238,7 +246,7 @@ impl Step for ShellStep {
         );
         inputs::remove(&files);
         // An output over the limit, or one that cannot be read, is no marker.
-        let marker = read_output(&files.output, limits::STEP_OUTPUT_BYTES_MAX).ok();
+        let marker = read_output(&files.output, apollo11_core::limits::STEP_OUTPUT_BYTES_MAX).ok();
         Settled::Stopped { marker }
     }
 

@@ -2,6 +2,7 @@
 //! what it sends a worker (as JSON, bytes in base64). And the outcome a worker sends back.
 
 use super::command::Prepared;
+use super::limits::{self, Held, Limits};
 use crate::classify::ClassRule;
 use apollo11_core::{FailureClass, Value};
 use apollo11_runtime::{Output, StepContext, StepError};
@@ -41,6 +42,9 @@ pub struct Job {
     /// The author's rules that classify a failure (`[[classify]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassRule>,
+    /// What it may use (`limits`).
+    #[serde(default, skip_serializing_if = "Limits::is_empty")]
+    pub limits: Limits,
 }
 
 impl Job {
@@ -51,6 +55,7 @@ impl Job {
         compensation: bool,
         non_retryable: &[i32],
         classes: &[ClassRule],
+        limits: &Limits,
     ) -> Job {
         let payload = if compensation {
             ctx.output.clone()
@@ -71,13 +76,24 @@ impl Job {
             payload,
             non_retryable: non_retryable.to_vec(),
             classes: classes.to_vec(),
+            limits: limits.clone(),
         }
+    }
+
+    /// How its limits are held here (see [`limits::plan`]).
+    ///
+    /// # Errors
+    ///
+    /// A limit nothing here can hold, in words.
+    pub fn held(&self) -> Result<Held, String> {
+        limits::plan(&self.limits, super::cgroup::available())
     }
 }
 
 impl Job {
-    /// What the try's `Placed` event records of it: `{"command", "cwd"}`, the command as it
-    /// runs (a secret only as the variable it is in) and its folder.
+    /// What the try's `Placed` event records of it: `{"command", "cwd", "isolation"}`, the
+    /// command as it runs (a secret only as the variable it is in), its folder, and how its
+    /// limits are held here (`none`, `rlimit`, `cgroup`; `refused` when nothing here can).
     ///
     /// # Panics
     ///
@@ -86,6 +102,7 @@ impl Job {
         let detail = serde_json::json!({
             "command": self.command,
             "cwd": self.dir.to_string_lossy(),
+            "isolation": self.held().map_or("refused", Held::word),
         });
         serde_json::to_vec(&detail).expect("JSON values serialize")
     }
@@ -243,6 +260,11 @@ mod tests {
                 exit_codes: vec![75],
                 stderr: Some("refused".into()),
             }],
+            limits: Limits {
+                memory: Some(1 << 28),
+                cpu: Some(0.5),
+                ..Limits::default()
+            },
         };
         let text = serde_json::to_vec(&job).unwrap();
         assert_eq!(serde_json::from_slice::<Job>(&text).unwrap(), job);
