@@ -61,7 +61,12 @@ struct Cli {
     /// `auto`, a cgroup where a limit needs one; `cgroup`, one for every step with limits;
     /// `rlimit`, rlimits alone (memory as address space). A limit nothing can hold fails
     /// the step's try at its start.
-    #[arg(long, global = true, env = "APOLLO11_ISOLATION", default_value = "auto")]
+    #[arg(
+        long,
+        global = true,
+        env = "APOLLO11_ISOLATION",
+        default_value = "auto"
+    )]
     isolation: apollo11_shell::shell::Isolation,
     /// The database schema of --store.
     #[arg(long, global = true, env = "APOLLO11_STORE_SCHEMA", default_value = apollo11_postgres::DEFAULT_SCHEMA)]

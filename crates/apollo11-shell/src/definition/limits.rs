@@ -22,9 +22,18 @@ pub(super) fn step_attributes(
     attributes: &mut BTreeMap<String, String>,
 ) -> Result<(), DefinitionError> {
     let mut limits = Limits::default();
-    for table in [defaults.limits.as_ref(), raw.limits.as_ref()].into_iter().flatten() {
+    for table in [defaults.limits.as_ref(), raw.limits.as_ref()]
+        .into_iter()
+        .flatten()
+    {
         for (key, value) in table.get_ref() {
-            set(at, &mut limits, key, value)?;
+            set(at, &mut limits, key.get_ref(), value).map_err(|mut e| {
+                if !is_limit(key.get_ref()) {
+                    let key_at = at.error(key.span().start, "");
+                    (e.line, e.column) = (key_at.line, key_at.column);
+                }
+                e
+            })?;
         }
     }
     if !limits.is_empty() {
@@ -45,7 +54,11 @@ fn set(
         ("memory", Value::String(text)) => match bytes(text) {
             Some(n) if n >= 1 << 20 => limits.memory = Some(n),
             Some(_) => return fail(format!("`{text}` is under 1MiB: no step starts in that")),
-            None => return fail(format!("`{text}` is not a size; write e.g. \"256MiB\", \"2GiB\"")),
+            None => {
+                return fail(format!(
+                    "`{text}` is not a size; write e.g. \"256MiB\", \"2GiB\""
+                ))
+            }
         },
         ("memory", Value::Integer(n)) if *n >= 1 << 20 => limits.memory = Some(*n as u64),
         ("cpu", Value::Float(share)) if *share > 0.0 && *share <= CPU_MAX => {
@@ -65,12 +78,19 @@ fn set(
             }
             limits.cpu_time_s = Some(seconds);
         }
-        ("memory" | "cpu" | "processes" | "open_files" | "cpu_time", other) => {
+        (key, other) if is_limit(key) => {
             return fail(format!("{other} is not {}", expected(key)));
         }
         _ => return fail(format!("not a limit; a limit is one of {KEYS}")),
     }
     Ok(())
+}
+
+fn is_limit(key: &str) -> bool {
+    matches!(
+        key,
+        "memory" | "cpu" | "processes" | "open_files" | "cpu_time"
+    )
 }
 
 /// What `key` takes, in words.
@@ -87,7 +107,9 @@ fn expected(key: &str) -> &'static str {
 /// powers of 1024); `None` when it is none, or over `u64`.
 fn bytes(text: &str) -> Option<u64> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
     let n: u64 = digits.parse().ok()?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
@@ -102,7 +124,7 @@ fn bytes(text: &str) -> Option<u64> {
 }
 
 /// The `limits` table as serde reads it.
-pub(super) type Table = Spanned<BTreeMap<String, Spanned<Value>>>;
+pub(super) type Table = Spanned<BTreeMap<Spanned<String>, Spanned<Value>>>;
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,9 @@
 //! (over `[defaults]`), and its `for_each`, `when`, `trigger`, `env` and `cwd`.
 
 use super::raw::{RawDefaults, RawRetry, RawStep};
-use super::{env, items, limits, placement, DefinitionError, Locator, COMPENSATE, NON_RETRYABLE, RUN};
+use super::{
+    env, items, limits, placement, DefinitionError, Locator, COMPENSATE, NON_RETRYABLE, RUN,
+};
 use crate::classify::ClassRule;
 use apollo11_core::{Backoff, Idempotency, RetryPolicy, StepSpec, Timeout, TriggerRule};
 use std::collections::BTreeMap;

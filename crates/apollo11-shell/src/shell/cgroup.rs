@@ -62,7 +62,11 @@ impl Cgroup {
         }
         if let Some(share) = limits.cpu {
             files.push(("cpu", "cpu.cfs_period_us".into(), CPU_PERIOD_US.to_string()));
-            files.push(("cpu", "cpu.cfs_quota_us".into(), quota_us(share).to_string()));
+            files.push((
+                "cpu",
+                "cpu.cfs_quota_us".into(),
+                quota_us(share).to_string(),
+            ));
         }
         if let Some(n) = limits.processes {
             files.push(("pids", "pids.max".into(), n.to_string()));
@@ -137,7 +141,10 @@ fn create_v2(name: &str, limits: &Limits) -> std::io::Result<Cgroup> {
         std::fs::write(dir.join("memory.swap.max"), "0").ok();
     }
     if let Some(share) = limits.cpu {
-        std::fs::write(dir.join("cpu.max"), format!("{} {CPU_PERIOD_US}", quota_us(share)))?;
+        std::fs::write(
+            dir.join("cpu.max"),
+            format!("{} {CPU_PERIOD_US}", quota_us(share)),
+        )?;
     }
     if let Some(n) = limits.processes {
         std::fs::write(dir.join("pids.max"), n.to_string())?;

@@ -298,7 +298,8 @@ pub fn finished(job: &Job, at: &Files<'_>, ended: Ended) -> Result<Output, StepE
 /// number when the command it ran was killed so).
 fn over_cpu_time(job: &Job, ended: Ended) -> bool {
     let xcpu = nix::sys::signal::Signal::SIGXCPU as i32;
-    job.limits.cpu_time_s.is_some() && matches!(ended, Ended::Signal(s) | Ended::Exit(s) if s == xcpu || s == 128 + xcpu)
+    job.limits.cpu_time_s.is_some()
+        && matches!(ended, Ended::Signal(s) | Ended::Exit(s) if s == xcpu || s == 128 + xcpu)
 }
 
 /// The delay a failed try asked for in the file at `path` (`APOLLO11_RETRY_AFTER_FILE`): a

@@ -9,7 +9,7 @@
 //! - cpu (a share of cores): a cgroup only (CFS quota);
 //! - processes: a cgroup only (`pids.max`; `RLIMIT_NPROC` counts every process of the user);
 //! - open files: `RLIMIT_NOFILE`, always;
-//! - cpu time: `RLIMIT_CPU`, always (SIGXCPU, then SIGKILL a second later).
+//! - cpu time: `RLIMIT_CPU`, always (SIGXCPU at the limit, SIGKILL a second later).
 
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
@@ -151,15 +151,16 @@ pub fn set_rlimits(pid: u32, limits: &Limits, held: Held) -> std::io::Result<()>
     use rustix::process::{prlimit, Pid, Resource, Rlimit};
     let pid = i32::try_from(pid).ok().and_then(Pid::from_raw);
     let memory = limits.memory.filter(|_| held == Held::Rlimit);
-    for (resource, value) in [
-        (Resource::Nofile, limits.open_files),
-        (Resource::Cpu, limits.cpu_time_s),
-        (Resource::As, memory),
+    // The hard cpu time limit a second over the soft one: SIGXCPU first, which says why.
+    for (resource, value, over) in [
+        (Resource::Nofile, limits.open_files, 0),
+        (Resource::Cpu, limits.cpu_time_s, 1),
+        (Resource::As, memory, 0),
     ] {
         if let Some(value) = value {
             let limit = Rlimit {
                 current: Some(value),
-                maximum: Some(value),
+                maximum: Some(value.saturating_add(over)),
             };
             prlimit(pid, resource, limit)?;
         }
@@ -179,13 +180,19 @@ mod tests {
         };
         assert_eq!(plan(&processes, true), Ok(Held::Cgroup));
         let refused = plan(&processes, false).unwrap_err();
-        assert!(refused.contains("processes") && refused.contains("cgroup"), "{refused}");
+        assert!(
+            refused.contains("processes") && refused.contains("cgroup"),
+            "{refused}"
+        );
         let files = Limits {
             open_files: Some(256),
             ..Limits::default()
         };
         assert_eq!(plan(&files, false), Ok(Held::Rlimit));
         assert_eq!(plan(&Limits::default(), false), Ok(Held::None));
-        assert!("none".parse::<Isolation>().unwrap_err().contains("auto, cgroup, rlimit"));
+        assert!("none"
+            .parse::<Isolation>()
+            .unwrap_err()
+            .contains("auto, cgroup, rlimit"));
     }
 }
