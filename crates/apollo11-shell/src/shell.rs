@@ -194,7 +194,7 @@ impl ShellStep {
         };
         let placing = Recorded {
             ctx,
-            detail: job.detail(),
+            detail: job.detail_here(),
         };
         execute(&job, &at, &placing).await
     }

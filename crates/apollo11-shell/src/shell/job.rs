@@ -91,19 +91,27 @@ impl Job {
 }
 
 impl Job {
-    /// What the try's `Placed` event records of it: `{"command", "cwd", "isolation"}`, the
-    /// command as it runs (a secret only as the variable it is in), its folder, and how its
-    /// limits are held here (`none`, `rlimit`, `cgroup`; `refused` when nothing here can).
-    ///
-    /// # Panics
-    ///
-    /// Never: a JSON object of strings serializes.
+    /// What the `Placed` event of a try on a worker records of it: `{"command", "cwd"}`,
+    /// the command as it runs (a secret only as the variable it is in) and its folder (how
+    /// its limits are held is the worker's to know).
     pub fn detail(&self) -> Vec<u8> {
-        let detail = serde_json::json!({
+        self.detail_with(None)
+    }
+
+    /// [`Job::detail`] of a try that runs here, with `"isolation"`: how its limits are held
+    /// (`none`, `rlimit`, `cgroup`; `refused` when nothing here can hold them).
+    pub fn detail_here(&self) -> Vec<u8> {
+        self.detail_with(Some(self.held().map_or("refused", Held::word)))
+    }
+
+    fn detail_with(&self, isolation: Option<&str>) -> Vec<u8> {
+        let mut detail = serde_json::json!({
             "command": self.command,
             "cwd": self.dir.to_string_lossy(),
-            "isolation": self.held().map_or("refused", Held::word),
         });
+        if let Some(isolation) = isolation {
+            detail["isolation"] = isolation.into();
+        }
         serde_json::to_vec(&detail).expect("JSON values serialize")
     }
 }
