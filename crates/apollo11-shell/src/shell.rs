@@ -28,7 +28,7 @@ pub use execute::{
     execute, finished, kill, reattach, Ended, Files, Placing, ENV_PAYLOAD_BYTES_MAX,
 };
 pub use job::{Job, Outcome};
-pub use limits::{set_isolation, Isolation, Limits, LIMITS};
+pub use limits::{set_isolation, Held, Isolation, Limits, LIMITS};
 pub use remote::{
     words as label_words, Placement, RemoteHandle, COMPENSATE_ON, ON, QUEUE_TIMEOUT,
     QUEUE_TIMEOUT_DEFAULT_MS,

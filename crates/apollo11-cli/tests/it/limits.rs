@@ -157,6 +157,58 @@ run = "python3 -c 'while True: pass'"
 }
 
 #[test]
+fn with_rlimits_alone_a_process_limit_refuses_to_start_and_memory_is_address_space() {
+    let cli = Cli::new();
+    let steps = r#"
+[[steps]]
+name = "forks"
+idempotency = "natural"
+limits = { processes = 64 }
+run = "touch started"
+
+[[steps]]
+name = "hog"
+idempotency = "natural"
+limits = { memory = "256MiB" }
+run = "python3 -c 'b = bytearray(1 << 30)'"
+"#;
+    let wf = cli.workflow("wf.toml", &format!("{HEAD}{steps}"));
+    let args = [
+        "run",
+        wf.to_str().unwrap(),
+        "--run-id",
+        "r1",
+        "--isolation",
+        "rlimit",
+    ];
+    assert_eq!(cli.run_within(60, &args).code, 1);
+    let status = cli.status_json("r1");
+    let forks = step(&status, "forks");
+    assert_eq!(forks["error_class"], "spawn", "{status}");
+    let error = forks["error"].as_str().unwrap();
+    assert!(
+        error.contains("processes") && error.contains("`rlimit`"),
+        "{error}"
+    );
+    assert!(
+        !cli.file("started").exists(),
+        "the step must not run unlimited"
+    );
+    let hog = step(&status, "hog");
+    assert_eq!(
+        (&hog["error_class"], isolation(&status, "hog")),
+        (&"exit:1".into(), &"rlimit".into()),
+        "{status}"
+    );
+    let bad = cli.run(&["run", wf.to_str().unwrap(), "--isolation", "none"]);
+    assert!(
+        bad.code == 2 && bad.stderr.contains("auto, cgroup, rlimit"),
+        "{}",
+        bad.stderr
+    );
+}
+
+#[test]
 fn bad_limits_are_named_where_they_are_written() {
     let step = "[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n";
     let cases = [

@@ -80,13 +80,14 @@ impl Job {
         }
     }
 
-    /// How its limits are held here (see [`limits::plan`]).
+    /// How its limits are held here: by this process's `--isolation` and whether a cgroup
+    /// can be made.
     ///
     /// # Errors
     ///
     /// A limit nothing here can hold, in words.
     pub fn held(&self) -> Result<Held, String> {
-        limits::plan(&self.limits, super::cgroup::available())
+        limits::plan(&self.limits, super::cgroup::available)
     }
 }
 

@@ -118,31 +118,38 @@ impl Held {
     }
 }
 
-/// How `limits` are held under this process's isolation mode, given whether a cgroup can
-/// be made here.
+/// How `limits` are held under this process's isolation mode, `cgroups` saying whether a
+/// cgroup can be made here (asked only when it matters).
 ///
 /// # Errors
 ///
 /// A limit that no mechanism here holds, in words: the try must not run unlimited.
-pub fn plan(limits: &Limits, cgroups: bool) -> Result<Held, String> {
-    let mode = isolation();
-    let only = limits.cgroup_only(mode);
+pub fn plan(limits: &Limits, cgroups: impl FnOnce() -> bool) -> Result<Held, String> {
     if limits.is_empty() {
         return Ok(Held::None);
     }
-    let wants_cgroup = !only.is_empty() || mode == Isolation::Cgroup;
-    match (wants_cgroup, cgroups) {
-        (false, _) => Ok(Held::Rlimit),
-        (true, true) if mode != Isolation::Rlimit => Ok(Held::Cgroup),
-        (true, _) if mode == Isolation::Rlimit => Err(format!(
+    let mode = isolation();
+    let only = limits.cgroup_only(mode);
+    if mode == Isolation::Rlimit && !only.is_empty() {
+        return Err(format!(
             "the step limits {} and only a cgroup can hold that, but the isolation is `rlimit`",
             only.join(", ")
-        )),
-        _ => Err(format!(
-            "the step has limits ({}) that need a cgroup, and no cgroup can be made here (cgroup v1 controllers at /sys/fs/cgroup/{{memory,cpu,pids}} or a cgroup v2 mount at /sys/fs/cgroup, writable by this user); run where one can be, or with --isolation rlimit for memory as RLIMIT_AS",
-            if only.is_empty() { "any".to_owned() } else { only.join(", ") }
-        )),
+        ));
     }
+    if mode == Isolation::Rlimit || (mode == Isolation::Auto && only.is_empty()) {
+        return Ok(Held::Rlimit);
+    }
+    if cgroups() {
+        return Ok(Held::Cgroup);
+    }
+    let needing = if only.is_empty() {
+        "any".to_owned()
+    } else {
+        only.join(", ")
+    };
+    Err(format!(
+        "the step has limits ({needing}) that need a cgroup, and no cgroup can be made here (cgroup v1 controllers at /sys/fs/cgroup/{{memory,cpu,pids}} or a cgroup v2 mount at /sys/fs/cgroup, writable by this user); run where one can be, or with --isolation rlimit for memory as RLIMIT_AS"
+    ))
 }
 
 /// Sets the rlimits of `limits` on the process `pid` (a try's `sh` waiting at its gate):
@@ -178,8 +185,8 @@ mod tests {
             processes: Some(64),
             ..Limits::default()
         };
-        assert_eq!(plan(&processes, true), Ok(Held::Cgroup));
-        let refused = plan(&processes, false).unwrap_err();
+        assert_eq!(plan(&processes, || true), Ok(Held::Cgroup));
+        let refused = plan(&processes, || false).unwrap_err();
         assert!(
             refused.contains("processes") && refused.contains("cgroup"),
             "{refused}"
@@ -188,8 +195,8 @@ mod tests {
             open_files: Some(256),
             ..Limits::default()
         };
-        assert_eq!(plan(&files, false), Ok(Held::Rlimit));
-        assert_eq!(plan(&Limits::default(), false), Ok(Held::None));
+        assert_eq!(plan(&files, || false), Ok(Held::Rlimit));
+        assert_eq!(plan(&Limits::default(), || false), Ok(Held::None));
         assert!("none"
             .parse::<Isolation>()
             .unwrap_err()
