@@ -91,6 +91,14 @@ pub fn load(path: &Path) -> Result<WorkflowSpec, DefinitionError> {
     parse(&text, &path.display().to_string(), &dir)
 }
 
+/// What is allowed in the workflow file `text` (named `file`) but likely wrong, each
+/// located: a `limits.memory` over this machine's memory. Nothing for a file that does not
+/// parse ([`parse`] says why).
+pub fn warnings(text: &str, file: &str) -> Vec<DefinitionError> {
+    let at = Locator { text, file };
+    toml::from_str::<RawFile>(text).map_or_else(|_| Vec::new(), |raw| limits::warnings(&at, &raw))
+}
+
 /// The definition a run pins: `declared` (what [`load`] or [`parse`] read) instantiated
 /// with the values `given` for its parameters, defaults filled in, each `for_each` over a
 /// list known now made into its steps (`apollo11_author::instantiate`).

@@ -68,6 +68,8 @@ run = "python3 -c 'b = bytearray(1 << 20); print(len(b))'"
     );
     assert_eq!(step(&status, "fine")["state"], "succeeded", "{status}");
     assert_eq!(isolation(&status, "hog"), "cgroup");
+    let events = cli.run(&["events", "m1"]).stdout;
+    assert!(events.contains("(limits: cgroup): python3"), "{events}");
 }
 
 #[test]
@@ -229,4 +231,6 @@ fn bad_limits_are_named_where_they_are_written() {
     );
     let out = cli.run(&["validate", huge.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    let warning = out.stderr.replace(huge.to_str().unwrap(), "huge.toml");
+    assert!(warning.starts_with("apollo11: warning: huge.toml:11:21: limits.memory: 4503599627370496 bytes is more than this machine's"), "{warning}");
 }

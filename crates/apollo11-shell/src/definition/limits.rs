@@ -86,6 +86,38 @@ fn set(
     Ok(())
 }
 
+/// Warnings on the file's limits that are allowed but likely wrong: a `memory` over what this
+/// machine has (the kernel will never kill for it), located at the value.
+pub(super) fn warnings(at: &Locator<'_>, raw: &super::raw::RawFile) -> Vec<DefinitionError> {
+    let Some(machine) = machine_memory() else {
+        return Vec::new();
+    };
+    let tables = std::iter::once(raw.defaults.limits.as_ref())
+        .chain(raw.steps.iter().map(|s| s.get_ref().limits.as_ref()))
+        .flatten();
+    let memory = tables.filter_map(|t| {
+        let (_, value) = t.get_ref().iter().find(|(k, _)| k.get_ref() == "memory")?;
+        let mut limits = Limits::default();
+        set(at, &mut limits, "memory", value).ok()?;
+        Some((value.span().start, limits.memory?))
+    });
+    memory
+        .filter(|(_, bytes)| *bytes > machine)
+        .map(|(offset, bytes)| {
+            let message = format!("limits.memory: {bytes} bytes is more than this machine's {machine}: the step will never be killed for memory");
+            at.error(offset, &message)
+        })
+        .collect()
+}
+
+/// This machine's memory in bytes (`MemTotal` of /proc/meminfo).
+fn machine_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+    let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 fn is_limit(key: &str) -> bool {
     matches!(
         key,
