@@ -121,15 +121,29 @@ pub fn workflow_on(
             dir: dir.clone(),
             non_retryable,
             classes: classes.clone(),
-            limits: (s.attributes.get(LIMITS))
-                .and_then(|l| serde_json::from_str(l).ok())
-                .unwrap_or_default(),
+            limits: Limits::of_attributes(&s.attributes),
             data_dir: data_dir.to_path_buf(),
             rendering: command::Rendering::of(spec, s),
             placement: Placement::of(s),
             workers: workers.cloned(),
         })
     })
+}
+
+/// Checks that this process can hold the limits of each of `spec`'s steps it runs itself
+/// (not those placed on workers), before a run starts: a try would fail at its start.
+///
+/// # Errors
+///
+/// The first step whose limits nothing here can hold, and why.
+pub fn check_limits(spec: &WorkflowSpec) -> Result<(), String> {
+    let here = spec.steps.iter().filter(|s| !s.attributes.contains_key(ON));
+    for step in here {
+        let limits = Limits::of_attributes(&step.attributes);
+        limits::plan(&limits, cgroup::available)
+            .map_err(|e| format!("step `{}`: {e}", step.name))?;
+    }
+    Ok(())
 }
 
 /// Records a local try's place as the engine's `Placed`, with what it runs.

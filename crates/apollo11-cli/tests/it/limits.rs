@@ -161,41 +161,46 @@ run = "python3 -c 'while True: pass'"
 #[test]
 fn with_rlimits_alone_a_process_limit_refuses_to_start_and_memory_is_address_space() {
     let cli = Cli::new();
-    let steps = r#"
+    let forks = r#"
+[[steps]]
+name = "first"
+idempotency = "natural"
+run = "exit 3"
+
 [[steps]]
 name = "forks"
 idempotency = "natural"
+depends_on = ["first"]
 limits = { processes = 64 }
 run = "touch started"
-
+"#;
+    let wf = cli.workflow("forks.toml", &format!("{HEAD}{forks}"));
+    let rlimit = ["--isolation", "rlimit"];
+    let refused = cli.run_within(60, &[&["run", wf.to_str().unwrap()][..], &rlimit].concat());
+    let stderr = refused.stderr.trim();
+    assert_eq!(refused.code, 2, "{stderr}");
+    assert!(
+        stderr.starts_with("apollo11: step `forks`: the step limits processes"),
+        "{stderr}"
+    );
+    if cgroups() {
+        resumed_without_a_cgroup(&cli, &wf);
+    }
+    let hog = r#"
 [[steps]]
 name = "hog"
 idempotency = "natural"
 limits = { memory = "256MiB" }
 run = "python3 -c 'b = bytearray(1 << 30)'"
 "#;
-    let wf = cli.workflow("wf.toml", &format!("{HEAD}{steps}"));
+    let wf = cli.workflow("hog.toml", &format!("{HEAD}{hog}"));
     let args = [
-        "run",
-        wf.to_str().unwrap(),
-        "--run-id",
-        "r1",
-        "--isolation",
-        "rlimit",
-    ];
+        &["run", wf.to_str().unwrap(), "--run-id", "r2"][..],
+        &rlimit,
+    ]
+    .concat();
     assert_eq!(cli.run_within(60, &args).code, 1);
-    let status = cli.status_json("r1");
-    let forks = step(&status, "forks");
-    assert_eq!(forks["error_class"], "spawn", "{status}");
-    let error = forks["error"].as_str().unwrap();
-    assert!(
-        error.contains("processes") && error.contains("`rlimit`"),
-        "{error}"
-    );
-    assert!(
-        !cli.file("started").exists(),
-        "the step must not run unlimited"
-    );
+    let status = cli.status_json("r2");
     let hog = step(&status, "hog");
     assert_eq!(
         (&hog["error_class"], isolation(&status, "hog")),
@@ -207,6 +212,43 @@ run = "python3 -c 'b = bytearray(1 << 30)'"
         bad.code == 2 && bad.stderr.contains("auto, cgroup, rlimit"),
         "{}",
         bad.stderr
+    );
+}
+
+/// Runs `wf` (its `first` step failing) where a cgroup can be made, then resumes it with
+/// rlimits alone: the `forks` try refuses to start rather than run unlimited.
+fn resumed_without_a_cgroup(cli: &Cli, wf: &std::path::Path) {
+    let rlimit = ["--isolation", "rlimit"];
+    assert_eq!(
+        cli.run_within(60, &["run", wf.to_str().unwrap(), "--run-id", "r1"])
+            .code,
+        1
+    );
+    cli.run(&[
+        "override",
+        "r1",
+        "first",
+        "--to",
+        "succeeded",
+        "--reason",
+        "fixed by hand",
+    ]);
+    assert_eq!(
+        cli.run_within(60, &[&["resume", "r1"][..], &rlimit].concat())
+            .code,
+        1
+    );
+    let status = cli.status_json("r1");
+    let step_forks = step(&status, "forks");
+    assert_eq!(step_forks["error_class"], "spawn", "{status}");
+    let error = step_forks["error"].as_str().unwrap();
+    assert!(
+        error.contains("processes") && error.contains("`rlimit`"),
+        "{error}"
+    );
+    assert!(
+        !cli.file("started").exists(),
+        "the step must not run unlimited"
     );
 }
 

@@ -38,6 +38,13 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The limits a step's attributes hold (none when they hold none).
+    pub fn of_attributes(attributes: &std::collections::BTreeMap<String, String>) -> Limits {
+        (attributes.get(LIMITS))
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_default()
+    }
+
     /// Whether it limits nothing.
     pub fn is_empty(&self) -> bool {
         *self == Limits::default()
