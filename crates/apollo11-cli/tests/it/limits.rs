@@ -73,6 +73,33 @@ run = "python3 -c 'b = bytearray(1 << 20); print(len(b))'"
 }
 
 #[test]
+fn a_step_on_a_worker_over_its_memory_is_killed_there_as_oom() {
+    if !cgroups() {
+        return;
+    }
+    let workflow = r#"
+[workflow]
+name = "placed"
+
+[[steps]]
+name = "hog"
+idempotency = "natural"
+on = { role = "big" }
+retry = { max_attempts = 1 }
+limits = { memory = "256MiB" }
+run = "python3 -c 'b = bytearray(1 << 30)'"
+"#;
+    let mut s = crate::workers::Setup::with(workflow);
+    s.worker("w1", "role=big");
+    s.start("w1");
+    crate::harness::wait_until("the run paused", || {
+        crate::workers::state_of(&s.run("w1")) == "paused"
+    });
+    let hog = &s.run("w1")["steps"]["hog"];
+    assert_eq!(hog["error_class"], "oom", "{hog}");
+}
+
+#[test]
 fn a_fork_loop_under_64_processes_fails_and_ends() {
     if !cgroups() {
         return;
