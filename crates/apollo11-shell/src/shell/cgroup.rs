@@ -86,6 +86,12 @@ impl Cgroup {
             }
             std::fs::write(dir.join(file), value)?;
         }
+        if let Some(bytes) = limits.memory {
+            // Memory and swap together, so a try over its memory is killed rather than
+            // swapped out; a kernel without swap accounting has no such file.
+            let dir = Path::new(ROOT).join("memory").join(PARENT).join(&name);
+            let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), bytes.to_string());
+        }
         Ok(cgroup)
     }
 
