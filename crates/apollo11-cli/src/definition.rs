@@ -32,6 +32,10 @@ pub struct Given {
 /// naming the file's line and column or the parameter.
 pub fn given(file: &Path, args: &ParamArgs) -> Result<Given, Exit> {
     let declared = definition::load(file).map_err(|e| Exit::fail(2, e.to_string()))?;
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    for warning in definition::warnings(&text, &file.display().to_string()) {
+        crate::warn(&format!("warning: {warning}"));
+    }
     let mut values = match &args.params_file {
         Some(path) => {
             definition::read_params_file(path).map_err(|e| Exit::fail(2, e.to_string()))?

@@ -57,6 +57,17 @@ struct Cli {
     /// step files.
     #[arg(long, global = true, env = "APOLLO11_STORE")]
     store: Option<String>,
+    /// How steps' `limits` are held where steps run (`run`, `resume`, `serve`, `worker`):
+    /// `auto`, a cgroup where a limit needs one; `cgroup`, one for every step with limits;
+    /// `rlimit`, rlimits alone (memory as address space). A limit nothing can hold fails
+    /// the step's try at its start.
+    #[arg(
+        long,
+        global = true,
+        env = "APOLLO11_ISOLATION",
+        default_value = "auto"
+    )]
+    isolation: apollo11_shell::shell::Isolation,
     /// The database schema of --store.
     #[arg(long, global = true, env = "APOLLO11_STORE_SCHEMA", default_value = apollo11_postgres::DEFAULT_SCHEMA)]
     store_schema: String,
@@ -339,6 +350,7 @@ fn main() {
         }
     };
     traces::init();
+    apollo11_shell::shell::set_isolation(cli.isolation);
     let runtime = apollo11_server::runtime().expect("a tokio runtime");
     let exit = runtime.block_on(dispatch(cli));
     // Dropping the runtime drops every task, which kills the process groups of steps that an

@@ -181,12 +181,16 @@ pub fn event_line(e: &EventView) -> String {
                 |words| format!(" {}", detail(&words)),
             );
             let ran = match &e.payload {
-                PayloadView::Json(ran) => ran["command"].as_str().map(detail),
+                PayloadView::Json(ran) => Some(ran),
                 _ => None,
             };
-            match ran {
-                Some(command) => format!("{at}: {command}"),
-                None => at,
+            // How the try's limits were held, when it had any.
+            let held = (ran.and_then(|r| r["isolation"].as_str()))
+                .filter(|i| *i != "none")
+                .map_or(String::new(), |i| format!(" (limits: {})", detail(i)));
+            match ran.and_then(|r| r["command"].as_str()) {
+                Some(command) => format!("{at}{held}: {}", detail(command)),
+                None => format!("{at}{held}"),
             }
         }
         EventDetail::Skipped { reason } => format!(": {}", detail(reason)),

@@ -36,7 +36,10 @@ pub async fn start(
         crate::run_id_arg("--run-id", id)?;
     }
     let store = match open_or_reach(dir, remote.token).await? {
-        Writer::Local(log) => Arc::new(log),
+        Writer::Local(log) => {
+            shell::check_limits(&spec).map_err(|e| Exit::fail(2, e))?;
+            Arc::new(log)
+        }
         Writer::Server(server) => {
             let mine = (!remote.use_served).then_some((file, &given.declared));
             let run_id = server

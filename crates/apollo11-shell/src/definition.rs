@@ -7,6 +7,7 @@
 mod classes;
 mod env;
 mod items;
+mod limits;
 mod locate;
 mod params;
 mod placement;
@@ -88,6 +89,14 @@ pub fn load(path: &Path) -> Result<WorkflowSpec, DefinitionError> {
     let dir = std::fs::canonicalize(dir)
         .map_err(|e| whole_file(format!("cannot find the workflow file's folder: {e}")))?;
     parse(&text, &path.display().to_string(), &dir)
+}
+
+/// What is allowed in the workflow file `text` (named `file`) but likely wrong, each
+/// located: a `limits.memory` over this machine's memory. Nothing for a file that does not
+/// parse ([`parse`] says why).
+pub fn warnings(text: &str, file: &str) -> Vec<DefinitionError> {
+    let at = Locator { text, file };
+    toml::from_str::<RawFile>(text).map_or_else(|_| Vec::new(), |raw| limits::warnings(&at, &raw))
 }
 
 /// The definition a run pins: `declared` (what [`load`] or [`parse`] read) instantiated

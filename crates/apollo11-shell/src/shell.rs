@@ -13,11 +13,13 @@
 //! and the run's arguments from files (`inputs.rs`), and records the command as it runs and
 //! its folder with its place, for front ends to show.
 
+mod cgroup;
 mod command;
 mod execute;
 mod group;
 mod inputs;
 mod job;
+mod limits;
 mod remote;
 mod waits;
 
@@ -26,6 +28,7 @@ pub use execute::{
     execute, finished, kill, reattach, Ended, Files, Placing, ENV_PAYLOAD_BYTES_MAX,
 };
 pub use job::{Job, Outcome};
+pub use limits::{set_isolation, Held, Isolation, Limits, LIMITS};
 pub use remote::{
     words as label_words, Placement, RemoteHandle, COMPENSATE_ON, ON, QUEUE_TIMEOUT,
     QUEUE_TIMEOUT_DEFAULT_MS,
@@ -35,7 +38,7 @@ pub use waits::name_waits;
 use crate::classify::{rules_of, ClassRule};
 use crate::definition::{COMPENSATE, DIR, NON_RETRYABLE, RUN};
 use crate::files::{read_output, step_files, StepFiles};
-use apollo11_core::{check_name, limits, FailureClass, NameKind, WorkflowSpec};
+use apollo11_core::{check_name, FailureClass, NameKind, WorkflowSpec};
 use apollo11_dispatch::Dispatcher;
 use apollo11_runtime::{
     Leftover, Output, Settled, Step, StepContext, StepError, Workflow, WorkflowError,
@@ -64,6 +67,7 @@ pub struct ShellStep {
     dir: PathBuf,
     non_retryable: Vec<i32>,
     classes: Vec<ClassRule>,
+    limits: Limits,
     data_dir: PathBuf,
     rendering: command::Rendering,
     placement: Placement,
@@ -117,12 +121,29 @@ pub fn workflow_on(
             dir: dir.clone(),
             non_retryable,
             classes: classes.clone(),
+            limits: Limits::of_attributes(&s.attributes),
             data_dir: data_dir.to_path_buf(),
             rendering: command::Rendering::of(spec, s),
             placement: Placement::of(s),
             workers: workers.cloned(),
         })
     })
+}
+
+/// Checks that this process can hold the limits of each of `spec`'s steps it runs itself
+/// (not those placed on workers), before a run starts: a try would fail at its start.
+///
+/// # Errors
+///
+/// The first step whose limits nothing here can hold, and why.
+pub fn check_limits(spec: &WorkflowSpec) -> Result<(), String> {
+    let here = spec.steps.iter().filter(|s| !s.attributes.contains_key(ON));
+    for step in here {
+        let limits = Limits::of_attributes(&step.attributes);
+        limits::plan(&limits, cgroup::available)
+            .map_err(|e| format!("step `{}`: {e}", step.name))?;
+    }
+    Ok(())
 }
 
 /// Records a local try's place as the engine's `Placed`, with what it runs.
@@ -161,6 +182,7 @@ impl ShellStep {
             compensation,
             &self.non_retryable,
             &self.classes,
+            &self.limits,
         );
         if let Some(needs) = self.placement.needs(compensation, ctx.scope())? {
             let workers = self.workers.as_ref().ok_or_else(|| {
@@ -186,7 +208,7 @@ impl ShellStep {
         };
         let placing = Recorded {
             ctx,
-            detail: job.detail(),
+            detail: job.detail_here(),
         };
         execute(&job, &at, &placing).await
     }
@@ -238,7 +260,7 @@ impl Step for ShellStep {
         );
         inputs::remove(&files);
         // An output over the limit, or one that cannot be read, is no marker.
-        let marker = read_output(&files.output, limits::STEP_OUTPUT_BYTES_MAX).ok();
+        let marker = read_output(&files.output, apollo11_core::limits::STEP_OUTPUT_BYTES_MAX).ok();
         Settled::Stopped { marker }
     }
 

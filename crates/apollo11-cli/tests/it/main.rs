@@ -13,6 +13,7 @@ mod hostile;
 mod inspect;
 mod killed;
 mod lifecycle;
+mod limits;
 mod missing;
 mod operator;
 mod operator_served;

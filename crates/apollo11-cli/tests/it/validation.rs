@@ -5,7 +5,7 @@ use crate::harness::Cli;
 const HEAD: &str = "[workflow]\nname = \"v\"\n";
 
 /// Validates `toml` and returns the error line.
-fn invalid(toml: &str) -> String {
+pub(crate) fn invalid(toml: &str) -> String {
     let cli = Cli::new();
     let wf = cli.workflow("wf.toml", toml);
     let out = cli.run(&["validate", wf.to_str().unwrap()]);

@@ -34,8 +34,8 @@ depends_on = ["db"]
 on = { role = "careful" }
 "#;
 
-struct Setup {
-    cli: Cli,
+pub(crate) struct Setup {
+    pub(crate) cli: Cli,
     server: Child,
     address: String,
     workers: Vec<(String, Child)>,
@@ -43,8 +43,13 @@ struct Setup {
 
 impl Setup {
     fn new() -> Setup {
+        Setup::with(WORKFLOW)
+    }
+
+    /// A server of `workflow` (named `placed`), no worker yet.
+    pub(crate) fn with(workflow: &str) -> Setup {
         let cli = Cli::new();
-        cli.workflow("placed.toml", WORKFLOW);
+        cli.workflow("placed.toml", workflow);
         std::fs::write(cli.file("token"), TOKEN).unwrap();
         std::fs::write(cli.file("worker-token"), WORKER_TOKEN).unwrap();
         let (server, address) = serve(&cli, "127.0.0.1:0");
@@ -56,7 +61,7 @@ impl Setup {
         }
     }
 
-    fn worker(&mut self, name: &str, labels: &str) {
+    pub(crate) fn worker(&mut self, name: &str, labels: &str) {
         let work_dir = self.cli.file(&format!("work-{name}"));
         let token = self.cli.file("worker-token");
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_apollo11"))
@@ -85,13 +90,13 @@ impl Setup {
         self.workers.push((name.to_owned(), child));
     }
 
-    fn start(&self, run: &str) {
+    pub(crate) fn start(&self, run: &str) {
         let body = json!({"workflow": "placed", "run_id": run});
         let answer = api(&self.address, TOKEN, "/api/v1/runs", Some(body));
         assert_eq!(answer.status, 201, "{}", answer.message());
     }
 
-    fn run(&self, run: &str) -> Value {
+    pub(crate) fn run(&self, run: &str) -> Value {
         api(&self.address, TOKEN, &format!("/api/v1/runs/{run}"), None).json()
     }
 
@@ -157,7 +162,7 @@ fn serve(cli: &Cli, listen: &str) -> (Child, String) {
     (child, address)
 }
 
-fn state_of(value: &Value) -> String {
+pub(crate) fn state_of(value: &Value) -> String {
     value["state"].as_str().unwrap_or_default().to_owned()
 }
 

@@ -190,7 +190,7 @@ pub struct StepLog {
 }
 
 /// A step's last `placed` event: the try, where it ran, and what the step executor recorded
-/// with the place (its payload; for a shell step, `{"command", "cwd"}` as the try ran them).
+/// with the place (its payload; for a shell step, `{"command", "cwd", "isolation"}` as the try ran them).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Placement {

@@ -58,6 +58,9 @@ pub(super) struct RawSecret {
 /// A step's environment: variable names to (templated) values.
 pub(super) type RawEnv = Spanned<BTreeMap<String, Spanned<String>>>;
 
+/// A step's limits: names to values, checked by name (`definition/limits.rs`).
+pub(super) type RawLimits = super::limits::Table;
+
 /// The labels a worker must carry: label names to (templated) values.
 pub(super) type RawLabels = Spanned<BTreeMap<String, Spanned<String>>>;
 
@@ -72,6 +75,7 @@ pub(super) struct RawDefaults {
     pub env_pass: Option<Vec<Spanned<String>>>,
     pub on: Option<RawLabels>,
     pub queue_timeout: Option<Spanned<String>>,
+    pub limits: Option<RawLimits>,
 }
 
 #[derive(Clone, Default, Deserialize)]
@@ -109,4 +113,5 @@ pub(super) struct RawStep {
     pub on: Option<RawLabels>,
     pub compensate_on: Option<RawLabels>,
     pub queue_timeout: Option<Spanned<String>>,
+    pub limits: Option<RawLimits>,
 }

@@ -2,9 +2,11 @@
 //! (over `[defaults]`), and its `for_each`, `when`, `trigger`, `env` and `cwd`.
 
 use super::raw::{RawDefaults, RawRetry, RawStep};
-use super::{env, items, placement, DefinitionError, Locator, COMPENSATE, NON_RETRYABLE, RUN};
+use super::{
+    env, items, limits, placement, DefinitionError, Locator, COMPENSATE, NON_RETRYABLE, RUN,
+};
 use crate::classify::ClassRule;
-use apollo11_core::{limits, Backoff, Idempotency, RetryPolicy, StepSpec, Timeout, TriggerRule};
+use apollo11_core::{Backoff, Idempotency, RetryPolicy, StepSpec, Timeout, TriggerRule};
 use std::collections::BTreeMap;
 use std::path::Path;
 use toml::Spanned;
@@ -49,6 +51,7 @@ pub(super) fn step_spec(
     }
     env::step_attributes(at, raw, base.defaults, &mut attributes)?;
     placement::step_attributes(at, raw, base.defaults, &mut attributes)?;
+    limits::step_attributes(at, raw, base.defaults, &mut attributes)?;
     Ok(StepSpec {
         name: name.clone(),
         depends_on: raw.depends_on.iter().map(|d| d.get_ref().clone()).collect(),
@@ -195,7 +198,7 @@ pub(super) fn duration_ms(at: &Locator<'_>, raw: &Spanned<String>) -> Result<u64
             &format!("`{text}` is not a duration ({e}); write e.g. \"30s\", \"10m\", \"1h 30m\""),
         )
     })?;
-    let max = limits::DURATION_MS_MAX;
+    let max = apollo11_core::limits::DURATION_MS_MAX;
     match u64::try_from(duration.as_millis()) {
         Ok(ms) if ms <= max => Ok(ms),
         _ => Err(at.error(

@@ -3,11 +3,13 @@
 //! payload handed over as files, the gate opened once the place is recorded, the exit and
 //! the output file turned into the attempt's result.
 
+use super::cgroup::Cgroup;
 use super::group;
 use super::job::Job;
+use super::limits::{self, Held};
 use crate::classify;
 use crate::files::{create_private_dir, create_private_file, read_output, OutputError, StepFiles};
-use apollo11_core::{limits, FailureClass};
+use apollo11_core::FailureClass;
 use apollo11_runtime::{Output, StepError};
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
@@ -152,6 +154,7 @@ async fn wait(
     at: &Files<'_>,
     placing: &dyn Placing,
 ) -> Result<Output, StepError> {
+    let (held, cgroup) = isolate(job)?;
     let mut child = cmd.spawn().map_err(|e| {
         let what = format!("starting `sh -c {}` in {}", job.command, job.dir.display());
         io(&what, e).with_class(FailureClass::Spawn)
@@ -160,6 +163,7 @@ async fn wait(
     let pid = child
         .id()
         .ok_or_else(|| StepError::retryable("the step's sh ended at once"))?;
+    hold(pid, job, held, cgroup.as_ref())?;
     let group = group::Group::led_by(pid).map_err(|e| io("finding the step's process group", e))?;
     let host = group::host().map_err(|e| io("reading this host's name", e))?;
     // Nothing runs before its place is durable: the gate opens after this.
@@ -182,7 +186,53 @@ async fn wait(
         (None, Some(signal)) => Ended::Signal(signal),
         (None, None) => Ended::Killed,
     };
-    finished(job, at, ended)
+    let result = finished(job, at, ended);
+    match cgroup {
+        Some(cgroup) if cgroup.oom_killed() => result.map_err(|e| out_of_memory(e, job)),
+        _ => result,
+    }
+}
+
+/// How `job`'s limits are held here, and its cgroup when it has one (to be read once the
+/// try ends, and removed when dropped).
+///
+/// # Errors
+///
+/// A limit nothing here can hold (fatal: the step must not run unlimited), a cgroup that
+/// could not be made.
+fn isolate(job: &Job) -> Result<(Held, Option<Cgroup>), StepError> {
+    let held = job
+        .held()
+        .map_err(|m| StepError::fatal(m).with_class(FailureClass::Spawn))?;
+    let cgroup = match held {
+        Held::Cgroup => {
+            Some(Cgroup::create(&job.limits).map_err(|e| io("making the step's cgroup", e))?)
+        }
+        Held::None | Held::Rlimit => None,
+    };
+    Ok((held, cgroup))
+}
+
+/// Puts `job`'s limits on its `sh` (`pid`), still at its gate: into `cgroup`, and its
+/// rlimits, which what it starts inherits.
+fn hold(pid: u32, job: &Job, held: Held, cgroup: Option<&Cgroup>) -> Result<(), StepError> {
+    if let Some(cgroup) = cgroup {
+        cgroup
+            .join(pid)
+            .map_err(|e| io("moving the step into its cgroup", e))?;
+    }
+    limits::set_rlimits(pid, &job.limits, held).map_err(|e| io("setting the step's rlimits", e))
+}
+
+/// `error`, a try the kernel killed for going over its memory limit, classed `oom`.
+fn out_of_memory(mut error: StepError, job: &Job) -> StepError {
+    let limit = job.limits.memory.unwrap_or_default();
+    error.message = format!(
+        "killed by the kernel: out of memory, over its limit of {limit} bytes; {}",
+        error.message
+    );
+    error.class = Some(FailureClass::Oom);
+    error
 }
 
 /// How a try's process ended.
@@ -226,6 +276,15 @@ pub fn finished(job: &Job, at: &Files<'_>, ended: Ended) -> Result<Output, StepE
         Ended::Killed => StepError::retryable(format!("killed by a signal (log: {log})"))
             .with_class(FailureClass::Signal("unknown".to_owned())),
     };
+    let error = if over_cpu_time(job, ended) {
+        StepError::retryable(format!(
+            "killed for going over its cpu time limit of {} s (log: {log})",
+            job.limits.cpu_time_s.unwrap_or_default()
+        ))
+        .with_class(FailureClass::CpuTime)
+    } else {
+        error
+    };
     let mut error = error.with_fingerprint(&tail);
     error.retry_after_ms = retry_after_ms(&at.files.retry_after);
     Err(if written.is_empty() {
@@ -233,6 +292,14 @@ pub fn finished(job: &Job, at: &Files<'_>, ended: Ended) -> Result<Output, StepE
     } else {
         error.with_payload(written)
     })
+}
+
+/// Whether a try with a cpu time limit ended by SIGXCPU (its `sh` exits with 128 + its
+/// number when the command it ran was killed so).
+fn over_cpu_time(job: &Job, ended: Ended) -> bool {
+    let xcpu = nix::sys::signal::Signal::SIGXCPU as i32;
+    job.limits.cpu_time_s.is_some()
+        && matches!(ended, Ended::Signal(s) | Ended::Exit(s) if s == xcpu || s == 128 + xcpu)
 }
 
 /// The delay a failed try asked for in the file at `path` (`APOLLO11_RETRY_AFTER_FILE`): a
@@ -246,7 +313,7 @@ fn retry_after_ms(path: &Path) -> Option<u64> {
         Ok(seconds) => seconds.saturating_mul(1_000),
         Err(_) => u64::try_from(humantime::parse_duration(text).ok()?.as_millis()).ok()?,
     };
-    Some(ms.min(limits::DURATION_MS_MAX))
+    Some(ms.min(apollo11_core::limits::DURATION_MS_MAX))
 }
 
 /// Watches the process group `handle` (as [`Placing::placed`] got it) of a try that an
@@ -328,7 +395,7 @@ fn pass_payload(
 /// `STEP_OUTPUT_BYTES_MAX`: an output over it is a failure no retry can fix, found from the
 /// file's size before anything is read.
 fn output(path: &Path, shown: &str) -> Result<Vec<u8>, StepError> {
-    let max = limits::STEP_OUTPUT_BYTES_MAX;
+    let max = apollo11_core::limits::STEP_OUTPUT_BYTES_MAX;
     read_output(path, max).map_err(|e| match e {
         OutputError::TooLarge { bytes } => StepError::fatal(format!(
             "the output file {shown} is {bytes} bytes, over the limit of {max} bytes (STEP_OUTPUT_BYTES_MAX); write large results to a file of the step's own and put its path in the output"

@@ -2,6 +2,7 @@
 //! what it sends a worker (as JSON, bytes in base64). And the outcome a worker sends back.
 
 use super::command::Prepared;
+use super::limits::{self, Held, Limits};
 use crate::classify::ClassRule;
 use apollo11_core::{FailureClass, Value};
 use apollo11_runtime::{Output, StepContext, StepError};
@@ -41,6 +42,9 @@ pub struct Job {
     /// The author's rules that classify a failure (`[[classify]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassRule>,
+    /// What it may use (`limits`).
+    #[serde(default, skip_serializing_if = "Limits::is_empty")]
+    pub limits: Limits,
 }
 
 impl Job {
@@ -51,6 +55,7 @@ impl Job {
         compensation: bool,
         non_retryable: &[i32],
         classes: &[ClassRule],
+        limits: &Limits,
     ) -> Job {
         let payload = if compensation {
             ctx.output.clone()
@@ -71,22 +76,43 @@ impl Job {
             payload,
             non_retryable: non_retryable.to_vec(),
             classes: classes.to_vec(),
+            limits: limits.clone(),
         }
+    }
+
+    /// How its limits are held here: by this process's `--isolation` and whether a cgroup
+    /// can be made.
+    ///
+    /// # Errors
+    ///
+    /// A limit nothing here can hold, in words.
+    pub fn held(&self) -> Result<Held, String> {
+        limits::plan(&self.limits, super::cgroup::available)
     }
 }
 
 impl Job {
-    /// What the try's `Placed` event records of it: `{"command", "cwd"}`, the command as it
-    /// runs (a secret only as the variable it is in) and its folder.
-    ///
-    /// # Panics
-    ///
-    /// Never: a JSON object of strings serializes.
+    /// What the `Placed` event of a try on a worker records of it: `{"command", "cwd"}`,
+    /// the command as it runs (a secret only as the variable it is in) and its folder (how
+    /// its limits are held is the worker's to know).
     pub fn detail(&self) -> Vec<u8> {
-        let detail = serde_json::json!({
+        self.detail_with(None)
+    }
+
+    /// [`Job::detail`] of a try that runs here, with `"isolation"`: how its limits are held
+    /// (`none`, `rlimit`, `cgroup`; `refused` when nothing here can hold them).
+    pub fn detail_here(&self) -> Vec<u8> {
+        self.detail_with(Some(self.held().map_or("refused", Held::word)))
+    }
+
+    fn detail_with(&self, isolation: Option<&str>) -> Vec<u8> {
+        let mut detail = serde_json::json!({
             "command": self.command,
             "cwd": self.dir.to_string_lossy(),
         });
+        if let Some(isolation) = isolation {
+            detail["isolation"] = isolation.into();
+        }
         serde_json::to_vec(&detail).expect("JSON values serialize")
     }
 }
@@ -243,6 +269,11 @@ mod tests {
                 exit_codes: vec![75],
                 stderr: Some("refused".into()),
             }],
+            limits: Limits {
+                memory: Some(1 << 28),
+                cpu: Some(0.5),
+                ..Limits::default()
+            },
         };
         let text = serde_json::to_vec(&job).unwrap();
         assert_eq!(serde_json::from_slice::<Job>(&text).unwrap(), job);

@@ -232,7 +232,7 @@ env = {{ TOKEN = "${{params.token}}" }}
     let command = r#"printf '%s' "$APOLLO11_SECRET_TOKEN" > seen-in-command.txt; printf '%s' "$TOKEN" > seen-in-env.txt; echo hello 'o'\''neil'"#;
     assert_eq!(
         placed(&events, "call"),
-        [json!({ "command": command, "cwd": sub.to_str().unwrap() })]
+        [json!({ "command": command, "cwd": sub.to_str().unwrap(), "isolation": "none" })]
     );
     assert!(
         read(&dirs.data, "logs/r/call/1.log").contains("hello o'neil"),

@@ -1,0 +1,179 @@
+//! A try's cgroup: made under an `apollo11` parent, its `sh` moved in while it waits at its
+//! gate (so nothing of the step runs outside it), read for the kernel's OOM kills
+//! once it ends, and removed after (what still runs in it killed first).
+//!
+//! cgroup v1 (one folder per controller: `memory`, `cpu`, `pids` under /sys/fs/cgroup) and
+//! v2 (a unified /sys/fs/cgroup), written by hand: a handful of files, no crate needed.
+
+use super::limits::Limits;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+const ROOT: &str = "/sys/fs/cgroup";
+const PARENT: &str = "apollo11";
+/// The CFS period a cpu share is a quota of, in microseconds.
+const CPU_PERIOD_US: u64 = 100_000;
+
+static TRIES: AtomicU64 = AtomicU64::new(0);
+
+/// The cgroup of one try: a folder per controller (v1) or one folder (v2).
+pub struct Cgroup {
+    dirs: Vec<PathBuf>,
+    v2: bool,
+}
+
+fn v2() -> bool {
+    Path::new(ROOT).join("cgroup.controllers").exists()
+}
+
+/// Whether a cgroup can be made here: the `apollo11` parent exists (or is made) and is
+/// writable, in each controller a try may need.
+pub fn available() -> bool {
+    let parents = if v2() {
+        vec![Path::new(ROOT).join(PARENT)]
+    } else {
+        ["memory", "cpu", "pids"]
+            .iter()
+            .map(|c| Path::new(ROOT).join(c).join(PARENT))
+            .collect()
+    };
+    let writable = |p: &Path| rustix::fs::access(p, rustix::fs::Access::WRITE_OK).is_ok();
+    parents
+        .iter()
+        .all(|p| std::fs::create_dir_all(p).is_ok() && writable(p))
+}
+
+impl Cgroup {
+    /// Makes a try's cgroup holding `limits` (a pids cgroup alone when none of them needs a
+    /// controller).
+    pub fn create(limits: &Limits) -> std::io::Result<Cgroup> {
+        let name = format!(
+            "try-{}-{}",
+            std::process::id(),
+            TRIES.fetch_add(1, Ordering::Relaxed)
+        );
+        if v2() {
+            return create_v2(&name, limits);
+        }
+        let mut files: Vec<(&str, String, String)> = Vec::new();
+        if let Some(bytes) = limits.memory {
+            files.push(("memory", "memory.limit_in_bytes".into(), bytes.to_string()));
+        }
+        if let Some(share) = limits.cpu {
+            files.push(("cpu", "cpu.cfs_period_us".into(), CPU_PERIOD_US.to_string()));
+            files.push((
+                "cpu",
+                "cpu.cfs_quota_us".into(),
+                quota_us(share).to_string(),
+            ));
+        }
+        if let Some(n) = limits.processes {
+            files.push(("pids", "pids.max".into(), n.to_string()));
+        }
+        if files.is_empty() {
+            files.push(("pids", "pids.max".into(), "max".into()));
+        }
+        let mut cgroup = Cgroup {
+            dirs: Vec::new(),
+            v2: false,
+        };
+        for (controller, file, value) in files {
+            let dir = Path::new(ROOT).join(controller).join(PARENT).join(&name);
+            if !cgroup.dirs.contains(&dir) {
+                std::fs::create_dir(&dir)?;
+                cgroup.dirs.push(dir.clone());
+            }
+            std::fs::write(dir.join(file), value)?;
+        }
+        if let Some(bytes) = limits.memory {
+            // Memory and swap together, so a try over its memory is killed rather than
+            // swapped out; a kernel without swap accounting has no such file.
+            let dir = Path::new(ROOT).join("memory").join(PARENT).join(&name);
+            let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), bytes.to_string());
+        }
+        Ok(cgroup)
+    }
+
+    /// Moves the process `pid` into it.
+    pub fn join(&self, pid: u32) -> std::io::Result<()> {
+        for dir in &self.dirs {
+            std::fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Whether the kernel's OOM killer killed a process of it: the `oom_kill` count of
+    /// `memory.events` (v2) or `memory.oom_control` (v1; on kernels without that count,
+    /// a limit hit, `memory.failcnt`).
+    pub fn oom_killed(&self) -> bool {
+        let (file, fallback) = if self.v2 {
+            ("memory.events", None)
+        } else {
+            ("memory.oom_control", Some("memory.failcnt"))
+        };
+        let Some(dir) = self.dirs.iter().find(|d| d.join(file).exists()) else {
+            return false;
+        };
+        let text = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+        let count = |t: &str| t.trim().parse::<u64>().unwrap_or(0);
+        match text.lines().find_map(|l| l.strip_prefix("oom_kill ")) {
+            Some(n) => count(n) > 0,
+            None => fallback.is_some_and(|f| {
+                count(&std::fs::read_to_string(dir.join(f)).unwrap_or_default()) > 0
+            }),
+        }
+    }
+}
+
+fn quota_us(share: f64) -> u64 {
+    // A share is checked positive and at most the limit of cores when read.
+    ((share * CPU_PERIOD_US as f64).round() as u64).max(1_000)
+}
+
+fn create_v2(name: &str, limits: &Limits) -> std::io::Result<Cgroup> {
+    let parent = Path::new(ROOT).join(PARENT);
+    for dir in [Path::new(ROOT), parent.as_path()] {
+        std::fs::write(dir.join("cgroup.subtree_control"), "+memory +pids +cpu")?;
+    }
+    let dir = parent.join(name);
+    std::fs::create_dir(&dir)?;
+    let cgroup = Cgroup {
+        dirs: vec![dir.clone()],
+        v2: true,
+    };
+    if let Some(bytes) = limits.memory {
+        std::fs::write(dir.join("memory.max"), bytes.to_string())?;
+        std::fs::write(dir.join("memory.swap.max"), "0").ok();
+    }
+    if let Some(share) = limits.cpu {
+        std::fs::write(
+            dir.join("cpu.max"),
+            format!("{} {CPU_PERIOD_US}", quota_us(share)),
+        )?;
+    }
+    if let Some(n) = limits.processes {
+        std::fs::write(dir.join("pids.max"), n.to_string())?;
+    }
+    Ok(cgroup)
+}
+
+impl Drop for Cgroup {
+    /// Kills what still runs in it and removes its folders (a folder that stays busy for a
+    /// second is left behind).
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            for _ in 0..100 {
+                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                for pid in procs.lines().filter_map(|l| l.trim().parse().ok()) {
+                    let pid = nix::unistd::Pid::from_raw(pid);
+                    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
