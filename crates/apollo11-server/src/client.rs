@@ -1,23 +1,39 @@
 //! A small HTTP/1.1 client of the API (hyper over a tokio `TcpStream`): what the command
-//! line uses to reach a server that holds the data dir, and what the tests use.
+//! line and workers use to reach a server, and what the tests use. Whole exchanges reuse
+//! idle connections (keep-alive); streams get a connection of their own.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 /// How long connecting and each answer may take.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A client of one server.
+/// The most idle connections a client keeps.
+pub const IDLE_CONNECTIONS_MAX: usize = 8;
+
+/// How long an idle connection is kept for reuse: well under the server's default time to
+/// send a request's head, which closes an idle connection.
+pub const IDLE_KEEP: Duration = Duration::from_secs(2);
+
+/// How long a kept connection may take to be ready for the next request.
+const READY_WAIT: Duration = Duration::from_millis(200);
+
+type Sender = SendRequest<Full<Bytes>>;
+
+/// A client of one server. Clones share its idle connections.
 #[derive(Clone, Debug)]
 pub struct Client {
     address: String,
     token: Option<String>,
+    idle: Arc<Mutex<Vec<(Sender, Instant)>>>,
 }
 
 /// An answer: its status and body.
@@ -61,6 +77,7 @@ impl Client {
         Client {
             address: address.into(),
             token,
+            idle: Arc::default(),
         }
     }
 
@@ -81,7 +98,7 @@ impl Client {
         self.send(Method::POST, path, &headers, body).await
     }
 
-    /// Any request; the whole answer is read.
+    /// Any request; the whole answer is read, on an idle connection when one is kept.
     pub async fn send(
         &self,
         method: Method,
@@ -89,7 +106,8 @@ impl Client {
         headers: &[(&str, &str)],
         body: Bytes,
     ) -> Result<Answer, String> {
-        let response = self.open(method, path, headers, body).await?;
+        let request = self.request(method, path, headers, body)?;
+        let (response, sender) = self.exchange(request).await?;
         let status = response.status().as_u16();
         let headers = header_pairs(&response);
         let body = tokio::time::timeout(TIMEOUT, response.into_body().collect())
@@ -97,6 +115,7 @@ impl Client {
             .map_err(|_| format!("{}: no answer in {TIMEOUT:?}", self.address))?
             .map_err(|e| format!("{}: {e}", self.address))?
             .to_bytes();
+        self.keep(sender);
         Ok(Answer {
             status,
             headers,
@@ -105,7 +124,7 @@ impl Client {
     }
 
     /// Sends a request and returns the response as soon as its head arrives, its body to be
-    /// read as it comes (a stream of events).
+    /// read as it comes (a stream of events), on a connection of its own.
     pub async fn open(
         &self,
         method: Method,
@@ -113,15 +132,86 @@ impl Client {
         headers: &[(&str, &str)],
         body: Bytes,
     ) -> Result<Response<Incoming>, String> {
-        let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", self.address);
+        let request = self.request(method, path, headers, body)?;
+        let mut sender = self.connect().await?;
+        tokio::time::timeout(TIMEOUT, sender.send_request(request))
+            .await
+            .map_err(|_| self.failed(&"no answer in 30 s"))?
+            .map_err(|e| self.failed(&e))
+    }
+
+    /// Sends `request` on an idle connection, or on a new one when none is kept or the
+    /// idle one turns out closed before the request went out.
+    async fn exchange(
+        &self,
+        mut request: Request<Full<Bytes>>,
+    ) -> Result<(Response<Incoming>, Sender), String> {
+        while let Some(mut sender) = self.idle_sender().await {
+            let sent = tokio::time::timeout(TIMEOUT, sender.try_send_request(request)).await;
+            match sent.map_err(|_| self.failed(&"no answer in 30 s"))? {
+                Ok(response) => return Ok((response, sender)),
+                Err(mut refused) => match refused.take_message() {
+                    Some(unsent) => request = unsent,
+                    None => return Err(self.failed(refused.error())),
+                },
+            }
+        }
+        let mut sender = self.connect().await?;
+        let response = tokio::time::timeout(TIMEOUT, sender.send_request(request))
+            .await
+            .map_err(|_| self.failed(&"no answer in 30 s"))?
+            .map_err(|e| self.failed(&e))?;
+        Ok((response, sender))
+    }
+
+    /// The most recently used idle connection kept less than [`IDLE_KEEP`] that is open and
+    /// ready for a request.
+    async fn idle_sender(&self) -> Option<Sender> {
+        while let Some(mut sender) = self.pop_idle() {
+            if let Ok(Ok(())) = tokio::time::timeout(READY_WAIT, sender.ready()).await {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    fn pop_idle(&self) -> Option<Sender> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some((sender, since)) = idle.pop() {
+            if !sender.is_closed() && since.elapsed() < IDLE_KEEP {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    /// Keeps a connection whose answer was read whole, for the next request.
+    fn keep(&self, sender: Sender) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < IDLE_CONNECTIONS_MAX && !sender.is_closed() {
+            idle.push((sender, Instant::now()));
+        }
+    }
+
+    async fn connect(&self) -> Result<Sender, String> {
         let stream = tokio::time::timeout(TIMEOUT, TcpStream::connect(&self.address))
             .await
-            .map_err(|_| fail(&"no connection in 30 s"))?
-            .map_err(|e| fail(&e))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .map_err(|_| self.failed(&"no connection in 30 s"))?
+            .map_err(|e| self.failed(&e))?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| fail(&e))?;
+            .map_err(|e| self.failed(&e))?;
         tokio::spawn(connection);
+        Ok(sender)
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<Request<Full<Bytes>>, String> {
         let mut request = Request::builder().method(method).uri(path);
         if !headers
             .iter()
@@ -135,11 +225,11 @@ impl Client {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        let request = request.body(Full::new(body)).map_err(|e| fail(&e))?;
-        tokio::time::timeout(TIMEOUT, sender.send_request(request))
-            .await
-            .map_err(|_| fail(&"no answer in 30 s"))?
-            .map_err(|e| fail(&e))
+        request.body(Full::new(body)).map_err(|e| self.failed(&e))
+    }
+
+    fn failed(&self, e: &dyn std::fmt::Display) -> String {
+        format!("{}: {e}", self.address)
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod actions;
 mod archive;
+mod client;
 mod crash;
 mod dropped;
 mod gc;
