@@ -87,6 +87,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "apollo11-sim",
         &[
             "apollo11-core",
+            "apollo11-dispatch",
             "apollo11-machine",
             "apollo11-store",
             "apollo11-log",

@@ -40,6 +40,10 @@ pub struct Config {
     /// How long a try a worker holds and nobody has adopted is kept before the worker is
     /// told to stop it (after an engine's restart, its drivers adopt what they find).
     pub adopt_grace: Duration,
+    /// What tries' tokens derive from; `None` (the default): the clock and a
+    /// process-random hash, so that tokens differ across engines and restarts. A
+    /// simulation that replays byte for byte gives one per dispatcher.
+    pub token_seed: Option<u64>,
 }
 
 impl Default for Config {
@@ -47,6 +51,7 @@ impl Default for Config {
         Config {
             heartbeat_timeout: Duration::from_secs(15),
             adopt_grace: Duration::from_secs(60),
+            token_seed: None,
         }
     }
 }
@@ -189,7 +194,7 @@ impl Dispatcher {
     /// current tokio runtime until the last clone is dropped.
     pub fn new(config: Config) -> Dispatcher {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::new()),
+            state: Mutex::new(State::new(config.token_seed)),
             arrived: Notify::new(),
             config,
         });

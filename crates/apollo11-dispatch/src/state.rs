@@ -104,10 +104,14 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub fn new() -> State {
-        let wall = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+    /// A dispatcher's state, its tokens derived from `seed` when given.
+    pub fn new(seed: Option<u64>) -> State {
+        let wall = || {
+            let wall = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            RandomState::new().hash_one(wall) ^ wall
+        };
         State {
             workers: BTreeMap::new(),
             tasks: HashMap::new(),
@@ -119,7 +123,7 @@ impl State {
             lost_workers: 0,
             next: 0,
             // Tokens differ across engines and restarts: a process-random seed and the time.
-            nonce: RandomState::new().hash_one(wall) ^ wall,
+            nonce: seed.unwrap_or_else(wall),
         }
     }
 
@@ -312,6 +316,7 @@ impl State {
             }
         }
         let reason = format!("worker `{worker}` no longer holds the try (it restarted without it)");
+        lost.sort();
         for token in lost {
             tracing::warn!(worker, token = %token, "a worker no longer holds its try");
             if let Some(task) = self.tasks.remove(&token) {
@@ -435,10 +440,12 @@ impl State {
             self.workers.remove(&name);
             self.withdrawn.remove(&name);
             self.orphans.retain(|_, (w, _)| *w != name);
-            let tokens: Vec<String> = (self.tasks.iter())
+            let mut tokens: Vec<String> = (self.tasks.iter())
                 .filter(|(_, t)| t.worker.as_deref() == Some(name.as_str()))
                 .map(|(token, _)| token.clone())
                 .collect();
+            // In the order they were submitted, whatever the map's.
+            tokens.sort();
             if tokens.is_empty() {
                 tracing::info!(worker = %name, "worker gone quiet, holding no try");
                 continue;

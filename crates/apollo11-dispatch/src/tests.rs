@@ -29,6 +29,7 @@ fn config() -> Config {
     Config {
         heartbeat_timeout: Duration::from_secs(10),
         adopt_grace: Duration::from_secs(30),
+        token_seed: None,
     }
 }
 
@@ -271,8 +272,8 @@ async fn a_report_from_another_worker_is_refused() {
 
 #[test]
 fn tokens_differ_across_dispatchers() {
-    let a = state::State::new().token();
-    let b = state::State::new().token();
+    let a = state::State::new(None).token();
+    let b = state::State::new(None).token();
     assert_ne!(a, b);
 }
 
@@ -433,4 +434,12 @@ async fn finished(ticket: &mut Ticket, body: &[u8]) -> Recorder {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_seed_gives_the_same_tokens_every_time() {
+    let a = state::State::new(Some(7)).token();
+    let b = state::State::new(Some(7)).token();
+    assert_eq!(a, b);
+    assert_ne!(a, state::State::new(Some(8)).token());
 }

@@ -530,6 +530,7 @@ mod tests {
             steps: 2,
             actions: 0,
             crashes: 0,
+            faults: 0,
         });
         scenario.steps[1].depends_on = vec![0];
         scenario.steps[1].template = Some(0);

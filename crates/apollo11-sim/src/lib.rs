@@ -8,7 +8,9 @@
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 mod check;
+mod fleet;
 mod postgres;
+mod remote;
 mod rng;
 mod scenario;
 mod shrink;
@@ -17,7 +19,10 @@ mod store;
 mod world;
 
 pub use postgres::{Postgres, LEASE_TTL};
-pub use scenario::{Action, Behaviour, Crash, Scenario, Size, StepPlan, Takeover, Timed};
+pub use scenario::{
+    Action, Behaviour, Crash, Remote, Scenario, Size, StepPlan, Takeover, Timed, TimedFault,
+    WorkerFault,
+};
 pub use shrink::shrink;
 pub use store::{Ack, Acks, Medium, Memory, Recorded, SimDisk};
 pub use world::{line, play, Failure, Outcome, HORIZON_MS, REAL_HORIZON_MS};

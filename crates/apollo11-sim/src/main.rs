@@ -110,12 +110,15 @@ fn main() -> ExitCode {
     };
     let started = Instant::now();
     let (mut events, mut crashes, mut failed) = (0u64, 0u64, 0u64);
+    let (mut placed, mut lost) = (0u64, 0u64);
     for seed in args.first..args.first + args.seeds {
         let scenario = Scenario::generate(seed);
         match play(&args.store, &scenario) {
             Ok(outcome) => {
                 events += outcome.events;
                 crashes += u64::from(outcome.crashes);
+                placed += outcome.placed;
+                lost += outcome.lost;
             }
             Err(failure) => {
                 failed += 1;
@@ -125,7 +128,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "sim: {} seeds from {} on {}: {events} events, {crashes} crashes, {failed} failures, {:.1} s",
+        "sim: {} seeds from {} on {}: {events} events, {crashes} crashes, {placed} tries on workers ({lost} lost with their worker), {failed} failures, {:.1} s",
         args.seeds,
         args.first,
         args.store.name(),

@@ -15,6 +15,8 @@ pub struct Size {
     pub actions: usize,
     /// Crashes (each followed by a reopen and a resume).
     pub crashes: usize,
+    /// Faults of workers.
+    pub faults: usize,
 }
 
 impl Size {
@@ -23,6 +25,7 @@ impl Size {
         steps: usize::MAX,
         actions: usize::MAX,
         crashes: usize::MAX,
+        faults: usize::MAX,
     };
 }
 
@@ -30,8 +33,8 @@ impl std::fmt::Display for Size {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} steps, {} actions, {} crashes",
-            self.steps, self.actions, self.crashes
+            "{} steps, {} actions, {} crashes, {} worker faults",
+            self.steps, self.actions, self.crashes, self.faults
         )
     }
 }
@@ -156,6 +159,52 @@ pub enum Takeover {
     NewOwner,
 }
 
+/// What befalls a simulated worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerFault {
+    /// The worker's machine dies with the tries it runs, and comes back empty this long
+    /// after.
+    Kill {
+        /// Simulated ms it stays down.
+        down_ms: u64,
+    },
+    /// Nothing the worker sends or is sent gets through for this long; its tries run on.
+    Cut {
+        /// Simulated ms the link stays down.
+        for_ms: u64,
+    },
+}
+
+/// A worker fault at a simulated time.
+#[derive(Clone, Copy, Debug)]
+pub struct TimedFault {
+    /// Simulated ms since the simulation began.
+    pub at_ms: u64,
+    /// Which worker (index).
+    pub worker: usize,
+    /// What.
+    pub fault: WorkerFault,
+}
+
+/// Steps placed on simulated workers, and what befalls the workers.
+#[derive(Clone, Debug, Default)]
+pub struct Remote {
+    /// Per step: placed on a worker rather than run by the engine (its compensation runs in
+    /// the engine).
+    pub placed: Vec<bool>,
+    /// How many workers take placed steps (each can take any).
+    pub workers: usize,
+    /// What befalls them, by time.
+    pub faults: Vec<TimedFault>,
+}
+
+impl Remote {
+    /// Whether step `i` is placed.
+    pub fn placed(&self, i: usize) -> bool {
+        self.placed.get(i).copied().unwrap_or(false)
+    }
+}
+
 /// A seed's whole scenario.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -173,6 +222,8 @@ pub struct Scenario {
     pub crashes: Vec<Crash>,
     /// One per crash: who drives the next generation.
     pub takeovers: Vec<Takeover>,
+    /// Steps on simulated workers, in one seed of two.
+    pub remote: Option<Remote>,
 }
 
 impl Scenario {
@@ -211,6 +262,7 @@ impl Scenario {
         for i in 0..steps.len() {
             author(&mut rng, &mut steps, i);
         }
+        let remote = rng.chance(50).then(|| remote(&mut rng, steps.len()));
         Scenario {
             seed,
             on_failure,
@@ -219,6 +271,7 @@ impl Scenario {
             actions,
             crashes,
             takeovers,
+            remote,
         }
     }
 
@@ -228,10 +281,12 @@ impl Scenario {
             steps: self.steps.len(),
             actions: self.actions.len(),
             crashes: self.crashes.len(),
+            faults: self.remote.as_ref().map_or(0, |r| r.faults.len()),
         }
     }
 
-    /// The first steps, actions and crashes, within `size` (actions on a step cut off go).
+    /// The first steps, actions, crashes and worker faults, within `size` (actions on a step
+    /// cut off go).
     pub fn truncated(&self, size: Size) -> Scenario {
         let steps: Vec<StepPlan> = self.steps.iter().take(size.steps.max(1)).cloned().collect();
         let kept =
@@ -250,6 +305,11 @@ impl Scenario {
             actions,
             crashes: self.crashes.iter().take(size.crashes).copied().collect(),
             takeovers: self.takeovers.iter().take(size.crashes).copied().collect(),
+            remote: self.remote.as_ref().map(|r| Remote {
+                placed: r.placed.iter().take(steps.len()).copied().collect(),
+                workers: r.workers,
+                faults: r.faults.iter().take(size.faults).copied().collect(),
+            }),
             steps,
         }
     }
@@ -332,6 +392,34 @@ fn action(rng: &mut Rng, steps: usize) -> Action {
                 _ => OverrideTarget::Failed,
             },
         },
+    }
+}
+
+/// Placed steps (about half), one to three workers, and up to six faults among them while
+/// the runs are young (the first 800 ms).
+fn remote(rng: &mut Rng, steps: usize) -> Remote {
+    let placed = (0..steps).map(|_| rng.chance(50)).collect();
+    let workers = rng.between(1, 3) as usize;
+    let mut faults: Vec<TimedFault> = (0..rng.below(7))
+        .map(|_| TimedFault {
+            at_ms: rng.below(800),
+            worker: rng.below(workers as u64) as usize,
+            fault: if rng.chance(50) {
+                WorkerFault::Kill {
+                    down_ms: rng.between(10, 500),
+                }
+            } else {
+                WorkerFault::Cut {
+                    for_ms: rng.between(10, 500),
+                }
+            },
+        })
+        .collect();
+    faults.sort_by_key(|f| f.at_ms);
+    Remote {
+        placed,
+        workers,
+        faults,
     }
 }
 

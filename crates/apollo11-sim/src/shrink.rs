@@ -1,6 +1,7 @@
-//! Shrinking a failing seed: the same scenario cut to fewer crashes, actions and steps
-//! ([`Scenario::truncated`]), each cut kept only if the seed still fails, until no single
-//! cut fails; the smallest failing size and its history are what a person reads.
+//! Shrinking a failing seed: the same scenario cut to fewer crashes, actions, steps and
+//! worker faults ([`Scenario::truncated`]), each cut kept only if the seed still fails,
+//! until no single cut fails; the smallest failing size and its history are what a person
+//! reads.
 
 use crate::scenario::{Scenario, Size};
 use crate::world::Failure;
@@ -28,7 +29,12 @@ pub fn shrink(
                 steps: size.steps.saturating_sub(1).max(1),
                 ..size
             },
+            Size {
+                faults: size.faults.saturating_sub(1),
+                ..size
+            },
             Size { crashes: 0, ..size },
+            Size { faults: 0, ..size },
             Size { actions: 0, ..size },
             Size { steps: 1, ..size },
         ];
@@ -58,7 +64,10 @@ mod tests {
             (s.crashes.len() >= 2).then(|| Failure::from(format!("{} crashes", s.crashes.len())))
         };
         let (size, failure) = shrink(&scenario, Failure::from("full".to_owned()), fails);
-        assert_eq!((size.crashes, size.actions, size.steps), (2, 0, 1));
+        assert_eq!(
+            (size.crashes, size.actions, size.steps, size.faults),
+            (2, 0, 1, 0)
+        );
         assert_eq!(failure.message, "2 crashes");
     }
 }

@@ -2,9 +2,12 @@
 //! ledger before anything else (what the log does not own), then does what its plan says
 //! after simulated time.
 
+use crate::remote::{self, Job, Post};
 use crate::scenario::{Behaviour, Scenario, StepPlan};
 use apollo11_core::{Backoff, ItemSource, ParamKind, RetryPolicy, Timeout, Value};
-use apollo11_runtime::{Output, Param, Step, StepBuilder, StepContext, StepError, Workflow};
+use apollo11_runtime::{
+    Leftover, Output, Param, Settled, Step, StepBuilder, StepContext, StepError, Workflow,
+};
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,13 +31,17 @@ pub struct Ledger(Arc<Mutex<Vec<Execution>>>);
 
 impl Ledger {
     fn record(&self, ctx: &StepContext, compensation: bool) -> usize {
-        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let execution = Execution {
+        self.record_execution(Execution {
             run: ctx.run_id.as_str().to_owned(),
             step: ctx.step.as_str().to_owned(),
             attempt: ctx.attempt,
             compensation,
-        };
+        })
+    }
+
+    /// Records `execution`; how many of the same came before it.
+    pub fn record_execution(&self, execution: Execution) -> usize {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let earlier = all.iter().filter(|e| **e == execution).count();
         all.push(execution);
         earlier
@@ -49,6 +56,8 @@ impl Ledger {
 struct SimStep {
     plan: StepPlan,
     ledger: Ledger,
+    /// Where its attempts run when it is placed on workers.
+    remote: Option<Post>,
 }
 
 impl SimStep {
@@ -67,9 +76,16 @@ impl SimStep {
 #[async_trait]
 impl Step for SimStep {
     async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
-        self.ledger.record(ctx, false);
         let behaviour = (self.plan.attempts.get(ctx.attempt as usize - 1).copied())
             .unwrap_or(Behaviour::Succeed(0));
+        if let Some(post) = &self.remote {
+            let job = Job {
+                behaviour,
+                output: self.output(ctx).0,
+            };
+            return remote::dispatch(post, ctx, &job).await;
+        }
+        self.ledger.record(ctx, false);
         let after = |ms| tokio::time::sleep(Duration::from_millis(ms));
         match behaviour {
             Behaviour::Succeed(ms) | Behaviour::Slow(ms) => {
@@ -100,18 +116,37 @@ impl Step for SimStep {
     fn has_compensation(&self) -> bool {
         self.plan.compensation_failures.is_some()
     }
+
+    async fn settle(&self, leftover: &Leftover) -> Settled {
+        match &self.remote {
+            Some(post) if remote::on_worker(leftover) => remote::settle(post, leftover).await,
+            _ => Settled::Stopped { marker: None },
+        }
+    }
+
+    fn can_adopt(&self, leftover: &Leftover) -> bool {
+        self.remote.is_some() && remote::on_worker(leftover)
+    }
+
+    async fn adopt(&self, ctx: &StepContext, leftover: &Leftover) -> Result<Output, StepError> {
+        match &self.remote {
+            Some(post) => remote::adopt(post, ctx, leftover).await,
+            None => Err(StepError::lost("this step does not run on workers")),
+        }
+    }
 }
 
-/// The scenario's workflow, its steps recording into `ledger`.
+/// The scenario's workflow, its steps recording into `ledger`, its placed steps submitted
+/// to `post`.
 ///
 /// # Errors
 ///
 /// The workflow's refusal, as text (a generator bug).
-pub fn workflow(scenario: &Scenario, ledger: &Ledger) -> Result<Workflow, String> {
+pub fn workflow(scenario: &Scenario, ledger: &Ledger, post: &Post) -> Result<Workflow, String> {
     let mut builder = Workflow::builder("sim")
         .on_failure(scenario.on_failure)
         .param(Param::new("on", ParamKind::Boolean).default(Value::Bool(true)));
-    for plan in &scenario.steps {
+    for (i, plan) in scenario.steps.iter().enumerate() {
         let depends_on: Vec<&str> = (plan.depends_on.iter())
             .map(|&d| scenario.steps[d].name.as_str())
             .collect();
@@ -123,9 +158,11 @@ pub fn workflow(scenario: &Scenario, ledger: &Ledger) -> Result<Workflow, String
             jitter_pct: 20,
             ..RetryPolicy::default()
         };
+        let placed = scenario.remote.as_ref().is_some_and(|r| r.placed(i));
         let code = SimStep {
             plan: plan.clone(),
             ledger: ledger.clone(),
+            remote: placed.then(|| post.clone()),
         };
         let step = StepBuilder::new(&plan.name, code)
             .depends_on(&depends_on)

@@ -6,10 +6,12 @@
 //! current-thread runtime whose clock only moves when every task waits.
 
 use crate::check::{check, Played};
+use crate::fleet::Fleet;
+use crate::remote::Post;
 use crate::scenario::{Action, Crash, Scenario, Takeover, Timed};
 use crate::steps::{workflow, Ledger};
 use crate::store::{Acks, Medium, Recorded};
-use apollo11_core::{Event, EventId, OverrideTarget, RunId};
+use apollo11_core::{Event, EventId, EventKind, FailureClass, OverrideTarget, RunId};
 use apollo11_machine::{RunStatus, StepStatus};
 use apollo11_runtime::{
     Engine, EngineConfig, EngineError, EventStore, Inspector, Leasing, RunHandle, StoreError,
@@ -39,6 +41,10 @@ pub struct Outcome {
     /// Crashes that struck: power losses and sync errors whose sync came (one armed past
     /// the generation's last sync does not), and kills.
     pub crashes: u32,
+    /// Tries on workers: `Placed` events in the final log.
+    pub placed: u64,
+    /// Attempts failed because their worker went silent (`worker_lost`).
+    pub lost: u64,
     /// The final log, one line an event.
     pub history: Vec<String>,
 }
@@ -68,9 +74,13 @@ impl From<String> for Failure {
 /// The first violation found.
 pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outcome, Failure> {
     let ledger = Ledger::default();
+    let post = Post::default();
+    let _fleet =
+        (scenario.remote.as_ref()).map(|r| Fleet::start(r, &post, &ledger, Instant::now()));
     let mut world = World {
         scenario,
-        workflow: Arc::new(workflow(scenario, &ledger)?),
+        workflow: Arc::new(workflow(scenario, &ledger, &post)?),
+        post,
         acks: Acks::default(),
         start: Instant::now(),
         actions: scenario.actions.iter().cloned().collect(),
@@ -98,6 +108,7 @@ pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outc
     let g = scenario.crashes.len();
     let (store, leasing) = world.open(medium, g).await?;
     let inspector = Inspector::new(store.clone());
+    world.post.open(g);
     let last = async {
         let engine = world.engine(g, store.clone(), leasing).await?;
         let mut driven = Driven::default();
@@ -121,10 +132,19 @@ pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outc
         Ok(events) => Ok(Outcome {
             events: events.len() as u64,
             crashes,
+            placed: count(&events, |k| matches!(k, EventKind::Placed { .. })),
+            lost: count(&events, |k| {
+                k.failure()
+                    .is_some_and(|f| f.class == FailureClass::WorkerLost)
+            }),
             history: events.iter().map(line).collect(),
         }),
         Err(message) => Err(with_history(store.as_ref(), message).await),
     }
+}
+
+fn count(events: &[Event], kind: impl Fn(&EventKind) -> bool) -> u64 {
+    events.iter().filter(|e| kind(&e.kind)).count() as u64
 }
 
 /// `message` with the history `store` holds now.
@@ -171,6 +191,8 @@ async fn all_events(store: &impl EventStore) -> Result<Vec<Event>, String> {
 struct World<'s> {
     scenario: &'s Scenario,
     workflow: Arc<Workflow>,
+    /// The dispatcher of the generation running now, for placed steps and workers.
+    post: Post,
     acks: Acks,
     start: Instant,
     actions: VecDeque<Timed>,
@@ -287,6 +309,7 @@ impl World<'_> {
     ) -> Result<bool, String> {
         let engine = self.engine(g, store.clone(), leasing).await?;
         let mut driven = Driven::default();
+        self.post.open(g);
         if g == 0 {
             for i in 0..self.scenario.runs {
                 match engine.start(&self.workflow, self.run_id(i)).await {
@@ -300,6 +323,7 @@ impl World<'_> {
         }
         self.drive(&engine, &mut driven, kill_at, false).await?;
         driven.abort();
+        self.post.close();
         (medium.crash(store.inner()).await).map_err(|e| format!("generation {g}'s crash: {e}"))?;
         let struck = store.last_event_id().await.is_err();
         driven.join().await;

@@ -39,6 +39,24 @@ fn the_same_seed_gives_the_same_event_log_byte_for_byte() {
 }
 
 #[test]
+fn a_seed_with_steps_on_workers_killed_and_cut_off_replays_byte_for_byte() {
+    let faulty = (0..).find(|&seed| {
+        let s = Scenario::generate(seed);
+        let remote = s.remote.as_ref();
+        !s.crashes.is_empty()
+            && remote.is_some_and(|r| r.faults.len() >= 2 && r.placed.iter().any(|p| *p))
+            && log_of(seed).1.iter().any(|l| l.contains(" placed "))
+    });
+    let seed = faulty.expect("some seed places tries on faulty workers");
+    let (first, history) = log_of(seed);
+    assert!(
+        first == log_of(seed).0,
+        "seed {seed}: two runs left different segments\n{}",
+        history.join("\n")
+    );
+}
+
+#[test]
 fn different_seeds_give_different_event_logs() {
     let logs: Vec<Vec<u8>> = eventful().into_iter().map(|seed| log_of(seed).0).collect();
     for (i, a) in logs.iter().enumerate() {
