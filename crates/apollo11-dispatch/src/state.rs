@@ -98,6 +98,9 @@ pub(crate) struct State {
     /// most `DECIDED_MAX`.
     pub decided: HashMap<String, Decision>,
     pub decided_order: VecDeque<String>,
+    /// The tokens given to each worker, oldest first; some may have ended or gone to
+    /// another since (checked against `tasks` when read).
+    given: HashMap<String, Vec<String>>,
     pub lost_workers: u64,
     next: u64,
     nonce: u64,
@@ -120,6 +123,7 @@ impl State {
             orphans: HashMap::new(),
             decided: HashMap::new(),
             decided_order: VecDeque::new(),
+            given: HashMap::new(),
             lost_workers: 0,
             next: 0,
             // Tokens differ across engines and restarts: a process-random seed and the time.
@@ -193,6 +197,7 @@ impl State {
                 unnamed: 0,
             },
         );
+        self.given(worker, token);
     }
 
     /// Records a call of `hello`; answers the life of its name it is in.
@@ -227,32 +232,54 @@ impl State {
             return Vec::new();
         }
         let mut offers = Vec::new();
-        let mut kept = VecDeque::with_capacity(self.queue.len());
-        while let Some(token) = self.queue.pop_front() {
-            let Some(task) = self.tasks.get_mut(&token) else {
+        // Oldest first; what does not fit stays in place, and the scan stops once `free`
+        // are found: a queue of tries this worker cannot take costs it nothing past them.
+        let mut i = 0;
+        while i < self.queue.len() && offers.len() < free as usize {
+            let Some(task) = self.tasks.get_mut(&self.queue[i]) else {
+                self.queue.remove(i);
                 continue;
             };
-            let fits = task
+            if !task
                 .needs
                 .iter()
-                .all(|(k, v)| hello.labels.get(k) == Some(v));
-            if offers.len() < free as usize && fits {
-                crate::metrics::taken(Instant::now().duration_since(task.queued_at).as_secs_f64());
-                task.worker = Some(hello.name.clone());
-                let _ = task.events.send(TaskEvent::Taken {
-                    worker: hello.name.clone(),
-                });
-                offers.push(Offer {
-                    token: token.clone(),
-                    what: task.what.clone(),
-                    job: task.job.clone().expect("queued tries have a job"),
-                });
-            } else {
-                kept.push_back(token);
+                .all(|(k, v)| hello.labels.get(k) == Some(v))
+            {
+                i += 1;
+                continue;
             }
+            crate::metrics::taken(Instant::now().duration_since(task.queued_at).as_secs_f64());
+            task.worker = Some(hello.name.clone());
+            let _ = task.events.send(TaskEvent::Taken {
+                worker: hello.name.clone(),
+            });
+            let offer = Offer {
+                token: self.queue[i].clone(),
+                what: task.what.clone(),
+                job: task.job.clone().expect("queued tries have a job"),
+            };
+            self.queue.remove(i);
+            self.given(&hello.name, &offer.token);
+            offers.push(offer);
         }
-        self.queue = kept;
         offers
+    }
+
+    /// Notes that `token` was given to `worker`.
+    fn given(&mut self, worker: &str, token: &str) {
+        (self.given.entry(worker.to_owned()).or_default()).push(token.to_owned());
+    }
+
+    /// The tokens `worker` holds, oldest first, each once; forgets those that ended or went
+    /// to another.
+    fn held_by(&mut self, worker: &str) -> Vec<String> {
+        let mut tokens = self.given.remove(worker).unwrap_or_default();
+        let mut seen = BTreeSet::new();
+        tokens.retain(|t| {
+            (self.tasks.get(t)).is_some_and(|task| task.worker.as_deref() == Some(worker))
+                && seen.insert(t.clone())
+        });
+        tokens
     }
 
     pub fn heartbeat(
@@ -302,21 +329,26 @@ impl State {
     /// them (it restarted and could not take them up again).
     fn forgotten(&mut self, worker: &str, held: &BTreeSet<&String>) {
         let mut lost = Vec::new();
-        for (token, task) in &mut self.tasks {
-            if task.worker.as_deref() != Some(worker) {
+        let mut kept = Vec::new();
+        for token in self.held_by(worker) {
+            let Some(task) = self.tasks.get_mut(&token) else {
                 continue;
-            }
-            if held.contains(token) {
+            };
+            if held.contains(&token) {
                 task.unnamed = 0;
-                continue;
+            } else {
+                task.unnamed += 1;
             }
-            task.unnamed += 1;
             if task.unnamed >= 2 {
-                lost.push(token.clone());
+                lost.push(token);
+            } else {
+                kept.push(token);
             }
         }
+        if !kept.is_empty() {
+            self.given.insert(worker.to_owned(), kept);
+        }
         let reason = format!("worker `{worker}` no longer holds the try (it restarted without it)");
-        lost.sort();
         for token in lost {
             tracing::warn!(worker, token = %token, "a worker no longer holds its try");
             if let Some(task) = self.tasks.remove(&token) {
@@ -440,12 +472,8 @@ impl State {
             self.workers.remove(&name);
             self.withdrawn.remove(&name);
             self.orphans.retain(|_, (w, _)| *w != name);
-            let mut tokens: Vec<String> = (self.tasks.iter())
-                .filter(|(_, t)| t.worker.as_deref() == Some(name.as_str()))
-                .map(|(token, _)| token.clone())
-                .collect();
-            // In the order they were submitted, whatever the map's.
-            tokens.sort();
+            // In the order they were given.
+            let tokens = self.held_by(&name);
             if tokens.is_empty() {
                 tracing::info!(worker = %name, "worker gone quiet, holding no try");
                 continue;

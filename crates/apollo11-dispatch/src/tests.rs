@@ -443,3 +443,39 @@ fn a_seed_gives_the_same_tokens_every_time() {
     assert_eq!(a, b);
     assert_ne!(a, state::State::new(Some(8)).token());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_takes_what_fits_past_a_queue_it_cannot_take_oldest_first() {
+    let d = Dispatcher::new(config());
+    let db = Labels::from([("role".to_owned(), "db".to_owned())]);
+    let _held: Vec<Ticket> = (0..5)
+        .map(|i| d.submit(db.clone(), what(&format!("db{i}")), Vec::new()))
+        .collect();
+    let _fits: Vec<Ticket> = (0..3)
+        .map(|i| d.submit(Labels::new(), what(&format!("any{i}")), Vec::new()))
+        .collect();
+    let taken = d.take(&hello("web", &[]), 2, NOW).await;
+    let steps: Vec<&str> = taken.iter().map(|o| o.what.step.as_str()).collect();
+    assert_eq!(steps, ["any0", "any1"]);
+    let rest = d.take(&hello("db", &[("role", "db")]), 10, NOW).await;
+    let steps: Vec<&str> = rest.iter().map(|o| o.what.step.as_str()).collect();
+    assert_eq!(steps, ["db0", "db1", "db2", "db3", "db4", "any2"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adopted_try_adopted_again_is_lost_only_after_two_heartbeats_without_it() {
+    let d = Dispatcher::new(config());
+    let w = hello("w", &[]);
+    let mut first = d.adopt("t1", "w", what("s"));
+    drop(first);
+    first = d.adopt("t1", "w", what("s"));
+    assert!(d.heartbeat(&w, &[]).is_empty());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1), first.next())
+            .await
+            .is_err(),
+        "one heartbeat without the try does not lose it"
+    );
+    d.heartbeat(&w, &[]);
+    assert!(matches!(first.next().await, TaskEvent::Lost { .. }));
+}
