@@ -9,6 +9,7 @@ mod names;
 mod notes;
 mod payload;
 mod spec;
+mod wait;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 
@@ -24,3 +25,4 @@ pub use spec::{
     ParamKind, ParamSpec, RetryPolicy, SecretSource, StepSpec, Timeout, TriggerRule, WorkflowSpec,
     SAME_FAILURE_MAX_DEFAULT,
 };
+pub use wait::Wait;
