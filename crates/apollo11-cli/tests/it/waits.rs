@@ -174,6 +174,9 @@ fn a_signal_s_data_reaches_the_dependent_step_and_a_step_not_waiting_refuses_one
     let refused = cli.run(&["signal", "p", "use", "--by", "ada", "--reason", "early"]);
     assert_eq!(refused.code, 2, "{}", refused.stderr);
     assert!(refused.stderr.contains("not waiting for a signal"), "{}", refused.stderr);
+    let body = json!({"data": 1, "by": "ada", "reason": "early"});
+    let http = post_all(&address, vec![("/api/v1/runs/p/steps/other/signal".into(), body)]);
+    assert_eq!(http, [409], "a step that runs code");
     let bad = cli.run(&["signal", "p", "gate", "--data", "{", "--by", "ada", "--reason", "x"]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert_eq!(cli.events_json("p").len(), before, "nothing appended");
