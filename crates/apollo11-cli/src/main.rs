@@ -534,7 +534,10 @@ async fn dispatch(cli: Cli) -> Exit {
             by,
         } => match signal::data_arg(data.as_deref()) {
             Ok(data) => {
-                let (ids, note) = ((run_id.as_str(), step.as_str()), (reason.as_str(), by.as_str()));
+                let (ids, note) = (
+                    (run_id.as_str(), step.as_str()),
+                    (reason.as_str(), by.as_str()),
+                );
                 signal::signal(&dir, ids, data.as_ref(), note, token).await
             }
             Err(exit) => Err(exit),
@@ -545,7 +548,10 @@ async fn dispatch(cli: Cli) -> Exit {
             reason,
             by,
         } => {
-            let (ids, note) = ((run_id.as_str(), step.as_str()), (reason.as_str(), by.as_str()));
+            let (ids, note) = (
+                (run_id.as_str(), step.as_str()),
+                (reason.as_str(), by.as_str()),
+            );
             signal::signal(&dir, ids, Some(&signal::approval()), note, token).await
         }
         Command::Plan {

@@ -9,9 +9,9 @@ mod names;
 mod notes;
 mod payload;
 mod spec;
-mod wait;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+mod wait;
 
 pub use event::{Event, EventKind, EventRef, KindTag, OverrideTarget};
 pub use failure::{fingerprint, fnv1a, normalize, AttemptFailure, FailureClass, BUILTIN_CLASSES};

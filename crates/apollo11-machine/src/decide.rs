@@ -272,11 +272,13 @@ fn interrupted_and_timed_out(
             continue;
         }
         match step.status {
-            StepStatus::Running if !executing && !waits(policy, n) => commands.push(Command::Fail {
-                step: step_name(),
-                attempt,
-                reason: FailReason::Interrupted,
-            }),
+            StepStatus::Running if !executing && !waits(policy, n) => {
+                commands.push(Command::Fail {
+                    step: step_name(),
+                    attempt,
+                    reason: FailReason::Interrupted,
+                })
+            }
             StepStatus::Running if timeout_at(step, policy, n).is_some_and(|t| t <= now.ms) => {
                 commands.push(Command::Fail {
                     step: step_name(),

@@ -303,7 +303,9 @@ impl<S: Store> Driver<S> {
                     launches.push(Try::of(&step, attempt, TryKind::Run));
                 }
                 // Its `Succeeded` is appended above.
-                Command::Fire { step, .. } => tracing::info!(step = %step, "the step's timer fired"),
+                Command::Fire { step, .. } => {
+                    tracing::info!(step = %step, "the step's timer fired")
+                }
                 Command::Fail { step, reason, .. } => {
                     if reason == FailReason::Timeout {
                         metrics::attempt_failed(self.workflow_name(), &FailureClass::Timeout);

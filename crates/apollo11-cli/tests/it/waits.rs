@@ -90,7 +90,10 @@ fn run_states(cli: &Cli) -> Vec<String> {
 fn children(pid: u32) -> usize {
     let parent_is = |stat: String| {
         // `pid (comm) state ppid …`: the name may hold spaces, so read after its `)`.
-        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest).to_owned();
+        let after = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .to_owned();
         after.split_whitespace().nth(1) == Some(pid.to_string().as_str())
     };
     std::fs::read_dir("/proc")
@@ -107,7 +110,10 @@ fn kill_9(server: &mut Child) {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 #[test]
@@ -117,7 +123,12 @@ fn a_thousand_runs_waiting_on_a_signal_survive_kill_9_and_each_finishes_on_its_s
     let (mut server, address) = serve(&cli);
     let began = std::time::Instant::now();
     let starts = (0..RUNS)
-        .map(|i| ("/api/v1/runs".to_owned(), json!({"workflow": "gate", "run_id": format!("w{i}")})))
+        .map(|i| {
+            (
+                "/api/v1/runs".to_owned(),
+                json!({"workflow": "gate", "run_id": format!("w{i}")}),
+            )
+        })
         .collect();
     assert!(post_all(&address, starts).iter().all(|&c| c == 201));
     let started = began.elapsed();
@@ -160,28 +171,57 @@ fn a_signal_s_data_reaches_the_dependent_step_and_a_step_not_waiting_refuses_one
     let (mut server, address) = serve(&cli);
     for run in ["p", "q"] {
         let body = json!({"workflow": "approve", "run_id": run});
-        assert_eq!(post_all(&address, vec![("/api/v1/runs".into(), body)]), [201]);
+        assert_eq!(
+            post_all(&address, vec![("/api/v1/runs".into(), body)]),
+            [201]
+        );
     }
     wait_until("p waits, other ran beside it", || {
         let steps = &cli.status_json("p")["steps"];
         steps["gate"]["state"] == "running" && steps["other"]["state"] == "succeeded"
     });
     let status = cli.run(&["status", "p"]);
-    assert!(status.stdout.contains("waiting for a signal"), "{}", status.stdout);
-    assert_eq!(cli.status_json("p")["steps"]["gate"]["waiting"]["for"], "signal");
+    assert!(
+        status.stdout.contains("waiting for a signal"),
+        "{}",
+        status.stdout
+    );
+    assert_eq!(
+        cli.status_json("p")["steps"]["gate"]["waiting"]["for"],
+        "signal"
+    );
 
     let before = cli.events_json("p").len();
     let refused = cli.run(&["signal", "p", "use", "--by", "ada", "--reason", "early"]);
     assert_eq!(refused.code, 2, "{}", refused.stderr);
-    assert!(refused.stderr.contains("not waiting for a signal"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("not waiting for a signal"),
+        "{}",
+        refused.stderr
+    );
     let body = json!({"data": 1, "by": "ada", "reason": "early"});
-    let http = post_all(&address, vec![("/api/v1/runs/p/steps/other/signal".into(), body)]);
+    let http = post_all(
+        &address,
+        vec![("/api/v1/runs/p/steps/other/signal".into(), body)],
+    );
     assert_eq!(http, [409], "a step that runs code");
-    let bad = cli.run(&["signal", "p", "gate", "--data", "{", "--by", "ada", "--reason", "x"]);
+    let bad = cli.run(&[
+        "signal", "p", "gate", "--data", "{", "--by", "ada", "--reason", "x",
+    ]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert_eq!(cli.events_json("p").len(), before, "nothing appended");
 
-    let sent = cli.run(&["signal", "p", "gate", "--data", r#"{"wave":2}"#, "--by", "ada", "--reason", "wave 1 ok"]);
+    let sent = cli.run(&[
+        "signal",
+        "p",
+        "gate",
+        "--data",
+        r#"{"wave":2}"#,
+        "--by",
+        "ada",
+        "--reason",
+        "wave 1 ok",
+    ]);
     assert_eq!(sent.code, 0, "{}", sent.stderr);
     wait_until("p ends", || state(&cli, "p") != "running");
     assert_eq!(state(&cli, "p"), "succeeded");
@@ -207,7 +247,10 @@ fn a_timer_survives_a_restart_in_the_middle_and_fires_once() {
     cli.workflow("timer.toml", TIMER);
     let (mut server, address) = serve(&cli);
     let body = json!({"workflow": "timer", "run_id": "t"});
-    assert_eq!(post_all(&address, vec![("/api/v1/runs".into(), body)]), [201]);
+    assert_eq!(
+        post_all(&address, vec![("/api/v1/runs".into(), body)]),
+        [201]
+    );
     wait_until("t naps", || {
         cli.run(&["status", "t", "--json"]).code == 0
             && cli.status_json("t")["steps"]["nap"]["state"] == "running"
@@ -220,12 +263,20 @@ fn a_timer_survives_a_restart_in_the_middle_and_fires_once() {
     assert_eq!(state(&cli, "t"), "succeeded");
     let nap: Vec<(String, u64)> = (cli.events_json("t").into_iter())
         .filter(|e| e["step"] == "nap")
-        .map(|e| (e["kind"].as_str().unwrap().to_owned(), e["at_ms"].as_u64().unwrap()))
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap().to_owned(),
+                e["at_ms"].as_u64().unwrap(),
+            )
+        })
         .collect();
     let [(started_kind, started), (fired_kind, fired)] = &nap[..] else {
         panic!("one start, one firing: {nap:?}")
     };
-    assert_eq!((started_kind.as_str(), fired_kind.as_str()), ("started", "succeeded"));
+    assert_eq!(
+        (started_kind.as_str(), fired_kind.as_str()),
+        ("started", "succeeded")
+    );
     assert!(fired - started >= 3_000, "{nap:?}");
     assert!(
         *fired < restarted + 3_000,

@@ -59,8 +59,15 @@ fn a_timer_fires_once_at_the_start_plus_its_duration() {
     assert_eq!(decide_at(&w, &h, 4_000, &["other"]), vec![fire.clone()]);
     let (step, kind, attempt) = fire.event().unwrap();
     let h = h.raw(Some(step.as_str()), kind, attempt, Payload::Empty);
-    assert_eq!(fold(h.run_id(), h.events()).status("gate"), StepStatus::Succeeded);
-    assert_eq!(decide_at(&w, &h, 9_000, &["other"]), Vec::new(), "fired once");
+    assert_eq!(
+        fold(h.run_id(), h.events()).status("gate"),
+        StepStatus::Succeeded
+    );
+    assert_eq!(
+        decide_at(&w, &h, 9_000, &["other"]),
+        Vec::new(),
+        "fired once"
+    );
 }
 
 #[test]
@@ -108,7 +115,10 @@ fn a_signal_ends_only_a_wait_for_a_signal_under_way() {
     let h = h.raw(Some("gate"), signalled, 1, Payload::inline(r#"{"go":1}"#));
     let state = fold(h.run_id(), h.events());
     assert_eq!(state.status("gate"), StepStatus::Succeeded);
-    assert!(state.step("gate").payload_seq.is_some(), "its data is its output");
+    assert!(
+        state.step("gate").payload_seq.is_some(),
+        "its data is its output"
+    );
     assert_eq!(code(&h, "gate"), Err("not_waiting"), "done");
 
     let timer = gated(Wait::After { ms: 10 });
@@ -116,5 +126,8 @@ fn a_signal_ends_only_a_wait_for_a_signal_under_way() {
     let h = waiting(&timer);
     let state = fold(h.run_id(), h.events());
     let refused = check_signal(&state, &dag, &policy, "gate").unwrap_err();
-    assert!(refused.to_string().contains("waits for a timer"), "{refused}");
+    assert!(
+        refused.to_string().contains("waits for a timer"),
+        "{refused}"
+    );
 }

@@ -22,6 +22,10 @@ impl<S: Store> Engine<S> {
     /// runs code, waits for a timer, has not started or is done), also when `data` is
     /// larger than [`limits::SIGNAL_DATA_BYTES_MAX`] as JSON; [`EngineError::UnknownRun`],
     /// [`EngineError::UnknownStep`], [`EngineError::Contended`] and store errors.
+    ///
+    /// # Panics
+    ///
+    /// Never: a JSON value always serializes.
     pub async fn signal(
         &self,
         run_id: &RunId,

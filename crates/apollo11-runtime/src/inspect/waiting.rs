@@ -20,7 +20,9 @@ pub struct Waiting {
 /// The wait of `step` (of definition `spec`), while it is at it.
 pub(super) fn waiting(spec: &StepSpec, step: &StepState) -> Option<Waiting> {
     let wait = spec.wait?;
-    let started = step.started_ms.filter(|_| step.status == StepStatus::Running)?;
+    let started = step
+        .started_ms
+        .filter(|_| step.status == StepStatus::Running)?;
     let deadline = match spec.timeout {
         Timeout::Fixed(ms) => Some(started.saturating_add(ms)),
         Timeout::None | Timeout::Auto { .. } => None,

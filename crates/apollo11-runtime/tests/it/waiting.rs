@@ -6,8 +6,8 @@
 use crate::scripted::{kinds, open, timeline};
 use apollo11_core::{EventKind, Payload, Seq, Value};
 use apollo11_runtime::{
-    EngineError, Output, RetryPolicy, RunId, RunStatus, Step, StepBuilder, StepContext,
-    StepError, Timeout, Wait, Workflow,
+    EngineError, Output, RetryPolicy, RunId, RunStatus, Step, StepBuilder, StepContext, StepError,
+    Timeout, Wait, Workflow,
 };
 use apollo11_store::{EventStore, MemStore};
 use async_trait::async_trait;
@@ -40,7 +40,11 @@ fn gated(wait: Wait, deadline: Timeout) -> Arc<Workflow> {
     };
     let workflow = Workflow::builder("gated")
         .max_concurrency(1)
-        .step(StepBuilder::waiting("gate", wait).timeout(deadline).retry(once))
+        .step(
+            StepBuilder::waiting("gate", wait)
+                .timeout(deadline)
+                .retry(once),
+        )
         .step(StepBuilder::new("other", Echo).idempotency(apollo11_runtime::Idempotency::Natural))
         .step(
             StepBuilder::new("after", Echo)
@@ -88,10 +92,13 @@ async fn a_signal_ends_the_wait_and_its_data_reaches_the_dependent_step() {
         panic!("{output:?}")
     };
     assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), data);
-    let signalled = timeline(&store, "r").await.into_iter().find_map(|(_, k, _)| match k {
-        EventKind::Signalled { by, reason } => Some((by, reason)),
-        _ => None,
-    });
+    let signalled = timeline(&store, "r")
+        .await
+        .into_iter()
+        .find_map(|(_, k, _)| match k {
+            EventKind::Signalled { by, reason } => Some((by, reason)),
+            _ => None,
+        });
     assert_eq!(signalled, Some(("ada".into(), "wave 1 is fine".into())));
     let late = engine.signal(&run, "gate", None, "ada", "again").await;
     assert!(late.unwrap_err().to_string().contains("it is succeeded"));
@@ -117,7 +124,11 @@ async fn a_timer_keeps_its_instant_across_engines_and_fires_once() {
     let [(EventKind::Started, started), (EventKind::Succeeded, fired)] = gate[..] else {
         panic!("one start, one firing: {gate:?}")
     };
-    assert_eq!(fired - started, 3_000, "the instant the first engine's start set");
+    assert_eq!(
+        fired - started,
+        3_000,
+        "the instant the first engine's start set"
+    );
 }
 
 #[tokio::test(start_paused = true)]

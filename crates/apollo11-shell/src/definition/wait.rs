@@ -46,7 +46,12 @@ pub(super) fn wait(
     let deadline = match &raw.deadline {
         None => Timeout::None,
         Some(d) => match duration_ms(at, d)? {
-            0 => return Err(at.error(d.span().start, "a deadline of 0 would fail the wait at once")),
+            0 => {
+                return Err(at.error(
+                    d.span().start,
+                    "a deadline of 0 would fail the wait at once",
+                ))
+            }
             ms => Timeout::Fixed(ms),
         },
     };
@@ -54,7 +59,11 @@ pub(super) fn wait(
 }
 
 /// What `wait = …` says.
-fn what(at: &Locator<'_>, name: &str, wait: &Spanned<toml::Value>) -> Result<Wait, DefinitionError> {
+fn what(
+    at: &Locator<'_>,
+    name: &str,
+    wait: &Spanned<toml::Value>,
+) -> Result<Wait, DefinitionError> {
     let bad = || {
         at.error(
             wait.span().start,
@@ -96,14 +105,21 @@ fn refuse_command_fields(at: &Locator<'_>, raw: &RawStep) -> Result<(), Definiti
         ("on", raw.on.as_ref().map(|o| o.span())),
         ("limits", raw.limits.as_ref().map(|l| l.span())),
     ];
-    match spans.into_iter().find_map(|(field, span)| Some((field, span?))) {
+    match spans
+        .into_iter()
+        .find_map(|(field, span)| Some((field, span?)))
+    {
         None => Ok(()),
         Some((field, span)) => Err(at.error(
             span.start,
             &format!(
                 "step `{}` waits and runs no command: `{field}` does not apply{}",
                 raw.name.get_ref(),
-                if field == "timeout" { " (its `deadline` fails the wait)" } else { "" }
+                if field == "timeout" {
+                    " (its `deadline` fails the wait)"
+                } else {
+                    ""
+                }
             ),
         )),
     }

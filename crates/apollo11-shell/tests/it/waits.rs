@@ -21,11 +21,21 @@ fn error(body: &str) -> String {
 fn a_wait_for_a_signal_a_timer_or_an_instant_is_read_with_its_deadline() {
     let cases = [
         ("wait = \"signal\"", Wait::Signal, Timeout::None),
-        ("wait = \"approval\"\ndeadline = \"1h\"", Wait::Signal, Timeout::Fixed(3_600_000)),
-        ("wait = { timer = \"3s\" }", Wait::After { ms: 3_000 }, Timeout::None),
+        (
+            "wait = \"approval\"\ndeadline = \"1h\"",
+            Wait::Signal,
+            Timeout::Fixed(3_600_000),
+        ),
+        (
+            "wait = { timer = \"3s\" }",
+            Wait::After { ms: 3_000 },
+            Timeout::None,
+        ),
         (
             "wait = { until = \"2026-12-07T03:00:00Z\" }",
-            Wait::Until { ms: 1_796_612_400_000 },
+            Wait::Until {
+                ms: 1_796_612_400_000,
+            },
             Timeout::None,
         ),
     ];
@@ -34,7 +44,11 @@ fn a_wait_for_a_signal_a_timer_or_an_instant_is_read_with_its_deadline() {
         let s = &spec.steps[0];
         assert_eq!((s.wait, s.timeout), (Some(wait), deadline), "{body}");
         assert_eq!(s.idempotency, Idempotency::Natural, "a wait reruns safely");
-        assert!(s.attributes.is_empty(), "{body}: no command: {:?}", s.attributes);
+        assert!(
+            s.attributes.is_empty(),
+            "{body}: no command: {:?}",
+            s.attributes
+        );
         assert_eq!(spec.steps[1].wait, None);
     }
 }
@@ -42,16 +56,46 @@ fn a_wait_for_a_signal_a_timer_or_an_instant_is_read_with_its_deadline() {
 #[test]
 fn wait_mistakes_are_located() {
     let cases = [
-        ("idempotency = \"natural\"", "3:1: step `s` has neither `run` (a command) nor `wait`"),
-        ("run = \"true\"\nwait = \"signal\"", "6:8: step `s` has both `run` and `wait`"),
-        ("wait = \"later\"", "5:8: step `s`: `wait` is \"signal\", \"approval\""),
-        ("wait = { timer = \"soon\" }", "5:8: `soon` is not a duration"),
-        ("wait = { until = \"tomorrow\" }", "5:8: step `s`: `tomorrow` is not an instant in UTC"),
-        ("wait = { timer = \"1s\", until = \"2026-12-07T03:00:00Z\" }", "5:8: step `s`: `wait` is"),
-        ("wait = \"signal\"\ntimeout = \"1m\"", "6:11: step `s` waits and runs no command: `timeout` does not apply (its `deadline`"),
-        ("wait = \"signal\"\ncompensate = \"undo\"", "6:14: step `s` waits and runs no command: `compensate`"),
-        ("wait = \"signal\"\ndeadline = \"0s\"", "6:12: a deadline of 0 would fail the wait at once"),
-        ("run = \"true\"\nidempotency = \"natural\"\ndeadline = \"1m\"", "7:12: step `s`: `deadline` is for a waiting step"),
+        (
+            "idempotency = \"natural\"",
+            "3:1: step `s` has neither `run` (a command) nor `wait`",
+        ),
+        (
+            "run = \"true\"\nwait = \"signal\"",
+            "6:8: step `s` has both `run` and `wait`",
+        ),
+        (
+            "wait = \"later\"",
+            "5:8: step `s`: `wait` is \"signal\", \"approval\"",
+        ),
+        (
+            "wait = { timer = \"soon\" }",
+            "5:8: `soon` is not a duration",
+        ),
+        (
+            "wait = { until = \"tomorrow\" }",
+            "5:8: step `s`: `tomorrow` is not an instant in UTC",
+        ),
+        (
+            "wait = { timer = \"1s\", until = \"2026-12-07T03:00:00Z\" }",
+            "5:8: step `s`: `wait` is",
+        ),
+        (
+            "wait = \"signal\"\ntimeout = \"1m\"",
+            "6:11: step `s` waits and runs no command: `timeout` does not apply (its `deadline`",
+        ),
+        (
+            "wait = \"signal\"\ncompensate = \"undo\"",
+            "6:14: step `s` waits and runs no command: `compensate`",
+        ),
+        (
+            "wait = \"signal\"\ndeadline = \"0s\"",
+            "6:12: a deadline of 0 would fail the wait at once",
+        ),
+        (
+            "run = \"true\"\nidempotency = \"natural\"\ndeadline = \"1m\"",
+            "7:12: step `s`: `deadline` is for a waiting step",
+        ),
     ];
     let wrong: Vec<String> = cases
         .iter()
