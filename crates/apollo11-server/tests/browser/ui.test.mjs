@@ -718,7 +718,7 @@ test('a waiting step is signalled from its details, with JSON data that becomes 
   assert.deepEqual(signalled, { ...signalled, step: 'gate', by: BY, reason: 'wave 1 looks fine', payload: { wave: 2 } });
   const again = await call(server, `/api/v1/runs/${id}/steps/gate/signal`, { method: 'POST', body: { by: BY, reason: 'twice' } });
   assert.equal(again.status, 409);
-  assert.equal(again.body.code, 'not_waiting');
+  assert.equal(again.body.error.code, 'not_waiting');
   assert.deepEqual(page.errors, []);
 });
 
