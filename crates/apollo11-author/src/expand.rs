@@ -401,6 +401,7 @@ pub(crate) fn made(
         condition: step.condition.clone(),
         for_each: None,
         origin: Some(origin),
+        wait: step.wait,
     }
 }
 

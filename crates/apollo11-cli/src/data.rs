@@ -52,7 +52,8 @@ pub fn engine_exit(e: EngineError) -> Exit {
         | EngineError::RunExists { .. }
         | EngineError::NotAllowed { .. }
         | EngineError::OverrideNotAllowed { .. }
-        | EngineError::RerunNotAllowed { .. } => Exit::fail(2, e.to_string()),
+        | EngineError::RerunNotAllowed { .. }
+        | EngineError::SignalNotAllowed { .. } => Exit::fail(2, e.to_string()),
         other => Exit::fail(1, other.to_string()),
     }
 }

@@ -15,6 +15,7 @@ mod render;
 mod run;
 mod scrub;
 mod serve;
+mod signal;
 mod traces;
 mod watch;
 mod worker;
@@ -156,6 +157,28 @@ enum Command {
         /// Also every step that depends on STEP, directly or not.
         #[arg(long)]
         downstream: bool,
+        #[arg(long)]
+        reason: String,
+        #[arg(long, env = "USER", default_value = "operator")]
+        by: String,
+    },
+    /// End the wait of a step waiting for a signal; --data (JSON) becomes its output.
+    /// Recorded with who and why; refused (exit 2) when the step is not waiting.
+    Signal {
+        run_id: String,
+        step: String,
+        /// The step's output, as JSON.
+        #[arg(long)]
+        data: Option<String>,
+        #[arg(long)]
+        reason: String,
+        #[arg(long, env = "USER", default_value = "operator")]
+        by: String,
+    },
+    /// Approve a step waiting for a signal: a signal carrying {"approved": true}.
+    Approve {
+        run_id: String,
+        step: String,
         #[arg(long)]
         reason: String,
         #[arg(long, env = "USER", default_value = "operator")]
@@ -395,6 +418,8 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Rollback { run_id, .. } => run_id_arg("RUN_ID", run_id),
         Command::Override { run_id, step, .. }
         | Command::Rerun { run_id, step, .. }
+        | Command::Signal { run_id, step, .. }
+        | Command::Approve { run_id, step, .. }
         | Command::Plan {
             run_id,
             rerun: Some(step),
@@ -500,6 +525,34 @@ async fn dispatch(cli: Cli) -> Exit {
                 downstream,
             };
             operate::rerun(&dir, &run_id, rerun, &reason, &by, token).await
+        }
+        Command::Signal {
+            run_id,
+            step,
+            data,
+            reason,
+            by,
+        } => match signal::data_arg(data.as_deref()) {
+            Ok(data) => {
+                let (ids, note) = (
+                    (run_id.as_str(), step.as_str()),
+                    (reason.as_str(), by.as_str()),
+                );
+                signal::signal(&dir, ids, data.as_ref(), note, token).await
+            }
+            Err(exit) => Err(exit),
+        },
+        Command::Approve {
+            run_id,
+            step,
+            reason,
+            by,
+        } => {
+            let (ids, note) = (
+                (run_id.as_str(), step.as_str()),
+                (reason.as_str(), by.as_str()),
+            );
+            signal::signal(&dir, ids, Some(&signal::approval()), note, token).await
         }
         Command::Plan {
             run_id,

@@ -57,7 +57,7 @@ pub async fn override_step(
 }
 
 /// An operator's note (`--by`, `--reason`), checked as the server checks it.
-fn label(flag: &str, text: &str, max_bytes: u32) -> Result<(), Exit> {
+pub(crate) fn label(flag: &str, text: &str, max_bytes: u32) -> Result<(), Exit> {
     apollo11_core::check_note(flag, text, max_bytes).map_err(|e| Exit::fail(2, e))
 }
 

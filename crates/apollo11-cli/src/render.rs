@@ -3,7 +3,7 @@
 //! outside goes through `out::shown`.
 
 use crate::out;
-use apollo11_runtime::inspect::{EventDetail, EventView, Pause, PayloadView, RunView};
+use apollo11_runtime::inspect::{EventDetail, EventView, Pause, PayloadView, RunView, Waiting};
 use serde_json::Value;
 use std::path::Path;
 
@@ -13,6 +13,19 @@ const LOG_TAIL_BYTES: u64 = 64 * 1024;
 const LOG_TAIL_LINES: usize = 10;
 
 pub use apollo11_runtime::inspect::millis;
+
+/// A waiting step's wait, in words: "waiting for a signal" or "timer until T", and its
+/// deadline.
+fn waits(wait: &Waiting) -> String {
+    let what = match wait.until {
+        Some(until) => format!("timer until {}", time(until)),
+        None => "waiting for a signal".to_owned(),
+    };
+    match wait.deadline {
+        Some(deadline) => format!("{what} (deadline {})", time(deadline)),
+        None => what,
+    }
+}
 
 fn time(at_ms: u64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms);
@@ -52,9 +65,12 @@ pub fn status_table(view: &RunView, data_dir: &Path) -> String {
     let mut failures = Vec::new();
     for step in &view.steps {
         let waiting = (step.unplaced.as_ref()).and_then(|u| u.waiting_for.as_ref());
-        let why = match waiting {
-            Some(what) => format!("waiting for {}", out::shown(what, out::TEXT_CHARS_MAX)),
-            None => (step.error.as_ref().or(step.skip_reason.as_ref()))
+        let why = match (waiting, &step.waiting) {
+            (_, Some(wait)) => waits(wait),
+            (Some(what), None) => {
+                format!("waiting for {}", out::shown(what, out::TEXT_CHARS_MAX))
+            }
+            (None, None) => (step.error.as_ref().or(step.skip_reason.as_ref()))
                 .map_or(String::new(), |e| out::shown(e, out::TEXT_CHARS_MAX)),
         };
         let why = match (&step.error_class, step.error.is_some()) {

@@ -265,6 +265,14 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// An operator's signal (or approval) to a waiting step: its attempt succeeds, and the
+    /// payload, the signal's JSON, is its output.
+    Signalled {
+        /// Who sent it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
@@ -320,6 +328,8 @@ pub enum KindTag {
     Expanded,
     /// [`EventKind::RerunRequested`].
     RerunRequested,
+    /// [`EventKind::Signalled`].
+    Signalled,
 }
 
 impl KindTag {
@@ -342,6 +352,7 @@ impl KindTag {
             KindTag::Skipped => "skipped",
             KindTag::Expanded => "expanded",
             KindTag::RerunRequested => "rerun_requested",
+            KindTag::Signalled => "signalled",
         }
     }
 
@@ -363,7 +374,8 @@ impl KindTag {
             | KindTag::Placed
             | KindTag::Interrupted
             | KindTag::Skipped
-            | KindTag::Expanded => false,
+            | KindTag::Expanded
+            | KindTag::Signalled => false,
         }
     }
 }
@@ -394,6 +406,7 @@ impl EventKind {
             EventKind::Skipped { .. } => KindTag::Skipped,
             EventKind::Expanded { .. } => KindTag::Expanded,
             EventKind::RerunRequested { .. } => KindTag::RerunRequested,
+            EventKind::Signalled { .. } => KindTag::Signalled,
         }
     }
 

@@ -11,6 +11,7 @@ mod payload;
 mod spec;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+mod wait;
 
 pub use event::{Event, EventKind, EventRef, KindTag, OverrideTarget};
 pub use failure::{fingerprint, fnv1a, normalize, AttemptFailure, FailureClass, BUILTIN_CLASSES};
@@ -24,3 +25,4 @@ pub use spec::{
     ParamKind, ParamSpec, RetryPolicy, SecretSource, StepSpec, Timeout, TriggerRule, WorkflowSpec,
     SAME_FAILURE_MAX_DEFAULT,
 };
+pub use wait::Wait;

@@ -71,3 +71,7 @@ pub const SEGMENT_BYTES_MAX_LIMIT: u64 = 1024 * 1024 * 1024;
 /// The file log's writer stops gathering queued appends into one write once it holds this
 /// many bytes: group commit amortizes fsync without unbounded memory.
 pub const GROUP_COMMIT_BYTES_MAX: u32 = 8 * 1024 * 1024;
+
+/// Largest data, as JSON, an operator's signal to a waiting step may carry (it becomes the
+/// step's output).
+pub const SIGNAL_DATA_BYTES_MAX: u32 = 64 * 1024;

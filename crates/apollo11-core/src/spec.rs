@@ -2,7 +2,7 @@
 //! with the definition it started with. Code (Rust closures, shell commands) lives with
 //! the front end; this is what the scheduler needs to decide.
 
-use crate::FailureClass;
+use crate::{FailureClass, Wait};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -117,6 +117,9 @@ pub struct StepSpec {
     /// For a step a `for_each` made: its declaration and item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// For a waiting step: what it waits for. It runs no code and holds no slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<Wait>,
 }
 
 /// When a step runs, given how its dependencies ended.
@@ -413,6 +416,7 @@ impl StepSpec {
             condition: None,
             for_each: None,
             origin: None,
+            wait: None,
         }
     }
 
@@ -425,6 +429,12 @@ impl StepSpec {
     /// The step with this retry policy.
     pub fn with_retry(mut self, retry: RetryPolicy) -> StepSpec {
         self.retry = retry;
+        self
+    }
+
+    /// The step waiting for `wait` instead of running code.
+    pub fn with_wait(mut self, wait: Wait) -> StepSpec {
+        self.wait = Some(wait);
         self
     }
 

@@ -38,6 +38,7 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
             by,
             reason: "why".into(),
         }),
+        2 => "[a-z]{1,4}".prop_map(|by| EventKind::Signalled { by, reason: "why".into() }),
     ]
 }
 

@@ -96,6 +96,21 @@ pub enum Refusal {
         /// The template step.
         step: String,
     },
+    /// A signal to a step that is not waiting for one: it runs code, waits for a timer, or
+    /// is not at its wait now.
+    NotWaiting {
+        /// The step.
+        step: String,
+        /// Why, in words: what the step is or does instead.
+        why: String,
+    },
+    /// A signal's data is larger than a signal may carry.
+    DataTooLarge {
+        /// Its size as JSON.
+        bytes: usize,
+        /// The most a signal carries.
+        max: u32,
+    },
 }
 
 impl Refusal {
@@ -111,6 +126,8 @@ impl Refusal {
             Refusal::StepAtWork { .. } => "step_at_work",
             Refusal::NotRerunnable { .. } => "not_rerunnable",
             Refusal::Expanded { .. } => "expanded",
+            Refusal::NotWaiting { .. } => "not_waiting",
+            Refusal::DataTooLarge { .. } => "data_too_large",
         }
     }
 }
@@ -139,6 +156,13 @@ impl fmt::Display for Refusal {
             Refusal::Expanded { step } => write!(
                 f,
                 "step `{step}` is a template that expanded: its items cannot be made again"
+            ),
+            Refusal::NotWaiting { step, why } => {
+                write!(f, "step `{step}` is not waiting for a signal: {why}")
+            }
+            Refusal::DataTooLarge { bytes, max } => write!(
+                f,
+                "the signal's data is {bytes} bytes of JSON; a signal carries at most {max}"
             ),
         }
     }

@@ -13,6 +13,7 @@ use crate::interrupt::interruptions_pause;
 use crate::retry::delay_ms;
 use crate::rollback::{compensation_stuck, failed_for_good, rolling_back, status_with, to_undo};
 use crate::trigger::{handlers_due, verdict, Verdict};
+use crate::wait::{fired, holding_slots, timer_due_ms, waits};
 use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
 use apollo11_core::{AttemptFailure, EventKind, FailureClass, Idempotency, StepName};
 use apollo11_dag::{Dag, NodeId};
@@ -120,6 +121,13 @@ pub enum Command {
         /// Why, naming the rule.
         reason: String,
     },
+    /// Append `Succeeded`, with no output, for a waiting step whose timer is due.
+    Fire {
+        /// The step.
+        step: StepName,
+        /// Its waiting attempt.
+        attempt: u32,
+    },
     /// Nothing more is due before this time (a retry backoff or a timeout); decide again then.
     WakeAt {
         /// Wall-clock milliseconds.
@@ -171,6 +179,7 @@ impl Command {
                 };
                 Some((step, skipped, *attempt))
             }
+            Command::Fire { step, attempt } => Some((step, EventKind::Succeeded, *attempt)),
             Command::Pause { .. } | Command::WakeAt { .. } | Command::Finish { .. } => None,
         }
     }
@@ -242,7 +251,8 @@ pub(crate) fn decide_with(
     commands
 }
 
-/// Steps left running or compensating by a dead scheduler, and attempts past their timeout.
+/// Steps left running or compensating by a dead scheduler, attempts past their timeout,
+/// and waiting steps whose timer is due (a timer due before the deadline fires first).
 fn interrupted_and_timed_out(
     state: &RunState,
     dag: &Dag,
@@ -257,12 +267,18 @@ fn interrupted_and_timed_out(
         let executing = now.executing.contains(name);
         let attempt = step.attempt;
         let step_name = || StepName(name.to_owned());
+        if let Some(fire) = fired(step, name, policy, n, now.ms) {
+            commands.push(fire);
+            continue;
+        }
         match step.status {
-            StepStatus::Running if !executing => commands.push(Command::Fail {
-                step: step_name(),
-                attempt,
-                reason: FailReason::Interrupted,
-            }),
+            StepStatus::Running if !executing && !waits(policy, n) => {
+                commands.push(Command::Fail {
+                    step: step_name(),
+                    attempt,
+                    reason: FailReason::Interrupted,
+                })
+            }
             StepStatus::Running if timeout_at(step, policy, n).is_some_and(|t| t <= now.ms) => {
                 commands.push(Command::Fail {
                     step: step_name(),
@@ -290,9 +306,10 @@ fn next_timeout_ms(state: &RunState, dag: &Dag, policy: &Policy, f: &Frontier) -
         .iter()
         .filter_map(|&(_, n)| {
             let step = state.step(dag.name(n));
-            (step.status == StepStatus::Running)
-                .then(|| timeout_at(step, policy, n))
-                .flatten()
+            let running = step.status == StepStatus::Running;
+            let deadline = running.then(|| timeout_at(step, policy, n)).flatten();
+            let timer = running.then(|| timer_due_ms(step, policy, n)).flatten();
+            deadline.into_iter().chain(timer).min()
         })
         .min()
 }
@@ -307,7 +324,8 @@ fn progress(
     now: Now<'_>,
     f: &Frontier,
 ) -> Vec<Command> {
-    let mut slots = (policy.max_concurrency() as usize).saturating_sub(f.running);
+    let mut slots =
+        (policy.max_concurrency() as usize).saturating_sub(holding_slots(state, dag, policy, f));
     f.candidates
         .iter()
         .filter_map(|&(_, n)| advance(state, dag, policy, now, n, false, &mut slots))
@@ -324,7 +342,8 @@ fn handle_failure(
     f: &Frontier,
     rolling_back: bool,
 ) -> Vec<Command> {
-    let mut slots = (policy.max_concurrency() as usize).saturating_sub(f.running);
+    let mut slots =
+        (policy.max_concurrency() as usize).saturating_sub(holding_slots(state, dag, policy, f));
     handlers_due(state, dag, policy, f, rolling_back)
         .filter_map(|n| advance(state, dag, policy, now, n, true, &mut slots))
         .collect()

@@ -19,6 +19,7 @@ mod status;
 pub mod strategies;
 mod table;
 mod trigger;
+mod wait;
 
 pub use actions::{allowed_actions, check_action, Refusal, RunAction};
 pub use backoff::retry_delay_ms;
@@ -37,12 +38,13 @@ pub use state::{
 };
 pub use status::StepStatus;
 pub use table::{transition, Rule, Transition};
+pub use wait::check_signal;
 
 // What this crate's API takes and returns from the crates below it, so that a user of the
 // machine alone needs no other dependency.
 pub use apollo11_core::{
     AttemptFailure, Backoff, ClassRetry, Event, EventId, EventKind, EventRef, FailureClass,
     Idempotency, KindTag, OnFailure, OverrideTarget, Payload, RetryPolicy, RunId, Seq, StepName,
-    StepSpec, Timeout, WorkflowSpec,
+    StepSpec, Timeout, Wait, WorkflowSpec,
 };
 pub use apollo11_dag::{Dag, DagError, NodeId};

@@ -1,7 +1,7 @@
 //! Per-step scheduling policy, compiled from a [`WorkflowSpec`] together with its graph.
 
 use apollo11_core::{
-    limits, Idempotency, OnFailure, RetryPolicy, Timeout, TriggerRule, WorkflowSpec,
+    limits, Idempotency, OnFailure, RetryPolicy, Timeout, TriggerRule, Wait, WorkflowSpec,
 };
 use apollo11_dag::{Dag, DagError, NodeId};
 use std::fmt;
@@ -20,6 +20,9 @@ pub struct StepPolicy {
     pub timeout_ms: Option<u64>,
     /// When the step runs, given how its dependencies ended.
     pub trigger: TriggerRule,
+    /// What the step waits for, when it waits instead of running code: its attempt holds
+    /// no slot, is never interrupted, and ends by a signal or its timer.
+    pub wait: Option<Wait>,
 }
 
 /// What `decide` needs to know about a workflow besides its graph. Built only by
@@ -141,6 +144,7 @@ impl Policy {
                 retry: s.retry.clone(),
                 timeout_ms,
                 trigger: s.trigger,
+                wait: s.wait,
             });
         }
         let mut handlers: Vec<NodeId> = dag

@@ -410,7 +410,8 @@ impl RunState {
             | EventKind::Placed { .. }
             | EventKind::Interrupted
             | EventKind::Skipped { .. }
-            | EventKind::Expanded { .. } => {}
+            | EventKind::Expanded { .. }
+            | EventKind::Signalled { .. } => {}
         }
     }
 
@@ -536,7 +537,7 @@ impl StepState {
                 }
             }
             Rule::Start | Rule::Retry | Rule::Rerun => self.started_ms = Some(event.at_ms),
-            Rule::Succeed | Rule::Expand => {
+            Rule::Succeed | Rule::Expand | Rule::Signal => {
                 self.finish_attempt(event);
                 self.last_error = None;
             }
@@ -587,6 +588,7 @@ impl StepState {
             }
             Rule::Succeed
             | Rule::Expand
+            | Rule::Signal
             | Rule::Fail
             | Rule::FinishCompensation
             | Rule::FailCompensation

@@ -4,7 +4,8 @@
 //! `Interrupted` ends a try an engine left unfinished, like a failure that spends nothing.
 //! `Skipped` says a step that has not started never will, or that a failed or compensated
 //! one will not run again (its trigger rule no longer holds); `Expanded` ends the attempt
-//! of a template step like a success (its output is the list of items).
+//! of a template step like a success (its output is the list of items); `Signalled` ends
+//! the attempt of a waiting step like a success (its output is the signal's payload).
 //! Run-level kinds (`RunCreated`, `RunPaused`, `RunResumed`,
 //! `RollbackRequested`, `RerunRequested`) never name a step: one that does is an anomaly of that step.
 
@@ -50,6 +51,8 @@ pub enum Rule {
     SkipRetry,
     /// running(a) + Expanded(a) → succeeded: a template step became its items
     Expand,
+    /// running(a) + Signalled(a) → succeeded: a waiting step got its signal
+    Signal,
     /// any + ManualOverride{to} → to, attempt kept
     Override,
     /// anything else → anomalous
@@ -60,7 +63,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every row of the table.
-    pub const ALL: [Rule; 20] = [
+    pub const ALL: [Rule; 21] = [
         Rule::Start,
         Rule::Succeed,
         Rule::Fail,
@@ -78,6 +81,7 @@ impl Rule {
         Rule::Skip,
         Rule::SkipRetry,
         Rule::Expand,
+        Rule::Signal,
         Rule::Override,
         Rule::Anomaly,
         Rule::StayAnomalous,
@@ -136,6 +140,7 @@ pub fn transition(
             (Rule::SkipRetry, S::Skipped)
         }
         (S::Running, K::Expanded { .. }) if same_try => (Rule::Expand, S::Succeeded),
+        (S::Running, K::Signalled { .. }) if same_try => (Rule::Signal, S::Succeeded),
         (
             S::Pending
             | S::Running
@@ -165,7 +170,8 @@ pub fn transition(
             | K::Placed { .. }
             | K::Interrupted
             | K::Skipped { .. }
-            | K::Expanded { .. },
+            | K::Expanded { .. }
+            | K::Signalled { .. },
         ) => (Rule::StayAnomalous, S::Anomalous),
         (
             S::Pending
@@ -191,7 +197,8 @@ pub fn transition(
             | K::Placed { .. }
             | K::Interrupted
             | K::Skipped { .. }
-            | K::Expanded { .. },
+            | K::Expanded { .. }
+            | K::Signalled { .. },
         ) => (Rule::Anomaly, S::Anomalous),
     };
     let attempt = match rule {
@@ -210,6 +217,7 @@ pub fn transition(
         | Rule::Skip
         | Rule::SkipRetry
         | Rule::Expand
+        | Rule::Signal
         | Rule::Override
         | Rule::Anomaly
         | Rule::StayAnomalous => attempt,

@@ -260,6 +260,10 @@ impl<S: Store> Driver<S> {
         for command in commands {
             if let Some((step, kind, attempt)) = command.event() {
                 match &command {
+                    // A waiting step's deadline: nothing of it runs anywhere to settle.
+                    Command::Fail { .. } if self.waits(step) => {
+                        events.push(self.event(step, kind, attempt, Payload::Empty));
+                    }
                     // A try ended without the driver seeing it end: settle it first.
                     Command::Fail { .. } => {
                         let tried = Try::of(step, attempt, TryKind::Run);
@@ -290,8 +294,17 @@ impl<S: Store> Driver<S> {
                 }
             }
             match command {
+                // A waiting step runs nothing: its `Started` is all there is until its
+                // signal, its timer or its deadline.
+                Command::Start { step, .. } if self.waits(&step) => {
+                    tracing::info!(step = %step, "the step waits");
+                }
                 Command::Start { step, attempt } => {
                     launches.push(Try::of(&step, attempt, TryKind::Run));
+                }
+                // Its `Succeeded` is appended above.
+                Command::Fire { step, .. } => {
+                    tracing::info!(step = %step, "the step's timer fired")
                 }
                 Command::Fail { step, reason, .. } => {
                     if reason == FailReason::Timeout {
@@ -566,6 +579,11 @@ impl<S: Store> Driver<S> {
     fn step_spec(&self, step: &StepName) -> &StepSpec {
         let node = self.machine.dag().node(step.as_str());
         &self.spec.steps[node.expect("decide only names steps of the run").index()]
+    }
+
+    /// Whether `step` waits instead of running code.
+    fn waits(&self, step: &StepName) -> bool {
+        self.step_spec(step).wait.is_some()
     }
 
     /// The code of `step`: its own, or for a step a `for_each` made, its declaration's.

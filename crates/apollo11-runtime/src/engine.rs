@@ -1,8 +1,9 @@
 //! The engine: starts runs and resumes them with the definition each pinned (one driver
 //! task each), claims runs under leases, and keeps the view of all runs with its snapshots.
-//! Operators' actions are in `operate.rs`.
+//! Operators' actions are in `operate.rs`, a signal to a waiting step in `signal.rs`.
 
 mod operate;
+mod signal;
 
 pub use operate::OPERATOR_APPEND_TRIES;
 

@@ -104,6 +104,17 @@ pub enum EngineError {
         /// Why.
         refusal: Refusal,
     },
+    /// The step does not take a signal now (it runs code, waits for a timer, is not at its
+    /// wait), or the signal's data is too large.
+    #[error("cannot signal step `{step}` of run `{run_id}`: {refusal}")]
+    SignalNotAllowed {
+        /// The run.
+        run_id: RunId,
+        /// The step.
+        step: String,
+        /// Why.
+        refusal: Refusal,
+    },
     /// An operator's action found the run changed under it at every try: someone kept
     /// appending to it between the action's read and its append.
     #[error("run `{run_id}` changed under the action {tries} times in a row (someone keeps appending to it); nothing was appended: try again")]
@@ -138,19 +149,44 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// A signal to `step` refused: an unknown step as such, any other refusal as
+    /// [`EngineError::SignalNotAllowed`].
+    pub(crate) fn signal_refused(run_id: &RunId, step: &str, refusal: Refusal) -> EngineError {
+        step_refused(run_id, step, refusal, |run_id, step, refusal| {
+            EngineError::SignalNotAllowed {
+                run_id,
+                step,
+                refusal,
+            }
+        })
+    }
+
     /// A rerun of `step` refused: an unknown step as such, any other refusal as
     /// [`EngineError::RerunNotAllowed`].
     pub(crate) fn rerun_refused(run_id: &RunId, step: &str, refusal: Refusal) -> EngineError {
-        match refusal {
-            Refusal::UnknownStep { .. } => EngineError::UnknownStep {
-                run_id: run_id.clone(),
-                step: step.to_owned(),
-            },
-            refusal => EngineError::RerunNotAllowed {
-                run_id: run_id.clone(),
-                step: step.to_owned(),
+        step_refused(run_id, step, refusal, |run_id, step, refusal| {
+            EngineError::RerunNotAllowed {
+                run_id,
+                step,
                 refusal,
-            },
-        }
+            }
+        })
+    }
+}
+
+/// An action on `step` refused: an unknown step as such, any other refusal as `other` makes
+/// it.
+fn step_refused(
+    run_id: &RunId,
+    step: &str,
+    refusal: Refusal,
+    other: fn(RunId, String, Refusal) -> EngineError,
+) -> EngineError {
+    match refusal {
+        Refusal::UnknownStep { .. } => EngineError::UnknownStep {
+            run_id: run_id.clone(),
+            step: step.to_owned(),
+        },
+        refusal => other(run_id.clone(), step.to_owned(), refusal),
     }
 }

@@ -16,6 +16,7 @@ mod reads;
 mod step;
 mod tries;
 mod view;
+mod waiting;
 mod workflow;
 
 // What this crate's API takes and returns from the crates below it, so that a user of the
@@ -24,7 +25,7 @@ pub use apollo11_author::Scope;
 pub use apollo11_core::{
     Backoff, Event, EventId, EventKind, ForEach, Idempotency, ItemSource, OnFailure,
     OverrideTarget, ParamKind, ParamSpec, Payload, RetryPolicy, RunId, SecretSource, Seq, StepName,
-    StepSpec, Timeout, TriggerRule, Value, WorkflowSpec,
+    StepSpec, Timeout, TriggerRule, Value, Wait, WorkflowSpec,
 };
 pub use apollo11_machine::{
     Failure, OperatorAction, OverrideEffect, Refusal, RerunPlan, RunAction, RunState, RunStatus,

@@ -3,11 +3,12 @@
 //! every parameter, `for_each` and condition error are refused with the step named.
 //! [`Workflow::instantiate`] makes the definition a run pins from the run's arguments.
 
+use crate::waiting::Waiting;
 use crate::Step;
 use apollo11_author::AuthorError;
 use apollo11_core::{
     ForEach, Idempotency, ItemSource, OnFailure, ParamSpec, RetryPolicy, StepSpec, Timeout,
-    TriggerRule, Value, WorkflowSpec,
+    TriggerRule, Value, Wait, WorkflowSpec,
 };
 use apollo11_machine::{Policy, PolicyError};
 use std::collections::BTreeMap;
@@ -76,6 +77,7 @@ pub struct StepBuilder {
     for_each: Option<ItemSource>,
     /// `wave_size`, `gate` and `key` of the `for_each`.
     items: (Option<u32>, Option<String>, Option<String>),
+    wait: Option<Wait>,
 }
 
 impl StepBuilder {
@@ -93,6 +95,18 @@ impl StepBuilder {
             condition: None,
             for_each: None,
             items: (None, None, None),
+            wait: None,
+        }
+    }
+
+    /// A step named `name` that runs no code and waits for `wait`: a signal (its payload is
+    /// the step's output) or a timer. It holds no concurrency slot while it waits, and its
+    /// [`timeout`](StepBuilder::timeout) is its deadline (past it, the attempt fails with
+    /// class `timeout`). Its idempotency class is `natural`.
+    pub fn waiting(name: &str, wait: Wait) -> StepBuilder {
+        StepBuilder {
+            wait: Some(wait),
+            ..StepBuilder::new(name, Waiting).idempotency(Idempotency::Natural)
         }
     }
 
@@ -539,6 +553,7 @@ impl WorkflowBuilder {
                 attributes: s.attributes,
                 condition: s.condition,
                 for_each,
+                wait: s.wait,
                 ..StepSpec::new(&s.name, &[], idempotency)
             });
             code.insert(s.name, s.code);

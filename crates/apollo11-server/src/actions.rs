@@ -25,16 +25,23 @@ pub struct Acted {
     event_id: Option<EventId>,
 }
 
+impl Acted {
+    /// The answer of an action that appended event `id`.
+    pub(crate) fn appended(id: EventId) -> Acted {
+        Acted { event_id: Some(id) }
+    }
+}
+
 /// Who acts and why.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Note {
-    by: String,
-    reason: String,
+    pub(crate) by: String,
+    pub(crate) reason: String,
 }
 
 impl Note {
-    fn checked(&self) -> Result<(), ApiError> {
+    pub(crate) fn checked(&self) -> Result<(), ApiError> {
         check_operator("by", &self.by).map_err(ApiError::Invalid)?;
         check_note("reason", &self.reason, limits::ERROR_MESSAGE_BYTES_MAX)
             .map_err(ApiError::Invalid)
@@ -98,7 +105,7 @@ async fn act_on(state: Arc<AppState>, run_id: RunId, note: Note, action: RunActi
 }
 
 /// 409 for an action on a run only the archive holds: it takes no more events.
-async fn refuse_archived(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
+pub(crate) async fn refuse_archived(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
     match state.inspector.refusal_if_archived(run_id).await? {
         Some(why) => Err(ApiError::Conflict(why)),
         None => Ok(()),
@@ -152,12 +159,7 @@ pub async fn override_step(
             .override_step(&run_id, &step, to, &body.by, &body.reason)
             .await?;
         drive::drive(&state, &run_id).await?;
-        Ok((
-            StatusCode::OK,
-            Json(Acted {
-                event_id: Some(event_id),
-            }),
-        ))
+        Ok((StatusCode::OK, Json(Acted::appended(event_id))))
     })
     .await
 }
@@ -190,12 +192,7 @@ pub async fn rerun(
         let engine = &state.engine;
         let event_id = (engine.rerun(&run_id, &step, downstream, &note.by, &note.reason)).await?;
         drive::drive(&state, &run_id).await?;
-        Ok((
-            StatusCode::ACCEPTED,
-            Json(Acted {
-                event_id: Some(event_id),
-            }),
-        ))
+        Ok((StatusCode::ACCEPTED, Json(Acted::appended(event_id))))
     })
     .await
 }

@@ -171,7 +171,8 @@ impl From<EngineError> for ApiError {
             | EngineError::BeforeRun { .. } => ApiError::NotFound(e.to_string()),
             EngineError::NotAllowed { ref refusal, .. }
             | EngineError::OverrideNotAllowed { ref refusal, .. }
-            | EngineError::RerunNotAllowed { ref refusal, .. } => {
+            | EngineError::RerunNotAllowed { ref refusal, .. }
+            | EngineError::SignalNotAllowed { ref refusal, .. } => {
                 ApiError::Refused(refusal.clone(), e.to_string())
             }
             EngineError::RunExists { .. }

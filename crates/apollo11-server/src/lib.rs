@@ -25,6 +25,7 @@ mod query;
 mod router;
 mod runs;
 mod server;
+mod signal;
 mod stream;
 mod ui;
 mod workers;

@@ -7,7 +7,7 @@
 use crate::auth::require_token;
 use crate::guard::{require_host, require_same_site_json, Hosts};
 use crate::server::AppState;
-use crate::{actions, logs, meta, metrics, runs, stream, ui, workers, ApiError};
+use crate::{actions, logs, meta, metrics, runs, signal, stream, ui, workers, ApiError};
 use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::http::{header, Method, StatusCode};
@@ -125,6 +125,11 @@ fn api_routes() -> Vec<Route> {
             Method::GET,
             "/api/v1/runs/{id}/steps/{step}/rerun",
             runs::rerun_plan,
+        ),
+        route(
+            Method::POST,
+            "/api/v1/runs/{id}/steps/{step}/signal",
+            signal::signal,
         ),
         route(
             Method::GET,

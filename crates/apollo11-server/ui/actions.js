@@ -57,6 +57,27 @@ export function overrideStep(runId, step, choices) {
     api(`/api/v1/runs/${seg(runId)}/steps/${seg(step)}/override`, { method: 'POST', body: fields }));
 }
 
+/**
+ * Asks for and sends a signal to `step`, a step waiting for one, with the JSON its dialog
+ * holds (prefilled with `{"approved": true}` to approve); the server refuses it (409) when
+ * the step is not waiting.
+ */
+export function signalStep(runId, step) {
+  const help = 'Ends the step\'s wait: its data becomes the step\'s output for the steps after it; kept in the log with who and why.';
+  return ask({ title: `Signal step ${step}`, help, target: false, data: true }, (fields) =>
+    api(`/api/v1/runs/${seg(runId)}/steps/${seg(step)}/signal`, { method: 'POST', body: fields }));
+}
+
+/** The data field of a signal, read as JSON: `{data}` (none when empty), or `{error}`. */
+function signalData(text) {
+  if (!text.trim()) return { data: null };
+  try {
+    return { data: JSON.parse(text) };
+  } catch (e) {
+    return { error: `data is not JSON: ${e.message}` };
+  }
+}
+
 /** What a rerun's plan (`{steps, compensate}`) does, in words for its confirmation. */
 export function rerunWords({ steps, compensate }) {
   const first = compensate.length
@@ -88,7 +109,7 @@ export async function rerunStep(runId, step, downstream) {
  * Opens the dialog; `send(fields)` on submit: its answer closes it, its error stays shown.
  * With `refused` (the server already said no, in `help`), its submit button is disabled.
  */
-function ask({ title, help, target, choices, refused = false }, send) {
+function ask({ title, help, target, choices, refused = false, data = false }, send) {
   const dialog = document.getElementById('action-dialog');
   const form = dialog.querySelector('form');
   form.reset();
@@ -98,6 +119,8 @@ function ask({ title, help, target, choices, refused = false }, send) {
   helpText.textContent = help;
   helpText.className = refused ? 'error' : 'muted';
   dialog.querySelector('[data-to-row]').hidden = !target;
+  dialog.querySelector('[data-data-row]').hidden = !data;
+  if (data) form.elements.data.value = '{"approved": true}';
   const error = dialog.querySelector('[data-error]');
   error.textContent = '';
   form.elements.by.value = localStorage.getItem(BY_KEY) ?? '';
@@ -111,11 +134,13 @@ function ask({ title, help, target, choices, refused = false }, send) {
       if (ok.disabled) return;
       const fields = { by: form.elements.by.value.trim(), reason: form.elements.reason.value.trim() };
       if (target) fields.to = form.elements.to.value;
-      const tooLong = overLimit(fields);
+      const signal = data ? signalData(form.elements.data.value) : {};
+      const tooLong = signal.error ?? overLimit(fields);
       if (tooLong) {
         error.textContent = tooLong;
         return;
       }
+      if (data) fields.data = signal.data;
       error.textContent = 'Sending…';
       ok.disabled = true;
       try {

@@ -82,7 +82,7 @@ export function pauseText(paused) {
 }
 
 /** One step's details, with a log shown on demand: any try's, or its compensation's. */
-export function stepDetail(name, step, { withLog, onOverride, overridable, onRerun }) {
+export function stepDetail(name, step, { withLog, onOverride, overridable, onRerun, onSignal }) {
   const log = el('pre', { class: 'log', hidden: true, 'data-log': true });
   const cut = el('p', { class: 'muted', 'data-log-cut': true, hidden: true });
   const of = el('p', { class: 'muted', 'data-log-of': true, hidden: true });
@@ -121,6 +121,7 @@ export function stepDetail(name, step, { withLog, onOverride, overridable, onRer
     ['Compensation', compensation(step)],
     ['Last error', lastError(step)],
     step.placed ? ['Ran', lastRun(step.placed)] : null,
+    step.waiting ? ['Waits', el('span', { 'data-waiting': step.waiting.for }, waitWords(step.waiting))] : null,
   ];
   if (withLog && step.log) showLog(step.log, compensated ? 'Log of its compensation' : lastTry);
   return el('section', { class: 'detail', 'data-detail': name },
@@ -130,10 +131,17 @@ export function stepDetail(name, step, { withLog, onOverride, overridable, onRer
       step.log ? link(attemptLog, lastTry, 'data-attempt-log') : null,
       step.log ? tryPicker(attemptLog, step.attempt, showLog) : null,
       compensated ? link(step.log, 'Log of its compensation', 'data-compensation-log') : null,
+      step.waiting?.for === 'signal' ? el('button', { 'data-signal': true, class: 'primary', onclick: () => onSignal(name) }, 'Signal or approve…') : null,
       el('button', { disabled: !overridable, onclick: () => onOverride(name) }, 'Override…'),
       el('button', { 'data-rerun': 'step', onclick: () => onRerun(name, false) }, 'Rerun…'),
       el('button', { 'data-rerun': 'downstream', onclick: () => onRerun(name, true) }, 'Rerun with downstream…')),
     of, cut, log);
+}
+
+/** A waiting step's wait, in words: "waiting for a signal" or "timer until T", and its deadline. */
+function waitWords({ until, deadline }) {
+  const what = until == null ? 'waiting for a signal' : `timer until ${time(until)}`;
+  return deadline == null ? what : `${what} (deadline ${time(deadline)})`;
 }
 
 /** A choice of the try whose log to show, when there was more than one: `showLog(url, words)`. */

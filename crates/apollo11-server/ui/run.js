@@ -4,7 +4,7 @@
 // at the slider's event (`GET /api/v1/runs/{id}?at=N`, debounced).
 
 import { api, follow, META, seg } from './api.js';
-import { overrideStep, rerunStep, runAction, RUN_ACTIONS } from './actions.js';
+import { overrideStep, rerunStep, runAction, RUN_ACTIONS, signalStep } from './actions.js';
 import { Dag } from './dag.js';
 import { header, stepDetail } from './facts.js';
 import { debounce, el, label, throttle } from './format.js';
@@ -140,7 +140,8 @@ class RunPage {
     if (!step) return this.detail.replaceChildren();
     this.detail.replaceChildren(stepDetail(this.selected, step,
       { withLog, overridable: this.live.allowed.override, onOverride: (name) => this.override(name),
-        onRerun: (name, downstream) => this.act(rerunStep(this.id, name, downstream)) }));
+        onRerun: (name, downstream) => this.act(rerunStep(this.id, name, downstream)),
+        onSignal: (name) => this.act(signalStep(this.id, name)) }));
   }
 
   override(name) {

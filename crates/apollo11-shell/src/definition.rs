@@ -15,6 +15,7 @@ mod raw;
 mod step;
 mod templates;
 mod toml_text;
+mod wait;
 
 pub use env::{CWD, ENV, ENV_PASS};
 pub use items::INVENTORY_BYTES_MAX;

@@ -58,7 +58,8 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
             EventKind::ManualOverride { by, reason, .. }
             | EventKind::RunPaused { by, reason }
             | EventKind::RunResumed { by, reason }
-            | EventKind::RollbackRequested { by, reason } => operator_note(by, reason)?,
+            | EventKind::RollbackRequested { by, reason }
+            | EventKind::Signalled { by, reason } => operator_note(by, reason)?,
             EventKind::RerunRequested {
                 steps,
                 compensate,

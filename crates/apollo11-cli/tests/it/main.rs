@@ -30,4 +30,5 @@ mod storage;
 mod store_tls;
 mod traces;
 mod validation;
+mod waits;
 mod workers;

@@ -13,6 +13,7 @@ mod rerun;
 mod sim;
 mod table;
 mod trigger;
+mod wait;
 
 use apollo11_core::{Idempotency, OnFailure, Payload, StepSpec, Timeout, WorkflowSpec};
 

@@ -182,6 +182,10 @@ impl Sim {
                     !self.executing.contains_key(&step),
                     "{step} skipped while executing"
                 ),
+                Command::Fire { step, .. } => assert!(
+                    !self.executing.contains_key(&step),
+                    "the timer of {step} fired while it was executing"
+                ),
                 Command::FailCompensation { step, .. } => assert!(
                     !self.executing.contains_key(&step),
                     "the compensation of {step} failed as interrupted while executing"

@@ -48,6 +48,10 @@ fn kinds() -> Vec<EventKind> {
         EventKind::Interrupted,
         EventKind::Skipped { reason: "r".into() },
         EventKind::Expanded { items: 3 },
+        EventKind::Signalled {
+            by: "op".into(),
+            reason: "r".into(),
+        },
     ]
 }
 
@@ -83,6 +87,7 @@ fn expected(status: StepStatus, kind: &EventKind) -> (Rule, StepStatus) {
         (S::Pending, EventKind::Skipped { .. }) => (Rule::Skip, S::Skipped),
         (S::Failed | S::Compensated, EventKind::Skipped { .. }) => (Rule::SkipRetry, S::Skipped),
         (S::Running, EventKind::Expanded { .. }) => (Rule::Expand, S::Succeeded),
+        (S::Running, EventKind::Signalled { .. }) => (Rule::Signal, S::Succeeded),
         _ => (Rule::Anomaly, S::Anomalous),
     }
 }

@@ -27,18 +27,20 @@ fn conflict_pause_ms(conflicts: u32) -> u64 {
 
 /// What an operator's action is checked against: the run's state and its pinned definition,
 /// grown by its expansions.
-struct Pinned<'a> {
-    state: &'a RunState,
+pub(super) struct Pinned<'a> {
+    pub(super) state: &'a RunState,
     spec: &'a WorkflowSpec,
-    dag: &'a Dag,
-    policy: &'a Policy,
+    pub(super) dag: &'a Dag,
+    pub(super) policy: &'a Policy,
 }
 
 /// An operator's event, without what every event carries.
-struct Action {
-    step: Option<StepName>,
-    kind: EventKind,
-    attempt: u32,
+pub(super) struct Action {
+    pub(super) step: Option<StepName>,
+    pub(super) kind: EventKind,
+    pub(super) attempt: u32,
+    /// Its payload (a signal's data), offloaded already.
+    pub(super) payload: Payload,
 }
 
 impl<S: Store> Engine<S> {
@@ -83,6 +85,7 @@ impl<S: Store> Engine<S> {
                     reason: reason.to_owned(),
                 },
                 attempt: run.state.step(step).attempt,
+                payload: Payload::Empty,
             })
         })
         .await
@@ -167,6 +170,7 @@ impl<S: Store> Engine<S> {
                 step: None,
                 kind: plan.event(by, reason),
                 attempt: 0,
+                payload: Payload::Empty,
             })
         })
         .await
@@ -192,6 +196,7 @@ impl<S: Store> Engine<S> {
                 step: None,
                 kind: action.event(by, reason),
                 attempt: 0,
+                payload: Payload::Empty,
             })
         })
         .await
@@ -201,7 +206,7 @@ impl<S: Store> Engine<S> {
     /// run's next seq; on a conflict, again after [`conflict_pause_ms`], up to
     /// [`OPERATOR_APPEND_TRIES`] times. Wakes the
     /// run's driver, if this engine drives it, once the action is appended.
-    async fn operate(
+    pub(super) async fn operate(
         &self,
         run_id: &RunId,
         check: impl Fn(&Pinned<'_>) -> Result<Action, EngineError>,
@@ -226,7 +231,7 @@ impl<S: Store> Engine<S> {
                 attempt: action.attempt,
                 at_ms: self.shared.clock.now_ms(),
                 instance: self.shared.config.instance.clone(),
-                payload: Payload::Empty,
+                payload: action.payload,
             };
             let next = Seq(state.last_seq.0 + 1);
             match self.shared.store.append(run_id, next, vec![event]).await {

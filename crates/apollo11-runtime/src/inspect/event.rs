@@ -65,7 +65,8 @@ pub enum EventDetail {
         /// Why.
         reason: String,
     },
-    /// `run_paused`, `run_resumed`, `rollback_requested`.
+    /// `run_paused`, `run_resumed`, `rollback_requested`, `signalled` (its data is the
+    /// payload).
     Operator {
         /// Who.
         by: String,
@@ -195,7 +196,8 @@ impl From<&EventKind> for EventDetail {
             },
             EventKind::RunPaused { by, reason }
             | EventKind::RunResumed { by, reason }
-            | EventKind::RollbackRequested { by, reason } => operator(by, reason),
+            | EventKind::RollbackRequested { by, reason }
+            | EventKind::Signalled { by, reason } => operator(by, reason),
             EventKind::Placed { host, handle } => EventDetail::Placed {
                 host: host.clone(),
                 handle: handle.clone(),

@@ -9,6 +9,7 @@ mod list;
 mod plan;
 mod retention;
 mod run;
+mod waiting;
 
 pub use archived::ListedRun;
 pub use event::{EventDetail, EventPage, EventView, PayloadView};
@@ -21,6 +22,7 @@ pub use run::{
     archived_refusal, OverrideChoice, ParamView, Pause, Placement, RunView, StepLog, StepView,
     Unplaced,
 };
+pub use waiting::Waiting;
 
 use crate::condition::{to_judge, verdict, Verdict};
 use crate::reads::{frame, Frame};

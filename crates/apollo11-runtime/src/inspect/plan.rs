@@ -88,6 +88,11 @@ pub enum PlanStep {
         /// Why.
         error: String,
     },
+    /// A waiting step's timer fires: it succeeds.
+    Fire {
+        /// The step.
+        step: StepName,
+    },
     /// Pause the run for a person: a step's tries were interrupted too many times in a row.
     Pause {
         /// The step.
@@ -275,7 +280,7 @@ impl Round {
             }
             (Command::Finish { .. }, _) => self.acted = true,
             (Command::WakeAt { ms }, _) => self.wake = Some(*ms),
-            (Command::Skip { .. }, _) => {
+            (Command::Skip { .. } | Command::Fire { .. }, _) => {
                 self.fold(machine, command.event());
                 self.instant = true;
             }
@@ -362,6 +367,7 @@ impl PlanStep {
                 step: step.clone(),
                 reason: reason.clone(),
             },
+            Command::Fire { step, .. } => PlanStep::Fire { step: step.clone() },
             Command::Pause { step, reason } => PlanStep::Pause {
                 step: step.clone(),
                 reason: reason.clone(),
@@ -408,10 +414,11 @@ impl fmt::Display for PlanStep {
             PlanStep::FailForGood { step, attempt, error } => {
                 write!(f, "fail {step} attempt {attempt} for good: {error}")
             }
+            PlanStep::Fire { step } => write!(f, "end the wait of {step}: its timer is due"),
             PlanStep::Pause { reason, .. } => write!(f, "pause the run: {reason}"),
             PlanStep::Wait { ms } => write!(
                 f,
-                "then, after {} (a retry backoff or a timeout):",
+                "then, after {} (a retry backoff, a timeout or a timer):",
                 millis(*ms)
             ),
             PlanStep::Finish { status } => write!(f, "nothing: the run is {status}"),

@@ -11,6 +11,7 @@ use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 use super::event::PayloadView;
+use super::waiting::{waiting, Waiting};
 
 /// A run now or at an event (the HTTP server's `GET /api/v1/runs/{id}`). `L` is how a step's
 /// output is named: a [`StepLog`] here, what serves it in a front end ([`RunView::map_logs`]).
@@ -106,6 +107,8 @@ pub struct StepView<L = StepLog> {
     /// Its try under way, while no place is recorded for it (a step placed by labels waits
     /// for a worker until then).
     pub unplaced: Option<Unplaced>,
+    /// What it waits for, while a waiting step is at its wait (a signal, or its timer).
+    pub waiting: Option<Waiting>,
 }
 
 /// A try under way (the step `running` or `compensating`) whose `placed` event has not come:
@@ -315,7 +318,10 @@ impl RunView {
                     let skip_reason = skip_reasons.get(name).copied();
                     let placed = placements.remove(name);
                     let mut step = StepView::new(machine, s, skip_reason, placed);
-                    step.unplaced = unplaced(&step, s, begun.get(name));
+                    // A waiting step is never placed: nothing of it runs anywhere.
+                    if step.waiting.is_none() {
+                        step.unplaced = unplaced(&step, s, begun.get(name));
+                    }
                     step
                 })
                 .collect(),
@@ -373,6 +379,7 @@ impl<L> RunView<L> {
                 compensation_tries: step.compensation_tries,
                 overrides: step.overrides,
                 unplaced: step.unplaced,
+                waiting: step.waiting,
             })
             .collect();
         RunView {
@@ -444,6 +451,7 @@ impl StepView {
                 })
                 .collect(),
             unplaced: None,
+            waiting: waiting(spec, step),
         }
     }
 }

@@ -15,4 +15,5 @@ mod payloads;
 mod placed;
 mod plan;
 mod scripted;
+mod waiting;
 mod wide;

@@ -690,6 +690,38 @@ test('a finished run: a step rerun with its downstream, compensated first, runs 
   assert.deepEqual(page.errors, []);
 });
 
+test('a waiting step is signalled from its details, with JSON data that becomes its output', async () => {
+  const id = `ui-approve-${suffix}`;
+  const started = await call(server, '/api/v1/runs', { method: 'POST', body: { workflow: 'approve', run_id: id } });
+  assert.equal(started.status, 201);
+  const detail = await openStep(id, 'gate');
+  await detail.locator('[data-waiting=signal]').waitFor({ timeout: 10_000 });
+  assert.equal(await detail.locator('[data-waiting]').textContent(), 'waiting for a signal');
+  await detail.locator('[data-signal]').click();
+  const dialog = page.locator('#action-dialog');
+  assert.equal(await dialog.locator('[data-title]').textContent(), 'Signal step gate');
+  assert.equal(await dialog.locator('textarea[name=data]').inputValue(), '{"approved": true}');
+  await dialog.locator('textarea[name=data]').fill('{"wave": 2');
+  await dialog.locator('input[name=by]').fill(BY);
+  await dialog.locator('input[name=reason]').fill('wave 1 looks fine');
+  const posts = watchPosts();
+  await dialog.locator('[data-submit]').click();
+  assert.match(await dialog.locator('[data-error]').textContent(), /^data is not JSON/);
+  await dialog.locator('textarea[name=data]').fill('{"wave": 2}');
+  await shot('approve-signal');
+  await dialog.locator('[data-submit]').click();
+  await page.waitForFunction(() => /Appended event #\d+/.test(document.querySelector('[data-outcome]').textContent));
+  assert.deepEqual(posts.stop(), [`${server.base}/api/v1/runs/${id}/steps/gate/signal`]);
+  await page.waitForFunction(() => document.querySelector('.head .badge')?.textContent === 'succeeded', null, { timeout: 15_000 });
+  const events = (await call(server, `/api/v1/runs/${id}/events`)).body.events;
+  const signalled = events.find((e) => e.kind === 'signalled');
+  assert.deepEqual(signalled, { ...signalled, step: 'gate', by: BY, reason: 'wave 1 looks fine', payload: { wave: 2 } });
+  const again = await call(server, `/api/v1/runs/${id}/steps/gate/signal`, { method: 'POST', body: { by: BY, reason: 'twice' } });
+  assert.equal(again.status, 409);
+  assert.equal(again.body.error.code, 'not_waiting');
+  assert.deepEqual(page.errors, []);
+});
+
 test('a rerun of a step at work is refused in its dialog, with the reason, and sends nothing', async () => {
   const id = `ui-chain-busy-${suffix}`;
   const started = await call(server, '/api/v1/runs', { method: 'POST', body: { workflow: 'chain', run_id: id, params: { pause: 30 } } });

@@ -14,7 +14,8 @@ use tokio::sync::oneshot;
 /// each with a compensation that leaves a file `<step>-undone` in the workflows folder),
 /// `undo_fails` (a step whose compensation fails for good, then one that fails for good
 /// under `on_failure = "rollback"`), `placed` (a step that waits for a worker carrying
-/// `role=db`, retried on a lost worker).
+/// `role=db`, retried on a lost worker), `approve` (a step that waits for a signal, then
+/// one that prints its data).
 pub const WORKFLOWS: &[(&str, &str)] = &[
     (
         "undone/workflow.toml",
@@ -92,6 +93,21 @@ run = "true"
 idempotency = "natural"
 on = { role = "db" }
 retry = { max_attempts = 3, initial = "50ms" }
+"#,
+    ),
+    (
+        "approve.toml",
+        r#"[workflow]
+name = "approve"
+[[steps]]
+name = "gate"
+wait = "approval"
+deadline = "1h"
+[[steps]]
+name = "after"
+run = "echo ${steps.gate.output}"
+idempotency = "natural"
+depends_on = ["gate"]
 "#,
     ),
     (

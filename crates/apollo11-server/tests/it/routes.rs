@@ -21,9 +21,17 @@ async fn workflows_are_listed_and_reloaded_and_a_bad_file_keeps_the_previous_set
         .collect();
     assert_eq!(
         names,
-        ["gated", "placed", "quick", "stuck", "undo_fails", "undone"]
+        [
+            "approve",
+            "gated",
+            "placed",
+            "quick",
+            "stuck",
+            "undo_fails",
+            "undone"
+        ]
     );
-    let gated = &list.json()["workflows"][0];
+    let gated = &list.json()["workflows"][1];
     assert_eq!(gated["file"], "gated/workflow.toml");
     assert_eq!(gated["on_failure"], "pause");
     assert_eq!(

@@ -3,6 +3,7 @@
 //! schema says `additionalProperties: false` has no other key.
 
 use crate::harness::TestServer;
+use apollo11_server::client::Answer;
 use serde_json::{json, Value};
 
 /// What in `value` (at `at`) breaks `schema`, whose `$ref`s resolve in `doc`.
@@ -95,6 +96,40 @@ fn the_checker_finds_a_missing_key_an_extra_key_and_a_wrong_type() {
     assert_eq!(breaks(&doc, &a, &json!({"a": "1"}), "").len(), 1);
 }
 
+/// The signal route.
+const SIGNAL: &str = "/api/v1/runs/{id}/steps/{step}/signal";
+
+/// A run whose step waits for a signal, as the run view shows it, then signals: refused
+/// (409) to a step not waiting, accepted to the waiting one.
+async fn signals(server: &TestServer) -> Vec<(&'static str, &'static str, String, Answer)> {
+    server.start_run("approve", "appr").await;
+    let waiting = server
+        .wait_for("appr", "waiting for a signal", |r| {
+            !r["steps"]["gate"]["waiting"].is_null()
+        })
+        .await;
+    let gate = &waiting["steps"]["gate"];
+    assert_eq!(gate["waiting"]["for"], "signal", "{gate}");
+    assert!(gate["waiting"]["deadline"].is_u64(), "{gate}");
+    assert!(gate["unplaced"].is_null(), "a wait is never placed: {gate}");
+    let mut answers = Vec::new();
+    let view = server.client.get("/api/v1/runs/appr").await.unwrap();
+    answers.push(("get", "/api/v1/runs/{id}", String::new(), view));
+    let body = json!({"data": {"wave": 2}, "by": "alice", "reason": "fine"});
+    for step in ["after", "gate"] {
+        let path = format!("/api/v1/runs/appr/steps/{step}/signal");
+        let answer = server.client.post(&path, &body).await.unwrap();
+        answers.push(("post", SIGNAL, path, answer));
+    }
+    let statuses: Vec<u16> = answers.iter().skip(1).map(|a| a.3.status).collect();
+    assert_eq!(statuses, [409, 202], "the signal route's answers");
+    assert_eq!(answers[1].3.json()["error"]["code"], "not_waiting");
+    server
+        .wait_for("appr", "succeeded", |r| r["state"] == "succeeded")
+        .await;
+    answers
+}
+
 /// The rerun route: its plan (GET) and the rerun itself (POST).
 const RERUN: &str = "/api/v1/runs/{id}/steps/{step}/rerun";
 
@@ -139,6 +174,7 @@ async fn every_answer_fits_its_schema_in_the_openapi_document() {
         unplaced["waiting_for"], "a worker with role=db",
         "{unplaced}"
     );
+    answers.extend(signals(&server).await);
     for (route, path) in [
         ("/api/v1/meta", "/api/v1/meta"),
         ("/api/v1/workflows", "/api/v1/workflows"),

@@ -195,7 +195,7 @@ fn field_offset(
     let s = first(raw, step)?.get_ref();
     let spanned = match field {
         "condition" => s.when.as_ref(),
-        RUN => Some(&s.run),
+        RUN => s.run.as_ref(),
         COMPENSATE => s.compensate.as_ref(),
         CWD => s.cwd.as_ref().or(raw.defaults.cwd.as_ref()),
         _ => field

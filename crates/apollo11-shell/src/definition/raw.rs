@@ -94,7 +94,9 @@ pub(super) struct RawRetry {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStep {
     pub name: Spanned<String>,
-    pub run: Spanned<String>,
+    pub run: Option<Spanned<String>>,
+    pub wait: Option<Spanned<toml::Value>>,
+    pub deadline: Option<Spanned<String>>,
     pub idempotency: Option<Spanned<String>>,
     pub compensate: Option<Spanned<String>>,
     #[serde(default)]

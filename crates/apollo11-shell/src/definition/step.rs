@@ -1,5 +1,6 @@
 //! One `[[steps]]` entry to a `StepSpec`: its commands, idempotency, retry and timeout
-//! (over `[defaults]`), and its `for_each`, `when`, `trigger`, `env` and `cwd`.
+//! (over `[defaults]`), and its `for_each`, `when`, `trigger`, `env` and `cwd`; or its
+//! `wait` (`wait.rs`).
 
 use super::raw::{RawDefaults, RawRetry, RawStep};
 use super::{
@@ -28,7 +29,8 @@ pub(super) fn step_spec(
 ) -> Result<StepSpec, DefinitionError> {
     let raw = step.get_ref();
     let name = raw.name.get_ref();
-    for command in std::iter::once(&raw.run).chain(&raw.compensate) {
+    let waits = super::wait::wait(at, step)?;
+    for command in raw.run.iter().chain(&raw.compensate) {
         if command.get_ref().contains('\0') {
             return Err(at.error(
                 command.span().start,
@@ -36,8 +38,14 @@ pub(super) fn step_spec(
             ));
         }
     }
-    let idempotency = idempotency(at, step)?;
-    let mut attributes = BTreeMap::from([(RUN.to_owned(), raw.run.get_ref().clone())]);
+    // A waiting step runs nothing: rerunning it is always safe.
+    let idempotency = match (&waits, &raw.idempotency) {
+        (Some(_), None) => Idempotency::Natural,
+        _ => idempotency(at, step)?,
+    };
+    let mut attributes: BTreeMap<String, String> = (raw.run.iter())
+        .map(|run| (RUN.to_owned(), run.get_ref().clone()))
+        .collect();
     if let Some(c) = &raw.compensate {
         attributes.insert(COMPENSATE.to_owned(), c.get_ref().clone());
     }
@@ -49,24 +57,29 @@ pub(super) fn step_spec(
         let codes: Vec<String> = codes.iter().map(i32::to_string).collect();
         attributes.insert(NON_RETRYABLE.to_owned(), codes.join(","));
     }
-    env::step_attributes(at, raw, base.defaults, &mut attributes)?;
-    placement::step_attributes(at, raw, base.defaults, &mut attributes)?;
-    limits::step_attributes(at, raw, base.defaults, &mut attributes)?;
+    // `[defaults]` for commands (environment, placement, limits) do not reach a wait.
+    if waits.is_none() {
+        env::step_attributes(at, raw, base.defaults, &mut attributes)?;
+        placement::step_attributes(at, raw, base.defaults, &mut attributes)?;
+        limits::step_attributes(at, raw, base.defaults, &mut attributes)?;
+    }
     Ok(StepSpec {
         name: name.clone(),
         depends_on: raw.depends_on.iter().map(|d| d.get_ref().clone()).collect(),
         idempotency,
         has_compensation: raw.compensate.is_some(),
         retry: retry(at, raw.retry.as_ref(), &base.retry, base.classes)?,
-        timeout: match &raw.timeout {
-            Some(t) => timeout(at, t, base.fallback_ms)?,
-            None => base.timeout,
+        timeout: match (&waits, &raw.timeout) {
+            (Some((_, deadline)), _) => *deadline,
+            (None, Some(t)) => timeout(at, t, base.fallback_ms)?,
+            (None, None) => base.timeout,
         },
         attributes,
         trigger: trigger(at, raw)?,
         condition: raw.when.as_ref().map(|w| w.get_ref().clone()),
         for_each: items::for_each(at, raw, base.dir)?,
         origin: None,
+        wait: waits.map(|(wait, _)| wait),
     })
 }
 

@@ -5,3 +5,4 @@ mod compat;
 mod positions;
 mod render;
 mod syntax;
+mod waits;
