@@ -33,6 +33,25 @@ pub struct Due {
 }
 
 impl CatchUp {
+    /// The policy a file names (`none`, `latest`, `all`), `all` keeping at most `max`.
+    pub fn parse(text: &str, max: usize) -> Option<CatchUp> {
+        Some(match text {
+            "none" => CatchUp::None,
+            "latest" => CatchUp::Latest,
+            "all" => CatchUp::All { max },
+            _ => return None,
+        })
+    }
+
+    /// The policy's name, as a file writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatchUp::None => "none",
+            CatchUp::Latest => "latest",
+            CatchUp::All { .. } => "all",
+        }
+    }
+
     /// The fire times of `cron` strictly after `last_ms` (the newest fire time known
     /// started) and at or before `now_ms` that this policy starts.
     pub fn due(self, cron: &Cron, last_ms: u64, now_ms: u64) -> Due {

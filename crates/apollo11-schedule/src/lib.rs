@@ -15,9 +15,11 @@
 mod catch_up;
 mod cron;
 mod fire;
+mod overlap;
 pub mod template;
 
 pub use catch_up::{jitter_ms, CatchUp, Due, CATCH_UP_MAX_DEFAULT};
 pub use cron::{Cron, CronError};
 pub use fire::FireTime;
+pub use overlap::Overlap;
 pub use template::{TemplateError, Values};

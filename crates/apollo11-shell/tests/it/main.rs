@@ -4,4 +4,5 @@ mod attempt;
 mod compat;
 mod positions;
 mod render;
+mod schedules;
 mod syntax;
