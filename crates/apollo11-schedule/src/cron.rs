@@ -44,9 +44,7 @@ impl Cron {
     /// An expression of another number of fields than 5 or 6 (an alias aside), or one croner
     /// refuses; a zone the database does not name.
     pub fn parse(expression: &str, zone: &str) -> Result<Cron, CronError> {
-        let zone: Tz = zone
-            .parse()
-            .map_err(|_| CronError::Zone(zone.to_owned()))?;
+        let zone: Tz = zone.parse().map_err(|_| CronError::Zone(zone.to_owned()))?;
         let text = expression.trim();
         let fields = text.split_whitespace().count();
         if !text.starts_with('@') && !(5..=6).contains(&fields) {
@@ -98,6 +96,14 @@ impl Cron {
             }
         }
         fires
+    }
+
+    /// The fire time a [`FireTime::stamp`] names (`20261206T030000Z`), whether or not this
+    /// expression gives it.
+    pub fn at_stamp(&self, stamp: &str) -> Option<FireTime> {
+        let utc = chrono::NaiveDateTime::parse_from_str(stamp, "%Y%m%dT%H%M%SZ").ok()?;
+        let ms = u64::try_from(utc.and_utc().timestamp_millis()).ok()?;
+        Some(FireTime::new(ms, self.zone))
     }
 
     /// `ms` in the zone; none out of chrono's range.

@@ -88,7 +88,9 @@ fn references(text: &str) -> impl Iterator<Item = Result<(usize, usize, &str), T
         let end = start + close + 1;
         from = end;
         let inner = text[start + 2..end - 1].trim();
-        let name = inner.strip_prefix("schedule.").filter(|n| NAMES.contains(n));
+        let name = inner
+            .strip_prefix("schedule.")
+            .filter(|n| NAMES.contains(n));
         Some(name.map(|n| (start, end, n)).ok_or_else(|| TemplateError {
             offset: start,
             message: format!(

@@ -19,7 +19,7 @@ pub use plan::{millis, Plan, PlanStep};
 pub use retention::{Kept, Retention, RetentionPlan};
 pub use run::{
     archived_refusal, OverrideChoice, ParamView, Pause, Placement, RunView, StepLog, StepView,
-    Unplaced,
+    Unplaced, STARTED_BY,
 };
 
 use crate::condition::{to_judge, verdict, Verdict};

@@ -6,7 +6,9 @@ use apollo11_schedule::Cron;
 use chrono::{TimeZone, Utc};
 
 fn ms(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> u64 {
-    Utc.with_ymd_and_hms(y, mo, d, h, mi, 0).unwrap().timestamp_millis() as u64
+    Utc.with_ymd_and_hms(y, mo, d, h, mi, 0)
+        .unwrap()
+        .timestamp_millis() as u64
 }
 
 /// The fire times of `cron` in `zone` from `from` (UTC), as UTC texts.
@@ -45,7 +47,11 @@ fn paris_interval_patterns_follow_the_wall_clock_through_both_transitions() {
     // 01:30 CET, then 03:00 CEST: the gap's 02:00 and 02:30 do not exist.
     assert_eq!(
         spring,
-        ["2026-03-29T00:30:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z"]
+        [
+            "2026-03-29T00:30:00Z",
+            "2026-03-29T01:00:00Z",
+            "2026-03-29T01:30:00Z"
+        ]
     );
     let fall = fires("0,30 * * * *", "Europe/Paris", ms(2026, 10, 24, 23, 45), 4);
     // 02:00 and 02:30 CEST, then 02:00 and 02:30 CET: both passes of the repeated hour.
@@ -83,7 +89,12 @@ fn local_texts_carry_the_offset_in_force() {
     let winter = cron.next_after(ms(2026, 12, 5, 12, 0)).unwrap();
     assert_eq!(winter.local_text(), "2026-12-06T03:00:00+01:00");
     assert_eq!(winter.stamp(), "20261206T020000Z");
-    assert_eq!((winter.date(), winter.time()), ("2026-12-06".into(), "03:00:00".into()));
+    assert_eq!(cron.at_stamp(&winter.stamp()), Some(winter));
+    assert_eq!(cron.at_stamp("2026-12-06"), None);
+    assert_eq!(
+        (winter.date(), winter.time()),
+        ("2026-12-06".into(), "03:00:00".into())
+    );
     let summer = cron.next_after(ms(2026, 7, 1, 12, 0)).unwrap();
     assert_eq!(summer.local_text(), "2026-07-02T03:00:00+02:00");
 }

@@ -41,7 +41,10 @@ fn catch_up_starts_none_the_latest_or_all_capped() {
     let none = CatchUp::None.due(&cron, T0, now);
     assert_eq!((none.fire.len(), none.missed), (0, 5));
     let latest = CatchUp::Latest.due(&cron, T0, now);
-    assert_eq!(latest.fire.iter().map(|f| f.ms).collect::<Vec<_>>(), [T0 + 5_000]);
+    assert_eq!(
+        latest.fire.iter().map(|f| f.ms).collect::<Vec<_>>(),
+        [T0 + 5_000]
+    );
     assert_eq!(latest.missed, 4);
     let all = CatchUp::All { max: 100 }.due(&cron, T0, now);
     let starts: Vec<u64> = all.fire.iter().map(|f| f.ms).collect();
@@ -70,7 +73,11 @@ fn templates_render_the_fire_time_and_refuse_other_names_where_written() {
     let cron = Cron::parse("0 3 * * *", "Europe/Paris").unwrap();
     let fire = cron.next_after(T0).unwrap();
     let previous = cron.latest_at_or_before(fire.ms - 1).unwrap();
-    let values = Values { name: "daily", fire, previous };
+    let values = Values {
+        name: "daily",
+        fire,
+        previous,
+    };
     let text = "day=${schedule.date} at ${ schedule.time } from ${schedule.interval_start}";
     template::check(text).unwrap();
     assert_eq!(
@@ -81,7 +88,10 @@ fn templates_render_the_fire_time_and_refuse_other_names_where_written() {
             previous.local_text()
         )
     );
-    assert_eq!(template::render("${schedule.fire_time}", &values), fire.utc_text());
+    assert_eq!(
+        template::render("${schedule.fire_time}", &values),
+        fire.utc_text()
+    );
     let bad = template::check("x ${params.day} y").unwrap_err();
     assert_eq!(bad.offset, 2);
     assert!(bad.message.contains("schedule.date"), "{}", bad.message);

@@ -143,7 +143,10 @@ fn schedule(
             Some(o) => Overlap::parse(o.get_ref()).ok_or_else(|| {
                 here(
                     o.span().start,
-                    &format!("overlap is `{}`; expected skip, allow or queue", o.get_ref()),
+                    &format!(
+                        "overlap is `{}`; expected skip, allow or queue",
+                        o.get_ref()
+                    ),
                 )
             })?,
         },
@@ -201,7 +204,10 @@ fn schedule_params(
     for (param, value) in raw.params.iter().flatten() {
         let start = value.span().start;
         let here = |offset: usize, what: &str| {
-            at.error(offset, &format!("schedule `{name}`, param `{param}`: {what}"))
+            at.error(
+                offset,
+                &format!("schedule `{name}`, param `{param}`: {what}"),
+            )
         };
         match spec.params.iter().find(|p| &p.name == param) {
             None => return Err(here(start, "not declared in [params]")),
