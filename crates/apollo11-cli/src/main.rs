@@ -13,6 +13,7 @@ mod out;
 mod remote;
 mod render;
 mod run;
+mod schedules;
 mod scrub;
 mod serve;
 mod traces;
@@ -310,6 +311,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the schedules a server fires: next fire, last fire and its run's state.
+    Schedules {
+        /// The server's URL.
+        #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8711")]
+        server: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// How a command ended, as an exit code and what to say on stderr.
@@ -414,7 +424,8 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Gc { .. }
         | Command::Serve { .. }
         | Command::Worker { .. }
-        | Command::Workers { .. } => Ok(()),
+        | Command::Workers { .. }
+        | Command::Schedules { .. } => Ok(()),
     }
 }
 
@@ -445,6 +456,12 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Workers { server, json } => {
             let token = cli.token_file.as_deref();
             return worker::list(&server, token, json)
+                .await
+                .unwrap_or_else(|exit| exit);
+        }
+        Command::Schedules { server, json } => {
+            let token = cli.token_file.as_deref();
+            return schedules::list(&server, token, json)
                 .await
                 .unwrap_or_else(|exit| exit);
         }
@@ -546,7 +563,7 @@ async fn dispatch(cli: Cli) -> Exit {
             keep_last,
             dry_run: false,
         } => gc::collect(&dir, keep_days, keep_last).await,
-        Command::Worker { .. } | Command::Workers { .. } => {
+        Command::Worker { .. } | Command::Workers { .. } | Command::Schedules { .. } => {
             unreachable!("handled before the data dir is opened")
         }
         Command::Serve {

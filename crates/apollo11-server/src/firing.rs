@@ -10,8 +10,10 @@
 //! as the schedule's `catch_up` says. Fire times are read on the engine's clock.
 
 mod metrics;
+mod view;
 
 pub use metrics::{describe, HISTOGRAM_BUCKETS};
+pub(crate) use view::list;
 
 use crate::drive::{self, Start};
 use crate::server::AppState;
@@ -62,6 +64,12 @@ pub async fn fire_rounds(state: Arc<AppState>) {
     loop {
         let registry = state.registry();
         let mut wake = clock.now_ms() + ROUND_MAX_MS;
+        // A schedule removed or disabled by a reload is forgotten: seen again, it catches
+        // up as at a start.
+        tracks.retain(|(workflow, name), _| {
+            (registry.get(workflow))
+                .is_some_and(|r| (r.schedules.iter()).any(|s| s.enabled && &s.name == name))
+        });
         for registered in registry.all() {
             for schedule in registered.schedules.iter().filter(|s| s.enabled) {
                 let key = (registered.spec.name.clone(), schedule.name.clone());
@@ -73,6 +81,8 @@ pub async fn fire_rounds(state: Arc<AppState>) {
                     continue;
                 };
                 let due = round(&state, registered, schedule, track, &clock).await;
+                let next = next_due(registered, schedule, track);
+                metrics::standing(&key.0, &key.1, next, track.pending.len());
                 wake = wake.min(due);
             }
         }
@@ -187,9 +197,13 @@ async fn round(
             },
         }
     }
-    schedule
-        .cron
-        .next_after(track.last_ms)
+    next_due(registered, schedule, track)
+}
+
+/// When the fire after the newest taken in hand is due.
+fn next_due(registered: &Registered, schedule: &Schedule, track: &Track) -> u64 {
+    let workflow = &registered.spec.name;
+    (schedule.cron.next_after(track.last_ms))
         .map_or(u64::MAX, |next| due_ms(workflow, schedule, &next))
 }
 

@@ -132,6 +132,7 @@ fn api_routes() -> Vec<Route> {
             logs::step_log,
         ),
         route(Method::GET, "/api/v1/workers", workers::list),
+        route(Method::GET, "/api/v1/schedules", crate::firing::list),
         route(Method::GET, "/metrics", metrics::scrape),
     ]
 }

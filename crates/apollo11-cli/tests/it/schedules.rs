@@ -172,8 +172,28 @@ fn overlap_skip_starts_nothing_while_the_last_run_is_running() {
         "[workflow]\nname = \"slow\"\n[[steps]]\nname = \"s\"\nrun = \"sleep 1.6\"\n\
          idempotency = \"natural\"\n[schedules.tick]\ncron = \"* * * * * *\"\noverlap = \"skip\"\n",
     );
-    let (server, _) = serve_logged(&cli, "serve.log");
-    std::thread::sleep(Duration::from_millis(4_800));
+    let (server, address) = serve_logged(&cli, "serve.log");
+    std::thread::sleep(Duration::from_millis(2_400));
+    let server_url = format!("http://{address}");
+    let listed = cli.run(&["schedules", "--server", &server_url, "--json"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let listed: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    let tick = &listed["schedules"][0];
+    assert_eq!(
+        (&tick["workflow"], &tick["name"]),
+        (&"slow".into(), &"tick".into())
+    );
+    assert_eq!(tick["next_fires"].as_array().unwrap().len(), 5, "{tick}");
+    let last = tick["last_fire"]["run_id"].as_str().unwrap();
+    assert!(last.starts_with("slow-tick-"), "{tick}");
+    let state = tick["last_fire"]["state"].as_str().unwrap();
+    assert!(["running", "succeeded"].contains(&state), "{tick}");
+    let table = cli.run(&["schedules", "--server", &server_url]).stdout;
+    assert!(
+        table.contains("slow/tick") && table.contains(last),
+        "{table}"
+    );
+    std::thread::sleep(Duration::from_millis(2_400));
     stop(server);
     let runs = fired(&cli, &[], "slow", "tick");
     assert!((2..=3).contains(&runs.len()), "{runs:?}");

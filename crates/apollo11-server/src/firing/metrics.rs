@@ -7,6 +7,12 @@ use apollo11_schedule::FireTime;
 /// Gauge, labels `workflow`, `schedule`: the fire time (seconds since the epoch) of the
 /// newest run this process started for the schedule.
 pub const LAST_FIRE_TIMESTAMP_SECONDS: &str = "apollo11_schedule_last_fire_timestamp_seconds";
+/// Gauge, labels `workflow`, `schedule`: when the schedule's next fire is due (seconds since
+/// the epoch; its time plus its jitter). In the past by more than a moment: nothing fires it.
+pub const NEXT_FIRE_TIMESTAMP_SECONDS: &str = "apollo11_schedule_next_fire_timestamp_seconds";
+/// Gauge, labels `workflow`, `schedule`: fire times due and not started yet (caught up, or
+/// queued behind a run still running).
+pub const WAITING_FIRES: &str = "apollo11_schedule_waiting_fires";
 /// Histogram, labels `workflow`, `schedule`: seconds from a fire's due time (its time plus
 /// its jitter) to its run's creation.
 pub const FIRE_LAG_SECONDS: &str = "apollo11_schedule_fire_lag_seconds";
@@ -32,6 +38,15 @@ pub fn describe() {
         LAST_FIRE_TIMESTAMP_SECONDS,
         Unit::Seconds,
         "Fire time of the newest run a schedule started in this process."
+    );
+    describe_gauge!(
+        NEXT_FIRE_TIMESTAMP_SECONDS,
+        Unit::Seconds,
+        "When a schedule's next fire is due."
+    );
+    describe_gauge!(
+        WAITING_FIRES,
+        "Fire times due and not started yet: caught up, or queued behind a running run."
     );
     describe_histogram!(
         FIRE_LAG_SECONDS,
@@ -72,4 +87,11 @@ pub(super) fn skipped(workflow: &str, schedule: &str) {
 /// Fire times missed and not caught up.
 pub(super) fn missed(workflow: &str, schedule: &str, n: usize) {
     metrics::counter!(MISSED_TOTAL, &labels(workflow, schedule)).increment(n as u64);
+}
+
+/// Where a schedule stands after a round: when it is next due, how many fires wait.
+pub(super) fn standing(workflow: &str, schedule: &str, next_due_ms: u64, waiting: usize) {
+    let labels = labels(workflow, schedule);
+    metrics::gauge!(NEXT_FIRE_TIMESTAMP_SECONDS, &labels).set(next_due_ms as f64 / 1_000.0);
+    metrics::gauge!(WAITING_FIRES, &labels).set(waiting as f64);
 }
