@@ -9,9 +9,11 @@
 //! run of a schedule is its last fire, and the fire times after it up to now are caught up
 //! as the schedule's `catch_up` says. Fire times are read on the engine's clock.
 
+mod backfill;
 mod metrics;
 mod view;
 
+pub(crate) use backfill::backfill;
 pub use metrics::{describe, HISTOGRAM_BUCKETS};
 pub(crate) use view::list;
 
@@ -23,7 +25,8 @@ use apollo11_runtime::inspect::{RunFilter, STARTED_BY};
 use apollo11_runtime::{Clock, RunId, RunStatus};
 use apollo11_schedule::{jitter_ms, FireTime, Overlap};
 use apollo11_shell::definition::{Schedule, CATCH_UP_MAX};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// The definition attribute naming the schedule that started a run.
@@ -73,16 +76,16 @@ pub async fn fire_rounds(state: Arc<AppState>) {
         for registered in registry.all() {
             for schedule in registered.schedules.iter().filter(|s| s.enabled) {
                 let key = (registered.spec.name.clone(), schedule.name.clone());
-                if !tracks.contains_key(&key) {
-                    let track = first_sight(&state, registered, schedule, clock.now_ms()).await;
-                    tracks.insert(key.clone(), track);
-                }
-                let Some(track) = tracks.get_mut(&key) else {
-                    continue;
+                let track = match tracks.entry(key) {
+                    Entry::Occupied(known) => known.into_mut(),
+                    Entry::Vacant(new) => {
+                        new.insert(first_sight(&state, registered, schedule, clock.now_ms()).await)
+                    }
                 };
                 let due = round(&state, registered, schedule, track, &clock).await;
                 let next = next_due(registered, schedule, track);
-                metrics::standing(&key.0, &key.1, next, track.pending.len());
+                let waiting = track.pending.len();
+                metrics::standing(&registered.spec.name, &schedule.name, next, waiting);
                 wake = wake.min(due);
             }
         }
@@ -131,23 +134,28 @@ async fn newest_run(
     let sample = schedule.cron.next_after(0)?;
     let sample_id = run_id(workflow, &schedule.name, &sample);
     let prefix = sample_id.strip_suffix(&sample.stamp())?;
-    let runs = match state
-        .inspector
-        .runs(&RunFilter::all().workflow(workflow))
-        .await
-    {
-        Ok(list) => list.runs,
+    let runs = match existing_runs(state, workflow).await {
+        Ok(runs) => runs,
         Err(e) => {
-            tracing::warn!(workflow, error = %e, "runs not read: no schedule catches up");
+            tracing::warn!(workflow, error = %e.message(), "runs not read: no schedule catches up");
             return None;
         }
     };
     (runs.into_iter())
-        .filter_map(|row| {
-            let fire = schedule.cron.at_stamp(row.run_id.0.strip_prefix(prefix)?)?;
-            Some((row.run_id, fire))
+        .filter_map(|id| {
+            let fire = schedule.cron.at_stamp(id.strip_prefix(prefix)?)?;
+            Some((RunId(id), fire))
         })
         .max_by_key(|(_, fire)| fire.ms)
+}
+
+/// The ids of the runs of `workflow`.
+async fn existing_runs(state: &AppState, workflow: &str) -> Result<BTreeSet<String>, ApiError> {
+    let list = state
+        .inspector
+        .runs(&RunFilter::all().workflow(workflow))
+        .await?;
+    Ok(list.runs.into_iter().map(|row| row.run_id.0).collect())
 }
 
 /// One round of a schedule: the fire times now due taken in hand, those taken started as
@@ -185,8 +193,16 @@ async fn round(
                 tracing::info!(workflow, schedule = %schedule.name, fire = %fire.utc_text(),
                     "fire skipped: the schedule's last run is still going");
             }
-            (false, _) => match start(state, registered, schedule, &fire, clock).await {
-                Fired::Started(run) | Fired::Existed(run) => {
+            (false, _) => match start(state, registered, schedule, &fire).await {
+                Fired::Started(run) => {
+                    let lag_ms = clock
+                        .now_ms()
+                        .saturating_sub(due_ms(workflow, schedule, &fire));
+                    metrics::fired(workflow, &schedule.name, &fire, lag_ms);
+                    track.pending.pop_front();
+                    track.last_run = Some(run);
+                }
+                Fired::Existed(run) => {
                     track.pending.pop_front();
                     track.last_run = Some(run);
                 }
@@ -239,12 +255,12 @@ enum Fired {
     Later,
 }
 
+/// Starts the run of `fire`, pinning the schedule and the fire time.
 async fn start(
     state: &AppState,
     registered: &Registered,
     schedule: &Schedule,
     fire: &FireTime,
-    clock: &Clock,
 ) -> Fired {
     let workflow = &registered.spec.name;
     let id = run_id(workflow, &schedule.name, fire);
@@ -269,10 +285,6 @@ async fn start(
     };
     match drive::start(state, asked).await {
         Ok((run, _)) => {
-            let lag_ms = clock
-                .now_ms()
-                .saturating_sub(due_ms(workflow, schedule, fire));
-            metrics::fired(workflow, &schedule.name, fire, lag_ms);
             tracing::info!(workflow, schedule = %schedule.name, run = %run, "schedule fired");
             Fired::Started(run)
         }

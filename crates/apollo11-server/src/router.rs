@@ -133,6 +133,11 @@ fn api_routes() -> Vec<Route> {
         ),
         route(Method::GET, "/api/v1/workers", workers::list),
         route(Method::GET, "/api/v1/schedules", crate::firing::list),
+        route(
+            Method::POST,
+            "/api/v1/schedules/backfill",
+            crate::firing::backfill,
+        ),
         route(Method::GET, "/metrics", metrics::scrape),
     ]
 }

@@ -297,3 +297,83 @@ fn three_instances_on_one_database_start_each_fire_once() {
         assert!(*created < fire + 1_000, "late: {runs:?}");
     }
 }
+
+#[test]
+fn backfill_starts_each_missing_fire_once_bounded_and_is_idempotent() {
+    let cli = Cli::new();
+    cli.workflow(
+        "past.toml",
+        "[workflow]\nname = \"past\"\n[[steps]]\nname = \"s\"\nrun = \"sleep 0.4\"\n\
+         idempotency = \"natural\"\n[schedules.tick]\ncron = \"* * * * * *\"\nenabled = false\n",
+    );
+    let (server, address) = serve_logged(&cli, "serve.log");
+    let url = format!("http://{address}");
+    let cron = Cron::parse("* * * * * *", "UTC").unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let from = cron.latest_at_or_before(now - 60_000).unwrap();
+    let to = cron.next_after(from.ms + 4_000 - 1).unwrap();
+    let (from, to) = (from.utc_text(), to.utc_text());
+    let backfill = |more: &[&str]| {
+        let mut args = vec![
+            "backfill", "past", "--from", &from, "--to", &to, "--server", &url,
+        ];
+        args.extend_from_slice(more);
+        args.push("--json");
+        let ran = cli.run(&args);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        serde_json::from_str::<serde_json::Value>(&ran.stdout).unwrap()
+    };
+    let dry = backfill(&["--dry-run"]);
+    assert_eq!(
+        (dry["fires"].as_u64(), dry["starting_count"].as_u64()),
+        (Some(5), Some(5)),
+        "{dry}"
+    );
+    assert!(
+        fired(&cli, &[], "past", "tick").is_empty(),
+        "a dry run starts nothing"
+    );
+    let started = backfill(&["--max-parallel", "2"]);
+    assert_eq!(started["starting"], dry["starting"], "{started}");
+    wait_until("the backfilled runs", || {
+        let runs = fired(&cli, &[], "past", "tick");
+        runs.len() == 5 && runs.iter().all(|r| r.2 > r.1 + 300)
+    });
+    let again = backfill(&[]);
+    assert_eq!(
+        (again["existing"].as_u64(), again["starting_count"].as_u64()),
+        (Some(5), Some(0))
+    );
+    let wide = cli.run(&[
+        "backfill",
+        "past",
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-01T03:00:00Z",
+        "--server",
+        &url,
+    ]);
+    assert_eq!(wide.code, 2, "{}", wide.stderr);
+    assert!(
+        wide.stderr.contains("10801 fire times") && wide.stderr.contains("yes"),
+        "{}",
+        wide.stderr
+    );
+    stop(server);
+    let runs = fired(&cli, &[], "past", "tick");
+    assert!(contiguous(&runs), "{runs:?}");
+    for (fire, created, ended) in &runs {
+        let overlapping = runs
+            .iter()
+            .filter(|r| r.1 < *ended && *created < r.2)
+            .count();
+        assert!(
+            overlapping <= 2,
+            "more than 2 at once around {fire}: {runs:?}"
+        );
+    }
+}

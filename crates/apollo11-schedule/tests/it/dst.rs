@@ -98,3 +98,25 @@ fn local_texts_carry_the_offset_in_force() {
     let summer = cron.next_after(ms(2026, 7, 1, 12, 0)).unwrap();
     assert_eq!(summer.local_text(), "2026-07-02T03:00:00+02:00");
 }
+
+#[test]
+fn a_daily_schedule_catches_up_days_of_downtime_across_a_transition() {
+    use apollo11_schedule::CatchUp;
+    let cron = Cron::parse("30 2 * * *", "Europe/Paris").unwrap();
+    // Last fired 2026-03-27 02:30 CET; the server comes back 2026-03-30 12:00 UTC.
+    let (last, now) = (ms(2026, 3, 27, 1, 30), ms(2026, 3, 30, 12, 0));
+    let all = CatchUp::All { max: 100 }.due(&cron, last, now);
+    let texts: Vec<String> = all.fire.iter().map(|f| f.local_text()).collect();
+    assert_eq!(
+        texts,
+        [
+            "2026-03-28T02:30:00+01:00",
+            "2026-03-29T03:00:00+02:00", // the gap's 02:30, once, after it
+            "2026-03-30T02:30:00+02:00",
+        ]
+    );
+    let latest = CatchUp::Latest.due(&cron, last, now);
+    assert_eq!((latest.fire, latest.missed), (vec![all.fire[2]], 2));
+    let none = CatchUp::None.due(&cron, last, now);
+    assert_eq!((none.fire.len(), none.missed), (0, 3));
+}
