@@ -27,6 +27,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("apollo11-prometheus", &[]),
     // The queue between an engine and its workers: names no engine crate.
     ("apollo11-dispatch", &[]),
+    // Schedules: cron in a time zone, fire times, catch-up. Pure; names no engine crate.
+    ("apollo11-schedule", &[]),
     (
         "apollo11-runtime",
         &[
@@ -41,6 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "apollo11-shell",
         &[
             "apollo11-dispatch",
+            "apollo11-schedule",
             "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
@@ -52,6 +55,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "apollo11-server",
         &[
             "apollo11-dispatch",
+            "apollo11-schedule",
             "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
@@ -68,6 +72,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "apollo11-cli",
         &[
             "apollo11-dispatch",
+            "apollo11-schedule",
             "apollo11-author",
             "apollo11-core",
             "apollo11-dag",
@@ -106,6 +111,8 @@ const PURE: &[(&str, &[&str])] = &[
     ("apollo11-dag", &["proptest"]),
     ("apollo11-machine", &["serde", "proptest"]),
     ("apollo11-author", &["serde_json", "evalexpr"]),
+    // chrono without its `clock` feature: no way to read the time.
+    ("apollo11-schedule", &["chrono", "chrono-tz", "croner"]),
 ];
 
 /// Source text a pure crate must not contain: clocks, IO, threads, processes, randomness.

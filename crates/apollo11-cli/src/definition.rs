@@ -26,12 +26,17 @@ pub struct Given {
     pub declared: WorkflowSpec,
     /// The values given, by name.
     pub values: BTreeMap<String, Value>,
+    /// The file's schedules (`serve` fires them; a run started here ignores them).
+    pub schedules: Vec<definition::Schedule>,
 }
 
 /// Reads the workflow file and the values given for its parameters; exit 2 on any error,
 /// naming the file's line and column or the parameter.
 pub fn given(file: &Path, args: &ParamArgs) -> Result<Given, Exit> {
-    let declared = definition::load(file).map_err(|e| Exit::fail(2, e.to_string()))?;
+    let definition::Definition {
+        spec: declared,
+        schedules,
+    } = definition::load_all(file).map_err(|e| Exit::fail(2, e.to_string()))?;
     let text = std::fs::read_to_string(file).unwrap_or_default();
     for warning in definition::warnings(&text, &file.display().to_string()) {
         crate::warn(&format!("warning: {warning}"));
@@ -47,7 +52,11 @@ pub fn given(file: &Path, args: &ParamArgs) -> Result<Given, Exit> {
             .map_err(|e| Exit::fail(2, format!("--param: {e}")))?;
         values.insert(name, value);
     }
-    Ok(Given { declared, values })
+    Ok(Given {
+        declared,
+        values,
+        schedules,
+    })
 }
 
 /// The definition a run pins: the declared one instantiated with the values given, defaults
@@ -73,7 +82,38 @@ pub fn validate(file: &Path, args: &ParamArgs) -> Result<Exit, Exit> {
     if spec.steps.len() != given.declared.steps.len() || !spec.params.is_empty() {
         out::line(apollo11_author::graph_text(&spec))?;
     }
+    let now_ms = apollo11_runtime::Clock::system().now_ms();
+    for schedule in &given.schedules {
+        schedule_lines(schedule, now_ms)?;
+    }
     Ok(Exit::code(0))
+}
+
+/// How many fire times `validate` shows of each schedule.
+const NEXT_FIRES_SHOWN: usize = 5;
+
+/// A schedule summed up, and its next fire times after `now_ms`, in its zone and in UTC.
+fn schedule_lines(schedule: &definition::Schedule, now_ms: u64) -> Result<(), Exit> {
+    out::line(format!(
+        "schedule {}: cron `{}` in {}, catch_up {}, overlap {}{}{}",
+        schedule.name,
+        out::shown(&schedule.cron_text, out::DETAIL_CHARS_MAX),
+        schedule.cron.zone(),
+        schedule.catch_up.as_str(),
+        schedule.overlap.as_str(),
+        match schedule.jitter_ms {
+            0 => String::new(),
+            ms => format!(", jitter up to {ms} ms"),
+        },
+        if schedule.enabled { "" } else { ", disabled" },
+    ))?;
+    for fire in schedule
+        .cron
+        .fires_between(now_ms, u64::MAX, NEXT_FIRES_SHOWN)
+    {
+        out::line(format!("  {}  ({})", fire.local_text(), fire.utc_text()))?;
+    }
+    Ok(())
 }
 
 /// How `graph` draws a definition.

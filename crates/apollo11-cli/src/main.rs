@@ -13,6 +13,7 @@ mod out;
 mod remote;
 mod render;
 mod run;
+mod schedules;
 mod scrub;
 mod serve;
 mod signal;
@@ -333,6 +334,45 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Start the runs of a schedule's fire times in a range that have none, through a
+    /// server (idempotent: a fire time that ran is left alone).
+    Backfill {
+        /// The workflow.
+        workflow: String,
+        /// Its schedule (may be left out when it has one).
+        #[arg(long)]
+        schedule: Option<String>,
+        /// The range's start, RFC 3339 (`2026-12-01T00:00:00Z`), included.
+        #[arg(long, value_name = "TIME")]
+        from: String,
+        /// The range's end, included.
+        #[arg(long, value_name = "TIME")]
+        to: String,
+        /// Runs running at once at most.
+        #[arg(long, value_name = "N", default_value_t = 4)]
+        max_parallel: u32,
+        /// Say what would start; start nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Confirm a range of more than 10,000 fire times.
+        #[arg(long)]
+        yes: bool,
+        /// The server's URL.
+        #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8711")]
+        server: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the schedules a server fires: next fire, last fire and its run's state.
+    Schedules {
+        /// The server's URL.
+        #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8711")]
+        server: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// How a command ended, as an exit code and what to say on stderr.
@@ -439,7 +479,9 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Gc { .. }
         | Command::Serve { .. }
         | Command::Worker { .. }
-        | Command::Workers { .. } => Ok(()),
+        | Command::Workers { .. }
+        | Command::Schedules { .. }
+        | Command::Backfill { .. } => Ok(()),
     }
 }
 
@@ -470,6 +512,37 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Workers { server, json } => {
             let token = cli.token_file.as_deref();
             return worker::list(&server, token, json)
+                .await
+                .unwrap_or_else(|exit| exit);
+        }
+        Command::Schedules { server, json } => {
+            let token = cli.token_file.as_deref();
+            return schedules::list(&server, token, json)
+                .await
+                .unwrap_or_else(|exit| exit);
+        }
+        Command::Backfill {
+            workflow,
+            schedule,
+            from,
+            to,
+            max_parallel,
+            dry_run,
+            yes,
+            server,
+            json,
+        } => {
+            let asked = schedules::Backfill {
+                workflow: &workflow,
+                schedule: schedule.as_deref(),
+                from: &from,
+                to: &to,
+                max_parallel,
+                dry_run,
+                yes,
+            };
+            let token = cli.token_file.as_deref();
+            return schedules::backfill(&server, token, &asked, json)
                 .await
                 .unwrap_or_else(|exit| exit);
         }
@@ -599,7 +672,10 @@ async fn dispatch(cli: Cli) -> Exit {
             keep_last,
             dry_run: false,
         } => gc::collect(&dir, keep_days, keep_last).await,
-        Command::Worker { .. } | Command::Workers { .. } => {
+        Command::Worker { .. }
+        | Command::Workers { .. }
+        | Command::Schedules { .. }
+        | Command::Backfill { .. } => {
             unreachable!("handled before the data dir is opened")
         }
         Command::Serve {

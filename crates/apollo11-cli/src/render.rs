@@ -48,6 +48,12 @@ pub fn status_table(view: &RunView, data_dir: &Path) -> String {
         out::name(&view.workflow),
         view.state
     );
+    if !view.started_by.is_empty() {
+        let what: Vec<String> = (view.started_by.iter())
+            .map(|(k, v)| format!("{} {}", out::name(k), out::shown(v, out::TEXT_CHARS_MAX)))
+            .collect();
+        text.push_str(&format!("  started by {}\n", what.join(", ")));
+    }
     if let Some(pause) = &view.paused {
         text.push_str(&format!("  paused: {}\n", paused_because(pause)));
     }

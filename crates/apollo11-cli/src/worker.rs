@@ -120,6 +120,38 @@ pub async fn run(options: WorkerOptions) -> Result<Exit, Exit> {
 }
 
 /// `host:port` of a `--server` (`http://host:port`, or `host:port`).
+/// `GET path` of the server at `server` (`--server URL`), or `POST` of `body`, with the
+/// token of `token_file`: its JSON; exit 2 for a request it refuses (400, 404), 3 for the
+/// rest of what fails.
+pub async fn fetch(
+    server: &str,
+    token_file: Option<&std::path::Path>,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> Result<serde_json::Value, Exit> {
+    let token = token_file
+        .map(crate::serve::read_token)
+        .transpose()
+        .map_err(|e| Exit::fail(2, e))?;
+    let client = Client::new(address(server)?, token);
+    let answer = match body {
+        Some(body) => client.post(path, body).await,
+        None => client.get(path).await,
+    }
+    .map_err(|e| Exit::fail(3, format!("--server {server}: {e}")))?;
+    match answer.status {
+        200..=299 => Ok(answer.json()),
+        400 | 404 => Err(Exit::fail(
+            2,
+            format!("--server {server}: {}", answer.message()),
+        )),
+        _ => Err(Exit::fail(
+            3,
+            format!("--server {server}: {}", answer.message()),
+        )),
+    }
+}
+
 fn address(server: &str) -> Result<String, Exit> {
     let rest = server.strip_prefix("http://").unwrap_or(server);
     let rest = rest.trim_end_matches('/');
@@ -271,20 +303,7 @@ pub async fn list(
     token_file: Option<&std::path::Path>,
     json: bool,
 ) -> Result<Exit, Exit> {
-    let token = token_file
-        .map(crate::serve::read_token)
-        .transpose()
-        .map_err(|e| Exit::fail(2, e))?;
-    let client = Client::new(address(server)?, token);
-    let answer = (client.get("/api/v1/workers").await)
-        .map_err(|e| Exit::fail(3, format!("--server {server}: {e}")))?;
-    if answer.status != 200 {
-        return Err(Exit::fail(
-            3,
-            format!("--server {server}: {}", answer.message()),
-        ));
-    }
-    let body = answer.json();
+    let body = fetch(server, token_file, "/api/v1/workers", None).await?;
     if json {
         println!("{body}");
         return Ok(Exit::code(0));

@@ -44,6 +44,8 @@ pub struct Start<'a> {
     pub params: &'a BTreeMap<String, Value>,
     /// The digest of a request made under an `Idempotency-Key`, pinned with the run.
     pub request: Option<String>,
+    /// More definition attributes pinned with the run (what started it: a schedule's fire).
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// Starts a run of a registered workflow, instantiated with the values given, driven until
@@ -57,6 +59,7 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<(RunId, bool), 
         digest,
         params,
         request,
+        attributes,
     } = asked;
     let registry = state.registry();
     let registered = registry
@@ -66,6 +69,7 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<(RunId, bool), 
         registered.check_digest(sent)?;
     }
     let mut spec = instantiated(&registered.spec, params)?;
+    spec.attributes.extend(attributes);
     if let Some(request) = &request {
         (spec.attributes).insert(idempotent::ATTRIBUTE.to_owned(), request.clone());
     }

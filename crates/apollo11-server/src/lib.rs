@@ -15,6 +15,7 @@ mod drive;
 mod error;
 mod extract;
 mod fanout;
+mod firing;
 mod gc;
 mod guard;
 mod idempotent;

@@ -27,10 +27,12 @@ pub fn install() -> Result<Prometheus, InstallError> {
         apollo11_log::metrics::HISTOGRAM_BUCKETS,
         apollo11_runtime::metrics::HISTOGRAM_BUCKETS,
         dispatch::HISTOGRAM_BUCKETS,
+        crate::firing::HISTOGRAM_BUCKETS,
     ])?;
     apollo11_log::metrics::describe();
     apollo11_runtime::metrics::describe();
     dispatch::describe();
+    crate::firing::describe();
     Ok(prometheus)
 }
 

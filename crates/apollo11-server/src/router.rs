@@ -137,6 +137,12 @@ fn api_routes() -> Vec<Route> {
             logs::step_log,
         ),
         route(Method::GET, "/api/v1/workers", workers::list),
+        route(Method::GET, "/api/v1/schedules", crate::firing::list),
+        route(
+            Method::POST,
+            "/api/v1/schedules/backfill",
+            crate::firing::backfill,
+        ),
         route(Method::GET, "/metrics", metrics::scrape),
     ]
 }

@@ -206,6 +206,7 @@ pub async fn start(
             digest: body.digest.as_deref(),
             params: &body.params,
             request,
+            attributes: BTreeMap::new(),
         };
         drive::start(&state, asked).await
     })

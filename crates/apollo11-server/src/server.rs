@@ -338,6 +338,7 @@ impl Server {
                 Some(tokio::spawn(drive::claim_rounds(self.state.clone())))
             }
         };
+        let firing = tokio::spawn(crate::firing::fire_rounds(self.state.clone()));
         let app = self.router();
         let closing = self.closing;
         let cap = conns::connection_cap(self.conns.max_connections);
@@ -346,6 +347,8 @@ impl Server {
             let _ = closing.send(true);
         };
         conns::serve(self.listener, app, self.conns, cap, stopping).await;
+        firing.abort();
+        let _ = firing.await;
         if let Some(background) = background {
             background.abort();
             let _ = background.await;

@@ -18,6 +18,8 @@ pub struct Registered {
     pub spec: WorkflowSpec,
     /// Its definition's [`digest`].
     pub digest: String,
+    /// Its schedules, which `serve` fires (`crate::firing`).
+    pub schedules: Vec<definition::Schedule>,
 }
 
 impl Registered {
@@ -56,7 +58,8 @@ impl Registry {
                 .unwrap_or(&path)
                 .display()
                 .to_string();
-            let spec = definition::load(&path).map_err(|e| e.to_string())?;
+            let definition::Definition { spec, schedules } =
+                definition::load_all(&path).map_err(|e| e.to_string())?;
             // Validated as a whole: a declared definition builds as the workflow it is.
             shell::workflow(&spec, data_dir).map_err(|e| format!("{}: {e}", path.display()))?;
             if let Some(earlier) = registry.by_name.get(&spec.name) {
@@ -71,6 +74,7 @@ impl Registry {
                 file,
                 digest: apollo11_runtime::digest(&spec),
                 spec,
+                schedules,
             };
             registry
                 .by_name
@@ -82,6 +86,11 @@ impl Registry {
     /// A workflow by name.
     pub fn get(&self, name: &str) -> Option<&Registered> {
         self.by_name.get(name)
+    }
+
+    /// Every registered workflow, by name.
+    pub fn all(&self) -> impl Iterator<Item = &Registered> {
+        self.by_name.values()
     }
 
     /// `{"workflows": [...]}` as the API shows them.

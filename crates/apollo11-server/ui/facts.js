@@ -14,6 +14,7 @@ export function header(view, now) {
   const facts = [
     ['Workflow', view.workflow],
     ['Started', time(view.created_at)],
+    ...startedBy(view),
     ['Duration', duration(span(view.created_at, view.updated_at, now && view.state === 'running'))],
     ['Events', `${view.events} (last #${view.event_id})`],
     ['Steps', Object.entries(counts).map(([state, n]) => `${n} ${label(state)}`).join(' · ')],
@@ -32,6 +33,13 @@ export function header(view, now) {
       `Rollback asked by ${view.rollback.by} at ${time(view.rollback.at_ms)} (event #${view.rollback.event_id}): ${view.rollback.reason}`) : null,
   ];
   return parts.filter(Boolean);
+}
+
+/** What started the run, when a front end pinned it: a schedule and its fire time. */
+function startedBy(view) {
+  const by = view.started_by ?? {};
+  if (!by.schedule) return [];
+  return [['Scheduled', el('span', { 'data-started-by': true }, `by schedule ${by.schedule}, fire time ${by.fire_time}`)]];
 }
 
 /**

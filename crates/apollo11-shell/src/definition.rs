@@ -12,6 +12,7 @@ mod locate;
 mod params;
 mod placement;
 mod raw;
+mod schedules;
 mod step;
 mod templates;
 mod toml_text;
@@ -21,6 +22,7 @@ pub use env::{CWD, ENV, ENV_PASS};
 pub use items::INVENTORY_BYTES_MAX;
 pub use params::read_params_file;
 pub use placement::is_label;
+pub use schedules::{Schedule, CATCH_UP_MAX, SCHEDULE_NAME_BYTES_MAX};
 
 use crate::classify::{ClassRule, CLASSIFY};
 use apollo11_core::{check_name, NameKind, OnFailure, RetryPolicy, Timeout, Value, WorkflowSpec};
@@ -74,6 +76,25 @@ impl std::error::Error for DefinitionError {}
 /// A [`DefinitionError`] naming the file, and the line and column for an error in its text:
 /// the file or its folder cannot be read, or what [`parse`] refuses.
 pub fn load(path: &Path) -> Result<WorkflowSpec, DefinitionError> {
+    load_all(path).map(|d| d.spec)
+}
+
+/// A workflow file read whole: its definition, and its schedules (which are not part of
+/// the definition a run pins).
+#[derive(Clone, Debug)]
+pub struct Definition {
+    /// What a run of it pins, declared.
+    pub spec: WorkflowSpec,
+    /// Its `[schedules.NAME]`, in file order.
+    pub schedules: Vec<Schedule>,
+}
+
+/// [`load`], with the file's schedules.
+///
+/// # Errors
+///
+/// As [`load`], and what [`parse_all`] refuses of a schedule.
+pub fn load_all(path: &Path) -> Result<Definition, DefinitionError> {
     let whole_file = |message: String| DefinitionError {
         file: path.display().to_string(),
         line: 0,
@@ -89,7 +110,7 @@ pub fn load(path: &Path) -> Result<WorkflowSpec, DefinitionError> {
     // Steps run in this folder whatever folder `run` or `resume` is started from.
     let dir = std::fs::canonicalize(dir)
         .map_err(|e| whole_file(format!("cannot find the workflow file's folder: {e}")))?;
-    parse(&text, &path.display().to_string(), &dir)
+    parse_all(&text, &path.display().to_string(), &dir)
 }
 
 /// What is allowed in the workflow file `text` (named `file`) but likely wrong, each
@@ -124,6 +145,16 @@ pub fn instantiate(
 /// name, parameter, duration or retry setting, an unknown dependency, a cycle, a template
 /// or condition naming what it cannot see.
 pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, DefinitionError> {
+    parse_all(text, file, dir).map(|d| d.spec)
+}
+
+/// [`parse`], with the file's schedules.
+///
+/// # Errors
+///
+/// As [`parse`], and a schedule's bad cron expression, zone, policy, jitter or parameter
+/// (one a sample fire's values cannot give a run), at its line and column.
+pub fn parse_all(text: &str, file: &str, dir: &Path) -> Result<Definition, DefinitionError> {
     let at = Locator { text, file };
     let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, file, &e))?;
     let workflow = raw.workflow.get_ref();
@@ -189,7 +220,8 @@ pub fn parse(text: &str, file: &str, dir: &Path) -> Result<WorkflowSpec, Definit
     if spec.params.iter().all(|p| !p.required) {
         apollo11_author::instantiate(&spec, &BTreeMap::new()).map_err(authoring)?;
     }
-    Ok(spec)
+    let schedules = schedules::schedules(&at, &raw, &spec)?;
+    Ok(Definition { spec, schedules })
 }
 
 /// `[defaults]` read once: what every step starts from.

@@ -20,7 +20,7 @@ pub use plan::{millis, Plan, PlanStep};
 pub use retention::{Kept, Retention, RetentionPlan};
 pub use run::{
     archived_refusal, OverrideChoice, ParamView, Pause, Placement, RunView, StepLog, StepView,
-    Unplaced,
+    Unplaced, STARTED_BY,
 };
 pub use waiting::Waiting;
 

@@ -56,7 +56,14 @@ pub struct RunView<L = StepLog> {
     pub steps: Vec<StepView<L>>,
     /// True when only an archive holds the run (see [`RunView::archived`]).
     pub archived: bool,
+    /// What started the run, as the front end that started it pinned it: its definition's
+    /// attributes named [`STARTED_BY`]`NAME`, by `NAME` (a schedule's run: `schedule`,
+    /// `fire_time`). Empty for a run started by hand.
+    pub started_by: BTreeMap<String, String>,
 }
+
+/// The prefix of the definition attributes a run's view shows as [`RunView::started_by`].
+pub const STARTED_BY: &str = "started_by.";
 
 /// One step of a run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -312,6 +319,9 @@ impl RunView {
             rollback: state.rollback.clone(),
             params: spec.params.iter().map(ParamView::of).collect(),
             arguments: spec.arguments.clone(),
+            started_by: (spec.attributes.iter())
+                .filter_map(|(k, v)| Some((k.strip_prefix(STARTED_BY)?.to_owned(), v.clone())))
+                .collect(),
             steps: (spec.steps.iter())
                 .map(|s| {
                     let name = s.name.as_str();
@@ -400,6 +410,7 @@ impl<L> RunView<L> {
             arguments: self.arguments,
             steps,
             archived: self.archived,
+            started_by: self.started_by,
         }
     }
 }

@@ -17,6 +17,21 @@ pub(super) struct RawFile {
     pub steps: Vec<Spanned<RawStep>>,
     #[serde(default)]
     pub classify: Vec<Spanned<RawClassRule>>,
+    #[serde(default)]
+    pub schedules: BTreeMap<String, Spanned<RawSchedule>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSchedule {
+    pub cron: Spanned<String>,
+    pub zone: Option<Spanned<String>>,
+    pub params: Option<BTreeMap<String, Spanned<toml::Value>>>,
+    pub catch_up: Option<Spanned<String>>,
+    pub catch_up_max: Option<Spanned<u32>>,
+    pub overlap: Option<Spanned<String>>,
+    pub jitter: Option<Spanned<String>>,
+    pub enabled: Option<bool>,
 }
 
 #[derive(Deserialize)]

@@ -4,5 +4,6 @@ mod attempt;
 mod compat;
 mod positions;
 mod render;
+mod schedules;
 mod syntax;
 mod waits;

@@ -1,0 +1,4 @@
+//! Fire times, daylight saving in two zones, catch-up, templates.
+
+mod dst;
+mod fires;

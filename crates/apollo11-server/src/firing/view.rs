@@ -1,0 +1,87 @@
+//! `GET /api/v1/schedules`: every schedule of the registered workflows, with its next fire
+//! times and its last fire, read from the runs that exist, and that run's state.
+
+use super::newest_run;
+use crate::server::AppState;
+use crate::ApiError;
+use apollo11_runtime::{Clock, RunStatus};
+use axum::extract::State;
+use axum::Json;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// How many next fire times a schedule shows.
+const NEXT_FIRES_SHOWN: usize = 5;
+
+/// The answer.
+#[derive(Serialize)]
+pub struct ScheduleList {
+    schedules: Vec<ScheduleItem>,
+}
+
+/// One schedule.
+#[derive(Serialize)]
+struct ScheduleItem {
+    workflow: String,
+    name: String,
+    cron: String,
+    zone: String,
+    catch_up: &'static str,
+    overlap: &'static str,
+    jitter_ms: u64,
+    enabled: bool,
+    /// The next fire times (ms since the epoch).
+    next_fires: Vec<u64>,
+    /// The newest fire time that has a run, and that run.
+    last_fire: Option<LastFire>,
+}
+
+#[derive(Serialize)]
+struct LastFire {
+    fire_time: u64,
+    run_id: String,
+    state: Option<RunStatus>,
+}
+
+/// `GET /api/v1/schedules`.
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<ScheduleList>, ApiError> {
+    let now_ms = Clock::system().now_ms();
+    let registry = state.registry();
+    let mut schedules = Vec::new();
+    for registered in registry.all() {
+        for schedule in &registered.schedules {
+            let workflow = &registered.spec.name;
+            let last_fire = match newest_run(&state, workflow, schedule).await {
+                None => None,
+                Some((run, fire)) => Some(LastFire {
+                    fire_time: fire.ms,
+                    state: state
+                        .inspector
+                        .status(&run, None)
+                        .await
+                        .ok()
+                        .map(|v| v.state),
+                    run_id: run.0,
+                }),
+            };
+            let next = schedule
+                .cron
+                .fires_between(now_ms, u64::MAX, NEXT_FIRES_SHOWN);
+            schedules.push(ScheduleItem {
+                workflow: workflow.clone(),
+                name: schedule.name.clone(),
+                cron: schedule.cron_text.clone(),
+                zone: schedule.cron.zone().to_owned(),
+                catch_up: schedule.catch_up.as_str(),
+                overlap: schedule.overlap.as_str(),
+                jitter_ms: schedule.jitter_ms,
+                enabled: schedule.enabled,
+                next_fires: next.iter().map(|f| f.ms).collect(),
+                last_fire,
+            });
+        }
+    }
+    Ok(Json(ScheduleList { schedules }))
+}
