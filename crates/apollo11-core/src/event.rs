@@ -1,6 +1,6 @@
 //! The event record: one state transition of a run or of one of its steps.
 
-use crate::{AttemptFailure, EventId, Payload, PayloadRef, RunId, Seq, StepName};
+use crate::{AttemptFailure, EventId, Payload, PayloadRef, RunId, Seq, StepName, Usage};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fmt;
@@ -265,6 +265,11 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// What the step's current attempt (or compensation try) used, recorded just before
+    /// the event that ends it, in the same append; it changes no state, as `Placed`. The
+    /// memory limit it carries is what a retry after an `oom` grows. Named
+    /// `attempt_usage` in JSON.
+    AttemptUsage(Usage),
 }
 
 /// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
@@ -320,6 +325,8 @@ pub enum KindTag {
     Expanded,
     /// [`EventKind::RerunRequested`].
     RerunRequested,
+    /// [`EventKind::AttemptUsage`].
+    AttemptUsage,
 }
 
 impl KindTag {
@@ -342,6 +349,7 @@ impl KindTag {
             KindTag::Skipped => "skipped",
             KindTag::Expanded => "expanded",
             KindTag::RerunRequested => "rerun_requested",
+            KindTag::AttemptUsage => "attempt_usage",
         }
     }
 
@@ -363,7 +371,8 @@ impl KindTag {
             | KindTag::Placed
             | KindTag::Interrupted
             | KindTag::Skipped
-            | KindTag::Expanded => false,
+            | KindTag::Expanded
+            | KindTag::AttemptUsage => false,
         }
     }
 }
@@ -394,6 +403,7 @@ impl EventKind {
             EventKind::Skipped { .. } => KindTag::Skipped,
             EventKind::Expanded { .. } => KindTag::Expanded,
             EventKind::RerunRequested { .. } => KindTag::RerunRequested,
+            EventKind::AttemptUsage(_) => KindTag::AttemptUsage,
         }
     }
 

@@ -29,7 +29,7 @@ pub use interrupt::{interruptions_reason, INTERRUPTIONS_MAX};
 pub use overrides::{check_override, OverrideEffect};
 pub use policy::{Policy, PolicyError, StepPolicy};
 pub use rerun::{check_rerun, RerunPlan};
-pub use retry::{delay_ms, note_for, stop_reason};
+pub use retry::{delay_ms, memory_limit, note_for, stop_reason};
 pub use rollback::{pause_cause, run_status, PauseCause, RunStatus};
 pub use run_machine::RunMachine;
 pub use state::{
@@ -43,6 +43,6 @@ pub use table::{transition, Rule, Transition};
 pub use apollo11_core::{
     AttemptFailure, Backoff, ClassRetry, Event, EventId, EventKind, EventRef, FailureClass,
     Idempotency, KindTag, OnFailure, OverrideTarget, Payload, RetryPolicy, RunId, Seq, StepName,
-    StepSpec, Timeout, WorkflowSpec,
+    StepSpec, Timeout, Usage, WorkflowSpec,
 };
 pub use apollo11_dag::{Dag, DagError, NodeId};

@@ -29,5 +29,6 @@ mod serve;
 mod storage;
 mod store_tls;
 mod traces;
+mod usage;
 mod validation;
 mod workers;

@@ -9,6 +9,7 @@ mod list;
 mod plan;
 mod retention;
 mod run;
+mod usage;
 
 pub use archived::ListedRun;
 pub use event::{EventDetail, EventPage, EventView, PayloadView};
@@ -17,6 +18,7 @@ pub use list::{RunFilter, RunList, RunRow, Unreadable};
 use plan::Planner;
 pub use plan::{millis, Plan, PlanStep};
 pub use retention::{Kept, Retention, RetentionPlan};
+pub use usage::TryUsage;
 pub use run::{
     archived_refusal, OverrideChoice, ParamView, Pause, Placement, RunView, StepLog, StepView,
     Unplaced,

@@ -11,6 +11,7 @@ use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 use super::event::PayloadView;
+use super::usage::TryUsage;
 
 /// A run now or at an event (the HTTP server's `GET /api/v1/runs/{id}`). `L` is how a step's
 /// output is named: a [`StepLog`] here, what serves it in a front end ([`RunView::map_logs`]).
@@ -106,6 +107,10 @@ pub struct StepView<L = StepLog> {
     /// Its try under way, while no place is recorded for it (a step placed by labels waits
     /// for a worker until then).
     pub unplaced: Option<Unplaced>,
+    /// What each of its tries used, in the order they ended; omitted when none recorded
+    /// any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<TryUsage>,
 }
 
 /// A try under way (the step `running` or `compensating`) whose `placed` event has not come:
@@ -283,6 +288,7 @@ impl RunView {
         let skip_reasons = skip_reasons(events);
         let mut placements = placements(events);
         let begun = tries_begun(events);
+        let mut usages = super::usage::usages(events);
         let refusals: Vec<_> = (RunAction::ALL.iter())
             .map(|&a| (a.name(), machine.check_action(a).err()))
             .chain([("override", machine.check_overrides().err())])
@@ -316,6 +322,7 @@ impl RunView {
                     let placed = placements.remove(name);
                     let mut step = StepView::new(machine, s, skip_reason, placed);
                     step.unplaced = unplaced(&step, s, begun.get(name));
+                    step.usage = usages.remove(name).unwrap_or_default();
                     step
                 })
                 .collect(),
@@ -373,6 +380,7 @@ impl<L> RunView<L> {
                 compensation_tries: step.compensation_tries,
                 overrides: step.overrides,
                 unplaced: step.unplaced,
+                usage: step.usage,
             })
             .collect();
         RunView {
@@ -444,6 +452,7 @@ impl StepView {
                 })
                 .collect(),
             unplaced: None,
+            usage: Vec::new(),
         }
     }
 }
