@@ -349,7 +349,8 @@ impl RetryPolicy {
     /// with `class`: grown by the class's `memory_factor_pct`, up to its `memory_max` (a
     /// ceiling below `limit` keeps `limit`); `limit` itself when the class grows nothing.
     pub fn memory_after(&self, class: &FailureClass, limit: u64) -> u64 {
-        let entry = (self.by_class.get(&class.name())).or_else(|| self.by_class.get(class.family()));
+        let entry =
+            (self.by_class.get(&class.name())).or_else(|| self.by_class.get(class.family()));
         let Some(pct) = entry.and_then(|c| c.memory_factor_pct) else {
             return limit;
         };

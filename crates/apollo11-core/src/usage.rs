@@ -24,7 +24,9 @@ pub struct Usage {
 impl Usage {
     /// CPU time, user and system, in seconds; `None` when not known.
     pub fn cpu_seconds(&self) -> Option<f64> {
-        let ms = self.cpu_user_ms?.saturating_add(self.cpu_system_ms.unwrap_or(0));
+        let ms = self
+            .cpu_user_ms?
+            .saturating_add(self.cpu_system_ms.unwrap_or(0));
         Some(ms as f64 / 1000.0)
     }
 
@@ -34,7 +36,11 @@ impl Usage {
         let mut parts = vec![format!("wall {}", seconds(self.wall_ms))];
         if let Some(user) = self.cpu_user_ms {
             let system = self.cpu_system_ms.unwrap_or(0);
-            parts.push(format!("cpu {} user + {} system", seconds(user), seconds(system)));
+            parts.push(format!(
+                "cpu {} user + {} system",
+                seconds(user),
+                seconds(system)
+            ));
         }
         if let Some(peak) = self.peak_memory_bytes {
             parts.push(format!("peak {}", bytes(peak)));

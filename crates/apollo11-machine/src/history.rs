@@ -151,7 +151,12 @@ impl History {
     /// `AttemptUsage`: what the step's current attempt (or compensation try) used.
     pub fn used(self, step: &str, usage: Usage) -> History {
         let attempt = self.attempt(step);
-        self.raw(Some(step), EventKind::AttemptUsage(usage), attempt, Payload::Empty)
+        self.raw(
+            Some(step),
+            EventKind::AttemptUsage(usage),
+            attempt,
+            Payload::Empty,
+        )
     }
 
     /// `Interrupted`: an engine left the step's current attempt (or compensation try)

@@ -50,7 +50,10 @@ run = "sleep 0.3"
     let status = cli.status_json("u1");
     assert_eq!(out.code, 0, "{status}");
     let hold = &used(&status, "hold")[0];
-    assert_eq!((&hold["isolation"], hold["attempt"].as_u64()), (&"cgroup".into(), Some(1)));
+    assert_eq!(
+        (&hold["isolation"], hold["attempt"].as_u64()),
+        (&"cgroup".into(), Some(1))
+    );
     assert!(figure(hold, "peak_memory_bytes") >= 100 << 20, "{hold}");
     assert_eq!(figure(hold, "memory_limit_bytes"), 512 << 20, "{hold}");
     let spin = &used(&status, "spin")[0];
@@ -58,7 +61,10 @@ run = "sleep 0.3"
     let nap = &used(&status, "nap")[0];
     assert_eq!(nap["isolation"], "none", "{nap}");
     assert!(figure(nap, "wall_ms") >= 300, "{nap}");
-    assert!(nap["peak_memory_bytes"].is_null(), "no cgroup, no peak: {nap}");
+    assert!(
+        nap["peak_memory_bytes"].is_null(),
+        "no cgroup, no peak: {nap}"
+    );
     let text = cli.run(&["status", "u1"]).stdout;
     assert!(text.contains("used:") && text.contains("peak "), "{text}");
     let events = cli.events_json("u1");
@@ -90,7 +96,10 @@ run = "python3 -c 'b = bytearray(400 << 20); b[::4096] = b\"x\" * len(b[::4096])
     let status = cli.status_json("o1");
     assert_eq!(out.code, 0, "{status}");
     let tries = used(&status, "grow");
-    let limits: Vec<u64> = tries.iter().map(|u| figure(u, "memory_limit_bytes")).collect();
+    let limits: Vec<u64> = tries
+        .iter()
+        .map(|u| figure(u, "memory_limit_bytes"))
+        .collect();
     assert_eq!(limits, [256 << 20, 512 << 20], "{status}");
     let failed = (cli.events_json("o1").into_iter())
         .find(|e| e["kind"] == "failed")

@@ -53,15 +53,35 @@ fn next_limit(w: &WorkflowSpec, h: &History) -> Option<u64> {
 fn an_oom_doubles_the_limit_up_to_its_ceiling_and_another_failure_keeps_it() {
     let w = doubling();
     let none = History::new("r").created("test", pinned(&w)).started("a");
-    assert_eq!(next_limit(&w, &none), None, "no attempt measured: the step's own");
+    assert_eq!(
+        next_limit(&w, &none),
+        None,
+        "no attempt measured: the step's own"
+    );
     let once = tried(&w, &[(256 * MIB, FailureClass::Oom)]);
     assert_eq!(next_limit(&w, &once), Some(512 * MIB));
-    let twice = tried(&w, &[(256 * MIB, FailureClass::Oom), (512 * MIB, FailureClass::Oom)]);
+    let twice = tried(
+        &w,
+        &[
+            (256 * MIB, FailureClass::Oom),
+            (512 * MIB, FailureClass::Oom),
+        ],
+    );
     assert_eq!(next_limit(&w, &twice), Some(600 * MIB), "the ceiling");
-    let other = tried(&w, &[(256 * MIB, FailureClass::Oom), (512 * MIB, FailureClass::Exit(1))]);
+    let other = tried(
+        &w,
+        &[
+            (256 * MIB, FailureClass::Oom),
+            (512 * MIB, FailureClass::Exit(1)),
+        ],
+    );
     assert_eq!(next_limit(&w, &other), Some(512 * MIB), "kept, not grown");
     let rerun = other.overridden("a", OverrideTarget::Pending, "op", "again");
-    assert_eq!(next_limit(&w, &rerun), Some(512 * MIB), "an override keeps it");
+    assert_eq!(
+        next_limit(&w, &rerun),
+        Some(512 * MIB),
+        "an override keeps it"
+    );
 }
 
 #[test]

@@ -253,7 +253,10 @@ fn check_steps(s: &[Sample]) {
         2.0,
         "both of reserve's tries recorded what they used; ship's timed-out one did not"
     );
-    assert_eq!(used("apollo11_step_peak_memory_bytes_sum"), 200.0 * 1_048_576.0);
+    assert_eq!(
+        used("apollo11_step_peak_memory_bytes_sum"),
+        200.0 * 1_048_576.0
+    );
     assert!((used("apollo11_step_cpu_seconds_sum") - 0.8).abs() < 1e-9);
     let compensations = |outcome| {
         let labels = [("workflow", "shop"), ("outcome", outcome)];

@@ -18,11 +18,11 @@ pub use list::{RunFilter, RunList, RunRow, Unreadable};
 use plan::Planner;
 pub use plan::{millis, Plan, PlanStep};
 pub use retention::{Kept, Retention, RetentionPlan};
-pub use usage::TryUsage;
 pub use run::{
     archived_refusal, OverrideChoice, ParamView, Pause, Placement, RunView, StepLog, StepView,
     Unplaced,
 };
+pub use usage::TryUsage;
 
 use crate::condition::{to_judge, verdict, Verdict};
 use crate::reads::{frame, Frame};

@@ -52,11 +52,16 @@ mod tests {
     #[test]
     fn each_try_keeps_its_usage_and_whether_it_compensated() {
         let used = |attempt, wall_ms| {
-            Event::new("r", Seq(1), Some("s"), EventKind::AttemptUsage(Usage {
-                isolation: "cgroup".into(),
-                wall_ms,
-                ..Usage::default()
-            }))
+            Event::new(
+                "r",
+                Seq(1),
+                Some("s"),
+                EventKind::AttemptUsage(Usage {
+                    isolation: "cgroup".into(),
+                    wall_ms,
+                    ..Usage::default()
+                }),
+            )
             .with_attempt(attempt)
         };
         let events = [

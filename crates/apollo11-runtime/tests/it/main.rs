@@ -14,6 +14,6 @@ mod operator;
 mod payloads;
 mod placed;
 mod plan;
-mod used;
 mod scripted;
+mod used;
 mod wide;
