@@ -197,7 +197,7 @@ async fn steps_per_s(setup: &Setup, steps: usize, limited: bool) -> Result<f64> 
     let spec = apollo11_shell::parse(&toml(steps, limited), "noop.toml", &dir)?;
     let workflow = Arc::new(apollo11_shell::workflow(&spec, &dir)?);
     let engine = Engine::open(
-        Arc::new(FileLog::open(&dir.join("log"), Options::default())?),
+        Arc::new(FileLog::open(dir.join("log"), Options::default())?),
         EngineConfig::default(),
     )
     .await?;
