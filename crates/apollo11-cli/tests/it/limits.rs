@@ -97,6 +97,13 @@ run = "python3 -c 'b = bytearray(1 << 30)'"
     });
     let hog = &s.run("w1")["steps"]["hog"];
     assert_eq!(hog["error_class"], "oom", "{hog}");
+    // What the try used, measured on the worker, comes back with its result.
+    let used = &hog["usage"][0];
+    assert_eq!(
+        (&used["isolation"], &used["memory_limit_bytes"]),
+        (&"cgroup".into(), &(256u64 << 20).into()),
+        "{hog}"
+    );
 }
 
 #[test]

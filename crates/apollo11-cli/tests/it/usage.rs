@@ -108,3 +108,22 @@ run = "python3 -c 'b = bytearray(400 << 20); b[::4096] = b\"x\" * len(b[::4096])
     let text = cli.run(&["status", "o1"]).stdout;
     assert!(text.contains("limit 512.0 MiB"), "{text}");
 }
+
+#[test]
+fn a_bad_memory_factor_or_ceiling_is_named_where_it_is_written() {
+    let step = "[[steps]]\nname = \"a\"\nrun = \"true\"\nidempotency = \"natural\"\n";
+    let cases = [
+        (
+            "retry = { class = { oom = { memory_factor = 0.5 } } }",
+            "wf.toml:11:27: retry class `oom`: `memory_factor` must be a number from 1 to 16",
+        ),
+        (
+            "retry = { class = { oom = { memory_max = \"lots\" } } }",
+            "wf.toml:11:27: retry class `oom`: `memory_max` must be a size such as \"2GiB\"",
+        ),
+    ];
+    for (line, expected) in cases {
+        let error = crate::validation::invalid(&format!("{HEAD}{step}{line}\n"));
+        assert!(error.starts_with(expected), "{error}\nwanted {expected}");
+    }
+}
