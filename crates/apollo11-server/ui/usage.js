@@ -20,13 +20,17 @@ export function bytes(n) {
   return unit === 0 ? `${n} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
 }
 
-/** One try's usage in words, for a tooltip. */
-function words(u) {
+/** What a try used in words (a step's `usage` item, or an `attempt_usage` event). */
+export function usageWords(u) {
   const cpu = u.cpu_user_ms === null ? '' : `, cpu ${duration(u.cpu_user_ms)} user + ${duration(u.cpu_system_ms)} system`;
   const peak = u.peak_memory_bytes === null ? '' : `, peak ${bytes(u.peak_memory_bytes)}`;
   const limit = u.memory_limit_bytes === null ? '' : `, limit ${bytes(u.memory_limit_bytes)}`;
-  const what = u.compensation ? 'compensation' : 'attempt';
-  return `${what} ${u.attempt}: wall ${duration(u.wall_ms)}${cpu}${peak} (${u.isolation}${limit})`;
+  return `wall ${duration(u.wall_ms)}${cpu}${peak} (${u.isolation}${limit})`;
+}
+
+/** One try's usage in words, with its attempt, for a tooltip. */
+function tryWords(u) {
+  return `${u.compensation ? 'compensation' : 'attempt'} ${u.attempt}: ${usageWords(u)}`;
 }
 
 /** A sparkline of `values` (at least two), the highest at the top. */
@@ -57,5 +61,5 @@ export function usageCell(usage) {
   const memory = attempts.every((u) => u.peak_memory_bytes !== null);
   const values = attempts.map((u) => (memory ? u.peak_memory_bytes : (u.cpu_user_ms ?? 0) + (u.cpu_system_ms ?? 0)));
   const spark = values.length > 1 ? sparkline(values, memory ? 'peak memory by attempt' : 'cpu time by attempt') : null;
-  return el('td', { class: 'num usage', title: usage.map(words).join('\n') }, text, spark);
+  return el('td', { class: 'num usage', title: usage.map(tryWords).join('\n') }, text, spark);
 }
