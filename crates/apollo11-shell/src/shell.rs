@@ -16,6 +16,7 @@
 mod cgroup;
 mod command;
 mod execute;
+mod exited;
 mod group;
 mod inputs;
 mod job;

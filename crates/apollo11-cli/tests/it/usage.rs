@@ -1,5 +1,5 @@
-//! What each try used, with real processes under a cgroup: peak memory, CPU and wall time
-//! recorded in `attempt_usage` events and shown by `status` and `events`; and a step killed
+//! What each try used, with real processes: peak memory, CPU and wall time under a cgroup,
+//! CPU and wall time without one, recorded in `attempt_usage` events and shown by `status` and `events`; and a step killed
 //! as `oom` retried with twice the memory, the limit it ran with recorded.
 
 use crate::harness::Cli;
@@ -38,7 +38,12 @@ run = "python3 -c 'b = bytearray(100 << 20); b[::4096] = b\"x\" * len(b[::4096])
 name = "spin"
 idempotency = "natural"
 limits = { processes = 64 }
-run = "python3 -c 'import time; t = time.time()\nwhile time.time() - t < 0.5: sum(range(1000))'"
+run = "python3 -c 'import time\nwhile time.process_time() < 0.4: sum(range(100000))'"
+
+[[steps]]
+name = "spin_free"
+idempotency = "natural"
+run = "python3 -c 'import time\nwhile time.process_time() < 0.4: sum(range(100000))'"
 
 [[steps]]
 name = "nap"
@@ -64,6 +69,12 @@ run = "sleep 0.3"
     assert!(
         nap["peak_memory_bytes"].is_null(),
         "no cgroup, no peak: {nap}"
+    );
+    let free = &used(&status, "spin_free")[0];
+    assert_eq!(free["isolation"], "none", "{free}");
+    assert!(
+        figure(free, "cpu_user_ms") >= 200,
+        "read as it ended: {free}"
     );
     let text = cli.run(&["status", "u1"]).stdout;
     assert!(text.contains("used:") && text.contains("peak "), "{text}");

@@ -180,12 +180,17 @@ async fn wait(
         .write_all(b"go\n")
         .map_err(|e| io("opening the step's gate", e))?;
     let began = std::time::Instant::now();
+    // Without a cgroup, its CPU time is read once it ends, before it is reaped.
+    let cpu = match cgroup {
+        Some(_) => None,
+        None => super::exited::cpu_ms(pid).await,
+    };
     let status = child
         .wait()
         .await
         .map_err(|e| io("waiting for the step", e))?;
     guard.0 = None;
-    placing.used(usage(job, held, cgroup.as_ref(), began.elapsed()));
+    placing.used(usage(job, held, cgroup.as_ref(), cpu, began.elapsed()));
     let ended = match (status.code(), status.signal()) {
         (Some(code), _) => Ended::Exit(code),
         (None, Some(signal)) => Ended::Signal(signal),
@@ -219,14 +224,21 @@ fn isolate(job: &Job) -> Result<(Held, Option<Cgroup>), StepError> {
 }
 
 /// What a try of `job` whose limits were `held` used in `wall`: its cgroup's counters when
-/// it had one (CPU and peak memory are known only then), and the memory limit it ran with.
-fn usage(job: &Job, held: Held, cgroup: Option<&Cgroup>, wall: std::time::Duration) -> Usage {
+/// it had one (peak memory is known only then), else the `cpu` time (user, system) its
+/// process showed when it ended; and the memory limit it ran with.
+fn usage(
+    job: &Job,
+    held: Held,
+    cgroup: Option<&Cgroup>,
+    cpu: Option<(u64, u64)>,
+    wall: std::time::Duration,
+) -> Usage {
     let used = cgroup.map(Cgroup::used).unwrap_or_default();
     Usage {
         isolation: held.word().to_owned(),
         wall_ms: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
-        cpu_user_ms: used.cpu_user_ms,
-        cpu_system_ms: used.cpu_system_ms,
+        cpu_user_ms: used.cpu_user_ms.or(cpu.map(|c| c.0)),
+        cpu_system_ms: used.cpu_system_ms.or(cpu.map(|c| c.1)),
         peak_memory_bytes: used.peak_memory_bytes,
         memory_limit_bytes: job.limits.memory,
     }
