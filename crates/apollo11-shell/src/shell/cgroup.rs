@@ -1,6 +1,7 @@
 //! A try's cgroup: made under an `apollo11` parent, its `sh` moved in while it waits at its
-//! gate (so nothing of the step runs outside it), read for the kernel's OOM kills
-//! once it ends, and removed after (what still runs in it killed first).
+//! gate (so nothing of the step runs outside it), read for the kernel's OOM kills and for
+//! what the try used (peak memory, CPU time) once it ends, and removed after (what still
+//! runs in it killed first).
 //!
 //! cgroup v1 (one folder per controller: `memory`, `cpu`, `pids` under /sys/fs/cgroup) and
 //! v2 (a unified /sys/fs/cgroup), written by hand: a handful of files, no crate needed.
