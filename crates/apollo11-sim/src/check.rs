@@ -14,7 +14,7 @@
 #[path = "../../apollo11-runtime/examples/crash_child/ledger.rs"]
 mod ledger;
 
-use crate::scenario::{Scenario, StepPlan};
+use crate::scenario::{Scenario, StepPlan, WaitPlan};
 use crate::steps::Execution;
 use crate::store::{Ack, Recorded};
 use apollo11_core::{Event, EventKind, Idempotency, RunId, TriggerRule, WorkflowSpec};
@@ -72,6 +72,31 @@ where
             .await?;
         no_rerun_after_success(played, run, events)?;
         skipped_never_ran(played, run, events)?;
+        timers_never_early(played, run, events)?;
+    }
+    Ok(())
+}
+
+/// A waiting step's timer ends its attempt no sooner than its time after the attempt's
+/// `Started`, whatever crashed in between (a restarted engine keeps the instant).
+fn timers_never_early(played: &Played<'_>, run: &RunId, events: &[&Event]) -> Result<(), String> {
+    for plan in &played.scenario.steps {
+        let Some(WaitPlan::Timer { ms }) = plan.wait else {
+            continue;
+        };
+        let of = |e: &&&Event| e.step.as_ref().is_some_and(|s| s.as_str() == plan.name);
+        for fired in (events.iter().filter(of)).filter(|e| matches!(e.kind, EventKind::Succeeded)) {
+            let started = (events.iter().filter(of))
+                .find(|e| e.attempt == fired.attempt && matches!(e.kind, EventKind::Started));
+            if started.is_some_and(|s| fired.at_ms < s.at_ms + ms) {
+                return Err(format!(
+                    "{}/{} attempt {}: its {ms} ms timer fired early",
+                    run.as_str(),
+                    plan.name,
+                    fired.attempt
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -175,7 +200,8 @@ fn no_attempt_twice(executions: &[Execution]) -> Result<(), String> {
     Ok(())
 }
 
-/// I3 by the crash test's own check, on each step whose final state a `Succeeded` event set.
+/// I3 by the crash test's own check, on each step but a waiting one whose final state a
+/// `Succeeded` event set.
 fn no_rerun_after_success(
     played: &Played<'_>,
     run: &RunId,
@@ -195,7 +221,10 @@ fn no_rerun_after_success(
             last.insert(step.as_str(), e);
         }
     }
-    for (step, e) in last {
+    let waits =
+        |step: &str| (played.scenario.steps.iter()).any(|p| p.name == step && p.wait.is_some());
+    // A waiting step's success is its signal or its timer: nothing of it executes.
+    for (step, e) in last.into_iter().filter(|(step, _)| !waits(step)) {
         if matches!(e.kind, EventKind::Succeeded) {
             let key = (run.as_str().to_owned(), step.to_owned());
             let attempts = ran.get(&key).map_or(&[][..], Vec::as_slice);

@@ -110,7 +110,7 @@ fn main() -> ExitCode {
     };
     let started = Instant::now();
     let (mut events, mut crashes, mut failed) = (0u64, 0u64, 0u64);
-    let (mut placed, mut lost) = (0u64, 0u64);
+    let (mut placed, mut lost, mut signalled) = (0u64, 0u64, 0u64);
     for seed in args.first..args.first + args.seeds {
         let scenario = Scenario::generate(seed);
         match play(&args.store, &scenario) {
@@ -119,6 +119,7 @@ fn main() -> ExitCode {
                 crashes += u64::from(outcome.crashes);
                 placed += outcome.placed;
                 lost += outcome.lost;
+                signalled += outcome.signalled;
             }
             Err(failure) => {
                 failed += 1;
@@ -128,7 +129,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "sim: {} seeds from {} on {}: {events} events, {crashes} crashes, {placed} tries on workers ({lost} lost with their worker), {failed} failures, {:.1} s",
+        "sim: {} seeds from {} on {}: {events} events, {crashes} crashes, {placed} tries on workers ({lost} lost with their worker), {signalled} signals, {failed} failures, {:.1} s",
         args.seeds,
         args.first,
         args.store.name(),

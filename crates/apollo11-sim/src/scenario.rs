@@ -80,6 +80,23 @@ pub struct StepPlan {
     /// A template (`for_each` at run time) over the output of this step (an index among
     /// `depends_on`, whose `list` is set): one step per item, each running this plan.
     pub template: Option<usize>,
+    /// A waiting step: what it waits for instead of running (its `attempts` unused).
+    pub wait: Option<WaitPlan>,
+}
+
+/// What a waiting step waits for; its timeout is its deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitPlan {
+    /// A signal, which the operator sends this long after the step starts waiting.
+    Signal {
+        /// Simulated ms.
+        after_ms: u64,
+    },
+    /// A timer of this long.
+    Timer {
+        /// Simulated ms.
+        ms: u64,
+    },
 }
 
 /// An operator's action on a run.
@@ -263,6 +280,9 @@ impl Scenario {
             author(&mut rng, &mut steps, i);
         }
         let remote = rng.chance(50).then(|| remote(&mut rng, steps.len()));
+        for i in 0..steps.len() {
+            wait(&mut rng, &mut steps, i);
+        }
         Scenario {
             seed,
             on_failure,
@@ -347,7 +367,30 @@ fn step(rng: &mut Rng, i: usize) -> StepPlan {
         when: None,
         list: None,
         template: None,
+        wait: None,
     }
+}
+
+/// Whether step `i` waits (drawn after the rest of the scenario): one in eight of the
+/// steps that are neither a template nor a template's source, for a signal or a timer,
+/// either of which may come past the step's deadline. A waiting step runs nothing: its
+/// class is `natural`, it has no compensation.
+fn wait(rng: &mut Rng, steps: &mut [StepPlan], i: usize) {
+    let plan = &mut steps[i];
+    if plan.template.is_some() || plan.list.is_some() || !rng.chance(12) {
+        return;
+    }
+    plan.wait = Some(if rng.chance(50) {
+        WaitPlan::Signal {
+            after_ms: rng.between(0, 400),
+        }
+    } else {
+        WaitPlan::Timer {
+            ms: rng.between(1, 400),
+        }
+    });
+    plan.class = Idempotency::Natural;
+    plan.compensation_failures = None;
 }
 
 /// What an author adds to step `i` (drawn after the rest of the scenario): a trigger rule,

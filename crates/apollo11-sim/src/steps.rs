@@ -3,8 +3,8 @@
 //! after simulated time.
 
 use crate::remote::{self, Job, Post};
-use crate::scenario::{Behaviour, Scenario, StepPlan};
-use apollo11_core::{Backoff, ItemSource, ParamKind, RetryPolicy, Timeout, Value};
+use crate::scenario::{Behaviour, Scenario, StepPlan, WaitPlan};
+use apollo11_core::{Backoff, ItemSource, ParamKind, RetryPolicy, Timeout, Value, Wait};
 use apollo11_runtime::{
     Leftover, Output, Param, Settled, Step, StepBuilder, StepContext, StepError, Workflow,
 };
@@ -164,9 +164,13 @@ pub fn workflow(scenario: &Scenario, ledger: &Ledger, post: &Post) -> Result<Wor
             ledger: ledger.clone(),
             remote: placed.then(|| post.clone()),
         };
-        let step = StepBuilder::new(&plan.name, code)
+        let step = match plan.wait {
+            Some(WaitPlan::Signal { .. }) => StepBuilder::waiting(&plan.name, Wait::Signal),
+            Some(WaitPlan::Timer { ms }) => StepBuilder::waiting(&plan.name, Wait::After { ms }),
+            None => StepBuilder::new(&plan.name, code).idempotency(plan.class),
+        };
+        let step = step
             .depends_on(&depends_on)
-            .idempotency(plan.class)
             .retry(retry)
             .timeout(Timeout::Fixed(plan.timeout_ms))
             .trigger(plan.trigger);

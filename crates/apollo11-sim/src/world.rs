@@ -8,7 +8,7 @@
 use crate::check::{check, Played};
 use crate::fleet::Fleet;
 use crate::remote::Post;
-use crate::scenario::{Action, Crash, Scenario, Takeover, Timed};
+use crate::scenario::{Action, Crash, Scenario, Takeover, Timed, WaitPlan};
 use crate::steps::{workflow, Ledger};
 use crate::store::{Acks, Medium, Recorded};
 use apollo11_core::{Event, EventId, EventKind, FailureClass, OverrideTarget, RunId};
@@ -29,6 +29,8 @@ pub const HORIZON_MS: u64 = 3_600_000;
 pub const REAL_HORIZON_MS: u64 = 120_000;
 /// What the engine's clock reads when the simulation begins.
 const CLOCK_START_MS: u64 = 1_800_000_000_000;
+/// How often the operator looks for steps waiting for a signal.
+const SIGNAL_EVERY: Duration = Duration::from_millis(20);
 /// Rounds of the operator settling paused runs in the last generation.
 const SETTLE_ROUNDS: usize = 16;
 const BY: &str = "sim";
@@ -45,6 +47,8 @@ pub struct Outcome {
     pub placed: u64,
     /// Attempts failed because their worker went silent (`worker_lost`).
     pub lost: u64,
+    /// Waiting steps ended by the operator's signal (`Signalled`).
+    pub signalled: u64,
     /// The final log, one line an event.
     pub history: Vec<String>,
 }
@@ -137,6 +141,7 @@ pub async fn play<M: Medium>(scenario: &Scenario, medium: &mut M) -> Result<Outc
                 k.failure()
                     .is_some_and(|f| f.class == FailureClass::WorkerLost)
             }),
+            signalled: count(&events, |k| matches!(k, EventKind::Signalled { .. })),
             history: events.iter().map(line).collect(),
         }),
         Err(message) => Err(with_history(store.as_ref(), message).await),
@@ -412,6 +417,9 @@ impl World<'_> {
                         _ => {}
                     }
                 }
+                () = tokio::time::sleep(SIGNAL_EVERY), if self.signals() => {
+                    self.signal_waiting(engine).await;
+                }
                 () = tokio::time::sleep_until(wake) => {
                     let now = self.now_ms();
                     if now >= horizon {
@@ -428,6 +436,41 @@ impl World<'_> {
                             drive_again(engine, &self.workflow, run, driven).await;
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Whether a step of the scenario waits for a signal.
+    fn signals(&self) -> bool {
+        (self.scenario.steps.iter()).any(|p| matches!(p.wait, Some(WaitPlan::Signal { .. })))
+    }
+
+    /// The operator's signal to each step that has waited for one as long as its plan says
+    /// (refused when it no longer waits: an everyday answer).
+    async fn signal_waiting<S>(&self, engine: &Engine<Store<S>>)
+    where
+        Store<S>: apollo11_runtime::Store,
+    {
+        let now = CLOCK_START_MS + self.now_ms();
+        for i in 0..self.scenario.runs {
+            let run = self.run_id(i);
+            let Ok(state) = engine.state(&run).await else {
+                continue;
+            };
+            for plan in &self.scenario.steps {
+                let Some(WaitPlan::Signal { after_ms }) = plan.wait else {
+                    continue;
+                };
+                let step = state.steps.get(plan.name.as_str());
+                let waited = step.filter(|s| s.status == StepStatus::Running);
+                if waited
+                    .and_then(|s| s.started_ms)
+                    .is_some_and(|at| at + after_ms <= now)
+                {
+                    let _ = engine
+                        .signal(&run, &plan.name, None, BY, "simulated approval")
+                        .await;
                 }
             }
         }

@@ -15,11 +15,12 @@ fn every_invariant_holds_for_200_seeds_on_the_file_log() {
 
 #[test]
 fn every_invariant_holds_for_200_seeds_on_the_memory_store() {
-    let (mut asked_at_work, mut reruns, mut placed, mut lost) = (0, 0, 0, 0);
+    let (mut asked_at_work, mut reruns, mut placed, mut lost, mut signalled) = (0, 0, 0, 0, 0);
     for seed in 0..200 {
         match simulate(&Scenario::generate(seed), &mut Memory::new(seed)) {
             Ok(outcome) => {
                 (placed, lost) = (placed + outcome.placed, lost + outcome.lost);
+                signalled += outcome.signalled;
                 asked_at_work += rollbacks_asked_at_work(&outcome.history);
                 let history = outcome.history.iter();
                 reruns += history.filter(|l| l.contains(" rerun_requested ")).count();
@@ -39,6 +40,8 @@ fn every_invariant_holds_for_200_seeds_on_the_memory_store() {
         placed >= 100 && lost >= 3,
         "{placed} tries placed, {lost} lost"
     );
+    // Waiting steps: the operator's signals reach some while they wait.
+    assert!(signalled >= 10, "{signalled} signals");
 }
 
 /// Rollbacks asked while a step of their run was at work, read from a history (lines
