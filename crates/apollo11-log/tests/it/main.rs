@@ -35,3 +35,13 @@ mod conformance_real {
 mod conformance_sim {
     apollo11_store::conformance_tests!(crate::common::sim_log());
 }
+
+/// Controls, on both file systems.
+mod controls {
+    mod real {
+        apollo11_store::control_conformance_tests!(crate::common::real_log());
+    }
+    mod sim {
+        apollo11_store::control_conformance_tests!(crate::common::sim_log());
+    }
+}
