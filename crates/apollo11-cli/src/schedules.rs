@@ -140,11 +140,18 @@ pub async fn backfill(
     asked: &Backfill<'_>,
     json: bool,
 ) -> Result<Exit, Exit> {
+    let (from, to) = (ms(asked.from, "--from")?, ms(asked.to, "--to")?);
+    if to < from {
+        return Err(Exit::fail(
+            2,
+            format!("--to `{}` is before --from `{}`", asked.to, asked.from),
+        ));
+    }
     let body = json!({
         "workflow": asked.workflow,
         "schedule": asked.schedule,
-        "from": ms(asked.from, "--from")?,
-        "to": ms(asked.to, "--to")?,
+        "from": from,
+        "to": to,
         "max_parallel": asked.max_parallel,
         "dry_run": asked.dry_run,
         "yes": asked.yes,

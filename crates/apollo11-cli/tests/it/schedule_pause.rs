@@ -199,3 +199,34 @@ fn a_pause_through_one_instance_stops_the_other_on_one_database() {
         .output();
     assert!(after.is_empty(), "fired while paused: {after:?}");
 }
+
+#[test]
+fn backfill_names_the_flag_of_a_bad_range() {
+    let cli = Cli::new();
+    let backfill = |from: &str, to: &str| {
+        cli.run(&[
+            "backfill",
+            "beat",
+            "--from",
+            from,
+            "--to",
+            to,
+            "--server",
+            "http://127.0.0.1:9",
+        ])
+    };
+    let cases = [
+        ("yesterday", "2026-01-01T00:00:00Z", "--from `yesterday`"),
+        ("2026-01-01T00:00:00Z", "soon", "--to `soon`"),
+        (
+            "2026-01-02T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+            "--to `2026-01-01T00:00:00Z` is before --from",
+        ),
+    ];
+    for (from, to, said) in cases {
+        let ran = backfill(from, to);
+        assert_eq!(ran.code, 2, "{from} {to}: {}", ran.stderr);
+        assert!(ran.stderr.contains(said), "{from} {to}: {}", ran.stderr);
+    }
+}
