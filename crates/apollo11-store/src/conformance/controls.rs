@@ -27,6 +27,7 @@ macro_rules! control_conformance_tests {
 }
 
 /// Versions count up from 1; a stale version writes nothing; a prefix lists its keys alone.
+#[doc(hidden)]
 pub async fn a_control_is_written_at_the_version_read_and_listed_by_prefix(
     store: Arc<impl ControlStore>,
 ) {
@@ -66,6 +67,7 @@ pub async fn a_control_is_written_at_the_version_read_and_listed_by_prefix(
 
 /// Writers racing from one version: one wins, the others conflict, the value is the
 /// winner's.
+#[doc(hidden)]
 pub async fn racing_writers_of_a_control_get_exactly_one_winner(
     store: Arc<impl ControlStore + 'static>,
 ) {
@@ -92,6 +94,7 @@ pub async fn racing_writers_of_a_control_get_exactly_one_winner(
 }
 
 /// An empty key, a key or a value over its limit: refused, nothing written.
+#[doc(hidden)]
 pub async fn control_writes_are_checked(store: Arc<impl ControlStore>) {
     let long_key = "k".repeat(CONTROL_KEY_BYTES_MAX + 1);
     let big = vec![0; CONTROL_VALUE_BYTES_MAX + 1];
