@@ -3,7 +3,8 @@
 //! `<out>/<scenario>.json` with the host, the git revision and the figures.
 //!
 //! `apollo11-bench [--quick] [--metrics] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios:
-//! append, open_loop, replay, recovery, scheduler, pg_append, pg_scheduler, server, cold, gc, lifecycle, for_each (all by
+//! append, open_loop, replay, recovery, scheduler, pg_append, pg_scheduler, server, cold, gc, lifecycle, for_each,
+//! workers, schedules, limits (all by
 //! default; the pg_ ones need a database, see `pg_append`). Run through `cargo xtask bench`. `--metrics` installs the
 //! Prometheus recorder first, as `apollo11 serve` does, to measure what the instrumentation
 //! costs against a run without it.
@@ -13,6 +14,7 @@ mod cold;
 mod for_each;
 mod gc;
 mod lifecycle;
+mod limits;
 mod open_loop;
 mod pg_append;
 mod pg_scheduler;
@@ -20,6 +22,7 @@ mod recovery;
 mod replay;
 mod report;
 mod scheduler;
+mod schedules;
 mod server;
 mod sqlite;
 mod workers;
@@ -95,6 +98,8 @@ async fn main() -> Result<()> {
         "lifecycle",
         "for_each",
         "workers",
+        "schedules",
+        "limits",
     ];
     let chosen: Vec<&str> = if named.is_empty() {
         all.to_vec()
@@ -117,6 +122,8 @@ async fn main() -> Result<()> {
             "lifecycle" => lifecycle::run(&setup).await?,
             "for_each" => for_each::run(&setup).await?,
             "workers" => workers::run(&setup).await?,
+            "schedules" => schedules::run(&setup).await?,
+            "limits" => limits::run(&setup).await?,
             other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
         };
         report.save(&out, setup.quick)?;

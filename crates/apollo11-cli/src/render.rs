@@ -96,10 +96,36 @@ pub fn status_table(view: &RunView, data_dir: &Path) -> String {
             failures.push((step.name.as_str(), step.attempt));
         }
     }
+    text.push_str(&usage_lines(view));
     for (step, attempt) in failures {
         text.push_str(&log_tail(data_dir, view.run_id.as_str(), step, attempt));
     }
     text.trim_end().to_owned()
+}
+
+/// What each try of each step used, a line a try, under a heading; empty when no try
+/// recorded any.
+fn usage_lines(view: &RunView) -> String {
+    let mut text = String::new();
+    for step in &view.steps {
+        for used in &step.usage {
+            let what = if used.compensation {
+                "compensation"
+            } else {
+                "attempt"
+            };
+            text.push_str(&format!(
+                "    {:<24} {what} {}: {}\n",
+                out::name(&step.name),
+                used.attempt,
+                out::shown(&used.usage.words(), out::DETAIL_CHARS_MAX)
+            ));
+        }
+    }
+    if text.is_empty() {
+        return text;
+    }
+    format!("\n  used:\n{text}")
 }
 
 /// The last lines of a failed attempt's log, read from the end of the file.
@@ -238,6 +264,7 @@ pub fn event_line(e: &EventView) -> String {
         EventDetail::Expanded { items } => {
             format!(" into {items} item{}", if *items == 1 { "" } else { "s" })
         }
+        EventDetail::Usage(usage) => format!(": {}", detail(&usage.words())),
         EventDetail::None {} => String::new(),
     };
     format!(

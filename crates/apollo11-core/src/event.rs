@@ -1,6 +1,6 @@
 //! The event record: one state transition of a run or of one of its steps.
 
-use crate::{AttemptFailure, EventId, Payload, PayloadRef, RunId, Seq, StepName};
+use crate::{AttemptFailure, EventId, Payload, PayloadRef, RunId, Seq, StepName, Usage};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fmt;
@@ -273,6 +273,11 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// What the step's current attempt (or compensation try) used, recorded just before
+    /// the event that ends it, in the same append; it changes no state, as `Placed`. The
+    /// memory limit it carries is what a retry after an `oom` grows. Named
+    /// `attempt_usage` in JSON.
+    AttemptUsage(Usage),
 }
 
 /// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
@@ -330,6 +335,8 @@ pub enum KindTag {
     RerunRequested,
     /// [`EventKind::Signalled`].
     Signalled,
+    /// [`EventKind::AttemptUsage`].
+    AttemptUsage,
 }
 
 impl KindTag {
@@ -353,6 +360,7 @@ impl KindTag {
             KindTag::Expanded => "expanded",
             KindTag::RerunRequested => "rerun_requested",
             KindTag::Signalled => "signalled",
+            KindTag::AttemptUsage => "attempt_usage",
         }
     }
 
@@ -375,7 +383,8 @@ impl KindTag {
             | KindTag::Interrupted
             | KindTag::Skipped
             | KindTag::Expanded
-            | KindTag::Signalled => false,
+            | KindTag::Signalled
+            | KindTag::AttemptUsage => false,
         }
     }
 }
@@ -407,6 +416,7 @@ impl EventKind {
             EventKind::Expanded { .. } => KindTag::Expanded,
             EventKind::RerunRequested { .. } => KindTag::RerunRequested,
             EventKind::Signalled { .. } => KindTag::Signalled,
+            EventKind::AttemptUsage(_) => KindTag::AttemptUsage,
         }
     }
 

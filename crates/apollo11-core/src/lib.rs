@@ -11,6 +11,7 @@ mod payload;
 mod spec;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+mod usage;
 mod wait;
 
 pub use event::{Event, EventKind, EventRef, KindTag, OverrideTarget};
@@ -25,4 +26,5 @@ pub use spec::{
     ParamKind, ParamSpec, RetryPolicy, SecretSource, StepSpec, Timeout, TriggerRule, WorkflowSpec,
     SAME_FAILURE_MAX_DEFAULT,
 };
+pub use usage::{bytes as bytes_words, Usage};
 pub use wait::Wait;

@@ -288,6 +288,14 @@ pub struct ClassRetry {
     /// it is up) sets 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub same_failure_max: Option<u32>,
+    /// After a failure of this class, the next attempt's memory limit is the last one's
+    /// times this many hundredths (200: doubled), up to [`ClassRetry::memory_max`]; for
+    /// `oom` above all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_factor_pct: Option<u32>,
+    /// The most memory a grown limit reaches, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max: Option<u64>,
 }
 
 impl ClassRetry {
@@ -336,6 +344,22 @@ impl RetryPolicy {
             }
             None => ClassPolicy::Retry(self.clone()),
         }
+    }
+}
+
+impl RetryPolicy {
+    /// The memory limit of the attempt after one that ran with `limit` bytes and failed
+    /// with `class`: grown by the class's `memory_factor_pct`, up to its `memory_max` (a
+    /// ceiling below `limit` keeps `limit`); `limit` itself when the class grows nothing.
+    pub fn memory_after(&self, class: &FailureClass, limit: u64) -> u64 {
+        let entry =
+            (self.by_class.get(&class.name())).or_else(|| self.by_class.get(class.family()));
+        let Some(pct) = entry.and_then(|c| c.memory_factor_pct) else {
+            return limit;
+        };
+        let grown = u64::try_from(u128::from(limit) * u128::from(pct) / 100).unwrap_or(u64::MAX);
+        let ceiling = entry.and_then(|c| c.memory_max).unwrap_or(u64::MAX);
+        grown.min(ceiling).max(limit)
     }
 }
 

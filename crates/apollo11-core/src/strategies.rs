@@ -1,7 +1,7 @@
 //! Proptest strategies for this crate's types (the `proptest` feature), for the property
 //! tests of the crates above.
 
-use crate::{AttemptFailure, EventKind, FailureClass, OverrideTarget};
+use crate::{AttemptFailure, EventKind, FailureClass, OverrideTarget, Usage};
 use proptest::prelude::*;
 
 /// Any event kind, including ones a correct scheduler would never write at a given point.
@@ -32,6 +32,9 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
         2 => Just(EventKind::Interrupted),
         2 => "[a-z]{0,6}".prop_map(|reason| EventKind::Skipped { reason }),
         2 => (0u32..4).prop_map(|items| EventKind::Expanded { items }),
+        2 => (0u64..3, proptest::option::of(1u64..4)).prop_map(|(wall_ms, memory_limit_bytes)| {
+            EventKind::AttemptUsage(Usage { isolation: "cgroup".into(), wall_ms, memory_limit_bytes, ..Usage::default() })
+        }),
         1 => ("[a-z]{1,4}", any::<bool>()).prop_map(|(by, undo)| EventKind::RerunRequested {
             steps: vec!["a".into(), "b".into()],
             compensate: if undo { vec!["b".into()] } else { Vec::new() },

@@ -4,7 +4,7 @@
 
 use apollo11_core::{
     AttemptFailure, Event, EventId, EventKind, FailureClass, OverrideTarget, Payload, RunId, Seq,
-    StepName, Value,
+    StepName, Usage, Value,
 };
 use std::collections::BTreeMap;
 
@@ -146,6 +146,17 @@ impl History {
             handle: handle.to_owned(),
         };
         self.raw(Some(step), kind, attempt, Payload::Empty)
+    }
+
+    /// `AttemptUsage`: what the step's current attempt (or compensation try) used.
+    pub fn used(self, step: &str, usage: Usage) -> History {
+        let attempt = self.attempt(step);
+        self.raw(
+            Some(step),
+            EventKind::AttemptUsage(usage),
+            attempt,
+            Payload::Empty,
+        )
     }
 
     /// `Interrupted`: an engine left the step's current attempt (or compensation try)

@@ -30,7 +30,7 @@ pub use interrupt::{interruptions_reason, INTERRUPTIONS_MAX};
 pub use overrides::{check_override, OverrideEffect};
 pub use policy::{Policy, PolicyError, StepPolicy};
 pub use rerun::{check_rerun, RerunPlan};
-pub use retry::{delay_ms, note_for, stop_reason};
+pub use retry::{delay_ms, memory_limit, note_for, stop_reason};
 pub use rollback::{pause_cause, run_status, PauseCause, RunStatus};
 pub use run_machine::RunMachine;
 pub use state::{
@@ -45,6 +45,6 @@ pub use wait::check_signal;
 pub use apollo11_core::{
     AttemptFailure, Backoff, ClassRetry, Event, EventId, EventKind, EventRef, FailureClass,
     Idempotency, KindTag, OnFailure, OverrideTarget, Payload, RetryPolicy, RunId, Seq, StepName,
-    StepSpec, Timeout, Wait, WorkflowSpec,
+    StepSpec, Timeout, Usage, Wait, WorkflowSpec,
 };
 pub use apollo11_dag::{Dag, DagError, NodeId};

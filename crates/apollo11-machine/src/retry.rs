@@ -83,3 +83,15 @@ pub fn note_for(
         format!("retry after {delay} ms, as the step asked{capped}")
     })
 }
+
+/// The memory limit the next attempt of `step` runs with, in bytes, in place of its own:
+/// the one its last measured attempt ran with, grown by the policy of its last failure's
+/// class (`memory_factor_pct`, up to `memory_max`: for an `oom`); `None` before any
+/// attempt recorded a limit (the step's own holds). Derived from the log alone.
+pub fn memory_limit(step: &StepState, policy: &RetryPolicy) -> Option<u64> {
+    let limit = step.memory_limit?;
+    Some(match &step.last_error {
+        Some(failure) => policy.memory_after(&failure.class, limit),
+        None => limit,
+    })
+}

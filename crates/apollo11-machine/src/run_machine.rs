@@ -87,6 +87,13 @@ impl RunMachine {
         })
     }
 
+    /// The memory limit the next attempt of `step` runs with in place of its own, after an
+    /// `oom` grew it (see [`crate::memory_limit`]); `None` for the step's own.
+    pub fn memory_limit(&self, step: &str) -> Option<u64> {
+        let n = self.dag.node(step)?;
+        crate::memory_limit(self.state.step(step), &self.policy.step(n).retry)
+    }
+
     /// Why `step` will not be tried again after its last failure (see [`stop_reason`]);
     /// `None` while it may be, or when it has not failed.
     pub fn stop_reason(&self, step: &str) -> Option<String> {

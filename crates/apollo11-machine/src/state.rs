@@ -195,6 +195,11 @@ pub struct StepState {
     /// there. Omitted when 0, as above.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub spent_before_rerun: u32,
+    /// The memory limit the step's last measured attempt ran with (its `AttemptUsage`), in
+    /// bytes: what a retry after an `oom` grows ([`crate::memory_limit`]). Forgotten by a
+    /// rerun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -217,6 +222,7 @@ static NOT_STARTED: StepState = StepState {
     interrupted: 0,
     interrupted_in_a_row: 0,
     spent_before_rerun: 0,
+    memory_limit: None,
 };
 
 /// An operator's action on a run, as the log recorded it.
@@ -411,7 +417,8 @@ impl RunState {
             | EventKind::Interrupted
             | EventKind::Skipped { .. }
             | EventKind::Expanded { .. }
-            | EventKind::Signalled { .. } => {}
+            | EventKind::Signalled { .. }
+            | EventKind::AttemptUsage(_) => {}
         }
     }
 
@@ -524,7 +531,11 @@ impl StepState {
         if from != t.next {
             self.since_ms = event.at_ms;
         }
-        if !matches!(t.rule, Rule::Anomaly | Rule::StayAnomalous) {
+        let keeps_place = matches!(
+            t.rule,
+            Rule::Anomaly | Rule::StayAnomalous | Rule::Measure | Rule::MeasureCompensation
+        );
+        if !keeps_place {
             self.place = None;
         }
         match t.rule {
@@ -536,6 +547,12 @@ impl StepState {
                     }));
                 }
             }
+            Rule::Measure => {
+                if let EventKind::AttemptUsage(usage) = &event.kind {
+                    self.memory_limit = usage.memory_limit_bytes;
+                }
+            }
+            Rule::MeasureCompensation => {}
             Rule::Start | Rule::Retry | Rule::Rerun => self.started_ms = Some(event.at_ms),
             Rule::Succeed | Rule::Expand | Rule::Signal => {
                 self.finish_attempt(event);
@@ -601,6 +618,8 @@ impl StepState {
             | Rule::RetryCompensation
             | Rule::Place
             | Rule::PlaceCompensation
+            | Rule::Measure
+            | Rule::MeasureCompensation
             | Rule::Skip
             | Rule::SkipRetry
             | Rule::Anomaly
@@ -631,6 +650,7 @@ impl StepState {
         self.status = StepStatus::Pending;
         self.last_error = None;
         self.place = None;
+        self.memory_limit = None;
         self.interrupted_in_a_row = 0;
         self.end_compensation();
         self.spent_before_rerun = self.attempt.saturating_sub(self.interrupted);

@@ -1,6 +1,7 @@
 //! The step transition table, as one exhaustive `match` with no wildcard: adding a state or
 //! an event kind does not compile until every pair is decided here. `docs/ARCHITECTURE.md`
-//! mirrors this table. `Placed` records where the current try runs and changes no state;
+//! mirrors this table. `Placed` records where the current try runs and changes no state,
+//! and so does `AttemptUsage`, what it used, recorded just before its end;
 //! `Interrupted` ends a try an engine left unfinished, like a failure that spends nothing.
 //! `Skipped` says a step that has not started never will, or that a failed or compensated
 //! one will not run again (its trigger rule no longer holds); `Expanded` ends the attempt
@@ -41,6 +42,10 @@ pub enum Rule {
     Place,
     /// compensating(a) + Placed(a) → compensating, where the try runs recorded
     PlaceCompensation,
+    /// running(a) + AttemptUsage(a) → running(a), what the attempt used recorded
+    Measure,
+    /// compensating(a) + AttemptUsage(a) → compensating, what the try used recorded
+    MeasureCompensation,
     /// running(a) + Interrupted(a) → failed(a), the attempt not spent
     Interrupt,
     /// compensating(a) + Interrupted(a) → compensation_failed, the try not spent
@@ -63,7 +68,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every row of the table.
-    pub const ALL: [Rule; 21] = [
+    pub const ALL: [Rule; 23] = [
         Rule::Start,
         Rule::Succeed,
         Rule::Fail,
@@ -76,6 +81,8 @@ impl Rule {
         Rule::Rerun,
         Rule::Place,
         Rule::PlaceCompensation,
+        Rule::Measure,
+        Rule::MeasureCompensation,
         Rule::Interrupt,
         Rule::InterruptCompensation,
         Rule::Skip,
@@ -131,6 +138,10 @@ pub fn transition(
         (S::Compensating, K::Placed { .. }) if same_try => {
             (Rule::PlaceCompensation, S::Compensating)
         }
+        (S::Running, K::AttemptUsage(_)) if same_try => (Rule::Measure, S::Running),
+        (S::Compensating, K::AttemptUsage(_)) if same_try => {
+            (Rule::MeasureCompensation, S::Compensating)
+        }
         (S::Running, K::Interrupted) if same_try => (Rule::Interrupt, S::Failed),
         (S::Compensating, K::Interrupted) if same_try => {
             (Rule::InterruptCompensation, S::CompensationFailed)
@@ -171,7 +182,8 @@ pub fn transition(
             | K::Interrupted
             | K::Skipped { .. }
             | K::Expanded { .. }
-            | K::Signalled { .. },
+            | K::Signalled { .. }
+            | K::AttemptUsage(_),
         ) => (Rule::StayAnomalous, S::Anomalous),
         (
             S::Pending
@@ -198,7 +210,8 @@ pub fn transition(
             | K::Interrupted
             | K::Skipped { .. }
             | K::Expanded { .. }
-            | K::Signalled { .. },
+            | K::Signalled { .. }
+            | K::AttemptUsage(_),
         ) => (Rule::Anomaly, S::Anomalous),
     };
     let attempt = match rule {
@@ -212,6 +225,8 @@ pub fn transition(
         | Rule::RetryCompensation
         | Rule::Place
         | Rule::PlaceCompensation
+        | Rule::Measure
+        | Rule::MeasureCompensation
         | Rule::Interrupt
         | Rule::InterruptCompensation
         | Rule::Skip

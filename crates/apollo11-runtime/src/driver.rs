@@ -19,7 +19,7 @@ use crate::step::{Cancel, Leftover, PlaceRequest, Placer, RecordedHook};
 use crate::{EngineError, Output, StepContext, StepError, Try, TryKind, Workflow, WorkflowError};
 use apollo11_core::{
     limits, AttemptFailure, EventKind, FailureClass, Idempotency, Payload, RunId, Seq, StepName,
-    StepSpec, Value, WorkflowSpec,
+    StepSpec, Usage, Value, WorkflowSpec,
 };
 use apollo11_machine::{Command, FailReason, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
@@ -48,6 +48,8 @@ struct Done {
     outcome: Outcome,
     /// What the try asked to call once its outcome is durable.
     recorded: Option<RecordedHook>,
+    /// What the try used, as its step recorded it.
+    usage: Option<Usage>,
 }
 
 enum Outcome {
@@ -454,9 +456,17 @@ impl<S: Store> Driver<S> {
         let state = apollo11_machine::fold(self.run_id(), &events);
         self.machine.reset(state);
         self.counted.recount(self.machine.state());
+        // Each outcome, with the usage that goes just before it when there is one.
+        let mut used = None;
         for event in unsent {
+            if let EventKind::AttemptUsage(_) = event.kind {
+                used = Some(event);
+                continue;
+            }
             let tried = recorded::outcome_of(&event).expect("unsent events are outcomes");
+            let used = used.take();
             if self.still_current(&tried) {
+                used.into_iter().for_each(|u| self.fold_unsent(u));
                 self.fold_unsent(event);
             }
         }
@@ -614,6 +624,9 @@ impl<S: Store> Driver<S> {
             requests: self.places.clone(),
             kind: tried.kind,
         };
+        let memory_limit = (!compensation)
+            .then(|| self.machine.memory_limit(step.as_str()))
+            .flatten();
         let work = async move {
             let mut ctx = StepContext {
                 idempotency_key: format!("{run_id}/{step}"),
@@ -626,6 +639,8 @@ impl<S: Store> Driver<S> {
                 placer: Some(placer),
                 scope,
                 recorded: Arc::default(),
+                memory_limit,
+                usage: Arc::default(),
             };
             let result = match inputs::read_secrets(&secrets) {
                 Err(e) => Err(e),
@@ -648,6 +663,7 @@ impl<S: Store> Driver<S> {
                 attempt,
                 outcome,
                 recorded: ctx.take_recorded(),
+                usage: ctx.take_usage(),
             }
         };
         let abort = self.tasks.spawn(work.instrument(span));
@@ -705,12 +721,15 @@ impl<S: Store> Driver<S> {
                     self.hooks.insert(tried.clone(), hook);
                 }
                 let seconds = self.seconds_at_work(&d.step);
+                let used = self.usage_event(&d);
                 let event = self.outcome_event(&d, seconds).await?;
+                let events = used.into_iter().chain([event]);
                 match self.unsafe_to_redo(&d) {
                     Some(pause) => {
-                        self.commit(vec![pause, event]).await?;
+                        self.commit([pause].into_iter().chain(events).collect())
+                            .await?;
                     }
-                    None => self.fold_unsent(event),
+                    None => events.for_each(|e| self.fold_unsent(e)),
                 }
             }
             if mine {
@@ -735,6 +754,15 @@ impl<S: Store> Driver<S> {
                 done.attempt, done.step, e.message
             ))
         })
+    }
+
+    /// The `AttemptUsage` event of a finished try whose step recorded what it used, which
+    /// goes just before its outcome; the usage counted in the metrics.
+    fn usage_event(&self, done: &Done) -> Option<NewEvent> {
+        let usage = done.usage.clone()?;
+        metrics::try_used(self.workflow_name(), done.step.as_str(), &usage);
+        let kind = EventKind::AttemptUsage(usage);
+        Some(self.event(&done.step, kind, done.attempt, Payload::Empty))
     }
 
     /// The event recording a finished attempt or compensation, its payload offloaded to the
@@ -825,6 +853,7 @@ fn panicked(tried: Try, panic: &JoinError) -> Done {
         attempt: tried.attempt,
         outcome,
         recorded: None,
+        usage: None,
     }
 }
 

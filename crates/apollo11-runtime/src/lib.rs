@@ -25,7 +25,7 @@ pub use apollo11_author::Scope;
 pub use apollo11_core::{
     Backoff, Event, EventId, EventKind, ForEach, Idempotency, ItemSource, OnFailure,
     OverrideTarget, ParamKind, ParamSpec, Payload, RetryPolicy, RunId, SecretSource, Seq, StepName,
-    StepSpec, Timeout, TriggerRule, Value, Wait, WorkflowSpec,
+    StepSpec, Timeout, TriggerRule, Usage, Value, Wait, WorkflowSpec,
 };
 pub use apollo11_machine::{
     Failure, OperatorAction, OverrideEffect, Refusal, RerunPlan, RunAction, RunState, RunStatus,

@@ -5,7 +5,7 @@
 //! Labels are bounded by the registered definitions (workflow and step names, outcomes,
 //! run statuses); a run id is never a label.
 
-use apollo11_core::{FailureClass, RunId};
+use apollo11_core::{FailureClass, RunId, Usage};
 use apollo11_machine::{RunState, RunStatus, StepStatus};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -14,6 +14,12 @@ use std::sync::Mutex;
 /// its outcome, on the events' clock (millisecond steps), for attempts this process ran
 /// (`succeeded`, `failed`, `timeout`; an attempt found `interrupted` has none).
 pub const STEP_DURATION_SECONDS: &str = "apollo11_step_duration_seconds";
+/// Histogram, labels `workflow`, `step`: the peak memory of a try in bytes, for tries whose
+/// executor could read it (a cgroup held them).
+pub const STEP_PEAK_MEMORY_BYTES: &str = "apollo11_step_peak_memory_bytes";
+/// Histogram, labels `workflow`, `step`: the CPU time of a try, user and system, in
+/// seconds, for tries whose executor could read it.
+pub const STEP_CPU_SECONDS: &str = "apollo11_step_cpu_seconds";
 /// Counter, labels `workflow`, `outcome`: attempts ended, by how (`succeeded`, `failed`,
 /// `timeout` — it ran past its timeout and was stopped —, `interrupted`).
 pub const STEP_ATTEMPTS_TOTAL: &str = "apollo11_step_attempts_total";
@@ -73,13 +79,30 @@ const RUN_STATES: [RunStatus; 5] = [
 ];
 
 /// Buckets for the runtime's histograms, by metric name: steps from 5 ms to an hour,
-/// decisions from 10 µs to half a second.
+/// their peak memory from 1 MiB to 16 GiB and CPU time from 10 ms to an hour, decisions
+/// from 10 µs to half a second.
 pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (
         STEP_DURATION_SECONDS,
         &[
             0.005, 0.025, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0,
         ],
+    ),
+    (
+        STEP_PEAK_MEMORY_BYTES,
+        &[
+            1_048_576.0,
+            16_777_216.0,
+            67_108_864.0,
+            268_435_456.0,
+            1_073_741_824.0,
+            4_294_967_296.0,
+            17_179_869_184.0,
+        ],
+    ),
+    (
+        STEP_CPU_SECONDS,
+        &[0.01, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600.0, 3600.0],
     ),
     (
         SCHEDULER_LOOP_SECONDS,
@@ -99,6 +122,16 @@ pub fn describe() {
         "Step attempt durations by workflow, step and outcome."
     );
     describe_counter!(STEP_ATTEMPTS_TOTAL, "Step attempts ended, by outcome.");
+    describe_histogram!(
+        STEP_PEAK_MEMORY_BYTES,
+        Unit::Bytes,
+        "Peak memory of step tries, by workflow and step."
+    );
+    describe_histogram!(
+        STEP_CPU_SECONDS,
+        Unit::Seconds,
+        "CPU time (user and system) of step tries, by workflow and step."
+    );
     describe_counter!(
         LEASE_TAKEOVERS_TOTAL,
         "Runs claimed whose lease another instance held before."
@@ -175,6 +208,17 @@ pub(crate) fn attempt_ended(
             "outcome" => outcome
         )
         .record(seconds);
+    }
+}
+
+/// A try of `step` in `workflow` used `usage`.
+pub(crate) fn try_used(workflow: &str, step: &str, usage: &Usage) {
+    let labels = [("workflow", workflow.to_owned()), ("step", step.to_owned())];
+    if let Some(peak) = usage.peak_memory_bytes {
+        metrics::histogram!(STEP_PEAK_MEMORY_BYTES, &labels).record(peak as f64);
+    }
+    if let Some(seconds) = usage.cpu_seconds() {
+        metrics::histogram!(STEP_CPU_SECONDS, &labels).record(seconds);
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::{Try, TryKind};
 use apollo11_author::Scope;
-use apollo11_core::{fingerprint, limits, FailureClass, RunId, StepName, Value};
+use apollo11_core::{fingerprint, limits, FailureClass, RunId, StepName, Usage, Value};
 pub use apollo11_machine::Place;
 use async_trait::async_trait;
 use std::fmt;
@@ -138,6 +138,12 @@ pub struct StepContext {
     pub(crate) scope: Scope,
     /// Where [`StepContext::when_recorded`] leaves its hook for the driver.
     pub(crate) recorded: Arc<Mutex<Option<RecordedHook>>>,
+    /// The memory limit this attempt runs with in place of the step's own, in bytes: set
+    /// when a retry after an `oom` grew it (the class's `memory_factor_pct`); `None` for
+    /// the step's own, and for a compensation.
+    pub memory_limit: Option<u64>,
+    /// Where [`StepContext::used`] leaves what the try used, for its outcome's events.
+    pub(crate) usage: Arc<Mutex<Option<Usage>>>,
 }
 
 impl fmt::Debug for StepContext {
@@ -210,6 +216,19 @@ impl StepContext {
     pub fn when_recorded(&self, hook: impl FnOnce() + Send + Sync + 'static) {
         let mut slot = (self.recorded.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
         *slot = Some(Box::new(hook));
+    }
+
+    /// Records what this try used, appended as an `AttemptUsage` event just before its
+    /// outcome. A later call replaces an earlier one.
+    pub fn used(&self, usage: Usage) {
+        let mut slot = (self.usage.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = Some(usage);
+    }
+
+    /// What [`StepContext::used`] recorded, taken.
+    pub(crate) fn take_usage(&self) -> Option<Usage> {
+        let mut slot = (self.usage.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
+        slot.take()
     }
 
     /// The hook [`StepContext::when_recorded`] left, taken.

@@ -25,7 +25,7 @@ pub(crate) use view::list;
 
 use crate::drive::{self, Start};
 use crate::server::AppState;
-use crate::workflows::Registered;
+use crate::workflows::{Registered, Registry};
 use crate::ApiError;
 use apollo11_runtime::inspect::{RunFilter, STARTED_BY};
 use apollo11_runtime::{Clock, RunId, RunStatus};
@@ -73,7 +73,7 @@ pub async fn fire_rounds(state: Arc<AppState>) {
     let mut paused = PauseStates::new();
     loop {
         let registry = state.registry();
-        let mut wake = clock.now_ms() + ROUND_MAX_MS;
+        let wake = clock.now_ms() + ROUND_MAX_MS;
         match pause::states(&state).await {
             Ok(read) => paused = read,
             Err(e) => tracing::warn!(error = %e, "paused schedules not read: as they were"),
@@ -82,9 +82,7 @@ pub async fn fire_rounds(state: Arc<AppState>) {
         // A schedule removed, disabled by a reload or paused is forgotten: seen again, it
         // catches up as at a start.
         tracks.retain(|key @ (workflow, name), _| {
-            !is_paused(key)
-                && (registry.get(workflow))
-                    .is_some_and(|r| (r.schedules.iter()).any(|s| s.enabled && &s.name == name))
+            !is_paused(key) && enabled(&registry, workflow, name).is_some()
         });
         for registered in registry.all() {
             for schedule in registered.schedules.iter().filter(|s| s.enabled) {
@@ -93,21 +91,39 @@ pub async fn fire_rounds(state: Arc<AppState>) {
                 if is_paused(&key) {
                     continue;
                 }
-                let track = match tracks.entry(key) {
-                    Entry::Occupied(known) => known.into_mut(),
-                    Entry::Vacant(new) => {
-                        new.insert(first_sight(&state, registered, schedule, clock.now_ms()).await)
-                    }
-                };
-                let due = round(&state, registered, schedule, track, &clock).await;
-                let next = next_due(registered, schedule, track);
-                let waiting = track.pending.len();
-                metrics::standing(&registered.spec.name, &schedule.name, next, waiting);
-                wake = wake.min(due);
+                if let Entry::Vacant(new) = tracks.entry(key) {
+                    new.insert(first_sight(&state, registered, schedule, clock.now_ms()).await);
+                }
             }
         }
-        clock.sleep_until_ms(wake).await;
+        // Side by side: each schedule's fires are its own, and starts made at once share
+        // the store's commits.
+        let rounds = tracks.iter_mut().filter_map(|((workflow, name), track)| {
+            let (registered, schedule) = enabled(&registry, workflow, name)?;
+            let (state, clock) = (&state, &clock);
+            Some(async move {
+                let due = round(state, registered, schedule, track, clock).await;
+                let next = next_due(registered, schedule, track);
+                metrics::standing(workflow, name, next, track.pending.len());
+                due
+            })
+        });
+        let due = futures_util::future::join_all(rounds).await;
+        clock
+            .sleep_until_ms(due.into_iter().fold(wake, u64::min))
+            .await;
     }
+}
+
+/// The workflow `workflow` and its schedule `name`, if registered and enabled.
+fn enabled<'r>(
+    registry: &'r Registry,
+    workflow: &str,
+    name: &str,
+) -> Option<(&'r Registered, &'r Schedule)> {
+    let registered = registry.get(workflow)?;
+    let schedule = (registered.schedules.iter()).find(|s| s.enabled && s.name == name)?;
+    Some((registered, schedule))
 }
 
 /// A schedule first seen: its last fire read from the runs that exist, and the fire times

@@ -5,6 +5,7 @@ import { badge, duration, el, time } from './format.js';
 import { pageButtons } from './pager.js';
 import { classPrefix } from './timeline.js';
 import { META } from './api.js';
+import { usageCell } from './usage.js';
 
 const PAGE = 100;
 const ERROR_CHARS = 120;
@@ -22,7 +23,7 @@ export class Steps {
     this.count = el('span', { class: 'muted' });
     host.append(el('div', { class: 'filters' }, el('label', {}, 'Steps in state ', filter), this.count),
       el('div', { class: 'scroll' }, el('table', { class: 'steps' }, el('thead', {}, el('tr', {},
-        ['Step', 'State', 'Try', 'Duration', 'Started', 'Last error, why skipped', 'Log', ''].map((h) => el('th', {}, h)))), this.body)),
+        ['Step', 'State', 'Try', 'Duration', 'Used', 'Started', 'Last error, why skipped', 'Log', ''].map((h) => el('th', {}, h)))), this.body)),
       this.pager);
   }
 
@@ -63,6 +64,7 @@ export class Steps {
       el('td', {}, badge(step.state)),
       el('td', { class: 'num' }, String(step.attempt)),
       el('td', { class: 'num' }, duration(step.duration_ms)),
+      usageCell(step.usage),
       el('td', {}, time(step.started_at)),
       el('td', { class: (step.error ?? null) === null && step.skip_reason ? 'error-text skip' : 'error-text', title: error }, error.length > ERROR_CHARS ? `${error.slice(0, ERROR_CHARS)}…` : error),
       el('td', {}, step.log ? el('a', { href: step.log, onclick: (e) => { e.preventDefault(); this.actions.onSelect(name, true); } }, 'log') : '—'),

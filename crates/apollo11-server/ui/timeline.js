@@ -5,6 +5,7 @@
 import { rerunWords } from './actions.js';
 import { el, label, ranCommand, time } from './format.js';
 import { pageButtons } from './pager.js';
+import { usageWords } from './usage.js';
 
 const PAGE = 100;
 
@@ -29,6 +30,7 @@ export function why(event) {
   if (event.workflow !== undefined) return `workflow ${event.workflow}`;
   if (event.host !== undefined) return placeWords(event.host, event.handle);
   if (event.items !== undefined) return `into ${event.items} item${event.items === 1 ? '' : 's'}`;
+  if (event.wall_ms !== undefined) return usageWords(event);
   return '';
 }
 

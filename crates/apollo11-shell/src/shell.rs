@@ -16,6 +16,7 @@
 mod cgroup;
 mod command;
 mod execute;
+mod exited;
 mod group;
 mod inputs;
 mod job;
@@ -41,7 +42,7 @@ use crate::files::{read_output, step_files, StepFiles};
 use apollo11_core::{check_name, FailureClass, NameKind, WorkflowSpec};
 use apollo11_dispatch::Dispatcher;
 use apollo11_runtime::{
-    Leftover, Output, Settled, Step, StepContext, StepError, Workflow, WorkflowError,
+    Leftover, Output, Settled, Step, StepContext, StepError, Usage, Workflow, WorkflowError,
 };
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
@@ -159,6 +160,10 @@ impl Placing for Recorded<'_> {
             .placed_with(host, handle, self.detail.clone())
             .await
     }
+
+    fn used(&self, usage: Usage) {
+        self.ctx.used(usage);
+    }
 }
 
 impl ShellStep {
@@ -176,13 +181,18 @@ impl ShellStep {
             check_name(kind, name).map_err(|e| StepError::fatal(e.to_string()))?;
         }
         let prepared = self.rendering.prepare(command, ctx.scope(), &self.dir)?;
+        // A retry after an `oom` may run with more memory than the step's own.
+        let limits = Limits {
+            memory: ctx.memory_limit.or(self.limits.memory),
+            ..self.limits.clone()
+        };
         let job = Job::of(
             ctx,
             prepared,
             compensation,
             &self.non_retryable,
             &self.classes,
-            &self.limits,
+            &limits,
         );
         if let Some(needs) = self.placement.needs(compensation, ctx.scope())? {
             let workers = self.workers.as_ref().ok_or_else(|| {

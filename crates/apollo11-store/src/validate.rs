@@ -79,6 +79,11 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
                 check_len("host", host.len() as u64, limits::LABEL_BYTES_MAX)?;
                 check_len("place handle", handle.len() as u64, limits::LABEL_BYTES_MAX)?;
             }
+            EventKind::AttemptUsage(usage) => check_len(
+                "isolation",
+                usage.isolation.len() as u64,
+                limits::LABEL_BYTES_MAX,
+            )?,
             EventKind::Started
             | EventKind::Succeeded
             | EventKind::Compensating

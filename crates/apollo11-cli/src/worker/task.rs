@@ -5,7 +5,7 @@
 
 use super::{backoff, call, Worker};
 use apollo11_runtime::Output;
-use apollo11_runtime::StepError;
+use apollo11_runtime::{StepError, Usage};
 use apollo11_server::client::Client;
 use apollo11_shell::files::StepFiles;
 use apollo11_shell::shell::{execute, reattach, Files, Job, Outcome, Placing};
@@ -124,6 +124,7 @@ fn spawn(
             worker: worker.clone(),
             client,
             token: token.clone(),
+            usage: std::sync::Mutex::default(),
         });
         work(task.clone(), stop).await;
         let _ = std::fs::remove_dir_all(&task.dir);
@@ -138,6 +139,8 @@ struct Task {
     token: String,
     /// Its folder in the work dir.
     dir: PathBuf,
+    /// What its process used, once it ended, for the result.
+    usage: std::sync::Mutex<Option<Usage>>,
 }
 
 impl Task {
@@ -163,7 +166,7 @@ impl Task {
                 let refused = Err(StepError::fatal(format!(
                     "the worker cannot read the try: {e}"
                 )));
-                self.report(&Outcome::of(&refused), &mut stop).await;
+                self.report(&Outcome::of(&refused, None), &mut stop).await;
                 return;
             }
         };
@@ -172,7 +175,7 @@ impl Task {
             let failed = Err(StepError::retryable(format!(
                 "the worker cannot keep the try in its work dir: {e}"
             )));
-            self.report(&Outcome::of(&failed), &mut stop).await;
+            self.report(&Outcome::of(&failed, None), &mut stop).await;
             return;
         }
         tracing::info!(token = %self.token, run = %job.run_id, step = %job.step, attempt = job.attempt, "running a try");
@@ -225,7 +228,8 @@ impl Task {
         };
         self.send_log(&files.log, sent).await;
         if let Some(result) = result {
-            self.report(&Outcome::of(&result), &mut stop).await;
+            let usage = self.usage.lock().ok().and_then(|mut u| u.take());
+            self.report(&Outcome::of(&result, usage), &mut stop).await;
         }
     }
 
@@ -300,6 +304,12 @@ impl Placing for Task {
             }),
             409 => Err(StepError::fatal(answer.message())),
             _ => Err(StepError::retryable(answer.message())),
+        }
+    }
+
+    fn used(&self, usage: Usage) {
+        if let Ok(mut slot) = self.usage.lock() {
+            *slot = Some(usage);
         }
     }
 }

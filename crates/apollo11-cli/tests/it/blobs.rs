@@ -135,9 +135,11 @@ exit 5
         "-:run_created",
         "a:started",
         "a:placed",
+        "a:attempt_usage",
         "a:succeeded",
         "b:started",
         "b:placed",
+        "b:attempt_usage",
         "b:failed",
     ];
     assert_eq!(

@@ -85,6 +85,7 @@ fn kill_9_mid_step_spends_no_attempt_and_resume_runs_the_step_again() {
             "interrupted",
             "started",
             "placed",
+            "attempt_usage",
             "succeeded"
         ]
     );

@@ -48,14 +48,16 @@ fn a_happy_run_succeeds_with_the_designed_status_json() {
     );
     assert_eq!(cli.ledger(), ["s1 1", "s2 1", "s3 1"]);
     let events = cli.events_json("happy");
-    // run_created, then s1's started, placed (its process group) and succeeded.
+    // run_created, then s1's started, placed (its process group), what it used, and
+    // succeeded.
     assert_eq!(events[2]["kind"], "placed");
+    assert_eq!(events[3]["kind"], "attempt_usage");
     assert_eq!(
-        events[3]["payload"],
+        events[4]["payload"],
         serde_json::json!({"n": 1}),
         "a step's JSON output is its payload"
     );
-    assert_eq!(events[3]["kind"], "succeeded");
+    assert_eq!(events[4]["kind"], "succeeded");
     let runs = cli.run(&["runs", "--json"]);
     let listed: serde_json::Value = serde_json::from_str(runs.stdout.trim()).unwrap();
     assert_eq!(

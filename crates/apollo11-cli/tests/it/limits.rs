@@ -10,7 +10,7 @@ const HEAD: &str = "[workflow]\nname = \"limits\"\non_failure = \"pause\"\n\n[de
 
 /// Whether a cgroup can be made here; when not, says why the test is skipped (and fails
 /// in CI, which runs as root with cgroups writable).
-fn cgroups() -> bool {
+pub(crate) fn cgroups() -> bool {
     let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
     let v1 = std::path::Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists();
     let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
@@ -97,6 +97,13 @@ run = "python3 -c 'b = bytearray(1 << 30)'"
     });
     let hog = &s.run("w1")["steps"]["hog"];
     assert_eq!(hog["error_class"], "oom", "{hog}");
+    // What the try used, measured on the worker, comes back with its result.
+    let used = &hog["usage"][0];
+    assert_eq!(
+        (&used["isolation"], &used["memory_limit_bytes"]),
+        (&"cgroup".into(), &(256u64 << 20).into()),
+        "{hog}"
+    );
 }
 
 #[test]

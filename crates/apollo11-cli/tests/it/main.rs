@@ -31,6 +31,7 @@ mod serve;
 mod storage;
 mod store_tls;
 mod traces;
+mod usage;
 mod validation;
 mod waits;
 mod workers;

@@ -280,6 +280,7 @@ fn a_worker_cut_off_loses_its_try_which_runs_elsewhere_and_its_late_result_is_re
             "failed(1)",
             "started(2)",
             "placed(2)",
+            "attempt_usage(2)",
             "succeeded(2)"
         ]
     );

@@ -6,6 +6,7 @@ mod expand;
 mod fold;
 mod golden;
 mod interrupt;
+mod memory;
 mod operator;
 mod operator_table;
 mod policy;

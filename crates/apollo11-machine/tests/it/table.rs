@@ -1,7 +1,7 @@
 //! The transition table, pair by pair: every (state, event kind) combination is applied and
 //! its outcome checked against the table in docs/ARCHITECTURE.md, and every row must be reached.
 
-use apollo11_core::{AttemptFailure, EventKind, FailureClass, OverrideTarget};
+use apollo11_core::{AttemptFailure, EventKind, FailureClass, OverrideTarget, Usage};
 use apollo11_machine::{transition, Rule, StepStatus};
 use std::collections::BTreeSet;
 
@@ -52,7 +52,16 @@ fn kinds() -> Vec<EventKind> {
             by: "op".into(),
             reason: "r".into(),
         },
+        used(),
     ]
+}
+
+fn used() -> EventKind {
+    EventKind::AttemptUsage(Usage {
+        isolation: "cgroup".into(),
+        wall_ms: 10,
+        ..Usage::default()
+    })
 }
 
 /// The expected (rule, next state) for a step at attempt 2, with the event's attempt being
@@ -80,6 +89,10 @@ fn expected(status: StepStatus, kind: &EventKind) -> (Rule, StepStatus) {
         (S::Compensated, EventKind::Started) => (Rule::Rerun, S::Running),
         (S::Running, EventKind::Placed { .. }) => (Rule::Place, S::Running),
         (S::Compensating, EventKind::Placed { .. }) => (Rule::PlaceCompensation, S::Compensating),
+        (S::Running, EventKind::AttemptUsage(_)) => (Rule::Measure, S::Running),
+        (S::Compensating, EventKind::AttemptUsage(_)) => {
+            (Rule::MeasureCompensation, S::Compensating)
+        }
         (S::Running, EventKind::Interrupted) => (Rule::Interrupt, S::Failed),
         (S::Compensating, EventKind::Interrupted) => {
             (Rule::InterruptCompensation, S::CompensationFailed)
@@ -188,6 +201,8 @@ fn a_wrong_attempt_number_is_an_anomaly_even_on_an_allowed_transition() {
             1,
         ),
         (StepStatus::Running, EventKind::Expanded { items: 1 }, 3),
+        (StepStatus::Running, used(), 1),
+        (StepStatus::Compensating, used(), 3),
     ] {
         let attempt_now = if status == StepStatus::Pending { 0 } else { 2 };
         let t = transition(status, attempt_now, &kind, wrong);

@@ -7,7 +7,7 @@ use apollo11_core::Seq;
 use apollo11_log::{FileLog, Options};
 use apollo11_runtime::{
     Backoff, Engine, EngineConfig, Idempotency, OnFailure, Output, RetryPolicy, RunId, RunStatus,
-    Step, StepBuilder, StepContext, StepError, Timeout, Workflow,
+    Step, StepBuilder, StepContext, StepError, Timeout, Usage, Workflow,
 };
 use apollo11_store::EventStore;
 use async_trait::async_trait;
@@ -37,6 +37,14 @@ struct Scripted {
 #[async_trait]
 impl Step for Scripted {
     async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+        ctx.used(Usage {
+            isolation: "cgroup".into(),
+            wall_ms: 5,
+            cpu_user_ms: Some(300),
+            cpu_system_ms: Some(100),
+            peak_memory_bytes: Some(100 << 20),
+            memory_limit_bytes: None,
+        });
         match (self.act)(ctx.attempt) {
             Act::Ok => Ok(Output::text("done")),
             Act::Fail { retryable: true } => Err(StepError::retryable("try again")),
@@ -236,6 +244,20 @@ fn check_steps(s: &[Sample]) {
         "stopped after its 200 ms"
     );
     assert_eq!(duration("reserve", "succeeded", "count"), 1.0);
+    let used = |metric: &str| {
+        let labels = [("workflow", "shop"), ("step", "reserve")];
+        value(s, metric, &labels)
+    };
+    assert_eq!(
+        used("apollo11_step_peak_memory_bytes_count"),
+        2.0,
+        "both of reserve's tries recorded what they used; ship's timed-out one did not"
+    );
+    assert_eq!(
+        used("apollo11_step_peak_memory_bytes_sum"),
+        200.0 * 1_048_576.0
+    );
+    assert!((used("apollo11_step_cpu_seconds_sum") - 0.8).abs() < 1e-9);
     let compensations = |outcome| {
         let labels = [("workflow", "shop"), ("outcome", outcome)];
         value(s, "apollo11_compensations_total", &labels)

@@ -1,7 +1,9 @@
 //! Events as a front end shows them: every field, the kind's own fields flat beside them,
 //! the payload as JSON when it is JSON.
 
-use apollo11_core::{Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName};
+use apollo11_core::{
+    Event, EventId, EventKind, OverrideTarget, Payload, RunId, Seq, StepName, Usage,
+};
 use serde::Serialize;
 
 /// One event (an element of `apollo11 events --json` and of the server's event routes).
@@ -101,6 +103,8 @@ pub enum EventDetail {
         /// How many items.
         items: u32,
     },
+    /// `attempt_usage`: what a try used.
+    Usage(Usage),
     /// Kinds with no fields of their own.
     None {},
 }
@@ -206,6 +210,7 @@ impl From<&EventKind> for EventDetail {
                 reason: reason.clone(),
             },
             EventKind::Expanded { items } => EventDetail::Expanded { items: *items },
+            EventKind::AttemptUsage(usage) => EventDetail::Usage(usage.clone()),
             EventKind::RerunRequested {
                 steps,
                 compensate,

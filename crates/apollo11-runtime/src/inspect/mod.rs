@@ -9,6 +9,7 @@ mod list;
 mod plan;
 mod retention;
 mod run;
+mod usage;
 mod waiting;
 
 pub use archived::ListedRun;
@@ -22,6 +23,7 @@ pub use run::{
     archived_refusal, OverrideChoice, ParamView, Pause, Placement, RunView, StepLog, StepView,
     Unplaced, STARTED_BY,
 };
+pub use usage::TryUsage;
 pub use waiting::Waiting;
 
 use crate::condition::{to_judge, verdict, Verdict};

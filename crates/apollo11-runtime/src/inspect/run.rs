@@ -11,6 +11,7 @@ use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 use super::event::PayloadView;
+use super::usage::TryUsage;
 use super::waiting::{waiting, Waiting};
 
 /// A run now or at an event (the HTTP server's `GET /api/v1/runs/{id}`). `L` is how a step's
@@ -116,6 +117,10 @@ pub struct StepView<L = StepLog> {
     pub unplaced: Option<Unplaced>,
     /// What it waits for, while a waiting step is at its wait (a signal, or its timer).
     pub waiting: Option<Waiting>,
+    /// What each of its tries used, in the order they ended; omitted when none recorded
+    /// any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<TryUsage>,
 }
 
 /// A try under way (the step `running` or `compensating`) whose `placed` event has not come:
@@ -293,6 +298,7 @@ impl RunView {
         let skip_reasons = skip_reasons(events);
         let mut placements = placements(events);
         let begun = tries_begun(events);
+        let mut usages = super::usage::usages(events);
         let refusals: Vec<_> = (RunAction::ALL.iter())
             .map(|&a| (a.name(), machine.check_action(a).err()))
             .chain([("override", machine.check_overrides().err())])
@@ -332,6 +338,7 @@ impl RunView {
                     if step.waiting.is_none() {
                         step.unplaced = unplaced(&step, s, begun.get(name));
                     }
+                    step.usage = usages.remove(name).unwrap_or_default();
                     step
                 })
                 .collect(),
@@ -390,6 +397,7 @@ impl<L> RunView<L> {
                 overrides: step.overrides,
                 unplaced: step.unplaced,
                 waiting: step.waiting,
+                usage: step.usage,
             })
             .collect();
         RunView {
@@ -463,6 +471,7 @@ impl StepView {
                 .collect(),
             unplaced: None,
             waiting: waiting(spec, step),
+            usage: Vec::new(),
         }
     }
 }

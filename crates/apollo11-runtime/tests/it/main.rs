@@ -15,5 +15,6 @@ mod payloads;
 mod placed;
 mod plan;
 mod scripted;
+mod used;
 mod waiting;
 mod wide;

@@ -76,9 +76,12 @@ fn class_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The most a retry may multiply an attempt's memory limit by (`memory_factor`).
+const MEMORY_FACTOR_MAX: f64 = 16.0;
+
 /// The `retry.class` table: each key a class (built-in, `exit:N`, `signal:NAME`, or one
 /// `rules` declares), each value `"never"` or a table of `max_attempts`, `backoff`,
-/// `initial`, `max`, `jitter_pct`, `same_failure_max`.
+/// `initial`, `max`, `jitter_pct`, `same_failure_max`, `memory_factor`, `memory_max`.
 pub(super) fn by_class(
     at: &Locator<'_>,
     raw: &BTreeMap<String, Spanned<toml::Value>>,
@@ -99,7 +102,7 @@ pub(super) fn by_class(
             toml::Value::Table(table) => class_retry(at, offset, class, table)?,
             _ => {
                 let message = format!(
-                    "retry class `{class}`: write \"never\" or a table of max_attempts, backoff, initial, max, jitter_pct, same_failure_max"
+                    "retry class `{class}`: write \"never\" or a table of max_attempts, backoff, initial, max, jitter_pct, same_failure_max, memory_factor, memory_max"
                 );
                 return Err(at.error(offset, &message));
             }
@@ -161,9 +164,26 @@ fn class_retry(
             ("same_failure_max", _) => {
                 return Err(wrong(key, "must be a whole number (0 turns the rule off)"))
             }
+            ("memory_factor", toml::Value::Float(f)) if (1.0..=MEMORY_FACTOR_MAX).contains(f) => {
+                retry.memory_factor_pct = Some((f * 100.0).round() as u32);
+            }
+            ("memory_factor", toml::Value::Integer(n))
+                if (1..=MEMORY_FACTOR_MAX as i64).contains(n) =>
+            {
+                retry.memory_factor_pct = Some(*n as u32 * 100);
+            }
+            ("memory_factor", _) => {
+                return Err(wrong(key, &format!("must be a number from 1 to {MEMORY_FACTOR_MAX} (2.0: double the memory)")))
+            }
+            ("memory_max", toml::Value::String(size)) if super::limits::bytes(size).is_some() => {
+                retry.memory_max = super::limits::bytes(size);
+            }
+            ("memory_max", _) => {
+                return Err(wrong(key, "must be a size such as \"2GiB\""))
+            }
             _ => return Err(wrong(
                 key,
-                "is not a key of a class's retry (max_attempts, backoff, initial, max, jitter_pct, same_failure_max)",
+                "is not a key of a class's retry (max_attempts, backoff, initial, max, jitter_pct, same_failure_max, memory_factor, memory_max)",
             )),
         }
     }

@@ -137,7 +137,7 @@ fn expected(key: &str) -> &'static str {
 
 /// A size in bytes: digits and a unit (B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB, all
 /// powers of 1024); `None` when it is none, or over `u64`.
-fn bytes(text: &str) -> Option<u64> {
+pub(super) fn bytes(text: &str) -> Option<u64> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())

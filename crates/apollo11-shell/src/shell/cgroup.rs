@@ -1,6 +1,7 @@
 //! A try's cgroup: made under an `apollo11` parent, its `sh` moved in while it waits at its
-//! gate (so nothing of the step runs outside it), read for the kernel's OOM kills
-//! once it ends, and removed after (what still runs in it killed first).
+//! gate (so nothing of the step runs outside it), read for the kernel's OOM kills and for
+//! what the try used (peak memory, CPU time) once it ends, and removed after (what still
+//! runs in it killed first).
 //!
 //! cgroup v1 (one folder per controller: `memory`, `cpu`, `pids` under /sys/fs/cgroup) and
 //! v2 (a unified /sys/fs/cgroup), written by hand: a handful of files, no crate needed.
@@ -79,12 +80,16 @@ impl Cgroup {
             v2: false,
         };
         for (controller, file, value) in files {
-            let dir = Path::new(ROOT).join(controller).join(PARENT).join(&name);
-            if !cgroup.dirs.contains(&dir) {
-                std::fs::create_dir(&dir)?;
-                cgroup.dirs.push(dir.clone());
-            }
+            let dir = cgroup.folder(controller, &name)?;
             std::fs::write(dir.join(file), value)?;
+        }
+        // What the try used is read from these two: a kernel without one, or a parent that
+        // cannot be made in it, leaves that figure unknown and the try runs all the same.
+        for controller in ["memory", "cpuacct"] {
+            let parent = Path::new(ROOT).join(controller).join(PARENT);
+            if std::fs::create_dir_all(parent).is_ok() {
+                cgroup.folder(controller, &name)?;
+            }
         }
         if let Some(bytes) = limits.memory {
             // Memory and swap together, so a try over its memory is killed rather than
@@ -93,6 +98,51 @@ impl Cgroup {
             let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), bytes.to_string());
         }
         Ok(cgroup)
+    }
+
+    /// The try's folder in `controller`, made the first time (a controller mounted with
+    /// another, `cpu,cpuacct`, shares its folder).
+    fn folder(&mut self, controller: &str, name: &str) -> std::io::Result<PathBuf> {
+        let root = std::fs::canonicalize(Path::new(ROOT).join(controller))?;
+        let dir = root.join(PARENT).join(name);
+        if !self.dirs.contains(&dir) {
+            std::fs::create_dir(&dir)?;
+            self.dirs.push(dir.clone());
+        }
+        Ok(dir)
+    }
+
+    /// What its processes used so far: its peak memory (`memory.max_usage_in_bytes` on v1,
+    /// `memory.peak` on v2) and CPU time (`cpuacct.usage_user` and `cpuacct.usage_sys` on
+    /// v1, `user_usec` and `system_usec` of `cpu.stat` on v2), each `None` where the kernel
+    /// has no such file.
+    pub fn used(&self) -> Used {
+        let read = |file: &str| {
+            (self.dirs.iter())
+                .find_map(|d| std::fs::read_to_string(d.join(file)).ok())
+                .and_then(|t| t.trim().parse::<u64>().ok())
+        };
+        if self.v2 {
+            let stat = (self.dirs.iter())
+                .find_map(|d| std::fs::read_to_string(d.join("cpu.stat")).ok())
+                .unwrap_or_default();
+            let field = |key: &str| {
+                (stat.lines())
+                    .find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
+                    .map(|us| us / 1_000)
+            };
+            return Used {
+                peak_memory_bytes: read("memory.peak"),
+                cpu_user_ms: field("user_usec "),
+                cpu_system_ms: field("system_usec "),
+            };
+        }
+        let ms = |ns: Option<u64>| ns.map(|ns| ns / 1_000_000);
+        Used {
+            peak_memory_bytes: read("memory.max_usage_in_bytes"),
+            cpu_user_ms: ms(read("cpuacct.usage_user")),
+            cpu_system_ms: ms(read("cpuacct.usage_sys")),
+        }
     }
 
     /// Moves the process `pid` into it.
@@ -124,6 +174,17 @@ impl Cgroup {
             }),
         }
     }
+}
+
+/// What a cgroup's processes used, as its counters say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Used {
+    /// The most memory they held at once, in bytes.
+    pub peak_memory_bytes: Option<u64>,
+    /// CPU time in user mode, in milliseconds.
+    pub cpu_user_ms: Option<u64>,
+    /// CPU time in the kernel, in milliseconds.
+    pub cpu_system_ms: Option<u64>,
 }
 
 fn quota_us(share: f64) -> u64 {

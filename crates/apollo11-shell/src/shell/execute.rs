@@ -9,7 +9,7 @@ use super::job::Job;
 use super::limits::{self, Held};
 use crate::classify;
 use crate::files::{create_private_dir, create_private_file, read_output, OutputError, StepFiles};
-use apollo11_core::FailureClass;
+use apollo11_core::{FailureClass, Usage};
 use apollo11_runtime::{Output, StepError};
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
@@ -39,6 +39,9 @@ const GATE_RECORDED: &str = r#"IFS= read -r go && [ "$go" = go ] || exit 125; sh
 pub trait Placing: Send + Sync {
     /// Records `host` and `handle`; an error means the process must not run.
     async fn placed(&self, host: &str, handle: &str) -> Result<(), StepError>;
+
+    /// Keeps what the try used, once its process ended, for its outcome.
+    fn used(&self, usage: Usage);
 }
 
 /// Kills a process group when dropped, unless the process finished first.
@@ -176,11 +179,18 @@ async fn wait(
     std::fs::File::from(gate)
         .write_all(b"go\n")
         .map_err(|e| io("opening the step's gate", e))?;
+    let began = std::time::Instant::now();
+    // Without a cgroup, its CPU time is read once it ends, before it is reaped.
+    let cpu = match cgroup {
+        Some(_) => None,
+        None => super::exited::cpu_ms(pid).await,
+    };
     let status = child
         .wait()
         .await
         .map_err(|e| io("waiting for the step", e))?;
     guard.0 = None;
+    placing.used(usage(job, held, cgroup.as_ref(), cpu, began.elapsed()));
     let ended = match (status.code(), status.signal()) {
         (Some(code), _) => Ended::Exit(code),
         (None, Some(signal)) => Ended::Signal(signal),
@@ -211,6 +221,27 @@ fn isolate(job: &Job) -> Result<(Held, Option<Cgroup>), StepError> {
         Held::None | Held::Rlimit => None,
     };
     Ok((held, cgroup))
+}
+
+/// What a try of `job` whose limits were `held` used in `wall`: its cgroup's counters when
+/// it had one (peak memory is known only then), else the `cpu` time (user, system) its
+/// process showed when it ended; and the memory limit it ran with.
+fn usage(
+    job: &Job,
+    held: Held,
+    cgroup: Option<&Cgroup>,
+    cpu: Option<(u64, u64)>,
+    wall: std::time::Duration,
+) -> Usage {
+    let used = cgroup.map(Cgroup::used).unwrap_or_default();
+    Usage {
+        isolation: held.word().to_owned(),
+        wall_ms: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
+        cpu_user_ms: used.cpu_user_ms.or(cpu.map(|c| c.0)),
+        cpu_system_ms: used.cpu_system_ms.or(cpu.map(|c| c.1)),
+        peak_memory_bytes: used.peak_memory_bytes,
+        memory_limit_bytes: job.limits.memory,
+    }
 }
 
 /// Puts `job`'s limits on its `sh` (`pid`), still at its gate: into `cgroup`, and its

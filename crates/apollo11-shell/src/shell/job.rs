@@ -4,7 +4,7 @@
 use super::command::Prepared;
 use super::limits::{self, Held, Limits};
 use crate::classify::ClassRule;
-use apollo11_core::{FailureClass, Value};
+use apollo11_core::{FailureClass, Usage, Value};
 use apollo11_runtime::{Output, StepContext, StepError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -140,6 +140,9 @@ pub struct Outcome {
     /// The delay before the next attempt its failure asks for, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
+    /// What the try used (none from a worker that does not measure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -147,8 +150,8 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl Outcome {
-    /// The report of `result`.
-    pub fn of(result: &Result<Output, StepError>) -> Outcome {
+    /// The report of `result`, with what the try used.
+    pub fn of(result: &Result<Output, StepError>, usage: Option<Usage>) -> Outcome {
         match result {
             Ok(output) => Outcome {
                 ok: true,
@@ -158,6 +161,7 @@ impl Outcome {
                 class: None,
                 fingerprint: 0,
                 retry_after_ms: None,
+                usage,
             },
             Err(e) => Outcome {
                 ok: false,
@@ -167,6 +171,7 @@ impl Outcome {
                 class: e.class.clone(),
                 fingerprint: e.fingerprint,
                 retry_after_ms: e.retry_after_ms,
+                usage,
             },
         }
     }
@@ -282,20 +287,26 @@ mod tests {
             .with_fingerprint("refused")
             .with_retry_after(std::time::Duration::from_secs(30))
             .with_payload(vec![1, 2]));
-        let outcome = Outcome::of(&failed);
+        let used = Usage {
+            isolation: "cgroup".into(),
+            wall_ms: 5,
+            ..Usage::default()
+        };
+        let outcome = Outcome::of(&failed, Some(used.clone()));
         let back: Outcome = serde_json::from_slice(&serde_json::to_vec(&outcome).unwrap()).unwrap();
+        assert_eq!(back.usage.as_ref(), Some(&used));
         assert_eq!(back.result(), failed);
         let ok = Ok(Output(vec![0, 1]));
-        assert_eq!(Outcome::of(&ok).result(), ok);
+        assert_eq!(Outcome::of(&ok, None).result(), ok);
         let max = apollo11_core::limits::STEP_OUTPUT_BYTES_MAX as usize;
-        let over = Outcome::of(&Ok(Output(vec![b'x'; max + 1])))
+        let over = Outcome::of(&Ok(Output(vec![b'x'; max + 1])), None)
             .result()
             .unwrap_err();
         assert!(
             !over.retryable && over.message.contains("over the limit"),
             "{over:?}"
         );
-        let at = Outcome::of(&Ok(Output(vec![b'x'; max]))).result();
+        let at = Outcome::of(&Ok(Output(vec![b'x'; max])), None).result();
         assert_eq!(at.map(|o| o.0.len()), Ok(max));
     }
 }

@@ -208,11 +208,14 @@ async fn watch(
             }
             TaskEvent::Finished { outcome, recorder } => {
                 ctx.when_recorded(move || recorder.recorded());
-                let outcome: Outcome = serde_json::from_slice(&outcome).map_err(|e| {
+                let mut outcome: Outcome = serde_json::from_slice(&outcome).map_err(|e| {
                     StepError::retryable(format!(
                         "worker `{worker}` sent a result that does not parse: {e}"
                     ))
                 })?;
+                if let Some(usage) = outcome.usage.take() {
+                    ctx.used(usage);
+                }
                 return outcome.result();
             }
             TaskEvent::Lost { reason } => {
