@@ -142,7 +142,7 @@ fn pausing_an_unknown_schedule_or_without_a_reason_is_refused() {
     let not_paused = toggle(&cli, "resume", &url, &["--reason", "r"]);
     assert_eq!(not_paused.code, 3);
     assert!(
-        not_paused.stderr.contains("is already not paused"),
+        not_paused.stderr.contains("`beat/tick` is not paused"),
         "{}",
         not_paused.stderr
     );

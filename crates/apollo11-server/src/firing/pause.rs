@@ -143,12 +143,16 @@ async fn current(state: &AppState, key: &str) -> Result<(u64, Option<PauseState>
 
 /// Why a pause (or resume) of a schedule already so is refused.
 fn already(workflow: &str, schedule: &str, paused: bool, now: Option<PauseState>) -> String {
-    let state = if paused { "paused" } else { "not paused" };
+    let state = if paused {
+        "already paused"
+    } else {
+        "not paused"
+    };
     match now {
         Some(p) => format!(
-            "schedule `{workflow}/{schedule}` is already {state}: by {} ({})",
+            "schedule `{workflow}/{schedule}` is {state}: by {} ({})",
             p.by, p.reason
         ),
-        None => format!("schedule `{workflow}/{schedule}` is already {state}"),
+        None => format!("schedule `{workflow}/{schedule}` is {state}"),
     }
 }
