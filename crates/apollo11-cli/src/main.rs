@@ -373,6 +373,39 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Pause or resume a schedule, through a server: recorded with who and why, kept across
+    /// restarts, seen by every instance sharing the store.
+    Schedule {
+        #[command(subcommand)]
+        action: ScheduleAction,
+    },
+}
+
+/// What `apollo11 schedule` does.
+#[derive(Subcommand)]
+enum ScheduleAction {
+    /// Stop a schedule firing until it is resumed.
+    Pause(ScheduleNote),
+    /// Let a paused schedule fire again; its `catch_up` decides which fire times of the
+    /// pause start.
+    Resume(ScheduleNote),
+}
+
+/// The schedule, who acts and why.
+#[derive(clap::Args)]
+struct ScheduleNote {
+    /// The schedule, as WORKFLOW/NAME.
+    schedule: String,
+    #[arg(long)]
+    reason: String,
+    #[arg(long, env = "USER", default_value = "operator")]
+    by: String,
+    /// The server's URL.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8711")]
+    server: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// How a command ended, as an exit code and what to say on stderr.
@@ -481,6 +514,7 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Worker { .. }
         | Command::Workers { .. }
         | Command::Schedules { .. }
+        | Command::Schedule { .. }
         | Command::Backfill { .. } => Ok(()),
     }
 }
@@ -518,6 +552,22 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Schedules { server, json } => {
             let token = cli.token_file.as_deref();
             return schedules::list(&server, token, json)
+                .await
+                .unwrap_or_else(|exit| exit);
+        }
+        Command::Schedule { action } => {
+            let (note, pause) = match &action {
+                ScheduleAction::Pause(note) => (note, true),
+                ScheduleAction::Resume(note) => (note, false),
+            };
+            let asked = schedules::Toggle {
+                schedule: &note.schedule,
+                pause,
+                by: &note.by,
+                reason: &note.reason,
+            };
+            let token = cli.token_file.as_deref();
+            return schedules::toggle(&note.server, token, &asked, note.json)
                 .await
                 .unwrap_or_else(|exit| exit);
         }
@@ -675,6 +725,7 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::Worker { .. }
         | Command::Workers { .. }
         | Command::Schedules { .. }
+        | Command::Schedule { .. }
         | Command::Backfill { .. } => {
             unreachable!("handled before the data dir is opened")
         }

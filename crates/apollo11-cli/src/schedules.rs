@@ -1,6 +1,8 @@
 //! `apollo11 schedules`: the schedules a server fires (`GET /api/v1/schedules`): each with
 //! its next fire time, its last fire and that run's state. `apollo11 backfill`: the runs of
-//! a schedule's fire times in a range (`POST /api/v1/schedules/backfill`).
+//! a schedule's fire times in a range (`POST /api/v1/schedules/backfill`). `apollo11
+//! schedule pause|resume`: a schedule stopped or fired again, with who and why
+//! (`POST /api/v1/schedules/{workflow}/{name}/pause`, `/resume`).
 
 use crate::{out, Exit};
 use serde_json::{json, Value};
@@ -19,19 +21,23 @@ pub async fn list(server: &str, token_file: Option<&Path>, json: bool) -> Result
     ))?;
     for s in body["schedules"].as_array().into_iter().flatten() {
         out::line(line(s))?;
+        if s["paused"] == true {
+            out::line(format!("  {}", pause_text(&s["pause"])))?;
+        }
     }
     Ok(Exit::code(0))
 }
 
-/// One schedule: `WORKFLOW/NAME`, its expression and zone, next and last fire (UTC), and
-/// the last fire's run with its state.
+/// One schedule: `WORKFLOW/NAME`, its expression and zone, next and last fire (UTC) (or
+/// `disabled`, `paused`), and the last fire's run with its state.
 fn line(s: &Value) -> String {
     let text = |v: &Value| out::shown(v.as_str().unwrap_or_default(), out::TEXT_CHARS_MAX);
     let name = format!("{}/{}", text(&s["workflow"]), text(&s["name"]));
-    let next = match (&s["enabled"], s["next_fires"][0].as_u64()) {
-        (Value::Bool(false), _) => "disabled".to_owned(),
-        (_, Some(ms)) => utc(ms),
-        (_, None) => "never".to_owned(),
+    let next = match (&s["enabled"], &s["paused"], s["next_fires"][0].as_u64()) {
+        (Value::Bool(false), _, _) => "disabled".to_owned(),
+        (_, Value::Bool(true), _) => "paused".to_owned(),
+        (_, _, Some(ms)) => utc(ms),
+        (_, _, None) => "never".to_owned(),
     };
     let last = &s["last_fire"];
     let (last_fire, run) = match last["fire_time"].as_u64() {
@@ -52,6 +58,61 @@ fn line(s: &Value) -> String {
 fn utc(ms: u64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     humantime::format_rfc3339_seconds(at).to_string()
+}
+
+/// What `apollo11 schedule pause|resume` asks.
+pub struct Toggle<'a> {
+    /// `WORKFLOW/NAME`.
+    pub schedule: &'a str,
+    /// Pause (or resume).
+    pub pause: bool,
+    /// Who.
+    pub by: &'a str,
+    /// Why.
+    pub reason: &'a str,
+}
+
+/// Pauses or resumes a schedule at the server at `server`; prints its state.
+pub async fn toggle(
+    server: &str,
+    token_file: Option<&Path>,
+    asked: &Toggle<'_>,
+    json: bool,
+) -> Result<Exit, Exit> {
+    let (workflow, name) = (asked.schedule.split_once('/'))
+        .filter(|(w, n)| !w.is_empty() && !n.is_empty() && !n.contains('/'))
+        .ok_or_else(|| {
+            Exit::fail(
+                2,
+                format!("SCHEDULE `{}`: give WORKFLOW/NAME", asked.schedule),
+            )
+        })?;
+    let verb = if asked.pause { "pause" } else { "resume" };
+    let path = format!("/api/v1/schedules/{workflow}/{name}/{verb}");
+    let body = json!({ "by": asked.by, "reason": asked.reason });
+    let answer = crate::worker::fetch(server, token_file, &path, Some(&body)).await?;
+    if json {
+        out::line(answer.to_string())?;
+    } else {
+        out::line(format!("{}: {}", asked.schedule, pause_text(&answer)))?;
+    }
+    Ok(Exit::code(0))
+}
+
+/// A pause state: `paused by NAME since TIME: REASON` (or `resumed ...`).
+fn pause_text(pause: &Value) -> String {
+    let text = |v: &Value| out::shown(v.as_str().unwrap_or_default(), out::TEXT_CHARS_MAX);
+    let verb = if pause["paused"] == true {
+        "paused"
+    } else {
+        "resumed"
+    };
+    let since = pause["since"].as_u64().map(utc).unwrap_or_default();
+    format!(
+        "{verb} by {} since {since}: {}",
+        text(&pause["by"]),
+        text(&pause["reason"])
+    )
 }
 
 /// What `apollo11 backfill` asks.
@@ -79,11 +140,18 @@ pub async fn backfill(
     asked: &Backfill<'_>,
     json: bool,
 ) -> Result<Exit, Exit> {
+    let (from, to) = (ms(asked.from, "--from")?, ms(asked.to, "--to")?);
+    if to < from {
+        return Err(Exit::fail(
+            2,
+            format!("--to `{}` is before --from `{}`", asked.to, asked.from),
+        ));
+    }
     let body = json!({
         "workflow": asked.workflow,
         "schedule": asked.schedule,
-        "from": ms(asked.from, "--from")?,
-        "to": ms(asked.to, "--to")?,
+        "from": from,
+        "to": to,
         "max_parallel": asked.max_parallel,
         "dry_run": asked.dry_run,
         "yes": asked.yes,

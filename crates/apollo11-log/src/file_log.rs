@@ -75,6 +75,8 @@ pub(crate) struct Files {
     /// Held while a blob is checked for and written: two puts of one blob at once would
     /// share its temp file.
     pub blob_writes: Mutex<()>,
+    /// Held while the controls file is read and rewritten.
+    pub control_writes: Mutex<()>,
 }
 
 impl FileLog {

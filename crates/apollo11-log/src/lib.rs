@@ -4,6 +4,7 @@
 mod access;
 pub mod archive;
 mod cold;
+mod controls;
 #[cfg(test)]
 mod damage;
 mod durable_files;

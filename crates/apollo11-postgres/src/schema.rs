@@ -66,6 +66,14 @@ BEGIN
 END
 $f$;
 "#,
+    // Controls: small versioned records operators change (a schedule paused).
+    r#"
+CREATE TABLE {s}.controls (
+    key text COLLATE "C" PRIMARY KEY,
+    version bigint NOT NULL,
+    value bytea NOT NULL
+);
+"#,
 ];
 
 /// The version this build writes: the number of migrations.

@@ -145,6 +145,15 @@ pub struct Sql {
     pub put_blob: String,
     /// A blob's bytes.
     pub get_blob: String,
+    /// The controls whose key starts with `$1`, in key order.
+    pub list_controls: String,
+    /// A new control `$1` with value `$2` at version 1; no row if it exists.
+    pub insert_control: String,
+    /// Control `$1` at version `$2` moved to the next with value `$3`; no row if it is at
+    /// another version.
+    pub update_control: String,
+    /// The version of control `$1`; no row if there is none.
+    pub control_version: String,
     /// See `lease.rs`.
     pub acquire: String,
     /// See `lease.rs`.
@@ -238,6 +247,18 @@ impl Sql {
                 "INSERT INTO {s}.blobs (sha256, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING"
             ),
             get_blob: format!("SELECT bytes FROM {s}.blobs WHERE sha256 = $1"),
+            list_controls: format!(
+                "SELECT key, version, value FROM {s}.controls WHERE starts_with(key, $1) ORDER BY key"
+            ),
+            insert_control: format!(
+                "INSERT INTO {s}.controls (key, version, value) VALUES ($1, 1, $2) \
+                 ON CONFLICT DO NOTHING RETURNING version"
+            ),
+            update_control: format!(
+                "UPDATE {s}.controls SET version = version + 1, value = $3 \
+                 WHERE key = $1 AND version = $2 RETURNING version"
+            ),
+            control_version: format!("SELECT version FROM {s}.controls WHERE key = $1"),
             // Free, expired or already the caller's: taken, the epoch raised unless it was
             // the caller's. Held by another: no row.
             acquire: numbered(

@@ -9,8 +9,9 @@ use crate::sql::{Sql, KEPT_SNAPSHOTS};
 use crate::writer::{self, Request};
 use apollo11_core::{BlobRef, Event, EventId, RunId, Seq};
 use apollo11_store::{
-    check_blob, sha256_hex, validate, BlobStore, EventStore, NewEvent, RunSummary, Snapshot,
-    SnapshotStore, StoreError, Subscription,
+    check_blob, control_conflict, sha256_hex, validate, validate_control, BlobStore, Control,
+    ControlStore, EventStore, NewEvent, RunSummary, Snapshot, SnapshotStore, StoreError,
+    Subscription,
 };
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -291,6 +292,60 @@ impl BlobStore for PgStore {
             .get(0);
         check_blob(blob, &bytes, "table blobs")?;
         Ok(bytes)
+    }
+}
+
+#[async_trait]
+impl ControlStore for PgStore {
+    async fn list_controls(&self, prefix: &str) -> Result<Vec<Control>, StoreError> {
+        let rows = query(
+            &self.pool,
+            "listing controls",
+            &self.sql.list_controls,
+            &[&prefix],
+        )
+        .await?;
+        Ok((rows.iter())
+            .map(|row| Control {
+                key: row.get(0),
+                version: row.get::<_, i64>(1) as u64,
+                value: row.get(2),
+            })
+            .collect())
+    }
+
+    async fn put_control(
+        &self,
+        key: &str,
+        expected: u64,
+        value: Vec<u8>,
+    ) -> Result<u64, StoreError> {
+        validate_control(key, &value)?;
+        let doing = format!("writing control {key}");
+        let rows = if expected == 0 {
+            query(
+                &self.pool,
+                &doing,
+                &self.sql.insert_control,
+                &[&key, &value],
+            )
+            .await?
+        } else {
+            let at = expected as i64;
+            query(
+                &self.pool,
+                &doing,
+                &self.sql.update_control,
+                &[&key, &at, &value],
+            )
+            .await?
+        };
+        if let Some(row) = rows.first() {
+            return Ok(row.get::<_, i64>(0) as u64);
+        }
+        let found = query(&self.pool, &doing, &self.sql.control_version, &[&key]).await?;
+        let actual = found.first().map_or(0, |row| row.get::<_, i64>(0) as u64);
+        Err(control_conflict(key, expected, actual))
     }
 }
 

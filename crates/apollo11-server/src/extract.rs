@@ -67,6 +67,33 @@ pub struct StepPath {
     pub step: String,
 }
 
+/// `{workflow}` and `{name}` of the path: a schedule, the workflow's name checked against
+/// the names rule (the schedule's is looked up as given).
+pub struct SchedulePath {
+    /// The workflow.
+    pub workflow: String,
+    /// The schedule's name.
+    pub name: String,
+}
+
+#[derive(Deserialize)]
+struct ScheduleParams {
+    workflow: String,
+    name: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SchedulePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let ScheduleParams { workflow, name } = params(parts, state).await?;
+        Ok(SchedulePath {
+            workflow: named("workflow", NameKind::Workflow, workflow)?,
+            name,
+        })
+    }
+}
+
 /// The path's parameters as `T`; 400 when they do not decode.
 async fn params<T: DeserializeOwned + Send, S: Send + Sync>(
     parts: &mut Parts,

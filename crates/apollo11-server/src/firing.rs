@@ -8,13 +8,19 @@
 //! What happened before this process started is read from the runs that exist: the newest
 //! run of a schedule is its last fire, and the fire times after it up to now are caught up
 //! as the schedule's `catch_up` says. Fire times are read on the engine's clock.
+//!
+//! A schedule an operator paused (a control of the store, read every round) fires nothing;
+//! resumed, it catches up as at a start.
 
 mod backfill;
 mod metrics;
+mod pause;
 mod view;
 
 pub(crate) use backfill::backfill;
 pub use metrics::{describe, HISTOGRAM_BUCKETS};
+use pause::PauseStates;
+pub(crate) use pause::{pause, resume};
 pub(crate) use view::list;
 
 use crate::drive::{self, Start};
@@ -64,15 +70,27 @@ struct Track {
 pub async fn fire_rounds(state: Arc<AppState>) {
     let clock = Clock::system();
     let mut tracks: BTreeMap<(String, String), Track> = BTreeMap::new();
+    let mut paused = PauseStates::new();
     loop {
         let registry = state.registry();
         let wake = clock.now_ms() + ROUND_MAX_MS;
-        // A schedule removed or disabled by a reload is forgotten: seen again, it catches
-        // up as at a start.
-        tracks.retain(|(workflow, name), _| enabled(&registry, workflow, name).is_some());
+        match pause::states(&state).await {
+            Ok(read) => paused = read,
+            Err(e) => tracing::warn!(error = %e, "paused schedules not read: as they were"),
+        }
+        let is_paused = |key: &(String, String)| paused.get(key).is_some_and(|p| p.paused);
+        // A schedule removed, disabled by a reload or paused is forgotten: seen again, it
+        // catches up as at a start.
+        tracks.retain(|key @ (workflow, name), _| {
+            !is_paused(key) && enabled(&registry, workflow, name).is_some()
+        });
         for registered in registry.all() {
             for schedule in registered.schedules.iter().filter(|s| s.enabled) {
                 let key = (registered.spec.name.clone(), schedule.name.clone());
+                metrics::paused(&key.0, &key.1, is_paused(&key));
+                if is_paused(&key) {
+                    continue;
+                }
                 if let Entry::Vacant(new) = tracks.entry(key) {
                     new.insert(first_sight(&state, registered, schedule, clock.now_ms()).await);
                 }

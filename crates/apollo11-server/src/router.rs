@@ -143,6 +143,16 @@ fn api_routes() -> Vec<Route> {
             "/api/v1/schedules/backfill",
             crate::firing::backfill,
         ),
+        route(
+            Method::POST,
+            "/api/v1/schedules/{workflow}/{name}/pause",
+            crate::firing::pause,
+        ),
+        route(
+            Method::POST,
+            "/api/v1/schedules/{workflow}/{name}/resume",
+            crate::firing::resume,
+        ),
         route(Method::GET, "/metrics", metrics::scrape),
     ]
 }

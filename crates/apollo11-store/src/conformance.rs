@@ -3,6 +3,7 @@
 //! expression that makes a fresh, empty store.
 
 mod claims;
+pub mod controls;
 pub mod leases;
 
 use crate::{

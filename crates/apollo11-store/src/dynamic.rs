@@ -2,7 +2,9 @@
 //! database), for front ends that hold one engine whatever the store.
 
 use crate::forward::{forward_event_store, forward_snapshots_and_blobs};
-use crate::{BlobStore, EventStore, LeaseStore, NewEvent, SnapshotStore, StoreError};
+use crate::{
+    BlobStore, Control, ControlStore, EventStore, LeaseStore, NewEvent, SnapshotStore, StoreError,
+};
 use apollo11_core::{EventId, RunId, Seq};
 use std::sync::Arc;
 
@@ -10,11 +12,12 @@ use std::sync::Arc;
 pub trait FullStore: EventStore + SnapshotStore + BlobStore + 'static {}
 impl<T: EventStore + SnapshotStore + BlobStore + 'static> FullStore for T {}
 
-/// A backend chosen at run time; its leases, when it has them (a store several instances
-/// share). Every call goes to the backend's own implementation.
+/// A backend chosen at run time; its controls; its leases, when it has them (a store
+/// several instances share). Every call goes to the backend's own implementation.
 #[derive(Clone)]
 pub struct DynStore {
     inner: Arc<dyn FullStore>,
+    controls: Arc<dyn ControlStore>,
     leases: Option<Arc<dyn LeaseStore>>,
 }
 
@@ -28,17 +31,19 @@ impl std::fmt::Debug for DynStore {
 
 impl DynStore {
     /// A store used by one instance (the file log, whose lock keeps others out).
-    pub fn new(store: Arc<impl FullStore>) -> DynStore {
+    pub fn new(store: Arc<impl FullStore + ControlStore>) -> DynStore {
         DynStore {
-            inner: store,
+            inner: store.clone(),
+            controls: store,
             leases: None,
         }
     }
 
     /// A store shared by instances through its leases.
-    pub fn leased<S: FullStore + LeaseStore>(store: Arc<S>) -> DynStore {
+    pub fn leased<S: FullStore + ControlStore + LeaseStore>(store: Arc<S>) -> DynStore {
         DynStore {
             inner: store.clone(),
+            controls: store.clone(),
             leases: Some(store),
         }
     }
@@ -61,3 +66,19 @@ forward_event_store!(impl[] for DynStore, to inner, {
 });
 
 forward_snapshots_and_blobs!(impl[] SnapshotStore, impl[] BlobStore, for DynStore, to inner);
+
+#[async_trait::async_trait]
+impl ControlStore for DynStore {
+    async fn list_controls(&self, prefix: &str) -> Result<Vec<Control>, StoreError> {
+        self.controls.list_controls(prefix).await
+    }
+
+    async fn put_control(
+        &self,
+        key: &str,
+        expected: u64,
+        value: Vec<u8>,
+    ) -> Result<u64, StoreError> {
+        self.controls.put_control(key, expected, value).await
+    }
+}

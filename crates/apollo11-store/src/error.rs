@@ -23,6 +23,19 @@ pub enum StoreError {
         /// The run's last seq (0 for a new run), so the next valid seq is `actual + 1`.
         actual: Seq,
     },
+    /// A control was written expecting a version it is no longer at: another writer got
+    /// there first.
+    #[error(
+        "conflict on control `{key}`: expected version {expected}, but it is at version {actual}"
+    )]
+    ControlConflict {
+        /// The control's key.
+        key: String,
+        /// The version the writer read (0: none).
+        expected: u64,
+        /// The version it is at.
+        actual: u64,
+    },
     /// A fenced append carried an epoch that is not the run's current one: its writer lost
     /// the run's lease (to a takeover, or never held it) and must stop driving the run.
     #[error("run `{run_id}` is fenced off at epoch {epoch}: its lease is at epoch {current}")]
@@ -147,6 +160,7 @@ impl StoreError {
             StoreError::Unavailable { .. } | StoreError::GcInProgress { .. } => true,
             StoreError::Backend { retryable, .. } => *retryable,
             StoreError::Conflict { .. }
+            | StoreError::ControlConflict { .. }
             | StoreError::Fenced { .. }
             | StoreError::LeaseLost { .. }
             | StoreError::Corrupted { .. }

@@ -8,6 +8,7 @@ mod blob;
 pub mod codec;
 #[cfg(feature = "testing")]
 pub mod conformance;
+mod control;
 mod dynamic;
 mod error;
 pub mod feed;
@@ -22,6 +23,10 @@ mod validate;
 pub use acked::{AckLog, Acked};
 pub use archive::Archive;
 pub use blob::{check_blob, offload, resolve, sha256_hex};
+pub use control::{
+    control_conflict, validate_control, Control, ControlStore, Controls, CONTROL_KEY_BYTES_MAX,
+    CONTROL_VALUE_BYTES_MAX,
+};
 pub use dynamic::{DynStore, FullStore};
 pub use error::StoreError;
 pub use feed::{Change, RunFeed, Subscription};

@@ -8,8 +8,8 @@ mod leases;
 use crate::blob::check_blob;
 use crate::feed::Published;
 use crate::{
-    sha256_hex, validate, BlobStore, Clock, EventStore, NewEvent, RunSummary, Snapshot,
-    SnapshotStore, StoreError, Subscription, SystemClock,
+    sha256_hex, validate, BlobStore, Clock, Control, ControlStore, Controls, EventStore, NewEvent,
+    RunSummary, Snapshot, SnapshotStore, StoreError, Subscription, SystemClock,
 };
 use apollo11_core::{limits, BlobRef, Event, EventId, RunId, Seq};
 use async_trait::async_trait;
@@ -66,6 +66,7 @@ struct Inner {
     leases: BTreeMap<RunId, LeaseRow>,
     /// Each instance's heartbeat: until when it is alive.
     instances: BTreeMap<String, u64>,
+    controls: Controls,
 }
 
 /// A run's lease as the store keeps it.
@@ -287,6 +288,25 @@ impl BlobStore for MemStore {
             })?;
         check_blob(blob, bytes, "memory")?;
         Ok(bytes.clone())
+    }
+}
+
+#[async_trait]
+impl ControlStore for MemStore {
+    async fn list_controls(&self, prefix: &str) -> Result<Vec<Control>, StoreError> {
+        Ok(self.lock().controls.list(prefix))
+    }
+
+    async fn put_control(
+        &self,
+        key: &str,
+        expected: u64,
+        value: Vec<u8>,
+    ) -> Result<u64, StoreError> {
+        let mut inner = self.lock();
+        let (next, version) = inner.controls.put(key, expected, value)?;
+        inner.controls = next;
+        Ok(version)
     }
 }
 

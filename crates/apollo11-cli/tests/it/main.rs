@@ -24,6 +24,7 @@ mod partition;
 mod paths;
 mod rerun;
 mod runbook;
+mod schedule_pause;
 mod schedules;
 mod scrub;
 mod serve;

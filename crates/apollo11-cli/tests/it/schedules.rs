@@ -33,12 +33,12 @@ catch_up = "none"
 "#;
 
 /// `serve` on the test's data dir with its log (at `info`) in `log`.
-fn serve_logged(cli: &Cli, log: &str) -> (Child, String) {
+pub(crate) fn serve_logged(cli: &Cli, log: &str) -> (Child, String) {
     serve_on(cli, cli.data.path(), log, &[])
 }
 
 /// `serve` on `data` with its log in `log` and `more` arguments.
-fn serve_on(cli: &Cli, data: &Path, log: &str, more: &[&str]) -> (Child, String) {
+pub(crate) fn serve_on(cli: &Cli, data: &Path, log: &str, more: &[&str]) -> (Child, String) {
     let workflows = cli.work.path().to_str().unwrap().to_owned();
     let mut args = vec![
         "serve",
@@ -65,7 +65,7 @@ fn serve_on(cli: &Cli, data: &Path, log: &str, more: &[&str]) -> (Child, String)
     (child, address)
 }
 
-fn stop(mut child: Child) {
+pub(crate) fn stop(mut child: Child) {
     let pid = child.id() as i32;
     child.kill().unwrap();
     child.wait().unwrap();
@@ -74,7 +74,12 @@ fn stop(mut child: Child) {
 
 /// The runs of `runs --json` (with `more` arguments first) of schedule `schedule` of
 /// `workflow`: each with its fire time (ms), created_at and updated_at, by fire time.
-fn fired(cli: &Cli, more: &[&str], workflow: &str, schedule: &str) -> Vec<(u64, u64, u64)> {
+pub(crate) fn fired(
+    cli: &Cli,
+    more: &[&str],
+    workflow: &str,
+    schedule: &str,
+) -> Vec<(u64, u64, u64)> {
     let mut args = more.to_vec();
     args.extend(["runs", "--json"]);
     let ran = cli.run(&args);

@@ -34,3 +34,7 @@ mod conformance {
 mod leases {
     apollo11_store::lease_conformance_tests!(crate::store_or_skip!());
 }
+
+mod controls {
+    apollo11_store::control_conformance_tests!(crate::store_or_skip!());
+}

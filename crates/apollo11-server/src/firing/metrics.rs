@@ -25,6 +25,10 @@ pub const SKIPPED_TOTAL: &str = "apollo11_schedule_skipped_total";
 /// schedule's `catch_up` did not start.
 pub const MISSED_TOTAL: &str = "apollo11_schedule_missed_total";
 
+/// Gauge, labels `workflow`, `schedule`: 1 while an operator has the schedule paused, else 0
+/// (enabled schedules only).
+pub const PAUSED: &str = "apollo11_schedule_paused";
+
 /// Buckets of the histograms here.
 pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[(
     FIRE_LAG_SECONDS,
@@ -57,6 +61,10 @@ pub fn describe() {
     describe_counter!(
         SKIPPED_TOTAL,
         "Fires that started nothing: the schedule's last run was still running."
+    );
+    describe_gauge!(
+        PAUSED,
+        "1 while an operator has the schedule paused, else 0."
     );
     describe_counter!(
         MISSED_TOTAL,
@@ -94,4 +102,9 @@ pub(super) fn standing(workflow: &str, schedule: &str, next_due_ms: u64, waiting
     let labels = labels(workflow, schedule);
     metrics::gauge!(NEXT_FIRE_TIMESTAMP_SECONDS, &labels).set(next_due_ms as f64 / 1_000.0);
     metrics::gauge!(WAITING_FIRES, &labels).set(waiting as f64);
+}
+
+/// Whether the schedule is paused, seen at a round.
+pub(super) fn paused(workflow: &str, schedule: &str, paused: bool) {
+    metrics::gauge!(PAUSED, &labels(workflow, schedule)).set(if paused { 1.0 } else { 0.0 });
 }

@@ -1,7 +1,7 @@
 //! `GET /api/v1/schedules`: every schedule of the registered workflows, with its next fire
 //! times and its last fire, read from the runs that exist, and that run's state.
 
-use super::newest_run;
+use super::{newest_run, pause};
 use crate::server::AppState;
 use crate::ApiError;
 use apollo11_runtime::{Clock, RunStatus};
@@ -34,6 +34,10 @@ struct ScheduleItem {
     next_fires: Vec<u64>,
     /// The newest fire time that has a run, and that run.
     last_fire: Option<LastFire>,
+    /// Whether an operator paused it.
+    paused: bool,
+    /// Its latest pause or resume, if it ever had one.
+    pause: Option<pause::PauseState>,
 }
 
 #[derive(Serialize)]
@@ -49,6 +53,7 @@ pub(crate) async fn list(
 ) -> Result<Json<ScheduleList>, ApiError> {
     let now_ms = Clock::system().now_ms();
     let registry = state.registry();
+    let mut pauses = pause::states(&state).await?;
     let mut schedules = Vec::new();
     for registered in registry.all() {
         for schedule in &registered.schedules {
@@ -66,6 +71,7 @@ pub(crate) async fn list(
                     run_id: run.0,
                 }),
             };
+            let pause = pauses.remove(&(workflow.clone(), schedule.name.clone()));
             let next = schedule
                 .cron
                 .fires_between(now_ms, u64::MAX, NEXT_FIRES_SHOWN);
@@ -80,6 +86,8 @@ pub(crate) async fn list(
                 enabled: schedule.enabled,
                 next_fires: next.iter().map(|f| f.ms).collect(),
                 last_fire,
+                paused: pause.as_ref().is_some_and(|p| p.paused),
+                pause,
             });
         }
     }

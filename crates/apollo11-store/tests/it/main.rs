@@ -120,6 +120,14 @@ mod leases {
     apollo11_store::lease_conformance_tests!(Arc::new(MemStore::new()));
 }
 
+/// Controls.
+mod controls {
+    use apollo11_store::MemStore;
+    use std::sync::Arc;
+
+    apollo11_store::control_conformance_tests!(Arc::new(MemStore::new()));
+}
+
 /// The same cases through `DynStore`, which forwards every call (the change feed too) to
 /// the backend behind it.
 mod dynamic {
@@ -129,6 +137,15 @@ mod dynamic {
     apollo11_store::conformance_tests!(Arc::new(DynStore::new(Arc::new(MemStore::with_id_gaps(
         IdGaps::Even
     )))));
+
+    mod controls {
+        use apollo11_store::{DynStore, MemStore};
+        use std::sync::Arc;
+
+        apollo11_store::control_conformance_tests!(Arc::new(DynStore::new(Arc::new(
+            MemStore::new()
+        ))));
+    }
 
     #[test]
     fn only_a_leased_store_has_leases() {
