@@ -22,7 +22,7 @@ export function backfillDialog(s) {
   form.elements.to.value = utc(to);
   const error = dialog.querySelector('[data-error]');
   const result = dialog.querySelector('[data-result]');
-  const start = dialog.querySelector('[data-start]');
+  const start = dialog.querySelector('[data-backfill-start]');
   const preview = dialog.querySelector('[data-preview]');
   let previewed = null; // the request a preview answered, which Start sends
   const reset = () => {

@@ -797,7 +797,7 @@ test('the schedules page lists each schedule with its next fires, and backfills 
   await second.locator('[data-backfill]').click();
   const dialog = page.locator('#backfill-dialog');
   assert.equal(await dialog.locator('[data-title]').textContent(), 'Backfill ticks / second');
-  assert.ok(await dialog.locator('[data-start]').isDisabled(), 'no start before a preview');
+  assert.ok(await dialog.locator('[data-backfill-start]').isDisabled(), 'no start before a preview');
   await dialog.locator('input[name=from]').fill('yesterday');
   await dialog.locator('[data-preview]').click();
   assert.equal(await dialog.locator('[data-error]').textContent(), 'from: not a UTC instant like 2026-12-06T03:00:00Z');
@@ -806,18 +806,18 @@ test('the schedules page lists each schedule with its next fires, and backfills 
   await dialog.locator('input[name=max_parallel]').fill('3');
   const posts = watchPosts();
   await dialog.locator('[data-preview]').click();
-  await page.waitForFunction(() => !document.querySelector('#backfill-dialog [data-start]').disabled);
+  await page.waitForFunction(() => !document.querySelector('#backfill-dialog [data-backfill-start]').disabled);
   assert.equal(await dialog.locator('[data-result]').evaluate((n) => n.firstChild.textContent),
     '10 fire times in the range, 0 with a run already: 10 runs would start.');
   assert.deepEqual(await dialog.locator('[data-ids] a').allTextContents(), [0, 1, 2, 3, 4].map((i) => id(from + i * 1000)));
   assert.equal(await dialog.locator('[data-ids] li.muted').textContent(), 'and 5 more');
-  assert.equal(await dialog.locator('[data-start]').textContent(), 'Start backfill: 10 runs');
+  assert.equal(await dialog.locator('[data-backfill-start]').textContent(), 'Start backfill: 10 runs');
   assert.equal((await call(server, `/api/v1/runs/${id(from)}`)).status, 404, 'a preview starts nothing');
   await shot('schedules-backfill-preview');
-  await dialog.locator('[data-start]').click();
+  await dialog.locator('[data-backfill-start]').click();
   await page.waitForFunction(() => /^Started /.test(document.querySelector('#backfill-dialog [data-result]').textContent));
   assert.equal(await dialog.locator('[data-result]').evaluate((n) => n.firstChild.textContent), 'Started 10 runs, at most 3 at once.');
-  assert.ok(await dialog.locator('[data-start]').isDisabled(), 'a start needs a new preview');
+  assert.ok(await dialog.locator('[data-backfill-start]').isDisabled(), 'a start needs a new preview');
   assert.deepEqual(posts.stop(), [`${server.base}/api/v1/schedules/backfill`, `${server.base}/api/v1/schedules/backfill`]);
   await dialog.locator('button[value=cancel]').click();
   const history = page.locator('[data-history-of="ticks/second"]');
