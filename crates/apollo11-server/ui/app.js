@@ -1,9 +1,10 @@
 // The single page: routes in the URL fragment (`#/runs?state=&workflow=`, `#/runs/ID?at=N`,
-// `#/workers`), each page mounted into <main> and unmounted (its polling and streams stopped) on leaving.
+// `#/workers`, `#/schedules`), each page mounted into <main> and unmounted (its polling and streams stopped) on leaving.
 
 import { mountRuns } from './runs.js';
 import { mountRun } from './run.js';
 import { mountWorkers } from './workers.js';
+import { mountSchedules } from './schedules.js';
 import { el } from './format.js';
 import { loadMeta } from './api.js';
 import { route } from './nav.js';
@@ -26,6 +27,9 @@ function show() {
   } else if (parts[0] === 'workers' && parts.length === 1) {
     where.textContent = 'workers';
     unmount = mountWorkers(root);
+  } else if (parts[0] === 'schedules' && parts.length === 1) {
+    where.textContent = 'schedules';
+    unmount = mountSchedules(root);
   } else if (parts.length === 0 || (parts[0] === 'runs' && parts.length === 1)) {
     where.textContent = 'runs';
     unmount = mountRuns(root, params);

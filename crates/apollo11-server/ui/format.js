@@ -35,6 +35,11 @@ export function time(ms) {
   return `${day} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
+/** A time (ms since the epoch) as RFC 3339 in UTC, whole seconds: `2026-12-06T03:00:00Z`. */
+export function utc(ms) {
+  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
 /** A duration in ms as `812 ms`, `3.2 s`, `4 min 05 s` or `2 h 03 min`, or `—`. */
 export function duration(ms) {
   if (ms === null || ms === undefined) return '—';

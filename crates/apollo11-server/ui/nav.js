@@ -1,4 +1,4 @@
-// Routes in the URL fragment: `#/runs?state=&workflow=&all=`, `#/runs/ID?at=N`, `#/workers`.
+// Routes in the URL fragment: `#/runs?state=&workflow=&all=`, `#/runs/ID?at=N`, `#/workers`, `#/schedules`.
 
 /** The route of the fragment: `{parts: ['runs', ID], params: URLSearchParams}`. */
 export function route() {

@@ -14,7 +14,9 @@
 // `chain` run's step rerun with its downstream from its details (the confirmation saying
 // what is compensated first and what runs again), running then succeeded again, the rerun
 // in the timeline; a rerun refused in its dialog while a step of its set works; the failure
-// classes of a `classes` run (`exit:3`, `spawn`) and why their retries stopped. Screenshots
+// classes of a `classes` run (`exit:3`, `spawn`) and why their retries stopped; the
+// schedules page listing `ticks`'s two schedules, a 10-second range of one previewed and
+// backfilled from its dialog, the runs then in its history. Screenshots
 // of each page go to APOLLO11_UI_SHOTS (default target/ui-screenshots).
 //
 //   node ui.test.mjs http://127.0.0.1:PORT
@@ -772,5 +774,64 @@ test('a failed step\'s class shows in the steps table, its details, the timeline
   assert.match(await page.locator(`table.events tr[data-event="${failed('page').event_id}"] td.why`).textContent(),
     /^\[spawn\] exited with code 127 .* — stopped: class spawn is never retried by default$/);
   await shot('classes-spawn');
+  assert.deepEqual(page.errors, []);
+});
+
+test('the schedules page lists each schedule with its next fires, and backfills a range of one', async () => {
+  await visit(page, server, '#/schedules');
+  const second = page.locator('table.schedules tr[data-schedule="ticks/second"]');
+  const daily = page.locator('table.schedules tr[data-schedule="ticks/daily"]');
+  await second.waitFor();
+  assert.match(await second.locator('[data-state]').textContent(), /^disabled/);
+  assert.match(await daily.locator('[data-state]').textContent(), /^enabled/);
+  assert.match(await daily.locator('td').nth(1).textContent(), /^30 4 \* \* \*Europe\/Paris$/);
+  // The daily fire at 04:30 in Paris, and the same instant in UTC (03:30 or 02:30).
+  assert.match(await daily.locator('[data-next]').innerText(), /^\d{4}-\d\d-\d\d 04:30:00 Europe\/Paris\n\d{4}-\d\d-\d\dT0[23]:30:00Z$/);
+  assert.match(await second.locator('[data-next]').innerText(), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\n\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  assert.equal(await page.locator('nav.pages a.here').textContent(), 'Schedules');
+  await shot('schedules');
+
+  const from = Math.floor(Date.now() / 1000) * 1000 - 3_600_000;
+  const stamp = (ms) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const id = (ms) => `ticks-second-${stamp(ms).replace(/[-:]/g, '')}`;
+  await second.locator('[data-backfill]').click();
+  const dialog = page.locator('#backfill-dialog');
+  assert.equal(await dialog.locator('[data-title]').textContent(), 'Backfill ticks / second');
+  assert.ok(await dialog.locator('[data-backfill-start]').isDisabled(), 'no start before a preview');
+  await dialog.locator('input[name=from]').fill('yesterday');
+  await dialog.locator('[data-preview]').click();
+  assert.equal(await dialog.locator('[data-error]').textContent(), 'from: not a UTC instant like 2026-12-06T03:00:00Z');
+  await dialog.locator('input[name=from]').fill(stamp(from));
+  await dialog.locator('input[name=to]').fill(stamp(from + 9_000));
+  await dialog.locator('input[name=max_parallel]').fill('3');
+  const posts = watchPosts();
+  await dialog.locator('[data-preview]').click();
+  await page.waitForFunction(() => !document.querySelector('#backfill-dialog [data-backfill-start]').disabled);
+  assert.equal(await dialog.locator('[data-result]').evaluate((n) => n.firstChild.textContent),
+    '10 fire times in the range, 0 with a run already: 10 runs would start.');
+  assert.deepEqual(await dialog.locator('[data-ids] a').allTextContents(), [0, 1, 2, 3, 4].map((i) => id(from + i * 1000)));
+  assert.equal(await dialog.locator('[data-ids] li.muted').textContent(), 'and 5 more');
+  assert.equal(await dialog.locator('[data-backfill-start]').textContent(), 'Start backfill: 10 runs');
+  assert.equal((await call(server, `/api/v1/runs/${id(from)}`)).status, 404, 'a preview starts nothing');
+  await shot('schedules-backfill-preview');
+  await dialog.locator('[data-backfill-start]').click();
+  await page.waitForFunction(() => /^Started /.test(document.querySelector('#backfill-dialog [data-result]').textContent));
+  assert.equal(await dialog.locator('[data-result]').evaluate((n) => n.firstChild.textContent), 'Started 10 runs, at most 3 at once.');
+  assert.ok(await dialog.locator('[data-backfill-start]').isDisabled(), 'a start needs a new preview');
+  assert.deepEqual(posts.stop(), [`${server.base}/api/v1/schedules/backfill`, `${server.base}/api/v1/schedules/backfill`]);
+  await dialog.locator('button[value=cancel]').click();
+  const history = page.locator('[data-history-of="ticks/second"]');
+  await history.locator(`li[data-run="${id(from + 9_000)}"]`).waitFor({ timeout: 15_000 });
+  await page.waitForFunction(() => {
+    const runs = [...document.querySelectorAll('[data-history-of="ticks/second"] li[data-run]')];
+    return runs.length === 10 && runs.every((li) => li.querySelector('.badge').textContent === 'succeeded');
+  }, null, { timeout: 30_000 });
+  await second.locator(`[data-last] a[href="#/runs/${id(from + 9_000)}"]`).waitFor();
+  assert.match(await second.locator('[data-last]').innerText(), new RegExp(`^${stamp(from + 9_000)}\n${id(from + 9_000)} succeeded$`, 'm'));
+  await page.setViewportSize({ width: 375, height: 800 });
+  const wide = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(await wide() <= 0, `the schedules page at 375 px is ${await wide()} px too wide`);
+  await shot('schedules-375');
+  await page.setViewportSize({ width: 1400, height: 1000 });
   assert.deepEqual(page.errors, []);
 });
