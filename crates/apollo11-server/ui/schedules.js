@@ -8,6 +8,7 @@ import { badge, el, utc } from './format.js';
 import { href } from './nav.js';
 import { poll } from './poll.js';
 import { backfillDialog } from './backfill.js';
+import { scheduleAction } from './actions.js';
 
 const POLL_MS = 2000;
 /** The workflow's newest runs read for a schedule's history. */
@@ -72,20 +73,20 @@ function lastFire(s) {
   return [...fireTime(fire, s.zone), el('div', {}, el('a', { href: href(['runs', run]) }, run), ' ', state ? badge(state) : null)];
 }
 
-/**
- * Enabled or not, and paused with who and why when the answer has a `paused` field (an
- * object `{by, reason}`, or null when not paused).
- */
+/** Enabled or not, and paused with who and why (`pause`, its latest pause or resume). */
 function scheduleState(s) {
   const parts = [el('div', {}, s.enabled ? 'enabled' : 'disabled (fires nothing)')];
-  if (s.paused) parts.push(el('div', { class: 'error', 'data-paused': true }, `paused by ${s.paused.by}: ${s.paused.reason}`));
+  if (s.paused && s.pause) parts.push(el('div', { class: 'error', 'data-paused': true }, `paused by ${s.pause.by}: ${s.pause.reason}`));
   return parts;
 }
 
-/** The schedule's buttons: backfill (its pause and resume go here too). */
+/** The schedule's buttons: backfill, and pause or resume. */
 function actions(s) {
+  const toggle = s.paused ? 'resume' : 'pause';
   return el('div', { class: 'buttons' },
-    el('button', { 'data-backfill': true, onclick: () => backfillDialog(s) }, 'Backfill…'));
+    el('button', { 'data-backfill': true, onclick: () => backfillDialog(s) }, 'Backfill…'),
+    el('button', { [`data-schedule-${toggle}`]: true, onclick: () => scheduleAction(s, toggle) },
+      s.paused ? 'Resume…' : 'Pause…'));
 }
 
 /** Each schedule's recent runs, the workflows' runs read once per workflow. */
