@@ -1,13 +1,81 @@
-//! `override`, `pause`, `rollback`, `rerun`.
+//! `override`, `pause`, `rollback`, `rerun`, and what every operator action shares: sent to
+//! the server that holds the data dir, else appended here for `resume` to act on.
 
 use crate::data::{engine_exit, DataDir};
 use crate::remote::{open_or_reach, Remote, Writer};
 use crate::{out, Exit};
 use apollo11_core::{limits, OverrideTarget};
-use apollo11_runtime::{Engine, EngineConfig, RunAction, RunId};
-use serde_json::json;
+use apollo11_runtime::{Engine, EngineConfig, EngineError, RunAction, RunId};
+use apollo11_store::DynStore;
+use serde_json::{json, Value};
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
+
+/// An operator action as both ways of recording it need it.
+pub(crate) struct Action<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// Its route on the server (`/api/v1/runs/RUN/steps/STEP/rerun`).
+    pub path: String,
+    /// What the server is sent (`by` and `reason` are added).
+    pub body: Value,
+    /// What was done, in words: `s set to succeeded`.
+    pub done: String,
+    /// What acts on it once appended here: ``continue with `apollo11 resume RUN` ``.
+    pub next: String,
+    /// Why.
+    pub reason: &'a str,
+    /// Who.
+    pub by: &'a str,
+}
+
+/// Records `action`: through the server that holds the data dir, else by `local` on an
+/// engine of this process (an operator's action is appended unfenced, whoever drives the
+/// run). `local` hands the engine back with its answer.
+pub(crate) async fn perform<F, Fut>(
+    dir: &DataDir,
+    token_file: Option<&Path>,
+    action: Action<'_>,
+    local: F,
+) -> Result<Exit, Exit>
+where
+    F: FnOnce(Engine<DynStore>) -> Fut,
+    Fut: Future<Output = (Engine<DynStore>, Result<(), EngineError>)>,
+{
+    let Action {
+        run_id,
+        path,
+        mut body,
+        done,
+        next,
+        reason,
+        by,
+    } = action;
+    label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
+    apollo11_core::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
+    let store = match open_or_reach(dir, token_file).await? {
+        Writer::Local(log) => Arc::new(log),
+        Writer::Server(server) => {
+            body["by"] = json!(by);
+            body["reason"] = json!(reason);
+            let answer = server.post(&path, body).await?;
+            out::line(format!(
+                "{run_id}: {done} by {by} ({reason}), event {}; the server drives the run on",
+                answer["event_id"]
+            ))?;
+            return Ok(Exit::code(0));
+        }
+    };
+    let engine = Engine::open(store, EngineConfig::default())
+        .await
+        .map_err(engine_exit)?;
+    let (engine, answer) = local(engine).await;
+    engine.close().await;
+    answer.map_err(engine_exit)?;
+    out::line(format!("{run_id}: {done} by {by} ({reason}); {next}"))?;
+    Ok(Exit::code(0))
+}
 
 pub async fn override_step(
     dir: &DataDir,
@@ -24,36 +92,21 @@ pub async fn override_step(
             format!("--to {to}: expected succeeded, skipped, pending or failed"),
         )
     })?;
-    label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
-    apollo11_core::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
-    let store = match open_or_reach(dir, token_file).await? {
-        Writer::Local(log) => Arc::new(log),
-        Writer::Server(server) => {
-            let path = format!("{}/override", Remote::step_path(run_id, step));
-            let body = json!({"to": to.name(), "by": by, "reason": reason});
-            let answer = server.post(&path, body).await?;
-            out::line(format!(
-                "{run_id}: {step} set to {} by {by} ({reason}), event {}; the server drives the run on",
-                to.name(),
-                answer["event_id"]
-            ))?;
-            return Ok(Exit::code(0));
-        }
+    let action = Action {
+        run_id,
+        path: format!("{}/override", Remote::step_path(run_id, step)),
+        body: json!({"to": to.name()}),
+        done: format!("{step} set to {}", to.name()),
+        next: format!("continue with `apollo11 resume {run_id}`"),
+        reason,
+        by,
     };
-    // An operator's action is appended unfenced, whoever drives the run.
-    let engine = Engine::open(store, EngineConfig::default())
-        .await
-        .map_err(engine_exit)?;
-    engine
-        .override_step(&RunId::from(run_id), step, to, by, reason)
-        .await
-        .map_err(engine_exit)?;
-    engine.close().await;
-    out::line(format!(
-        "{run_id}: {step} set to {} by {by} ({reason}); continue with `apollo11 resume {run_id}`",
-        to.name()
-    ))?;
-    Ok(Exit::code(0))
+    perform(dir, token_file, action, |engine| async move {
+        let id = RunId::from(run_id);
+        let done = engine.override_step(&id, step, to, by, reason).await;
+        (engine, done.map(drop))
+    })
+    .await
 }
 
 /// An operator's note (`--by`, `--reason`), checked as the server checks it.
@@ -71,42 +124,30 @@ pub async fn act(
     by: &str,
     token_file: Option<&Path>,
 ) -> Result<Exit, Exit> {
-    label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
-    apollo11_core::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
-    let store = match open_or_reach(dir, token_file).await? {
-        Writer::Local(log) => Arc::new(log),
-        Writer::Server(server) => {
-            let path = format!("{}/{}", Remote::run_path(run_id), action.name());
-            let answer = server
-                .post(&path, json!({"by": by, "reason": reason}))
-                .await?;
-            out::line(format!(
-                "{run_id}: {action} recorded, by {by} ({reason}), event {}; the server drives the run on",
-                answer["event_id"]
-            ))?;
-            return Ok(Exit::code(0));
-        }
+    let recorded = Action {
+        run_id,
+        path: format!("{}/{}", Remote::run_path(run_id), action.name()),
+        body: json!({}),
+        done: format!("{action} recorded,"),
+        next: match action {
+            RunAction::Pause => format!("`apollo11 resume` lifts it {run_id}"),
+            RunAction::Resume | RunAction::Rollback => {
+                format!("it happens at the next `apollo11 resume` {run_id}")
+            }
+        },
+        reason,
+        by,
     };
-    // An operator's action is appended unfenced, whoever drives the run.
-    let engine = Engine::open(store, EngineConfig::default())
-        .await
-        .map_err(engine_exit)?;
-    let id = RunId::from(run_id);
-    let done = match action {
-        RunAction::Pause => engine.pause(&id, by, reason).await,
-        RunAction::Resume => engine.unpause(&id, by, reason).await,
-        RunAction::Rollback => engine.request_rollback(&id, by, reason).await,
-    };
-    engine.close().await;
-    done.map_err(engine_exit)?;
-    let next = match action {
-        RunAction::Pause => "`apollo11 resume` lifts it",
-        RunAction::Resume | RunAction::Rollback => "it happens at the next `apollo11 resume`",
-    };
-    out::line(format!(
-        "{run_id}: {action} recorded, by {by} ({reason}); {next} {run_id}"
-    ))?;
-    Ok(Exit::code(0))
+    perform(dir, token_file, recorded, |engine| async move {
+        let id = RunId::from(run_id);
+        let done = match action {
+            RunAction::Pause => engine.pause(&id, by, reason).await,
+            RunAction::Resume => engine.unpause(&id, by, reason).await,
+            RunAction::Rollback => engine.request_rollback(&id, by, reason).await,
+        };
+        (engine, done.map(drop))
+    })
+    .await
 }
 
 /// The step a rerun starts from, and whether the steps after it run again too.
@@ -125,30 +166,20 @@ pub async fn rerun(
     by: &str,
     token_file: Option<&Path>,
 ) -> Result<Exit, Exit> {
-    label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
-    apollo11_core::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
-    let step = rerun.step;
-    let store = match open_or_reach(dir, token_file).await? {
-        Writer::Local(log) => Arc::new(log),
-        Writer::Server(server) => {
-            let path = format!("{}/rerun", Remote::step_path(run_id, step));
-            let body = json!({"by": by, "reason": reason, "downstream": rerun.downstream});
-            let answer = server.post(&path, body).await?;
-            out::line(format!(
-                "{run_id}: rerun of {step} recorded, by {by} ({reason}), event {}; the server drives the run on",
-                answer["event_id"]
-            ))?;
-            return Ok(Exit::code(0));
-        }
+    let Rerun { step, downstream } = rerun;
+    let action = Action {
+        run_id,
+        path: format!("{}/rerun", Remote::step_path(run_id, step)),
+        body: json!({"downstream": downstream}),
+        done: format!("rerun of {step} recorded,"),
+        next: format!("it happens at the next `apollo11 resume {run_id}`"),
+        reason,
+        by,
     };
-    let engine = Engine::open(store, EngineConfig::default())
-        .await
-        .map_err(engine_exit)?;
-    let done = (engine.rerun(&RunId::from(run_id), step, rerun.downstream, by, reason)).await;
-    engine.close().await;
-    done.map_err(engine_exit)?;
-    out::line(format!(
-        "{run_id}: rerun of {step} recorded, by {by} ({reason}); it happens at the next `apollo11 resume {run_id}`"
-    ))?;
-    Ok(Exit::code(0))
+    perform(dir, token_file, action, |engine| async move {
+        let id = RunId::from(run_id);
+        let done = engine.rerun(&id, step, downstream, by, reason).await;
+        (engine, done.map(drop))
+    })
+    .await
 }

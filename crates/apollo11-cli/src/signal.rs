@@ -3,15 +3,14 @@
 //! the server when one holds the data dir, else appended here; refused (exit 2) when the
 //! step is not waiting for a signal, and nothing is appended then.
 
-use crate::data::{engine_exit, DataDir};
-use crate::operate::label;
-use crate::remote::{open_or_reach, Remote, Writer};
-use crate::{out, Exit};
-use apollo11_core::{limits, Value};
-use apollo11_runtime::{Engine, EngineConfig, RunId};
+use crate::data::DataDir;
+use crate::operate::{perform, Action};
+use crate::remote::Remote;
+use crate::Exit;
+use apollo11_core::Value;
+use apollo11_runtime::RunId;
 use serde_json::json;
 use std::path::Path;
-use std::sync::Arc;
 
 /// The data `approve` sends.
 pub fn approval() -> Value {
@@ -34,30 +33,19 @@ pub async fn signal(
     (reason, by): (&str, &str),
     token_file: Option<&Path>,
 ) -> Result<Exit, Exit> {
-    label("--reason", reason, limits::ERROR_MESSAGE_BYTES_MAX)?;
-    apollo11_core::check_operator("--by", by).map_err(|e| Exit::fail(2, e))?;
-    let store = match open_or_reach(dir, token_file).await? {
-        Writer::Local(log) => Arc::new(log),
-        Writer::Server(server) => {
-            let path = format!("{}/signal", Remote::step_path(run_id, step));
-            let body = json!({"data": data, "by": by, "reason": reason});
-            let answer = server.post(&path, body).await?;
-            out::line(format!(
-                "{run_id}: {step} signalled by {by} ({reason}), event {}; the server drives the run on",
-                answer["event_id"]
-            ))?;
-            return Ok(Exit::code(0));
-        }
+    let action = Action {
+        run_id,
+        path: format!("{}/signal", Remote::step_path(run_id, step)),
+        body: json!({ "data": data }),
+        done: format!("{step} signalled"),
+        next: format!("it goes on at the next `apollo11 resume {run_id}`"),
+        reason,
+        by,
     };
-    // An operator's action is appended unfenced, whoever drives the run.
-    let engine = Engine::open(store, EngineConfig::default())
-        .await
-        .map_err(engine_exit)?;
-    let done = (engine.signal(&RunId::from(run_id), step, data, by, reason)).await;
-    engine.close().await;
-    done.map_err(engine_exit)?;
-    out::line(format!(
-        "{run_id}: {step} signalled by {by} ({reason}); it goes on at the next `apollo11 resume {run_id}`"
-    ))?;
-    Ok(Exit::code(0))
+    perform(dir, token_file, action, |engine| async move {
+        let id = RunId::from(run_id);
+        let done = engine.signal(&id, step, data, by, reason).await;
+        (engine, done.map(drop))
+    })
+    .await
 }
