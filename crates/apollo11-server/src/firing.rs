@@ -85,6 +85,8 @@ pub async fn fire_rounds(state: Arc<AppState>) {
             !is_paused(key) && enabled(&registry, workflow, name).is_some()
         });
         for registered in registry.all() {
+            // The workflow's runs, read once for the schedules of it first seen.
+            let mut runs = None;
             for schedule in registered.schedules.iter().filter(|s| s.enabled) {
                 let key = (registered.spec.name.clone(), schedule.name.clone());
                 metrics::paused(&key.0, &key.1, is_paused(&key));
@@ -92,7 +94,11 @@ pub async fn fire_rounds(state: Arc<AppState>) {
                     continue;
                 }
                 if let Entry::Vacant(new) = tracks.entry(key) {
-                    new.insert(first_sight(&state, registered, schedule, clock.now_ms()).await);
+                    if runs.is_none() {
+                        runs = Some(runs_of(&state, &registered.spec.name).await);
+                    }
+                    let runs = runs.as_ref().expect("read just now");
+                    new.insert(first_sight(runs, registered, schedule, clock.now_ms()));
                 }
             }
         }
@@ -128,14 +134,14 @@ fn enabled<'r>(
 
 /// A schedule first seen: its last fire read from the runs that exist, and the fire times
 /// missed since caught up as its `catch_up` says. Without any run of it, nothing is missed.
-async fn first_sight(
-    state: &AppState,
+fn first_sight(
+    runs: &BTreeSet<String>,
     registered: &Registered,
     schedule: &Schedule,
     now_ms: u64,
 ) -> Track {
     let workflow = &registered.spec.name;
-    let newest = newest_run(state, workflow, schedule).await;
+    let newest = newest_run(runs, workflow, schedule);
     let Some((run, last)) = newest else {
         return Track {
             last_ms: now_ms,
@@ -158,28 +164,31 @@ async fn first_sight(
     }
 }
 
-/// The newest run a fire of `schedule` started, by its id, and that fire time.
-async fn newest_run(
-    state: &AppState,
+/// The newest run a fire of `schedule` started among `runs` (its workflow's), by its id,
+/// and that fire time.
+fn newest_run(
+    runs: &BTreeSet<String>,
     workflow: &str,
     schedule: &Schedule,
 ) -> Option<(RunId, FireTime)> {
     let sample = schedule.cron.next_after(0)?;
     let sample_id = run_id(workflow, &schedule.name, &sample);
     let prefix = sample_id.strip_suffix(&sample.stamp())?;
-    let runs = match existing_runs(state, workflow).await {
-        Ok(runs) => runs,
-        Err(e) => {
-            tracing::warn!(workflow, error = %e.message(), "runs not read: no schedule catches up");
-            return None;
-        }
-    };
-    (runs.into_iter())
+    (runs.iter())
         .filter_map(|id| {
             let fire = schedule.cron.at_stamp(id.strip_prefix(prefix)?)?;
-            Some((RunId(id), fire))
+            Some((RunId(id.clone()), fire))
         })
         .max_by_key(|(_, fire)| fire.ms)
+}
+
+/// The ids of the runs of `workflow`; none when they cannot be read (logged: no schedule
+/// of it catches up then).
+async fn runs_of(state: &AppState, workflow: &str) -> BTreeSet<String> {
+    existing_runs(state, workflow).await.unwrap_or_else(|e| {
+        tracing::warn!(workflow, error = %e.message(), "runs not read: no schedule catches up");
+        BTreeSet::new()
+    })
 }
 
 /// The ids of the runs of `workflow`.

@@ -1,7 +1,7 @@
 //! `GET /api/v1/schedules`: every schedule of the registered workflows, with its next fire
 //! times and its last fire, read from the runs that exist, and that run's state.
 
-use super::{newest_run, pause};
+use super::{newest_run, pause, runs_of};
 use crate::server::AppState;
 use crate::ApiError;
 use apollo11_runtime::{Clock, RunStatus};
@@ -56,9 +56,10 @@ pub(crate) async fn list(
     let mut pauses = pause::states(&state).await?;
     let mut schedules = Vec::new();
     for registered in registry.all() {
+        let runs = runs_of(&state, &registered.spec.name).await;
         for schedule in &registered.schedules {
             let workflow = &registered.spec.name;
-            let last_fire = match newest_run(&state, workflow, schedule).await {
+            let last_fire = match newest_run(&runs, workflow, schedule) {
                 None => None,
                 Some((run, fire)) => Some(LastFire {
                     fire_time: fire.ms,
