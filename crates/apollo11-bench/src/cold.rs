@@ -14,7 +14,7 @@ use crate::Setup;
 use anyhow::{ensure, Result};
 use apollo11_log::{FileLog, Options};
 use apollo11_runtime::{Engine, EngineConfig, RunId, RunStatus};
-use apollo11_server::step_folders;
+use apollo11_server::run_folder;
 use apollo11_shell::{definition, shell};
 use serde_json::json;
 use std::path::Path;
@@ -95,7 +95,7 @@ async fn run_example(dir: &Path, name: &str, runs: u32, segment_bytes: u64) -> R
     let workflow = Arc::new(shell::workflow(&spec, &data)?);
     for r in 0..runs {
         let run = format!("{name}-{r:03}");
-        step_folders(&data, &run, &spec).map_err(anyhow::Error::msg)?;
+        run_folder(&data, &run).map_err(anyhow::Error::msg)?;
         let status = engine.start(&workflow, RunId(run)).await?.outcome().await?;
         ensure!(
             status == RunStatus::Succeeded,

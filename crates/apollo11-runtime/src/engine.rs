@@ -494,6 +494,13 @@ impl<S: Store> Engine<S> {
         Ok(self.shared.caught_up_view().await?.runs())
     }
 
+    /// Whether this engine drives `run_id` now (started or resumed here, not yet at rest).
+    /// Says nothing of a run another instance drives.
+    pub fn drives(&self, run_id: &RunId) -> bool {
+        let active = self.shared.active.lock().unwrap_or_else(|p| p.into_inner());
+        active.contains_key(run_id)
+    }
+
     /// The current state of a run.
     ///
     /// # Errors

@@ -52,7 +52,10 @@ pub struct Start<'a> {
 /// it ends; with a digest, only when the registered definition has it. Bad values are a 400
 /// naming the parameter, before anything is created. Answers the run and whether it was
 /// created: a keyed request whose run exists answers with that run (see `idempotent`).
-pub async fn start(state: &AppState, asked: Start<'_>) -> Result<(RunId, bool), ApiError> {
+pub async fn start(
+    state: &AppState,
+    asked: Start<'_>,
+) -> Result<(RunId, Option<Rested>), ApiError> {
     let Start {
         name,
         run_id,
@@ -81,14 +84,14 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<(RunId, bool), 
         Some(id) => {
             check_name(NameKind::Run, &id)
                 .map_err(|e| ApiError::Invalid(format!("run_id: {e}")))?;
-            step_folders_answered(&state.data_dir, &id, &spec)?;
+            run_folder_answered(&state.data_dir, &id)?;
             match (
                 state.engine.start(&workflow, RunId(id.clone())).await,
                 &request,
             ) {
                 (Err(EngineError::RunExists { .. }), Some(request)) => {
                     let run_id = idempotent::replay(state, &RunId(id), request).await?;
-                    return Ok((run_id, false));
+                    return Ok((run_id, None));
                 }
                 (started, _) => started?,
             }
@@ -98,7 +101,7 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<(RunId, bool), 
             let mut n = 1;
             loop {
                 let id = default_run_id(name, now_ms, n);
-                step_folders_answered(&state.data_dir, &id, &spec)?;
+                run_folder_answered(&state.data_dir, &id)?;
                 match state.engine.start(&workflow, RunId(id)).await {
                     Err(EngineError::RunExists { .. }) if n < DEFAULT_ID_TRIES => n += 1,
                     other => break other?,
@@ -107,8 +110,7 @@ pub async fn start(state: &AppState, asked: Start<'_>) -> Result<(RunId, bool), 
         }
     };
     let run_id = handle.run_id().clone();
-    watch(handle);
-    Ok((run_id, true))
+    Ok((run_id, Some(watch(handle))))
 }
 
 /// The definition a run of `declared` pins when started with the values `given`: 400 naming
@@ -140,7 +142,7 @@ pub async fn drive(state: &AppState, run_id: &RunId) -> Result<(), ApiError> {
         .resume(&Arc::new(workflow), run_id.clone())
         .await
     {
-        Ok(handle) => watch(handle),
+        Ok(handle) => drop(watch(handle)),
         Err(EngineError::AlreadyRunning { .. } | EngineError::Leased { .. }) => {}
         Err(e) => return Err(e.into()),
     }
@@ -203,15 +205,24 @@ fn retry_delay(failures: u32) -> Duration {
     Duration::from_millis(100u64.saturating_mul(1 << failures.saturating_sub(1).min(16)))
 }
 
-/// Logs how a drive ends.
-fn watch(handle: RunHandle) {
+/// Whether a run started here came to rest (its driver returned a status, not an error):
+/// unset while it is driven.
+pub type Rested = Arc<std::sync::OnceLock<bool>>;
+
+/// Logs how a drive ends, and says it in the answer.
+fn watch(handle: RunHandle) -> Rested {
+    let rested = Rested::default();
+    let said = rested.clone();
     tokio::spawn(async move {
         let run_id = handle.run_id().clone();
-        match handle.outcome().await {
+        let outcome = handle.outcome().await;
+        match &outcome {
             Ok(status) => tracing::info!(run = %run_id, %status, "run ended"),
             Err(e) => tracing::warn!(run = %run_id, error = %e, "run stopped"),
         }
+        let _ = said.set(outcome.is_ok());
     });
+    rested
 }
 
 /// How many suffixed ids a new run tries before giving up.
@@ -242,31 +253,27 @@ pub fn run_id_of(workflow: &str, tail: &str) -> String {
     format!("{}-{tail}", &workflow[..end])
 }
 
-/// Creates the folder of each step of a run before its first event, so a name the file
-/// system refuses is an error now rather than a run that cannot start its steps.
-pub fn step_folders(data_dir: &Path, run_id: &str, spec: &WorkflowSpec) -> Result<(), String> {
-    create_step_folders(data_dir, run_id, spec).map_err(|e| e.to_string())
+/// Creates the folder of a run's files before its first event, so a data dir that cannot be
+/// written, or a run id the file system refuses, is an error now rather than a run that
+/// cannot start its steps. A step's own folder is made by its first try.
+pub fn run_folder(data_dir: &Path, run_id: &str) -> Result<(), String> {
+    create_run_folder(data_dir, run_id).map_err(|e| e.to_string())
 }
 
-/// [`step_folders`] for an API answer: the folder's path goes to the server's log only.
-fn step_folders_answered(
-    data_dir: &Path,
-    run_id: &str,
-    spec: &WorkflowSpec,
-) -> Result<(), ApiError> {
-    create_step_folders(data_dir, run_id, spec).map_err(|e| {
+/// [`run_folder`] for an API answer: the folder's path goes to the server's log only.
+fn run_folder_answered(data_dir: &Path, run_id: &str) -> Result<(), ApiError> {
+    create_run_folder(data_dir, run_id).map_err(|e| {
         tracing::warn!(error = %e, "run not started");
         ApiError::Invalid(format!(
-            "run `{run_id}`, step `{}`: cannot create its folder in the data dir: {}",
-            e.step, e.source
+            "run `{run_id}`: cannot create its folder in the data dir: {}",
+            e.source
         ))
     })
 }
 
-/// A step folder that could not be created.
+/// A run folder that could not be created.
 struct FolderError {
     run_id: String,
-    step: String,
     folder: std::path::PathBuf,
     source: std::io::Error,
 }
@@ -275,30 +282,21 @@ impl std::fmt::Display for FolderError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "run `{}`, step `{}`: cannot create {}: {}",
+            "run `{}`: cannot create {}: {}",
             self.run_id,
-            self.step,
             self.folder.display(),
             self.source
         )
     }
 }
 
-fn create_step_folders(
-    data_dir: &Path,
-    run_id: &str,
-    spec: &WorkflowSpec,
-) -> Result<(), FolderError> {
-    for step in &spec.steps {
-        let folder = files::step_dir(data_dir, run_id, &step.name);
-        files::create_private_dir(&folder).map_err(|source| FolderError {
-            run_id: run_id.to_owned(),
-            step: step.name.clone(),
-            folder,
-            source,
-        })?;
-    }
-    Ok(())
+fn create_run_folder(data_dir: &Path, run_id: &str) -> Result<(), FolderError> {
+    let folder = files::run_dir(data_dir, run_id);
+    files::create_private_dir(&folder).map_err(|source| FolderError {
+        run_id: run_id.to_owned(),
+        folder,
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use pause::PauseStates;
 pub(crate) use pause::{pause, resume};
 pub(crate) use view::list;
 
-use crate::drive::{self, Start};
+use crate::drive::{self, Rested, Start};
 use crate::server::AppState;
 use crate::workflows::{Registered, Registry};
 use crate::ApiError;
@@ -61,6 +61,8 @@ struct Track {
     last_ms: u64,
     /// The run of the newest fire that has one (by this instance or another).
     last_run: Option<RunId>,
+    /// How `last_run` came to rest, when this process started it.
+    rested: Option<Rested>,
     /// Fire times taken in hand, not started yet (caught up, or queued behind a run), each
     /// with whether it was caught up after downtime.
     pending: VecDeque<(FireTime, bool)>,
@@ -146,6 +148,7 @@ fn first_sight(
         return Track {
             last_ms: now_ms,
             last_run: None,
+            rested: None,
             pending: VecDeque::new(),
         };
     };
@@ -160,6 +163,7 @@ fn first_sight(
     Track {
         last_ms: now_ms,
         last_run: Some(run),
+        rested: None,
         pending: due.fire.into_iter().map(|f| (f, true)).collect(),
     }
 }
@@ -203,7 +207,7 @@ async fn existing_runs(state: &AppState, workflow: &str) -> Result<BTreeSet<Stri
 /// One round of a schedule: the fire times now due taken in hand, those taken started as
 /// its `overlap` lets them. Returns when it is next due.
 async fn round(
-    state: &AppState,
+    state: &Arc<AppState>,
     registered: &Registered,
     schedule: &Schedule,
     track: &mut Track,
@@ -224,7 +228,7 @@ async fn round(
     while let Some(&(fire, caught_up)) = track.pending.front() {
         let busy = match schedule.overlap {
             Overlap::Allow => false,
-            Overlap::Skip | Overlap::Queue => still_going(state, track.last_run.as_ref()).await,
+            Overlap::Skip | Overlap::Queue => still_going(state, track).await,
         };
         // A fire caught up after downtime is never skipped: it waits, as under `queue`.
         match (busy, schedule.overlap == Overlap::Queue || caught_up) {
@@ -236,17 +240,17 @@ async fn round(
                     "fire skipped: the schedule's last run is still going");
             }
             (false, _) => match start(state, registered, schedule, &fire).await {
-                Fired::Started(run) => {
+                Fired::Started(run, rested) => {
                     let lag_ms = clock
                         .now_ms()
                         .saturating_sub(due_ms(workflow, schedule, &fire));
                     metrics::fired(workflow, &schedule.name, &fire, lag_ms);
                     track.pending.pop_front();
-                    track.last_run = Some(run);
+                    (track.last_run, track.rested) = (Some(run), Some(rested));
                 }
                 Fired::Existed(run) => {
                     track.pending.pop_front();
-                    track.last_run = Some(run);
+                    (track.last_run, track.rested) = (Some(run), None);
                 }
                 Fired::Dropped => {
                     track.pending.pop_front();
@@ -271,11 +275,19 @@ fn due_ms(workflow: &str, schedule: &Schedule, fire: &FireTime) -> u64 {
     fire.ms + jitter_ms(&key, schedule.jitter_ms)
 }
 
-/// Whether `run` is still running (a paused run waits for a person, not for the next fire).
-async fn still_going(state: &AppState, run: Option<&RunId>) -> bool {
-    let Some(run) = run else {
+/// Whether the schedule's last run is still running (a paused run waits for a person, not
+/// for the next fire). A run this process drives, or started and saw rest, is known here;
+/// another instance's run, or one whose driver stopped on an error, is read from the store.
+async fn still_going(state: &AppState, track: &Track) -> bool {
+    let Some(run) = &track.last_run else {
         return false;
     };
+    if state.engine.drives(run) {
+        return true;
+    }
+    if track.rested.as_ref().and_then(|r| r.get()) == Some(&true) {
+        return false;
+    }
     match state.inspector.status(run, None).await {
         Ok(view) => view.state == RunStatus::Running,
         Err(e) => {
@@ -287,8 +299,8 @@ async fn still_going(state: &AppState, run: Option<&RunId>) -> bool {
 
 /// What a fire's start came to.
 enum Fired {
-    /// This process created its run.
-    Started(RunId),
+    /// This process created its run, and says when it rests.
+    Started(RunId, Rested),
     /// Its run exists (created before a restart, or by another instance).
     Existed(RunId),
     /// It cannot start (its parameters are refused): logged, never tried again.
@@ -297,15 +309,16 @@ enum Fired {
     Later,
 }
 
-/// Starts the run of `fire`, pinning the schedule and the fire time.
+/// Starts the run of `fire`, pinning the schedule and the fire time, on a task of its own:
+/// the fires due at once start side by side on every worker of the runtime.
 async fn start(
-    state: &AppState,
+    state: &Arc<AppState>,
     registered: &Registered,
     schedule: &Schedule,
     fire: &FireTime,
 ) -> Fired {
-    let workflow = &registered.spec.name;
-    let id = run_id(workflow, &schedule.name, fire);
+    let workflow = registered.spec.name.clone();
+    let id = run_id(&workflow, &schedule.name, fire);
     let params = match schedule.params_at(&registered.spec.params, *fire) {
         Ok(params) => params,
         Err(e) => {
@@ -317,19 +330,33 @@ async fn start(
         (schedule_attribute(), schedule.name.clone()),
         (fire_time_attribute(), fire.utc_text()),
     ]);
-    let asked = Start {
-        name: workflow,
-        run_id: Some(id.clone()),
-        digest: None,
-        params: &params,
-        request: None,
-        attributes,
-    };
-    match drive::start(state, asked).await {
-        Ok((run, _)) => {
-            tracing::info!(workflow, schedule = %schedule.name, run = %run, "schedule fired");
-            Fired::Started(run)
+    let (state, name) = (state.clone(), schedule.name.clone());
+    let started = tokio::spawn(async move {
+        let asked = Start {
+            name: &workflow,
+            run_id: Some(id.clone()),
+            digest: None,
+            params: &params,
+            request: None,
+            attributes,
+        };
+        let started = drive::start(&state, asked).await;
+        (started, workflow, id)
+    })
+    .await;
+    let (started, workflow, id) = match started {
+        Ok(done) => done,
+        Err(e) => {
+            tracing::warn!(schedule = %name, error = %e, "fire not started yet; retrying");
+            return Fired::Later;
         }
+    };
+    match started {
+        Ok((run, Some(rested))) => {
+            tracing::info!(workflow, schedule = %name, run = %run, "schedule fired");
+            Fired::Started(run, rested)
+        }
+        Ok((run, None)) => Fired::Existed(run),
         Err(ApiError::Conflict(_)) => Fired::Existed(RunId(id)),
         Err(e @ (ApiError::Unavailable(_) | ApiError::Internal(_))) => {
             tracing::warn!(run = %id, error = %e.message(), "fire not started yet; retrying");

@@ -35,7 +35,7 @@ mod workflows;
 pub use conns::{
     fd_reserve, ConnLimits, DEFAULT_BACKLOG, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
-pub use drive::{default_run_id, step_folders};
+pub use drive::{default_run_id, run_folder};
 pub use error::ApiError;
 pub use extract::{BODY_BYTES_MAX, START_BODY_BYTES_MAX};
 pub use gc::GcSchedule;

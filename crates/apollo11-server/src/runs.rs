@@ -187,7 +187,7 @@ pub async fn start(
     Body(body): Body<StartBody, START_BODY_BYTES_MAX>,
 ) -> Result<Response, ApiError> {
     let key = idempotent::key(&headers)?;
-    let (run_id, created) = drive::detached(async move {
+    let (run_id, rested) = drive::detached(async move {
         let request = key.as_deref().map(|key| {
             let what = json!({
                 "workflow": body.workflow,
@@ -211,7 +211,7 @@ pub async fn start(
         drive::start(&state, asked).await
     })
     .await?;
-    let status = if created {
+    let status = if rested.is_some() {
         StatusCode::CREATED
     } else {
         StatusCode::OK

@@ -12,7 +12,7 @@ use anyhow::{bail, ensure, Context, Result};
 use apollo11_log::{FileLog, Options};
 use apollo11_runtime::{Engine, EngineConfig, RunId, RunStatus};
 use apollo11_server::client::Client;
-use apollo11_server::{step_folders, ServerConfig};
+use apollo11_server::{run_folder, ServerConfig};
 use apollo11_shell::{definition, shell};
 use serde_json::json;
 use std::net::SocketAddr;
@@ -84,7 +84,7 @@ pub async fn alone(dir: &Path, workload: &Workload) -> Result<f64> {
         let started = Instant::now();
         let mut handles = Vec::new();
         for r in 0..runs {
-            step_folders(&data, &run_id(r), &spec).map_err(anyhow::Error::msg)?;
+            run_folder(&data, &run_id(r)).map_err(anyhow::Error::msg)?;
             handles.push(engine.start(&wf, RunId(run_id(r))).await?);
         }
         for h in handles {

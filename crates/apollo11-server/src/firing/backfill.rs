@@ -185,7 +185,7 @@ async fn start_all(
             return;
         };
         match start(&state, registered, &schedule, &fire).await {
-            Fired::Started(run) => running.push_back(run),
+            Fired::Started(run, _) => running.push_back(run),
             Fired::Existed(_) | Fired::Dropped => {}
             Fired::Later => {
                 tracing::warn!(workflow, "backfill stopped: the store is out of reach");
