@@ -8,6 +8,7 @@
 //! live segments after each gc and at their largest, checked against the bound stated in
 //! the notes.
 
+use crate::catalog::Scenario;
 use crate::replay::segment_bytes;
 use crate::report::Report;
 use crate::scheduler::{close, workflow};
@@ -60,22 +61,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         log,
         workflows,
     };
-    let mut report = Report::new(
-        "lifecycle",
-        &[
-            "runs",
-            "events",
-            "appended_mb",
-            "live_mb_before",
-            "live_mb_after",
-            "archive_mb",
-            "runs_archived",
-            "runs_left",
-            "gc_s",
-            "pause_ms",
-            "steps_per_s",
-        ],
-    );
+    let mut report = Report::new(Scenario::Lifecycle);
     report.header();
     let (mut largest, mut steps_s, mut started) = (0u64, 0.0, Instant::now());
     let waves = runs / WAVE;
@@ -95,19 +81,22 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             let done = wave * WAVE;
             steps_s = (gc_every * WAVE * STEPS) as f64 / started.elapsed().as_secs_f64();
             started = Instant::now();
-            report.row(vec![
-                json!(done),
-                json!(done * (1 + 2 * STEPS)),
-                json!(mb(appended(&dir)?)),
-                json!(mb(gc.live_before)),
-                json!(mb(gc.live_after)),
-                json!(mb(archive_bytes(&dir)?)),
-                json!(gc.runs),
-                json!(gc.left),
-                json!(gc.seconds),
-                json!(gc.pause_ms),
-                json!(steps_s),
-            ]);
+            report.row(
+                "gc",
+                vec![
+                    json!(done),
+                    json!(done * (1 + 2 * STEPS)),
+                    json!(mb(appended(&dir)?)),
+                    json!(mb(gc.live_before)),
+                    json!(mb(gc.live_after)),
+                    json!(mb(archive_bytes(&dir)?)),
+                    json!(gc.runs),
+                    json!(gc.left),
+                    json!(gc.seconds),
+                    json!(gc.pause_ms),
+                    json!(steps_s),
+                ],
+            );
         }
     }
     largest = largest.max(segment_bytes(&dir)?);

@@ -1,40 +1,58 @@
 //! A scenario's results: printed as a markdown table, saved as JSON with the host facts and
 //! the git revision, so runs can be compared over time.
 
+use crate::catalog::Scenario;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// A table of figures for one scenario.
+/// A table of figures for one scenario, each row under a key of the scenario's [`Schema`].
+///
+/// [`Schema`]: crate::catalog::Schema
 pub struct Report {
-    pub scenario: &'static str,
-    pub columns: Vec<&'static str>,
-    pub rows: Vec<Vec<Value>>,
+    pub scenario: Scenario,
+    pub columns: &'static [&'static str],
+    pub rows: Vec<(String, Vec<Value>)>,
     pub notes: Vec<String>,
 }
 
 impl Report {
-    pub fn new(scenario: &'static str, columns: &[&'static str]) -> Report {
+    pub fn new(scenario: Scenario) -> Report {
         Report {
             scenario,
-            columns: columns.to_vec(),
+            columns: scenario.schema().columns,
             rows: Vec::new(),
             notes: Vec::new(),
         }
     }
 
-    pub fn row(&mut self, cells: Vec<Value>) {
+    /// Prints and keeps one row. `key` must be one of the scenario's row keys, which the
+    /// goals of BENCHMARKS.md name: another is a mistake in this program, caught at once.
+    pub fn row(&mut self, key: &str, cells: Vec<Value>) {
+        let schema = self.scenario.schema();
+        assert!(
+            schema.rows.contains(&key),
+            "{}: row key `{key}` is not in the catalog's {:?}",
+            self.scenario.name(),
+            schema.rows
+        );
+        assert_eq!(
+            cells.len(),
+            self.columns.len(),
+            "{} row `{key}`: one cell per column",
+            self.scenario.name()
+        );
         println!(
             "| {} |",
             cells.iter().map(cell).collect::<Vec<_>>().join(" | ")
         );
-        self.rows.push(cells);
+        self.rows.push((key.to_owned(), cells));
     }
 
     pub fn header(&self) {
         println!(
             "\n## {}\n\n| {} |\n|{}",
-            self.scenario,
+            self.scenario.name(),
             self.columns.join(" | "),
             "---|".repeat(self.columns.len())
         );
@@ -50,18 +68,14 @@ impl Report {
         let rows: Vec<Value> = self
             .rows
             .iter()
-            .map(|r| {
-                Value::Object(
-                    self.columns
-                        .iter()
-                        .map(|c| c.to_string())
-                        .zip(r.iter().cloned())
-                        .collect(),
-                )
+            .map(|(key, cells)| {
+                let row = std::iter::once(("row".to_owned(), Value::from(key.as_str())));
+                let named = self.columns.iter().map(|c| c.to_string());
+                Value::Object(row.chain(named.zip(cells.iter().cloned())).collect())
             })
             .collect();
         let doc = json!({
-            "scenario": self.scenario,
+            "scenario": self.scenario.name(),
             "quick": quick,
             "git_revision": std::env::var("APOLLO11_GIT_REV").unwrap_or_else(|_| "unknown".into()),
             "host": host(),
@@ -69,7 +83,7 @@ impl Report {
             "notes": self.notes,
         });
         std::fs::write(
-            out.join(format!("{}.json", self.scenario)),
+            out.join(format!("{}.json", self.scenario.name())),
             serde_json::to_string_pretty(&doc)? + "\n",
         )?;
         Ok(())
