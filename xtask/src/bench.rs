@@ -151,12 +151,24 @@ fn load(out: &Path, name: &str) -> Result<Value, String> {
 
 /// One goal's line of the report.
 fn line(goal: &Goal, outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Met { value, bound } => format!("met           {goal}: {value} (bound {bound})"),
-        Outcome::Missed { value, bound } => {
-            format!("MISSED        {goal}: {value} (bound {bound})")
-        }
-        Outcome::NotMeasured(why) => format!("not measured  {goal}: {why}"),
+    let (verdict, value, bound) = match outcome {
+        Outcome::Met { value, bound } => ("met", value, bound),
+        Outcome::Missed { value, bound } => ("MISSED", value, bound),
+        Outcome::NotMeasured(why) => return format!("not measured  {goal}: {why}"),
+    };
+    format!(
+        "{verdict:<12}  {goal}: {} (bound {})",
+        round(*value),
+        round(*bound)
+    )
+}
+
+/// A figure as a person reads it: whole above 100, else three decimals.
+fn round(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
     }
 }
 
@@ -186,4 +198,50 @@ fn build(root: &Path, what: &[&str]) -> Result<()> {
         bail!("building {} failed", what.join(" "));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("cargo xtask bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn flags_are_passed_on_and_bad_ones_refused() {
+        let args = parse(&["--quick", "--dir", "/d", "open_loop", "append"]).expect("parsed");
+        assert_eq!(
+            passed_on(&args.flags),
+            ["--quick", "--dir", "/d", "open_loop", "append"]
+        );
+        for bad in [&["nope"][..], &["--bogus"], &["--check", "--quick"]] {
+            let err = parse(bad).err().expect("refused");
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn check_counts_missed_goals_of_the_scenarios_named() {
+        let root = std::env::temp_dir().join(format!("xtask-bench-check-{}", std::process::id()));
+        std::fs::create_dir_all(&root).expect("a dir");
+        std::fs::write(
+            root.join("BENCHMARKS.md"),
+            "<!-- goal: replay log ratio_to_naive >= 2.5 -->\n\
+             <!-- goal: replay log events_per_s >= 5000000 -->\n\
+             <!-- goal: scheduler chain ratio_to_limit >= 0.5 -->\n",
+        )
+        .expect("written");
+        let run = r#"{"quick": false, "rows": [{"row": "log", "ratio_to_naive": 3.1, "events_per_s": 4e6}]}"#;
+        std::fs::write(root.join("replay.json"), run).expect("written");
+        let checked = check(&root, &root, &[Scenario::Replay]).expect("checked");
+        let all = check(&root, &root, &[]).expect("checked");
+        std::fs::remove_dir_all(&root).expect("removed");
+        assert_eq!(checked, (1, 2));
+        assert_eq!(
+            all,
+            (1, 3),
+            "the scheduler goal is not measured, not missed"
+        );
+    }
 }

@@ -207,7 +207,8 @@ impl std::fmt::Display for Figure {
 impl std::fmt::Display for Goal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let op = if self.at_least { ">=" } else { "<=" };
-        write!(f, "{} {} {op} ", self.scenario.name(), self.figure)?;
+        let Figure { row, column } = &self.figure;
+        write!(f, "{} {row} {column} {op} ", self.scenario.name())?;
         match &self.bound {
             Bound::Number(n) => write!(f, "{n}"),
             Bound::Scaled(factor, figure) => write!(f, "{factor} * {figure}"),

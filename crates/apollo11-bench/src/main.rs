@@ -120,3 +120,48 @@ async fn run(scenario: Scenario, setup: &Setup) -> Result<report::Report> {
         Scenario::Limits => limits::run(setup).await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn help_lists_every_scenario_and_flag_but_not_the_probes() {
+        let help = Cli::command().render_long_help().to_string();
+        for scenario in Scenario::value_variants() {
+            assert!(help.contains(&format!("- {}:", scenario.name())), "{help}");
+        }
+        for flag in ["--quick", "--metrics", "--out", "--dir"] {
+            assert!(help.contains(flag), "{flag}: {help}");
+        }
+        assert!(!help.contains("probe"), "{help}");
+    }
+
+    #[test]
+    fn scenarios_and_probes_parse() {
+        let cli = Cli::try_parse_from(["b", "--quick", "open_loop", "pg_append"]).expect("parsed");
+        assert!(cli.flags.quick);
+        assert_eq!(
+            cli.flags.scenarios,
+            [Scenario::OpenLoop, Scenario::PgAppend]
+        );
+        let cli =
+            Cli::try_parse_from(["b", "--probe-for-each", "static", "10", "/d"]).expect("a probe");
+        assert_eq!(
+            cli.probe_for_each.as_deref(),
+            Some(&["static".into(), "10".into(), "/d".into()][..])
+        );
+    }
+
+    #[test]
+    fn an_unknown_scenario_or_flag_is_a_usage_error() {
+        let err = Cli::try_parse_from(["b", "nope"]).err().expect("refused");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("open_loop"), "{err}");
+        let err = Cli::try_parse_from(["b", "--bogus"])
+            .err()
+            .expect("refused");
+        assert_eq!(err.exit_code(), 2);
+    }
+}

@@ -214,3 +214,53 @@ pub fn peak_resident_bytes() -> Result<u64> {
         .parse()?;
     Ok(kib * 1024)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn saved_rows_carry_their_key_and_columns() {
+        let out = tempfile::tempdir().expect("a temporary dir");
+        let mut report = Report::new(Scenario::Replay);
+        let cells = (0..report.columns.len()).map(|i| json!(i)).collect();
+        report.row("log", cells);
+        report.save(out.path(), true).expect("saved");
+        let text = std::fs::read_to_string(out.path().join("replay.json")).expect("replay.json");
+        let doc: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(doc["scenario"], "replay");
+        assert_eq!(doc["quick"], true);
+        assert_eq!(doc["rows"][0]["row"], "log");
+        assert_eq!(doc["rows"][0]["ratio_to_naive"], 7);
+    }
+
+    #[test]
+    #[should_panic(expected = "row key `chains` is not in the catalog")]
+    fn a_row_key_outside_the_catalog_is_refused() {
+        let mut report = Report::new(Scenario::Scheduler);
+        let cells = vec![json!(null); report.columns.len()];
+        report.row("chains", cells);
+    }
+
+    #[test]
+    #[should_panic(expected = "one cell per column")]
+    fn a_row_of_the_wrong_width_is_refused() {
+        Report::new(Scenario::Scheduler).row("chain", vec![json!(1)]);
+    }
+
+    /// Row keys and columns are distinct, and no column is named `row`, the key's own field.
+    #[test]
+    fn every_schema_names_each_row_and_column_once() {
+        for scenario in Scenario::value_variants() {
+            let schema = scenario.schema();
+            for names in [schema.rows, schema.columns] {
+                let mut sorted = names.to_vec();
+                sorted.sort_unstable();
+                sorted.dedup();
+                assert_eq!(sorted.len(), names.len(), "{scenario:?}: {names:?}");
+            }
+            assert!(!schema.columns.contains(&"row"), "{scenario:?}");
+        }
+    }
+}
