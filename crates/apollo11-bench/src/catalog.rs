@@ -71,7 +71,7 @@ impl Scenario {
             Scenario::Server => (SERVER, SERVER_ROWS),
             Scenario::Cold => (COLD, &["five-stage", "ops-runbook", "replay"]),
             Scenario::Gc => (GC, &["collect"]),
-            Scenario::Lifecycle => (LIFECYCLE, &["gc"]),
+            Scenario::Lifecycle => (LIFECYCLE, &["gc", "end"]),
             Scenario::ForEach => (FOR_EACH, &["hand", "static", "runtime", "expansion"]),
             Scenario::Workers => (MEASURE, WORKERS_ROWS),
             Scenario::Schedules => (MEASURE, SCHEDULES_ROWS),
@@ -258,6 +258,8 @@ const LIFECYCLE: &[&str] = &[
     "gc_s",
     "pause_ms",
     "steps_per_s",
+    "live_mb_largest",
+    "bound_mb",
 ];
 
 const FOR_EACH: &[&str] = &[

@@ -167,7 +167,8 @@ async fn reads(setup: &Setup, sizes: &Sizes, report: &mut Report) -> Result<()> 
 }
 
 /// The process's RSS before, after two bursts of [`BURST_CONNS`] connections reading a run's
-/// state at once, and idle after them; the goal: idle at most twice the RSS before.
+/// state at once, and idle after them; the goal: idle at most twice the RSS before (`ratio`:
+/// idle over before).
 async fn memory(addr: std::net::SocketAddr, report: &mut Report) -> Result<()> {
     let rss = burst::burst(
         addr,
