@@ -3,12 +3,17 @@
 mod alerts;
 mod api_fuzz;
 mod bench;
+// The benchmark scenarios and their flags, one table shared with `apollo11-bench`: read here
+// by path, so that a bad scenario is refused before the release build.
+#[path = "../../crates/apollo11-bench/src/catalog.rs"]
+mod catalog;
 mod crash;
 mod docs;
 mod failover;
 mod failover_cluster;
 mod failover_restart;
 mod fuzz;
+mod goals;
 mod http;
 mod invariants;
 // The crash child's steps ledger and its I3 check, shared with the kill tests: one file,
@@ -60,8 +65,9 @@ const USAGE: &str =
            lease ttl, connections cut; then on a private server (initdb, a free port) the
            database restarted twice (fast, immediate) during 100 runs (--restarts: only
            that); takeover times, stale appends, I1-I6
-  bench    [--quick] [append|open_loop|replay|recovery|scheduler|pg_append|pg_scheduler|
-           server]...: release benchmarks, JSON in target/bench/
+  bench    [--quick] [--metrics] [--out DIR] [--dir DIR] [--check] [SCENARIO]...: release
+           benchmarks, JSON in target/bench/ (`cargo xtask bench --help` lists the scenarios);
+           --check: the figures there against BENCHMARKS.md's goals, running nothing
   mutants  [core|dag|machine|log]...: cargo-mutants (installed if missing) on the pure crates
            and the log's recovery files, each with its crate's tests; prints each score
            (caught / (caught + missed)) and the surviving mutants; output in target/mutants/

@@ -9,6 +9,7 @@
 //! writer that waited for each sync before gathering the next batch would be bounded by the
 //! CPU time and the sync time per event added together (`serial_bound`).
 
+use crate::catalog::Scenario;
 use crate::report::{quantile_us, raw_fsync, Report};
 use crate::sqlite::{batch_loop, Layout};
 use crate::Setup;
@@ -96,27 +97,7 @@ pub fn event(i: u64) -> NewEvent {
 
 pub async fn run(setup: &Setup) -> Result<Report> {
     let seconds = if setup.quick { 1 } else { 5 };
-    let mut report = Report::new(
-        "append",
-        &[
-            "appenders",
-            "events_per_s",
-            "events_per_fsync",
-            "p50_us",
-            "p99_us",
-            "p999_us",
-            "raw_fsync_events_per_s",
-            "ratio_to_raw",
-            "no_fsync_events_per_s",
-            "overlap_bound_events_per_s",
-            "serial_bound_events_per_s",
-            "sqlite_events_per_s",
-            "sqlite_events_per_tx",
-            "sqlite_p99_us",
-            "sqlite_loop_events_per_s",
-            "ratio_to_sqlite",
-        ],
-    );
+    let mut report = Report::new(Scenario::Append);
     report.header();
     for appenders in [1u64, 16, 256] {
         let dir = setup.dir.join(format!("append-{appenders}"));
@@ -139,24 +120,27 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         let per_tx_rows = per_tx.round().max(1.0) as usize;
         let loop_path = setup.dir.join(format!("sqlite-loop-{appenders}.db"));
         let sqlite_loop = batch_loop(&loop_path, Layout::RowidUnique, per_tx_rows, seconds as f64)?;
-        report.row(vec![
-            json!(appenders),
-            json!(rate),
-            json!(per_sync),
-            json!(quantile_us(&latencies, 0.5)),
-            json!(quantile_us(&latencies, 0.99)),
-            json!(quantile_us(&latencies, 0.999)),
-            json!(raw),
-            json!(rate / raw),
-            json!(no_fsync),
-            json!(no_fsync.min(raw)),
-            json!(1.0 / (1.0 / no_fsync + 1.0 / raw)),
-            json!(sqlite),
-            json!(per_tx),
-            json!(quantile_us(&sqlite_latencies, 0.99)),
-            json!(sqlite_loop),
-            json!(rate / sqlite),
-        ]);
+        report.row(
+            &appenders.to_string(),
+            vec![
+                json!(appenders),
+                json!(rate),
+                json!(per_sync),
+                json!(quantile_us(&latencies, 0.5)),
+                json!(quantile_us(&latencies, 0.99)),
+                json!(quantile_us(&latencies, 0.999)),
+                json!(raw),
+                json!(rate / raw),
+                json!(no_fsync),
+                json!(no_fsync.min(raw)),
+                json!(1.0 / (1.0 / no_fsync + 1.0 / raw)),
+                json!(sqlite),
+                json!(per_tx),
+                json!(quantile_us(&sqlite_latencies, 0.99)),
+                json!(sqlite_loop),
+                json!(rate / sqlite),
+            ],
+        );
         std::fs::remove_dir_all(&dir)?;
     }
     report.note(layouts(setup)?);

@@ -8,6 +8,7 @@
 //! thread per core, the files in the page cache both times; the fastest of at least three
 //! replays each.
 
+use crate::catalog::Scenario;
 use crate::replay::{buffered, build_with, fold_all};
 use crate::report::Report;
 use crate::Setup;
@@ -33,21 +34,7 @@ const EXAMPLES: [(&str, u32, u32, u64); 2] = [
 const REPLAY_SEGMENT_BYTES: u64 = 16 * 1024 * 1024;
 
 pub async fn run(setup: &Setup) -> Result<Report> {
-    let mut report = Report::new(
-        "cold",
-        &[
-            "log",
-            "events",
-            "segments_compressed",
-            "plain_mb",
-            "stored_mb",
-            "ratio",
-            "compress_mb_per_s",
-            "replay_plain_events_per_s",
-            "replay_cold_events_per_s",
-            "replay_cold_to_plain_time",
-        ],
-    );
+    let mut report = Report::new(Scenario::Cold);
     report.header();
     let root = setup.dir.join("cold");
     for (example, runs, quick_runs, segment_bytes) in EXAMPLES {
@@ -139,18 +126,21 @@ fn measure(report: &mut Report, name: &str, dir: &Path, segment_bytes: u64) -> R
     );
     let plain: u64 = compressed.iter().map(|c| c.plain_bytes).sum();
     let stored: u64 = compressed.iter().map(|c| c.stored_bytes).sum();
-    report.row(vec![
-        json!(name),
-        json!(events),
-        json!(compressed.len()),
-        json!(plain as f64 / 1e6),
-        json!(stored as f64 / 1e6),
-        json!(plain as f64 / stored as f64),
-        json!(plain as f64 / compress_s / 1e6),
-        json!(events as f64 / plain_s),
-        json!(events as f64 / cold_s),
-        json!(cold_s / plain_s),
-    ]);
+    report.row(
+        name,
+        vec![
+            json!(name),
+            json!(events),
+            json!(compressed.len()),
+            json!(plain as f64 / 1e6),
+            json!(stored as f64 / 1e6),
+            json!(plain as f64 / stored as f64),
+            json!(plain as f64 / compress_s / 1e6),
+            json!(events as f64 / plain_s),
+            json!(events as f64 / cold_s),
+            json!(cold_s / plain_s),
+        ],
+    );
     Ok(())
 }
 

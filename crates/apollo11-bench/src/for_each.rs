@@ -4,6 +4,7 @@
 //! log: steps/s and the peak resident memory per step, against the hand-written graph
 //! measured in the same run. Then the time to expand and validate a 10,000-item declaration.
 
+use crate::catalog::Scenario;
 use crate::report::{child, peak_resident_bytes, resident_bytes, Report};
 use crate::scheduler::{workflow, NoOp};
 use crate::Setup;
@@ -28,17 +29,7 @@ const CONCURRENCY: u32 = 256;
 
 pub async fn run(setup: &Setup) -> Result<Report> {
     let items: usize = if setup.quick { 2_000 } else { 10_000 };
-    let mut report = Report::new(
-        "for_each",
-        &[
-            "graph",
-            "steps",
-            "steps_per_s",
-            "ratio_to_hand",
-            "peak_resident_bytes_per_step",
-            "memory_ratio_to_hand",
-        ],
-    );
+    let mut report = Report::new(Scenario::ForEach);
     report.header();
     let mut hand = None;
     for shape in SHAPES {
@@ -51,26 +42,34 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         let rate = steps / figures["seconds"].as_f64().unwrap_or(f64::NAN);
         let per_step = figures["peak_resident_bytes"].as_f64().unwrap_or(0.0) / steps;
         let (base_rate, base_bytes) = *hand.get_or_insert((rate, per_step));
-        report.row(vec![
-            json!(label(shape, items)),
-            json!(steps),
-            json!(rate),
-            json!(rate / base_rate),
-            json!(per_step),
-            json!(per_step / base_bytes),
-        ]);
+        report.row(
+            shape,
+            vec![
+                json!(label(shape, items)),
+                json!(steps),
+                json!(rate),
+                json!(rate / base_rate),
+                json!(per_step),
+                json!(per_step / base_bytes),
+                json!(null),
+            ],
+        );
     }
     let ms = expansion_ms(items)?;
-    report.row(vec![
-        json!(format!(
-            "build (validate) + instantiate a {items}-item for_each: ms, median of 5"
-        )),
-        json!(items),
-        json!(null),
-        json!(null),
-        json!(null),
-        json!(ms),
-    ]);
+    report.row(
+        "expansion",
+        vec![
+            json!(format!(
+                "build (validate) + instantiate a {items}-item for_each: ms, median of 5"
+            )),
+            json!(items),
+            json!(null),
+            json!(null),
+            json!(null),
+            json!(null),
+            json!(ms),
+        ],
+    );
     report.note(format!(
         "One run, {CONCURRENCY} steps at most at once, no-op steps, each shape in its own \
          process; memory is the process's peak resident set minus its size before the engine \

@@ -8,6 +8,7 @@
 //! renames, the directory sync and the index swap: no append acknowledged meanwhile), and the
 //! live segments' bytes before and after.
 
+use crate::catalog::Scenario;
 use crate::cold::copy_dir;
 use crate::replay::{buffered, build_with};
 use crate::report::Report;
@@ -21,21 +22,7 @@ use std::time::Instant;
 const SEGMENT_BYTES: u64 = 16 * 1024 * 1024;
 
 pub async fn run(setup: &Setup) -> Result<Report> {
-    let mut report = Report::new(
-        "gc",
-        &[
-            "events",
-            "runs_moved",
-            "runs_left",
-            "segments_rewritten",
-            "live_mb_before",
-            "live_mb_after",
-            "archive_only_s",
-            "collect_s",
-            "collect_to_archive_only_time",
-            "pause_ms",
-        ],
-    );
+    let mut report = Report::new(Scenario::Gc);
     report.header();
     let root = setup.dir.join("gc");
     let _ = std::fs::remove_dir_all(&root);
@@ -71,18 +58,21 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         written.events
     );
     let mb = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
-    report.row(vec![
-        json!(u64::from(per_run) * 1_000),
-        json!(collected.moved.len()),
-        json!(collected.left.len()),
-        json!(collected.segments),
-        json!(mb(collected.live_bytes_before)),
-        json!(mb(collected.live_bytes_after)),
-        json!(archive_s),
-        json!(collect_s),
-        json!(collect_s / archive_s),
-        json!(collected.pause.as_secs_f64() * 1e3),
-    ]);
+    report.row(
+        "collect",
+        vec![
+            json!(u64::from(per_run) * 1_000),
+            json!(collected.moved.len()),
+            json!(collected.left.len()),
+            json!(collected.segments),
+            json!(mb(collected.live_bytes_before)),
+            json!(mb(collected.live_bytes_after)),
+            json!(archive_s),
+            json!(collect_s),
+            json!(collect_s / archive_s),
+            json!(collected.pause.as_secs_f64() * 1e3),
+        ],
+    );
     report.note(format!(
         "1,000 runs of {per_run} events interleaved in batches of 100 over segments of {} MiB; \
          the even-numbered half asked for, those with an event in the live segment left; each \

@@ -8,6 +8,7 @@
 //! live segments after each gc and at their largest, checked against the bound stated in
 //! the notes.
 
+use crate::catalog::Scenario;
 use crate::replay::segment_bytes;
 use crate::report::Report;
 use crate::scheduler::{close, workflow};
@@ -16,7 +17,7 @@ use anyhow::{ensure, Result};
 use apollo11_log::{FileLog, Options};
 use apollo11_runtime::inspect::Retention;
 use apollo11_runtime::{Engine, EngineConfig, Inspector, RunId, RunStatus, Workflow};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -60,22 +61,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         log,
         workflows,
     };
-    let mut report = Report::new(
-        "lifecycle",
-        &[
-            "runs",
-            "events",
-            "appended_mb",
-            "live_mb_before",
-            "live_mb_after",
-            "archive_mb",
-            "runs_archived",
-            "runs_left",
-            "gc_s",
-            "pause_ms",
-            "steps_per_s",
-        ],
-    );
+    let mut report = Report::new(Scenario::Lifecycle);
     report.header();
     let (mut largest, mut steps_s, mut started) = (0u64, 0.0, Instant::now());
     let waves = runs / WAVE;
@@ -95,23 +81,29 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             let done = wave * WAVE;
             steps_s = (gc_every * WAVE * STEPS) as f64 / started.elapsed().as_secs_f64();
             started = Instant::now();
-            report.row(vec![
-                json!(done),
-                json!(done * (1 + 2 * STEPS)),
-                json!(mb(appended(&dir)?)),
-                json!(mb(gc.live_before)),
-                json!(mb(gc.live_after)),
-                json!(mb(archive_bytes(&dir)?)),
-                json!(gc.runs),
-                json!(gc.left),
-                json!(gc.seconds),
-                json!(gc.pause_ms),
-                json!(steps_s),
-            ]);
+            report.row(
+                "gc",
+                vec![
+                    json!(done),
+                    json!(done * (1 + 2 * STEPS)),
+                    json!(mb(appended(&dir)?)),
+                    json!(mb(gc.live_before)),
+                    json!(mb(gc.live_after)),
+                    json!(mb(archive_bytes(&dir)?)),
+                    json!(gc.runs),
+                    json!(gc.left),
+                    json!(gc.seconds),
+                    json!(gc.pause_ms),
+                    json!(steps_s),
+                    json!(null),
+                    json!(null),
+                ],
+            );
         }
     }
     largest = largest.max(segment_bytes(&dir)?);
     let bound = bound(&dir, runs, gc_every)?;
+    report.row("end", end_row(runs, &dir, largest, bound)?);
     report.note(format!(
         "{runs} runs of {STEPS} chained no-op steps over {} workflows, waves of {WAVE}, \
          keep_last {KEEP_LAST}, gc every {gc_every} waves beside the next one, segments of \
@@ -130,6 +122,18 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     close(vec![fleet.engine]).await;
     std::fs::remove_dir_all(&dir)?;
     Ok(report)
+}
+
+/// The last row: every run done, the live log at its largest and its bound.
+fn end_row(runs: usize, dir: &std::path::Path, largest: u64, bound: u64) -> Result<Vec<Value>> {
+    let mut cells = vec![
+        json!(runs),
+        json!(runs * (1 + 2 * STEPS)),
+        json!(mb(appended(dir)?)),
+    ];
+    cells.extend(std::iter::repeat_n(json!(null), 8));
+    cells.extend([json!(mb(largest)), json!(mb(bound))]);
+    Ok(cells)
 }
 
 /// Starts wave `wave`'s runs and waits until every one has succeeded.
@@ -206,4 +210,24 @@ fn archive_bytes(dir: &std::path::Path) -> Result<u64> {
 
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_end_row_fills_every_column_and_keeps_largest_and_bound() {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        std::fs::create_dir(dir.path().join("segments")).expect("segments");
+        let mut report = Report::new(Scenario::Lifecycle);
+        report.row(
+            "end",
+            end_row(10, dir.path(), 3 << 20, 5 << 20).expect("a row"),
+        );
+        let end = &report.rows[0].1;
+        let at = |name| report.columns.iter().position(|c| *c == name).expect(name);
+        assert_eq!(end[at("live_mb_largest")], json!(3.0));
+        assert_eq!(end[at("bound_mb")], json!(5.0));
+    }
 }

@@ -4,6 +4,7 @@
 //! driving a run of parallel no-op shell steps with limits on against off, steps/s.
 //! Needs a writable cgroup (root); noted and skipped where none can be made.
 
+use crate::catalog::Scenario;
 use crate::report::{quantile_us, Report};
 use crate::scheduler::close;
 use crate::Setup;
@@ -37,20 +38,7 @@ impl Placing for Nowhere {
 }
 
 pub async fn run(setup: &Setup) -> Result<Report> {
-    let mut report = Report::new(
-        "limits",
-        &[
-            "workload",
-            "isolation",
-            "tries",
-            "p50_us",
-            "p99_us",
-            "added_p50_us",
-            "added_p99_us",
-            "steps_per_s",
-            "ratio",
-        ],
-    );
+    let mut report = Report::new(Scenario::Limits);
     report.header();
     let probe = apollo11_shell::parse(&toml(1, true), "probe.toml", &setup.dir)?;
     if let Err(why) = check_limits(&probe) {
@@ -81,17 +69,20 @@ async fn per_try(setup: &Setup, report: &mut Report, tries: usize) -> Result<()>
     let (base50, base99) = quantiles(&none);
     for (isolation, sorted) in [("none", &none), ("cgroup", &cgroup)] {
         let (q50, q99) = quantiles(sorted);
-        report.row(vec![
-            json!("no-op try"),
-            json!(isolation),
-            json!(tries),
-            json!(q50.round()),
-            json!(q99.round()),
-            json!((q50 - base50).round()),
-            json!((q99 - base99).round()),
-            json!(null),
-            json!(null),
-        ]);
+        report.row(
+            &format!("try_{isolation}"),
+            vec![
+                json!("no-op try"),
+                json!(isolation),
+                json!(tries),
+                json!(q50.round()),
+                json!(q99.round()),
+                json!((q50 - base50).round()),
+                json!((q99 - base99).round()),
+                json!(null),
+                json!(null),
+            ],
+        );
     }
     Ok(())
 }
@@ -158,17 +149,20 @@ async fn scheduler(setup: &Setup, report: &mut Report, steps: usize) -> Result<(
     let off = steps_per_s(setup, steps, false).await?;
     let on = steps_per_s(setup, steps, true).await?;
     for (isolation, rate) in [("none", off), ("cgroup", on)] {
-        report.row(vec![
-            json!(format!("{steps} parallel shell steps")),
-            json!(isolation),
-            json!(steps),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(rate.round()),
-            json!((rate / off * 100.0).round() / 100.0),
-        ]);
+        report.row(
+            &format!("steps_{isolation}"),
+            vec![
+                json!(format!("{steps} parallel shell steps")),
+                json!(isolation),
+                json!(steps),
+                json!(null),
+                json!(null),
+                json!(null),
+                json!(null),
+                json!(rate.round()),
+                json!((rate / off * 100.0).round() / 100.0),
+            ],
+        );
     }
     Ok(())
 }

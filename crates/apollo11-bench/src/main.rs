@@ -2,14 +2,13 @@
 //! reported as a ratio; each scenario prints a markdown table and writes
 //! `<out>/<scenario>.json` with the host, the git revision and the figures.
 //!
-//! `apollo11-bench [--quick] [--metrics] [--out DIR] [--dir DIR] [SCENARIO...]`, scenarios:
-//! append, open_loop, replay, recovery, scheduler, pg_append, pg_scheduler, server, cold, gc, lifecycle, for_each,
-//! workers, schedules, limits (all by
-//! default; the pg_ ones need a database, see `pg_append`). Run through `cargo xtask bench`. `--metrics` installs the
-//! Prometheus recorder first, as `apollo11 serve` does, to measure what the instrumentation
-//! costs against a run without it.
+//! `apollo11-bench --help` lists the scenarios (`catalog.rs`, one table) and the flags. Run
+//! through `cargo xtask bench`, which checks the figures against BENCHMARKS.md's goals with
+//! `--check`. `--metrics` installs the Prometheus recorder first, as `apollo11 serve` does,
+//! to measure what the instrumentation costs against a run without it.
 
 mod append;
+mod catalog;
 mod cold;
 mod for_each;
 mod gc;
@@ -28,6 +27,8 @@ mod sqlite;
 mod workers;
 
 use anyhow::{bail, Result};
+use catalog::Scenario;
+use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 
 /// How a scenario is run.
@@ -43,91 +44,124 @@ pub struct Setup {
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// The command line: the shared flags, and the probes the scenarios run in a child process.
+#[derive(clap::Parser)]
+#[command(
+    name = "apollo11-bench",
+    about = "Apollo-11 benchmark scenarios: each prints a markdown table and writes <out>/<scenario>.json",
+    after_help = "Run through `cargo xtask bench` (release build); the pg_ scenarios need \
+                  APOLLO11_BENCH_PG_URL or APOLLO11_TEST_PG_URL."
+)]
+struct Cli {
+    #[command(flatten)]
+    flags: catalog::Flags,
+    /// Probe: time Engine::open of DIR in this process (the recovery scenario's child).
+    #[arg(long, hide = true, value_name = "DIR")]
+    probe_recovery: Option<PathBuf>,
+    /// Probe: run one for_each shape (the for_each scenario's child).
+    #[arg(long, hide = true, num_args = 3, value_names = ["SHAPE", "ITEMS", "DIR"])]
+    probe_for_each: Option<Vec<String>>,
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut quick, mut out, mut dir, mut named) = (false, None, None, Vec::new());
-    let mut metrics = false;
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--quick" => quick = true,
-            "--metrics" => metrics = true,
-            "--out" => out = rest.next().map(PathBuf::from),
-            "--dir" => dir = rest.next().map(PathBuf::from),
-            "--probe-recovery" => {
-                let dir = rest.next().map(PathBuf::from);
-                let dir = dir.ok_or_else(|| anyhow::anyhow!("--probe-recovery needs a DIR"))?;
-                return recovery::probe(&dir).await;
-            }
-            "--probe-for-each" => {
-                let probe: Vec<&String> = rest.by_ref().take(3).collect();
-                let [shape, items, dir] = probe[..] else {
-                    bail!("--probe-for-each needs SHAPE ITEMS DIR");
-                };
-                return for_each::probe(shape, items.parse()?, &PathBuf::from(dir)).await;
-            }
-            flag if flag.starts_with("--") => {
-                bail!("unknown flag `{flag}`; flags: --quick, --metrics, --out DIR, --dir DIR")
-            }
-            scenario => named.push(scenario),
-        }
+    let cli = Cli::parse();
+    if let Some(dir) = &cli.probe_recovery {
+        return recovery::probe(dir).await;
     }
-    if metrics {
+    if let Some(probe) = &cli.probe_for_each {
+        let [shape, items, dir] = &probe[..] else {
+            bail!("--probe-for-each needs SHAPE ITEMS DIR");
+        };
+        return for_each::probe(shape, items.parse()?, &PathBuf::from(dir)).await;
+    }
+    let flags = cli.flags;
+    if flags.metrics {
         apollo11_prometheus::install(&[
             apollo11_log::metrics::HISTOGRAM_BUCKETS,
             apollo11_runtime::metrics::HISTOGRAM_BUCKETS,
         ])?;
     }
-    let out = out.unwrap_or_else(|| PathBuf::from("target/bench"));
+    let out = flags.out.unwrap_or_else(|| PathBuf::from("target/bench"));
     let setup = Setup {
-        quick,
-        dir: dir.unwrap_or_else(|| out.join("data")),
+        quick: flags.quick,
+        dir: flags.dir.unwrap_or_else(|| out.join("data")),
     };
-    let all = [
-        "append",
-        "open_loop",
-        "replay",
-        "recovery",
-        "scheduler",
-        "pg_append",
-        "pg_scheduler",
-        "server",
-        "cold",
-        "gc",
-        "lifecycle",
-        "for_each",
-        "workers",
-        "schedules",
-        "limits",
-    ];
-    let chosen: Vec<&str> = if named.is_empty() {
-        all.to_vec()
+    let chosen = if flags.scenarios.is_empty() {
+        Scenario::value_variants().to_vec()
     } else {
-        named
+        flags.scenarios
     };
     std::fs::create_dir_all(&out)?;
     for scenario in chosen {
-        let report = match scenario {
-            "append" => append::run(&setup).await?,
-            "open_loop" => open_loop::run(&setup).await?,
-            "replay" => replay::run(&setup).await?,
-            "recovery" => recovery::run(&setup).await?,
-            "scheduler" => scheduler::run(&setup).await?,
-            "pg_append" => pg_append::run(&setup).await?,
-            "pg_scheduler" => pg_scheduler::run(&setup).await?,
-            "server" => server::run(&setup).await?,
-            "cold" => cold::run(&setup).await?,
-            "gc" => gc::run(&setup).await?,
-            "lifecycle" => lifecycle::run(&setup).await?,
-            "for_each" => for_each::run(&setup).await?,
-            "workers" => workers::run(&setup).await?,
-            "schedules" => schedules::run(&setup).await?,
-            "limits" => limits::run(&setup).await?,
-            other => bail!("unknown scenario `{other}`; known: {}", all.join(", ")),
-        };
-        report.save(&out, setup.quick)?;
+        run(scenario, &setup).await?.save(&out, setup.quick)?;
     }
     let _ = std::fs::remove_dir_all(&setup.dir);
     Ok(())
+}
+
+/// Runs one scenario.
+async fn run(scenario: Scenario, setup: &Setup) -> Result<report::Report> {
+    match scenario {
+        Scenario::Append => append::run(setup).await,
+        Scenario::OpenLoop => open_loop::run(setup).await,
+        Scenario::Replay => replay::run(setup).await,
+        Scenario::Recovery => recovery::run(setup).await,
+        Scenario::Scheduler => scheduler::run(setup).await,
+        Scenario::PgAppend => pg_append::run(setup).await,
+        Scenario::PgScheduler => pg_scheduler::run(setup).await,
+        Scenario::Server => server::run(setup).await,
+        Scenario::Cold => cold::run(setup).await,
+        Scenario::Gc => gc::run(setup).await,
+        Scenario::Lifecycle => lifecycle::run(setup).await,
+        Scenario::ForEach => for_each::run(setup).await,
+        Scenario::Workers => workers::run(setup).await,
+        Scenario::Schedules => schedules::run(setup).await,
+        Scenario::Limits => limits::run(setup).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn help_lists_every_scenario_and_flag_but_not_the_probes() {
+        let help = Cli::command().render_long_help().to_string();
+        for scenario in Scenario::value_variants() {
+            assert!(help.contains(&format!("- {}:", scenario.name())), "{help}");
+        }
+        for flag in ["--quick", "--metrics", "--out", "--dir"] {
+            assert!(help.contains(flag), "{flag}: {help}");
+        }
+        assert!(!help.contains("probe"), "{help}");
+    }
+
+    #[test]
+    fn scenarios_and_probes_parse() {
+        let cli = Cli::try_parse_from(["b", "--quick", "open_loop", "pg_append"]).expect("parsed");
+        assert!(cli.flags.quick);
+        assert_eq!(
+            cli.flags.scenarios,
+            [Scenario::OpenLoop, Scenario::PgAppend]
+        );
+        let cli =
+            Cli::try_parse_from(["b", "--probe-for-each", "static", "10", "/d"]).expect("a probe");
+        assert_eq!(
+            cli.probe_for_each.as_deref(),
+            Some(&["static".into(), "10".into(), "/d".into()][..])
+        );
+    }
+
+    #[test]
+    fn an_unknown_scenario_or_flag_is_a_usage_error() {
+        let err = Cli::try_parse_from(["b", "nope"]).err().expect("refused");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("open_loop"), "{err}");
+        let err = Cli::try_parse_from(["b", "--bogus"])
+            .err()
+            .expect("refused");
+        assert_eq!(err.exit_code(), 2);
+    }
 }

@@ -13,6 +13,7 @@
 //! events/s over 1,000 streams, `t` must stay under 10 ms.
 
 use crate::append::{log_appender, sqlite_appender, Append};
+use crate::catalog::Scenario;
 use crate::report::{quantile_us, raw_fsync, Report};
 use crate::Setup;
 use anyhow::Result;
@@ -108,26 +109,7 @@ pub async fn release(
 
 pub async fn run(setup: &Setup) -> Result<Report> {
     let seconds = if setup.quick { 1 } else { 5 };
-    let mut report = Report::new(
-        "open_loop",
-        &[
-            "offered_per_s",
-            "events_per_s",
-            "p50_us",
-            "p99_us",
-            "p999_us",
-            "service_mean_us",
-            "stream_bound_per_s",
-            "sqlite_events_per_s",
-            "sqlite_p50_us",
-            "sqlite_p99_us",
-            "sqlite_p999_us",
-            "sqlite_stream_bound_per_s",
-            "p99_ratio_to_sqlite",
-            "raw_sync_p50_us",
-            "raw_sync_p99_us",
-        ],
-    );
+    let mut report = Report::new(Scenario::OpenLoop);
     report.header();
     for rate in [10_000, 50_000, 100_000] {
         let dir = setup.dir.join(format!("open-{rate}"));
@@ -137,23 +119,26 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         let (_, syncs) = raw_fsync(&setup.dir, 1, 4_096, 2.0)?;
         let q = |l: &[Duration], q| json!(quantile_us(l, q));
         let (latencies, sqlite_latencies) = (&ours.latencies, &theirs.latencies);
-        report.row(vec![
-            json!(rate),
-            json!(ours.achieved),
-            q(latencies, 0.5),
-            q(latencies, 0.99),
-            q(latencies, 0.999),
-            json!(ours.service_mean * 1e6),
-            json!(ours.stream_bound()),
-            json!(theirs.achieved),
-            q(sqlite_latencies, 0.5),
-            q(sqlite_latencies, 0.99),
-            q(sqlite_latencies, 0.999),
-            json!(theirs.stream_bound()),
-            json!(quantile_us(latencies, 0.99) / quantile_us(sqlite_latencies, 0.99)),
-            q(&syncs, 0.5),
-            q(&syncs, 0.99),
-        ]);
+        report.row(
+            &rate.to_string(),
+            vec![
+                json!(rate),
+                json!(ours.achieved),
+                q(latencies, 0.5),
+                q(latencies, 0.99),
+                q(latencies, 0.999),
+                json!(ours.service_mean * 1e6),
+                json!(ours.stream_bound()),
+                json!(theirs.achieved),
+                q(sqlite_latencies, 0.5),
+                q(sqlite_latencies, 0.99),
+                q(sqlite_latencies, 0.999),
+                json!(theirs.stream_bound()),
+                json!(quantile_us(latencies, 0.99) / quantile_us(sqlite_latencies, 0.99)),
+                q(&syncs, 0.5),
+                q(&syncs, 0.99),
+            ],
+        );
         std::fs::remove_dir_all(&dir)?;
     }
     report.note(format!(

@@ -6,6 +6,7 @@
 //! a scratch schema dropped afterwards.
 
 use crate::append::{drive, event, log_appender, Append};
+use crate::catalog::Scenario;
 use crate::report::{quantile_us, Report};
 use crate::Setup;
 use anyhow::{Context, Result};
@@ -35,20 +36,7 @@ pub fn no_database() -> String {
 
 pub async fn run(setup: &Setup) -> Result<Report> {
     let seconds = if setup.quick { 1 } else { 5 };
-    let mut report = Report::new(
-        "pg_append",
-        &[
-            "appenders",
-            "pg_events_per_s",
-            "pg_p50_us",
-            "pg_p99_us",
-            "insert_per_tx_events_per_s",
-            "insert_per_tx_p99_us",
-            "ratio_to_insert_per_tx",
-            "file_log_events_per_s",
-            "ratio_to_file_log",
-        ],
-    );
+    let mut report = Report::new(Scenario::PgAppend);
     let Some(url) = database_url() else {
         report.note(no_database());
         return Ok(report);
@@ -65,17 +53,20 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         let (log, _) = log_appender(&dir, Options::default())?;
         let (file_log, _) = drive(appenders, seconds, log).await?;
         std::fs::remove_dir_all(&dir)?;
-        report.row(vec![
-            json!(appenders),
-            json!(rate),
-            json!(quantile_us(&latencies, 0.5)),
-            json!(quantile_us(&latencies, 0.99)),
-            json!(baseline),
-            json!(quantile_us(&base_latencies, 0.99)),
-            json!(rate / baseline),
-            json!(file_log),
-            json!(rate / file_log),
-        ]);
+        report.row(
+            &appenders.to_string(),
+            vec![
+                json!(appenders),
+                json!(rate),
+                json!(quantile_us(&latencies, 0.5)),
+                json!(quantile_us(&latencies, 0.99)),
+                json!(baseline),
+                json!(quantile_us(&base_latencies, 0.99)),
+                json!(rate / baseline),
+                json!(file_log),
+                json!(rate / file_log),
+            ],
+        );
     }
     Ok(report)
 }

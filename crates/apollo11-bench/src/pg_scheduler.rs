@@ -4,6 +4,7 @@
 //! --store postgres://…` opens one. Run `r` is started by instance `r % n`. Against the
 //! duroxide peer measured in the same run. The database is found as in `pg_append`.
 
+use crate::catalog::Scenario;
 use crate::pg_append::{database_url, no_database};
 use crate::report::Report;
 use crate::scheduler::{close, peer_figures, peer_note, shapes, timed, Shape};
@@ -27,20 +28,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     } else {
         ([1_000, 1_000, 1_000], [200, 500, 1_000])
     };
-    let mut report = Report::new(
-        "pg_scheduler",
-        &[
-            "workload",
-            "steps",
-            "pg_1_steps_per_s",
-            "pg_3_steps_per_s",
-            "ratio_3_to_1",
-            "peer_steps",
-            "peer_steps_per_s",
-            "ratio_1_to_peer",
-            "ratio_3_to_peer",
-        ],
-    );
+    let mut report = Report::new(Scenario::PgScheduler);
     let Some(url) = database_url() else {
         report.note(no_database());
         return Ok(report);
@@ -54,17 +42,20 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         let (one, three) = (rates[0], rates[1]);
         let peer = peer_figures(&mut report, &setup.dir, &shape);
         let to_peer = |rate: f64| json!(peer.map(|p| rate / p.1));
-        report.row(vec![
-            json!(shape.label),
-            json!(shape.steps()),
-            json!(one),
-            json!(three),
-            json!(three / one),
-            json!(peer.map(|p| p.0)),
-            json!(peer.map(|p| p.1)),
-            to_peer(one),
-            to_peer(three),
-        ]);
+        report.row(
+            shape.key,
+            vec![
+                json!(shape.label),
+                json!(shape.steps()),
+                json!(one),
+                json!(three),
+                json!(three / one),
+                json!(peer.map(|p| p.0)),
+                json!(peer.map(|p| p.1)),
+                to_peer(one),
+                to_peer(three),
+            ],
+        );
     }
     report.note(format!(
         "Instances: engines in this one process, each with its own PgStore (pool of {} \

@@ -3,6 +3,7 @@
 //! "latest snapshot + about 500 events"); resident memory per event once recovered; and the
 //! seed's one-run replay: 500 steps averaging 3 events each.
 
+use crate::catalog::Scenario;
 use crate::replay::{buffered_log, build, history_event};
 use crate::report::{child, resident_bytes, Report};
 use crate::scheduler::workflow;
@@ -23,46 +24,46 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     let dir = setup.dir.join("recovery");
     let _ = std::fs::remove_dir_all(&dir);
     build(&dir, 1_000, 1..=per_run).await?;
-    let mut report = Report::new(
-        "recovery",
-        &[
-            "case",
-            "events",
-            "events_after_snapshot",
-            "recovery_ms",
-            "resident_bytes_per_event",
-        ],
-    );
+    let mut report = Report::new(Scenario::Recovery);
     report.header();
     let events = 1_000 * u64::from(per_run);
     let cold = probe_child(&dir)?;
-    report.row(vec![
-        json!(format!("Engine::open, {events} events, no snapshot")),
-        json!(events),
-        json!(events),
-        cold["recovery_ms"].clone(),
-        json!(cold["resident_bytes"].as_f64().unwrap_or(0.0) / events as f64),
-    ]);
+    report.row(
+        "no_snapshot",
+        vec![
+            json!(format!("Engine::open, {events} events, no snapshot")),
+            json!(events),
+            json!(events),
+            cold["recovery_ms"].clone(),
+            json!(cold["resident_bytes"].as_f64().unwrap_or(0.0) / events as f64),
+        ],
+    );
     let watermark = snapshot(&dir).await?;
     build(&dir, 5, per_run + 1..=per_run + 100).await?;
     let events = events + 500;
     let warm = probe_child(&dir)?;
-    report.row(vec![
-        json!(format!("Engine::open, {events} events, snapshot")),
-        json!(events),
-        json!(events - watermark),
-        warm["recovery_ms"].clone(),
-        json!(warm["resident_bytes"].as_f64().unwrap_or(0.0) / events as f64),
-    ]);
+    report.row(
+        "snapshot",
+        vec![
+            json!(format!("Engine::open, {events} events, snapshot")),
+            json!(events),
+            json!(events - watermark),
+            warm["recovery_ms"].clone(),
+            json!(warm["resident_bytes"].as_f64().unwrap_or(0.0) / events as f64),
+        ],
+    );
     std::fs::remove_dir_all(&dir)?;
     let (steps_events, replay_ms) = seed_replay(&setup.dir.join("seed-replay")).await?;
-    report.row(vec![
-        json!("one run of 500 steps x 3 events: open + read + fold"),
-        json!(steps_events),
-        json!(null),
-        json!(replay_ms),
-        json!(null),
-    ]);
+    report.row(
+        "one_run",
+        vec![
+            json!("one run of 500 steps x 3 events: open + read + fold"),
+            json!(steps_events),
+            json!(null),
+            json!(replay_ms),
+            json!(null),
+        ],
+    );
     report.note(
         "Recovery is timed in a fresh process (page cache warm); resident bytes are \
          the process's RSS growth across `Engine::open`, divided by the events in the log."

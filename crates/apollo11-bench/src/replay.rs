@@ -6,6 +6,7 @@
 //! a `HashMap`. The naive reader knows the record framing of docs/log-format.md and nothing
 //! else of the log.
 
+use crate::catalog::Scenario;
 use crate::report::Report;
 use crate::Setup;
 use anyhow::{bail, Result};
@@ -46,19 +47,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     build(&dir, 1_000, 1..=per_run).await?;
     let events = 1_000 * u64::from(per_run);
     let bytes = segment_bytes(&dir)?;
-    let mut report = Report::new(
-        "replay",
-        &[
-            "events",
-            "open_events_per_s",
-            "read_events_per_s",
-            "fold_events_per_s",
-            "events_per_s",
-            "mb_per_s",
-            "naive_events_per_s",
-            "ratio_to_naive",
-        ],
-    );
+    let mut report = Report::new(Scenario::Replay);
     report.header();
     let started = Instant::now();
     let log = FileLog::open_read_only(&dir)?;
@@ -82,16 +71,19 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         bail!("replay folded {runs} runs, the naive replay {naive_runs}; 1000 expected");
     }
     let total_s = open_s + fold_s;
-    report.row(vec![
-        json!(events),
-        json!(events as f64 / open_s),
-        json!(events as f64 / read_s),
-        json!(events as f64 / fold_s),
-        json!(events as f64 / total_s),
-        json!(bytes as f64 / total_s / 1e6),
-        json!(events as f64 / naive_s),
-        json!(naive_s / total_s),
-    ]);
+    report.row(
+        "log",
+        vec![
+            json!(events),
+            json!(events as f64 / open_s),
+            json!(events as f64 / read_s),
+            json!(events as f64 / fold_s),
+            json!(events as f64 / total_s),
+            json!(bytes as f64 / total_s / 1e6),
+            json!(events as f64 / naive_s),
+            json!(naive_s / total_s),
+        ],
+    );
     std::fs::remove_dir_all(&dir)?;
     Ok(report)
 }

@@ -1,40 +1,58 @@
 //! A scenario's results: printed as a markdown table, saved as JSON with the host facts and
 //! the git revision, so runs can be compared over time.
 
+use crate::catalog::Scenario;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// A table of figures for one scenario.
+/// A table of figures for one scenario, each row under a key of the scenario's [`Schema`].
+///
+/// [`Schema`]: crate::catalog::Schema
 pub struct Report {
-    pub scenario: &'static str,
-    pub columns: Vec<&'static str>,
-    pub rows: Vec<Vec<Value>>,
+    pub scenario: Scenario,
+    pub columns: &'static [&'static str],
+    pub rows: Vec<(String, Vec<Value>)>,
     pub notes: Vec<String>,
 }
 
 impl Report {
-    pub fn new(scenario: &'static str, columns: &[&'static str]) -> Report {
+    pub fn new(scenario: Scenario) -> Report {
         Report {
             scenario,
-            columns: columns.to_vec(),
+            columns: scenario.schema().columns,
             rows: Vec::new(),
             notes: Vec::new(),
         }
     }
 
-    pub fn row(&mut self, cells: Vec<Value>) {
+    /// Prints and keeps one row. `key` must be one of the scenario's row keys, which the
+    /// goals of BENCHMARKS.md name: another is a mistake in this program, caught at once.
+    pub fn row(&mut self, key: &str, cells: Vec<Value>) {
+        let schema = self.scenario.schema();
+        assert!(
+            schema.rows.contains(&key),
+            "{}: row key `{key}` is not in the catalog's {:?}",
+            self.scenario.name(),
+            schema.rows
+        );
+        assert_eq!(
+            cells.len(),
+            self.columns.len(),
+            "{} row `{key}`: one cell per column",
+            self.scenario.name()
+        );
         println!(
             "| {} |",
             cells.iter().map(cell).collect::<Vec<_>>().join(" | ")
         );
-        self.rows.push(cells);
+        self.rows.push((key.to_owned(), cells));
     }
 
     pub fn header(&self) {
         println!(
             "\n## {}\n\n| {} |\n|{}",
-            self.scenario,
+            self.scenario.name(),
             self.columns.join(" | "),
             "---|".repeat(self.columns.len())
         );
@@ -50,18 +68,14 @@ impl Report {
         let rows: Vec<Value> = self
             .rows
             .iter()
-            .map(|r| {
-                Value::Object(
-                    self.columns
-                        .iter()
-                        .map(|c| c.to_string())
-                        .zip(r.iter().cloned())
-                        .collect(),
-                )
+            .map(|(key, cells)| {
+                let row = std::iter::once(("row".to_owned(), Value::from(key.as_str())));
+                let named = self.columns.iter().map(|c| c.to_string());
+                Value::Object(row.chain(named.zip(cells.iter().cloned())).collect())
             })
             .collect();
         let doc = json!({
-            "scenario": self.scenario,
+            "scenario": self.scenario.name(),
             "quick": quick,
             "git_revision": std::env::var("APOLLO11_GIT_REV").unwrap_or_else(|_| "unknown".into()),
             "host": host(),
@@ -69,7 +83,7 @@ impl Report {
             "notes": self.notes,
         });
         std::fs::write(
-            out.join(format!("{}.json", self.scenario)),
+            out.join(format!("{}.json", self.scenario.name())),
             serde_json::to_string_pretty(&doc)? + "\n",
         )?;
         Ok(())
@@ -199,4 +213,54 @@ pub fn peak_resident_bytes() -> Result<u64> {
         .context("no VmHWM in /proc/self/status")?
         .parse()?;
     Ok(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn saved_rows_carry_their_key_and_columns() {
+        let out = tempfile::tempdir().expect("a temporary dir");
+        let mut report = Report::new(Scenario::Replay);
+        let cells = (0..report.columns.len()).map(|i| json!(i)).collect();
+        report.row("log", cells);
+        report.save(out.path(), true).expect("saved");
+        let text = std::fs::read_to_string(out.path().join("replay.json")).expect("replay.json");
+        let doc: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(doc["scenario"], "replay");
+        assert_eq!(doc["quick"], true);
+        assert_eq!(doc["rows"][0]["row"], "log");
+        assert_eq!(doc["rows"][0]["ratio_to_naive"], 7);
+    }
+
+    #[test]
+    #[should_panic(expected = "row key `chains` is not in the catalog")]
+    fn a_row_key_outside_the_catalog_is_refused() {
+        let mut report = Report::new(Scenario::Scheduler);
+        let cells = vec![json!(null); report.columns.len()];
+        report.row("chains", cells);
+    }
+
+    #[test]
+    #[should_panic(expected = "one cell per column")]
+    fn a_row_of_the_wrong_width_is_refused() {
+        Report::new(Scenario::Scheduler).row("chain", vec![json!(1)]);
+    }
+
+    /// Row keys and columns are distinct, and no column is named `row`, the key's own field.
+    #[test]
+    fn every_schema_names_each_row_and_column_once() {
+        for scenario in Scenario::value_variants() {
+            let schema = scenario.schema();
+            for names in [schema.rows, schema.columns] {
+                let mut sorted = names.to_vec();
+                sorted.sort_unstable();
+                sorted.dedup();
+                assert_eq!(sorted.len(), names.len(), "{scenario:?}: {names:?}");
+            }
+            assert!(!schema.columns.contains(&"row"), "{scenario:?}");
+        }
+    }
 }

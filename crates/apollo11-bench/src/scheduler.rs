@@ -3,6 +3,7 @@
 //! limit (one `fdatasync` per step) measured in the same run, each workload against the
 //! duroxide peer. The workloads and the timing are shared with `pg_scheduler`.
 
+use crate::catalog::Scenario;
 use crate::report::{raw_fsync, Report};
 use crate::Setup;
 use anyhow::Result;
@@ -148,6 +149,8 @@ pub fn peer_figures(report: &mut Report, dir: &Path, shape: &Shape) -> Option<(u
 
 /// A workload: runs of one workflow, and its version on the peer.
 pub struct Shape {
+    /// The row key: `runs`, `chain` or `wide`.
+    pub key: &'static str,
     pub label: String,
     pub workflow: Workflow,
     pub runs: usize,
@@ -167,18 +170,21 @@ pub fn shapes(ours: [usize; 3], peer: [usize; 3]) -> Result<Vec<Shape>> {
     let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect();
     Ok(vec![
         Shape {
+            key: "runs",
             label: format!("{runs} runs x 10 steps"),
             workflow: workflow("ten", 10, true, 8)?,
             runs,
             peer_args: args(&["many", &peer_runs.to_string(), "10"]),
         },
         Shape {
+            key: "chain",
             label: format!("one {chain}-step chain"),
             workflow: workflow("chain", chain, true, 8)?,
             runs: 1,
             peer_args: args(&["chain", &peer_chain.to_string()]),
         },
         Shape {
+            key: "wide",
             label: format!("one run of {wide} parallel steps"),
             workflow: workflow("wide", wide, false, u32::try_from(wide)?)?,
             runs: 1,
@@ -203,19 +209,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     } else {
         ([1_000, 10_000, 1_000], [200, 500, 1_000])
     };
-    let mut report = Report::new(
-        "scheduler",
-        &[
-            "workload",
-            "steps",
-            "steps_per_s",
-            "limit_steps_per_s",
-            "ratio_to_limit",
-            "peer_steps",
-            "peer_steps_per_s",
-            "ratio_to_peer",
-        ],
-    );
+    let mut report = Report::new(Scenario::Scheduler);
     report.header();
     // The chain's limit: it must make each step's outcome durable before the next starts.
     let limit = raw_fsync(&setup.dir, 1, 300, 2.0)?.0;
@@ -227,16 +221,19 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         let rate = steps_per_s(&dir, &shape.workflow, shape.runs).await?;
         let peer = peer_figures(&mut report, &setup.dir, &shape);
         let ratio = |base: Option<f64>| base.map_or(json!(null), |b| json!(rate / b));
-        report.row(vec![
-            json!(shape.label),
-            json!(shape.steps()),
-            json!(rate),
-            json!(limit),
-            ratio(limit),
-            json!(peer.map(|p| p.0)),
-            json!(peer.map(|p| p.1)),
-            ratio(peer.map(|p| p.1)),
-        ]);
+        report.row(
+            shape.key,
+            vec![
+                json!(shape.label),
+                json!(shape.steps()),
+                json!(rate),
+                json!(limit),
+                ratio(limit),
+                json!(peer.map(|p| p.0)),
+                json!(peer.map(|p| p.1)),
+                ratio(peer.map(|p| p.1)),
+            ],
+        );
     }
     report.note(format!(
         "limit: one fdatasync per step, measured in this run. {}",

@@ -6,6 +6,7 @@
 //! window as a share of one core. Baseline in the same run: the same server with the
 //! schedules disabled, over the same window (what serving and its rounds cost idle).
 
+use crate::catalog::Scenario;
 use crate::report::Report;
 use crate::server::host::Hosted;
 use crate::Setup;
@@ -23,7 +24,7 @@ const SCHEDULES: usize = 1_000;
 const WARM_UP: Duration = Duration::from_secs(3);
 
 pub async fn run(setup: &Setup) -> Result<Report> {
-    let mut report = Report::new("schedules", &["measure", "value", "unit", "note"]);
+    let mut report = Report::new(Scenario::Schedules);
     report.header();
     let window = Duration::from_secs(if setup.quick { 3 } else { 10 });
     let idle = served(&setup.dir.join("idle"), false, window).await?;
@@ -34,6 +35,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     let quantile = |q: f64| lags[((lags.len() - 1) as f64 * q).round() as usize];
     let rows = [
         (
+            "fires",
             "fires started in the window",
             json!(lags.len()),
             "runs",
@@ -43,38 +45,43 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             ),
         ),
         (
+            "lag_p50",
             "fire lag p50",
             json!(quantile(0.5)),
             "ms",
             "fire time → `RunCreated` stamped".to_owned(),
         ),
         (
+            "lag_p99",
             "fire lag p99",
             json!(quantile(0.99)),
             "ms",
             "goal ≤ 100 ms".to_owned(),
         ),
         (
+            "lag_max",
             "fire lag max",
             json!(lags[lags.len() - 1]),
             "ms",
             String::new(),
         ),
         (
+            "cpu_firing",
             "process CPU, schedules firing",
             json!(round2(busy.cpu_share)),
             "cores",
             String::new(),
         ),
         (
+            "cpu_disabled",
             "process CPU, schedules disabled",
             json!(round2(idle.cpu_share)),
             "cores",
             "baseline: the same server idle".to_owned(),
         ),
     ];
-    for (measure, value, unit, note) in rows {
-        report.row(vec![json!(measure), value, json!(unit), json!(note)]);
+    for (key, measure, value, unit, note) in rows {
+        report.row(key, vec![json!(measure), value, json!(unit), json!(note)]);
     }
     Ok(report)
 }

@@ -9,6 +9,7 @@
 //!   hold nothing), and the dispatcher's per queued try (tries of a no-op step's size
 //!   waiting for labels no worker has).
 
+use crate::catalog::Scenario;
 use crate::report::{quantile_us, resident_bytes, Report};
 use crate::server::host::Hosted;
 use crate::Setup;
@@ -25,56 +26,74 @@ const WORKERS: usize = 4;
 const SLOTS: u32 = 8;
 
 pub async fn run(setup: &Setup) -> Result<Report> {
-    let mut report = Report::new("workers", &["measure", "value", "unit", "note"]);
+    let mut report = Report::new(Scenario::Workers);
     report.header();
     let (runs, items) = if setup.quick { (4, 250) } else { (10, 1_000) };
     let local = throughput(setup, runs, items, false).await?;
     let placed = throughput(setup, runs, items, true).await?;
     let steps = runs * items;
-    report.row(vec![
-        json!(format!("{steps} no-op steps in the server's process")),
-        json!(local),
-        json!("steps/s"),
-        json!(""),
-    ]);
-    report.row(vec![
-        json!(format!(
-            "{steps} no-op steps on {WORKERS} workers × {SLOTS} slots"
-        )),
-        json!(placed),
-        json!("steps/s"),
-        json!(format!("{:.2}× in-process", placed / local)),
-    ]);
+    report.row(
+        "in_process",
+        vec![
+            json!(format!("{steps} no-op steps in the server's process")),
+            json!(local),
+            json!("steps/s"),
+            json!(""),
+        ],
+    );
+    report.row(
+        "on_workers",
+        vec![
+            json!(format!(
+                "{steps} no-op steps on {WORKERS} workers × {SLOTS} slots"
+            )),
+            json!(placed),
+            json!("steps/s"),
+            json!(format!("{:.2}× in-process", placed / local)),
+        ],
+    );
     let seconds = if setup.quick { 3 } else { 10 };
     let (p50, p99) = latency(setup, seconds).await?;
-    report.row(vec![
-        json!("ready → started on a worker, p50 (100 steps/s)"),
-        json!(p50),
-        json!("ms"),
-        json!(""),
-    ]);
-    report.row(vec![
-        json!("ready → started on a worker, p99 (100 steps/s)"),
-        json!(p99),
-        json!("ms"),
-        json!(""),
-    ]);
+    report.row(
+        "latency_p50",
+        vec![
+            json!("ready → started on a worker, p50 (100 steps/s)"),
+            json!(p50),
+            json!("ms"),
+            json!(""),
+        ],
+    );
+    report.row(
+        "latency_p99",
+        vec![
+            json!("ready → started on a worker, p99 (100 steps/s)"),
+            json!(p99),
+            json!("ms"),
+            json!(""),
+        ],
+    );
     let idle = if setup.quick { 200 } else { 1_000 };
     let per_worker = idle_workers(setup, idle).await?;
-    report.row(vec![
-        json!(format!("server memory per idle worker ({idle} workers)")),
-        json!(per_worker),
-        json!("bytes"),
-        json!(""),
-    ]);
+    report.row(
+        "memory_per_worker",
+        vec![
+            json!(format!("server memory per idle worker ({idle} workers)")),
+            json!(per_worker),
+            json!("bytes"),
+            json!(""),
+        ],
+    );
     let queued = if setup.quick { 10_000 } else { 100_000 };
     let per_try = queued_tries(queued).await;
-    report.row(vec![
-        json!(format!("dispatcher memory per queued try ({queued} tries)")),
-        json!(per_try),
-        json!("bytes"),
-        json!(""),
-    ]);
+    report.row(
+        "memory_per_try",
+        vec![
+            json!(format!("dispatcher memory per queued try ({queued} tries)")),
+            json!(per_try),
+            json!("bytes"),
+            json!(""),
+        ],
+    );
     Ok(report)
 }
 

@@ -32,6 +32,8 @@ const STALL: Duration = Duration::from_secs(60);
 
 /// Runs of a chain of shell steps, started together.
 pub struct Workload {
+    /// Its rows' key: `runs` or `chain`.
+    pub key: &'static str,
     /// How it is shown.
     pub label: String,
     /// Runs.
