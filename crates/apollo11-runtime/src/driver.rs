@@ -778,10 +778,9 @@ impl<S: Store> Driver<S> {
                 let (kind, outcome) = match result {
                     Ok(()) => (EventKind::Compensated, "compensated"),
                     Err(e) => {
-                        let kind = EventKind::CompensationFailed {
-                            error: clip(&e.message),
-                            retryable: e.retryable,
-                        };
+                        let kind = EventKind::CompensationTryFailed(
+                            self.compensation_failure(&done.step, e),
+                        );
                         tracing::warn!(error = %e.message, retryable = e.retryable, "compensation failed");
                         (kind, "failed")
                     }
@@ -821,6 +820,18 @@ impl<S: Store> Driver<S> {
         failure.note =
             self.machine
                 .failure_note(step.as_str(), &failure, self.shared.clock.now_ms());
+        failure
+    }
+
+    /// What the `CompensationTryFailed` event of `step` records of `e`: its class, text,
+    /// fingerprint and the delay it asked for, and the machine's note on that delay.
+    fn compensation_failure(&self, step: &StepName, e: &StepError) -> AttemptFailure {
+        let mut failure = AttemptFailure {
+            fingerprint: e.fingerprint,
+            retry_after_ms: e.retry_after_ms,
+            ..AttemptFailure::new(e.class(), clip(&e.message), e.retryable)
+        };
+        failure.note = (self.machine).compensation_failure_note(step.as_str(), &failure);
         failure
     }
 
