@@ -313,7 +313,7 @@ run = "python3 -c 'import time; b = bytearray(64 << 20); b[::4096] = b\"x\" * le
 "#;
 
 /// The name of the cgroup the process `pid` is in under the `apollo11` parent, once it is.
-fn cgroup_of(pid: &str) -> String {
+pub(crate) fn cgroup_of(pid: &str) -> String {
     let mut name = String::new();
     wait_until("the try in its cgroup", || {
         let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
@@ -327,7 +327,7 @@ fn cgroup_of(pid: &str) -> String {
 }
 
 /// The folders named `name` under the `apollo11` parent of any cgroup controller.
-fn cgroups_named(name: &str) -> Vec<std::path::PathBuf> {
+pub(crate) fn cgroups_named(name: &str) -> Vec<std::path::PathBuf> {
     let root = std::path::Path::new("/sys/fs/cgroup");
     let controllers = std::fs::read_dir(root)
         .unwrap()
