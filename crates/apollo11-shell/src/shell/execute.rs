@@ -191,25 +191,15 @@ async fn wait(
         .map_err(|e| io("opening the step's gate", e))?;
     let began = std::time::Instant::now();
     placing.running();
-    let end = ended(&mut child, pid, cgroup.is_none());
-    tokio::pin!(end);
-    let (cpu, status, stopped) = tokio::select! {
-        biased;
-        (cpu, status) = &mut end => (cpu, status, false),
-        () = placing.stopped() => {
-            let _ = killpg(Pid::from_raw(group.pgid), Signal::SIGKILL);
-            let (cpu, status) = end.await;
-            (cpu, status, true)
-        }
-    };
+    let (cpu, status) = run_to_end(&mut child, pid, cgroup.is_none(), placing).await;
     let status = status.map_err(|e| io("waiting for the step", e))?;
-    if !stopped {
+    if status.is_some() {
         guard.0 = None;
     }
     placing.used(usage(job, held, cgroup.as_ref(), cpu, began.elapsed()));
-    if stopped {
+    let Some(status) = status else {
         return Err(StepError::retryable("stopped by the engine before its end"));
-    }
+    };
     let ended = match (status.code(), status.signal()) {
         (Some(code), _) => Ended::Exit(code),
         (None, Some(signal)) => Ended::Signal(signal),
@@ -230,21 +220,35 @@ fn oom_classed(
     }
 }
 
-/// Waits for the try's `sh` (`pid`) to end, and answers its exit status and, `measured`
-/// (no cgroup counts it), the CPU time it showed when it ended, before it was reaped.
-async fn ended(
+/// What the try's `sh` (`pid`, its group's leader) came to: its exit status, or `None` when
+/// `placing` stopped it first (its group then killed, and waited for); and, `measured` (no
+/// cgroup counts it), the CPU time it showed when it ended, before it was reaped.
+async fn run_to_end(
     child: &mut tokio::process::Child,
     pid: u32,
     measured: bool,
+    placing: &dyn Placing,
 ) -> (
     Option<(u64, u64)>,
-    std::io::Result<std::process::ExitStatus>,
+    std::io::Result<Option<std::process::ExitStatus>>,
 ) {
-    let cpu = match measured {
-        true => super::exited::cpu_ms(pid).await,
-        false => None,
+    let end = async {
+        let cpu = match measured {
+            true => super::exited::cpu_ms(pid).await,
+            false => None,
+        };
+        (cpu, child.wait().await)
     };
-    (cpu, child.wait().await)
+    tokio::pin!(end);
+    tokio::select! {
+        biased;
+        (cpu, status) = &mut end => (cpu, status.map(Some)),
+        () = placing.stopped() => {
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            let (cpu, status) = end.await;
+            (cpu, status.map(|_| None))
+        }
+    }
 }
 
 /// How `job`'s limits are held here, and its cgroup when it has one (to be read once the
