@@ -187,6 +187,8 @@ pub enum EventKind {
     },
     /// One try of a step's compensation failed; it is retried per the step's retry policy,
     /// and once no try is left (or the error is not retryable) the run waits for a person.
+    /// Engines now write [`EventKind::CompensationTryFailed`], with the failure's class and
+    /// the delay it asked for.
     CompensationFailed {
         /// What went wrong (`"interrupted"` in logs written before [`EventKind::Interrupted`]
         /// existed, when a dead scheduler left the try unfinished: such a try still counts).
@@ -278,6 +280,12 @@ pub enum EventKind {
     /// memory limit it carries is what a retry after an `oom` grows. Named
     /// `attempt_usage` in JSON.
     AttemptUsage(Usage),
+    /// One try of a step's compensation failed, as engines now record it: its class, its
+    /// error, its fingerprint, the delay before the next try it asked for and the engine's
+    /// note on it. Read with [`EventKind::CompensationFailed`], written by older engines,
+    /// through [`EventKind::compensation_failure`]; both are `compensation_failed` to
+    /// users (named `compensation_try_failed` in this enum's own JSON).
+    CompensationTryFailed(AttemptFailure),
 }
 
 /// States an operator may put a step in. Not `#[non_exhaustive]`: the transition table
@@ -315,7 +323,7 @@ pub enum KindTag {
     Compensated,
     /// [`EventKind::ManualOverride`].
     ManualOverride,
-    /// [`EventKind::CompensationFailed`].
+    /// [`EventKind::CompensationTryFailed`] and [`EventKind::CompensationFailed`] alike.
     CompensationFailed,
     /// [`EventKind::RunPaused`].
     RunPaused,
@@ -406,7 +414,9 @@ impl EventKind {
             EventKind::Compensating => KindTag::Compensating,
             EventKind::Compensated => KindTag::Compensated,
             EventKind::ManualOverride { .. } => KindTag::ManualOverride,
-            EventKind::CompensationFailed { .. } => KindTag::CompensationFailed,
+            EventKind::CompensationFailed { .. } | EventKind::CompensationTryFailed(_) => {
+                KindTag::CompensationFailed
+            }
             EventKind::RunPaused { .. } => KindTag::RunPaused,
             EventKind::RunResumed { .. } => KindTag::RunResumed,
             EventKind::RollbackRequested { .. } => KindTag::RollbackRequested,
@@ -426,6 +436,18 @@ impl EventKind {
         match self {
             EventKind::AttemptFailed(failure) => Some(Cow::Borrowed(failure)),
             EventKind::Failed { error, retryable } => {
+                Some(Cow::Owned(AttemptFailure::legacy(error, *retryable)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The failure of a compensation's try, old or new (an old one's class read from its
+    /// text); `None` for every other kind.
+    pub fn compensation_failure(&self) -> Option<Cow<'_, AttemptFailure>> {
+        match self {
+            EventKind::CompensationTryFailed(failure) => Some(Cow::Borrowed(failure)),
+            EventKind::CompensationFailed { error, retryable } => {
                 Some(Cow::Owned(AttemptFailure::legacy(error, *retryable)))
             }
             _ => None,

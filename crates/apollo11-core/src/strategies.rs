@@ -22,7 +22,11 @@ pub fn arb_event_kind() -> impl Strategy<Value = EventKind> {
         }),
         2 => Just(EventKind::Compensating),
         2 => Just(EventKind::Compensated),
-        2 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::CompensationFailed { error, retryable }),
+        1 => (any::<bool>(), "[a-z]{0,6}").prop_map(|(retryable, error)| EventKind::CompensationFailed { error, retryable }),
+        1 => (any::<bool>(), "[a-z]{0,6}", proptest::option::of(0u64..3), arb_class()).prop_map(|(retryable, error, retry_after_ms, class)| {
+            let note = String::new();
+            EventKind::CompensationTryFailed(AttemptFailure { class, error, retryable, fingerprint: 0, note, retry_after_ms })
+        }),
         1 => (target, "[a-z]{1,4}").prop_map(|(to, by)| EventKind::ManualOverride { to, by, reason: "why".into() }),
         1 => "[a-z]{1,4}".prop_map(|workflow| EventKind::RunCreated { workflow }),
         1 => "[a-z]{1,4}".prop_map(|by| EventKind::RunPaused { by, reason: "why".into() }),

@@ -49,8 +49,11 @@ fn describe(event: &Event) -> String {
                 format!(" [{}]: {}{last}", failed.class, failed.error)
             })
         }
-        EventKind::CompensationFailed { error, retryable } => {
-            format!(": {error}{}", if *retryable { "" } else { " (final)" })
+        EventKind::CompensationFailed { .. } | EventKind::CompensationTryFailed(_) => {
+            (event.kind.compensation_failure()).map_or_else(String::new, |failed| {
+                let last = if failed.retryable { "" } else { " (final)" };
+                format!(": {}{last}", failed.error)
+            })
         }
         EventKind::ManualOverride { to, by, .. } => format!(" -> {} by {by}", to.name()),
         EventKind::RunPaused { by, .. }

@@ -10,11 +10,11 @@
 //! compensation). An operator's rollback without a failure runs no handler.
 
 use crate::interrupt::interruptions_pause;
-use crate::retry::delay_ms;
+use crate::retry::{compensation_delay_ms, delay_ms};
 use crate::rollback::{compensation_stuck, failed_for_good, rolling_back, status_with, to_undo};
 use crate::trigger::{handlers_due, verdict, Verdict};
 use crate::wait::{fired, holding_slots, timer_due_ms, waits};
-use crate::{retry_delay_ms, Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
+use crate::{Frontier, Policy, RunState, RunStatus, StepState, StepStatus};
 use apollo11_core::{AttemptFailure, EventKind, FailureClass, Idempotency, StepName};
 use apollo11_dag::{Dag, NodeId};
 use std::collections::BTreeSet;
@@ -415,8 +415,9 @@ fn retry_due_ms(state: &RunState, dag: &Dag, policy: &Policy, node: NodeId) -> u
     })
 }
 
-/// The next try of a compensation that failed: `Compensate` once the step's backoff from
-/// the failed try has passed, else `WakeAt` that time.
+/// The next try of a compensation that failed: `Compensate` once the delay the failed try
+/// asked for (within its policy's `max_ms`), else the step's backoff, has passed from it;
+/// else `WakeAt` that time.
 fn compensation_retry(
     state: &RunState,
     dag: &Dag,
@@ -427,7 +428,8 @@ fn compensation_retry(
     let name = dag.name(node);
     let step = state.step(name);
     let due_ms = step.compensation_error.as_ref().map_or(0, |failure| {
-        let delay = retry_delay_ms(
+        let delay = compensation_delay_ms(
+            failure,
             &policy.step(node).retry,
             state.run_id.as_str(),
             name,

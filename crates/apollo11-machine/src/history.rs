@@ -127,6 +127,14 @@ impl History {
         self.raw(Some(step), kind, attempt, Payload::Empty)
     }
 
+    /// `CompensationTryFailed`: a try of the step's compensation failed, recording
+    /// `failure`.
+    pub fn compensation_failed_with(self, step: &str, failure: AttemptFailure) -> History {
+        let attempt = self.attempt(step);
+        let kind = EventKind::CompensationTryFailed(failure);
+        self.raw(Some(step), kind, attempt, Payload::Empty)
+    }
+
     /// `ManualOverride` of the step, by `by`, for `reason`.
     pub fn overridden(self, step: &str, to: OverrideTarget, by: &str, reason: &str) -> History {
         let attempt = self.attempt(step);

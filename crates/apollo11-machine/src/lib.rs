@@ -30,7 +30,9 @@ pub use interrupt::{interruptions_reason, INTERRUPTIONS_MAX};
 pub use overrides::{check_override, OverrideEffect};
 pub use policy::{Policy, PolicyError, StepPolicy};
 pub use rerun::{check_rerun, RerunPlan};
-pub use retry::{delay_ms, memory_limit, note_for, stop_reason};
+pub use retry::{
+    compensation_delay_ms, compensation_note_for, delay_ms, memory_limit, note_for, stop_reason,
+};
 pub use rollback::{pause_cause, run_status, PauseCause, RunStatus};
 pub use run_machine::RunMachine;
 pub use state::{

@@ -74,14 +74,54 @@ pub fn note_for(
         return reason;
     }
     failure.retry_after_ms.map_or_else(String::new, |asked| {
-        let delay = delay_ms(&failure, policy, "", "", step.attempt);
-        let capped = if delay < asked {
-            ", the most its policy allows"
-        } else {
-            ""
-        };
-        format!("retry after {delay} ms, as the step asked{capped}")
+        asked_words(asked, delay_ms(&failure, policy, "", "", step.attempt))
     })
+}
+
+/// The note for a delay of `delay` ms given when `asked` ms were asked for.
+fn asked_words(asked: u64, delay: u64) -> String {
+    let capped = if delay < asked {
+        ", the most its policy allows"
+    } else {
+        ""
+    };
+    format!("retry after {delay} ms, as the step asked{capped}")
+}
+
+/// The delay from `failure`, the last try of a step's compensation (its `tries`-th), to
+/// the next: the delay the try asked for, up to `policy`'s `max_ms` (the step's own
+/// policy, as for every compensation); else the policy's backoff, jittered by the hash of
+/// `run_id`, `step` and `tries`.
+pub fn compensation_delay_ms(
+    failure: &Failure,
+    policy: &RetryPolicy,
+    run_id: &str,
+    step: &str,
+    tries: u32,
+) -> u64 {
+    match failure.retry_after_ms {
+        Some(asked) => asked.min(policy.max_ms.max(policy.initial_ms)),
+        None => retry_delay_ms(policy, run_id, step, tries),
+    }
+}
+
+/// The note a `CompensationTryFailed` event recording `failed` carries for `step` (its
+/// state before the event) under `policy`: when the try asked for the next one's delay
+/// and a next try follows, the delay it gets; else empty (a compensation that cannot be
+/// tried again pauses the run, which says why).
+pub fn compensation_note_for(
+    step: &StepState,
+    failed: &AttemptFailure,
+    policy: &RetryPolicy,
+) -> String {
+    let last = failed.retryable && step.compensation_tries >= policy.max_attempts;
+    match failed.retry_after_ms {
+        Some(asked) if failed.retryable && !last => {
+            let failure = Failure::after(None, failed, 0);
+            asked_words(asked, compensation_delay_ms(&failure, policy, "", "", 0))
+        }
+        _ => String::new(),
+    }
 }
 
 /// The memory limit the next attempt of `step` runs with, in bytes, in place of its own:

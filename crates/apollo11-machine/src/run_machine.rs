@@ -87,6 +87,15 @@ impl RunMachine {
         })
     }
 
+    /// The note a `CompensationTryFailed` event recording `failed` for `step` carries: the
+    /// delay the next try gets when the failed one asked for it (see
+    /// [`crate::compensation_note_for`]), or empty; empty for a step not in the graph.
+    pub fn compensation_failure_note(&self, step: &str, failed: &AttemptFailure) -> String {
+        self.dag.node(step).map_or_else(String::new, |n| {
+            crate::compensation_note_for(self.state.step(step), failed, &self.policy.step(n).retry)
+        })
+    }
+
     /// The memory limit the next attempt of `step` runs with in place of its own, after an
     /// `oom` grew it (see [`crate::memory_limit`]); `None` for the step's own.
     pub fn memory_limit(&self, step: &str) -> Option<u64> {

@@ -413,6 +413,7 @@ impl RunState {
             | EventKind::Compensated
             | EventKind::ManualOverride { .. }
             | EventKind::CompensationFailed { .. }
+            | EventKind::CompensationTryFailed(_)
             | EventKind::Placed { .. }
             | EventKind::Interrupted
             | EventKind::Skipped { .. }
@@ -585,8 +586,9 @@ impl StepState {
                 self.compensation_tries = self.compensation_tries.saturating_add(1);
             }
             Rule::FailCompensation => {
-                if let EventKind::CompensationFailed { error, retryable } = &event.kind {
-                    self.compensation_error = Some(failure(error, *retryable, event));
+                if let Some(failed) = event.kind.compensation_failure() {
+                    let failure = Failure::after(None, &failed, event.at_ms);
+                    self.compensation_error = Some(Box::new(failure));
                 }
             }
             Rule::FinishCompensation => self.end_compensation(),

@@ -32,7 +32,8 @@ pub enum Rule {
     CompensateSuccess,
     /// compensating(a) + Compensated(a) → compensated
     FinishCompensation,
-    /// compensating(a) + CompensationFailed(a) → compensation_failed
+    /// compensating(a) + CompensationTryFailed(a) or CompensationFailed(a) →
+    /// compensation_failed
     FailCompensation,
     /// compensation_failed(a) + Compensating(a) → compensating (the next try)
     RetryCompensation,
@@ -127,7 +128,9 @@ pub fn transition(
         (S::Failed, K::Compensating) if same_try => (Rule::CompensateFailure, S::Compensating),
         (S::Succeeded, K::Compensating) if same_try => (Rule::CompensateSuccess, S::Compensating),
         (S::Compensating, K::Compensated) if same_try => (Rule::FinishCompensation, S::Compensated),
-        (S::Compensating, K::CompensationFailed { .. }) if same_try => {
+        (S::Compensating, K::CompensationTryFailed(_) | K::CompensationFailed { .. })
+            if same_try =>
+        {
             (Rule::FailCompensation, S::CompensationFailed)
         }
         (S::CompensationFailed, K::Compensating) if same_try => {
@@ -174,6 +177,7 @@ pub fn transition(
             | K::Compensating
             | K::Compensated
             | K::CompensationFailed { .. }
+            | K::CompensationTryFailed(_)
             | K::RunPaused { .. }
             | K::RunResumed { .. }
             | K::RollbackRequested { .. }
@@ -202,6 +206,7 @@ pub fn transition(
             | K::Compensating
             | K::Compensated
             | K::CompensationFailed { .. }
+            | K::CompensationTryFailed(_)
             | K::RunPaused { .. }
             | K::RunResumed { .. }
             | K::RollbackRequested { .. }

@@ -627,6 +627,8 @@ impl<S: Store> Driver<S> {
         let memory_limit = (!compensation)
             .then(|| self.machine.memory_limit(step.as_str()))
             .flatten();
+        let meter = Arc::<crate::step::Meter>::default();
+        let usage = meter.clone();
         let work = async move {
             let mut ctx = StepContext {
                 idempotency_key: format!("{run_id}/{step}"),
@@ -640,7 +642,7 @@ impl<S: Store> Driver<S> {
                 scope,
                 recorded: Arc::default(),
                 memory_limit,
-                usage: Arc::default(),
+                usage,
             };
             let result = match inputs::read_secrets(&secrets) {
                 Err(e) => Err(e),
@@ -663,11 +665,11 @@ impl<S: Store> Driver<S> {
                 attempt,
                 outcome,
                 recorded: ctx.take_recorded(),
-                usage: ctx.take_usage(),
+                usage: ctx.usage.usage(),
             }
         };
         let abort = self.tasks.spawn(work.instrument(span));
-        self.running.insert(tried, cancel_tx, abort);
+        self.running.insert(tried, cancel_tx, abort, meter);
     }
 
     /// Waits for an attempt to finish, the wake-up time, or an override.
@@ -721,7 +723,7 @@ impl<S: Store> Driver<S> {
                     self.hooks.insert(tried.clone(), hook);
                 }
                 let seconds = self.seconds_at_work(&d.step);
-                let used = self.usage_event(&d);
+                let used = (d.usage.clone()).map(|u| self.usage_event(&d.step, d.attempt, u));
                 let event = self.outcome_event(&d, seconds).await?;
                 let events = used.into_iter().chain([event]);
                 match self.unsafe_to_redo(&d) {
@@ -756,13 +758,12 @@ impl<S: Store> Driver<S> {
         })
     }
 
-    /// The `AttemptUsage` event of a finished try whose step recorded what it used, which
+    /// The `AttemptUsage` event of a try of `step` whose step recorded what it used, which
     /// goes just before its outcome; the usage counted in the metrics.
-    fn usage_event(&self, done: &Done) -> Option<NewEvent> {
-        let usage = done.usage.clone()?;
-        metrics::try_used(self.workflow_name(), done.step.as_str(), &usage);
+    fn usage_event(&self, step: &StepName, attempt: u32, usage: Usage) -> NewEvent {
+        metrics::try_used(self.workflow_name(), step.as_str(), &usage);
         let kind = EventKind::AttemptUsage(usage);
-        Some(self.event(&done.step, kind, done.attempt, Payload::Empty))
+        self.event(step, kind, attempt, Payload::Empty)
     }
 
     /// The event recording a finished attempt or compensation, its payload offloaded to the
@@ -777,10 +778,9 @@ impl<S: Store> Driver<S> {
                 let (kind, outcome) = match result {
                     Ok(()) => (EventKind::Compensated, "compensated"),
                     Err(e) => {
-                        let kind = EventKind::CompensationFailed {
-                            error: clip(&e.message),
-                            retryable: e.retryable,
-                        };
+                        let kind = EventKind::CompensationTryFailed(
+                            self.compensation_failure(&done.step, e),
+                        );
                         tracing::warn!(error = %e.message, retryable = e.retryable, "compensation failed");
                         (kind, "failed")
                     }
@@ -820,6 +820,18 @@ impl<S: Store> Driver<S> {
         failure.note =
             self.machine
                 .failure_note(step.as_str(), &failure, self.shared.clock.now_ms());
+        failure
+    }
+
+    /// What the `CompensationTryFailed` event of `step` records of `e`: its class, text,
+    /// fingerprint and the delay it asked for, and the machine's note on that delay.
+    fn compensation_failure(&self, step: &StepName, e: &StepError) -> AttemptFailure {
+        let mut failure = AttemptFailure {
+            fingerprint: e.fingerprint,
+            retry_after_ms: e.retry_after_ms,
+            ..AttemptFailure::new(e.class(), clip(&e.message), e.retryable)
+        };
+        failure.note = (self.machine).compensation_failure_note(step.as_str(), &failure);
         failure
     }
 

@@ -143,7 +143,48 @@ pub struct StepContext {
     /// the step's own, and for a compensation.
     pub memory_limit: Option<u64>,
     /// Where [`StepContext::used`] leaves what the try used, for its outcome's events.
-    pub(crate) usage: Arc<Mutex<Option<Usage>>>,
+    pub(crate) usage: Arc<Meter>,
+}
+
+/// What a try used, as its step records it, shared by its context and its driver: the
+/// driver that stops a try whose step promised to measure it even then
+/// ([`StepContext::measures_when_stopped`]) waits for the record.
+#[derive(Default)]
+pub(crate) struct Meter {
+    usage: Mutex<Option<Usage>>,
+    promised: std::sync::atomic::AtomicBool,
+    recorded: tokio::sync::Notify,
+}
+
+impl Meter {
+    /// What the try recorded so far.
+    pub fn usage(&self) -> Option<Usage> {
+        (self.usage.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn record(&self, usage: Usage) {
+        let mut slot = (self.usage.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = Some(usage);
+        self.recorded.notify_one();
+    }
+
+    /// Whether the try's step promised to record its usage once stopped.
+    pub fn promised(&self) -> bool {
+        self.promised.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Waits until the try records its usage, then answers it.
+    pub async fn recorded(&self) -> Usage {
+        loop {
+            if let Some(usage) = self.usage() {
+                return usage;
+            }
+            // A record made after the check left a permit: this returns at once.
+            self.recorded.notified().await;
+        }
+    }
 }
 
 impl fmt::Debug for StepContext {
@@ -221,14 +262,16 @@ impl StepContext {
     /// Records what this try used, appended as an `AttemptUsage` event just before its
     /// outcome. A later call replaces an earlier one.
     pub fn used(&self, usage: Usage) {
-        let mut slot = (self.usage.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
-        *slot = Some(usage);
+        self.usage.record(usage);
     }
 
-    /// What [`StepContext::used`] recorded, taken.
-    pub(crate) fn take_usage(&self) -> Option<Usage> {
-        let mut slot = (self.usage.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
-        slot.take()
+    /// Promises that this try records what it used ([`StepContext::used`]) even when the
+    /// engine stops it before its end (its timeout): it then stops its work on
+    /// [`StepContext::cancel`] at once, measures it, and records that. The engine, which
+    /// otherwise drops a stopped try at once, waits a short while for that record and
+    /// appends it with the try's end. A step calls it once its work runs.
+    pub fn measures_when_stopped(&self) {
+        (self.usage.promised).store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The hook [`StepContext::when_recorded`] left, taken.

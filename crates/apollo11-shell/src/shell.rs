@@ -164,6 +164,14 @@ impl Placing for Recorded<'_> {
     fn used(&self, usage: Usage) {
         self.ctx.used(usage);
     }
+
+    fn running(&self) {
+        self.ctx.measures_when_stopped();
+    }
+
+    async fn stopped(&self) {
+        self.ctx.cancel.clone().cancelled().await;
+    }
 }
 
 impl ShellStep {
@@ -245,8 +253,9 @@ impl Step for ShellStep {
         self.compensate.is_some()
     }
 
-    /// Stops the try's process group if it may still run (on a worker, through it), and
-    /// takes its output file as the marker for the next attempt.
+    /// Stops the try's process group if it may still run (on a worker, through it), removes
+    /// the cgroup a dead engine left of it, and takes its output file as the marker for the
+    /// next attempt.
     async fn settle(&self, leftover: &Leftover) -> Settled {
         if let Some(place) = &leftover.place {
             if RemoteHandle::of(place).is_some() {
@@ -261,6 +270,11 @@ impl Step for ShellStep {
             if let Err(reason) = group::stop(&place.host, &place.handle).await {
                 return Settled::Unreachable { reason };
             }
+            // A dead engine left its cgroup behind: it goes with the try.
+            let compensation = leftover.kind.is_compensation();
+            let (run, step) = (leftover.run_id.as_str(), leftover.step.as_str());
+            let name = cgroup::name_of(&self.data_dir, run, step, leftover.attempt, compensation);
+            drop(cgroup::Cgroup::find(&name));
         }
         let files = self.files(
             leftover.run_id.as_str(),

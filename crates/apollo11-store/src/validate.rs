@@ -38,7 +38,7 @@ pub fn validate(run_id: &RunId, events: &[NewEvent]) -> Result<(), StoreError> {
             limits::LABEL_BYTES_MAX,
         )?;
         match &event.kind {
-            EventKind::AttemptFailed(failure) => {
+            EventKind::AttemptFailed(failure) | EventKind::CompensationTryFailed(failure) => {
                 let class = failure.class.name();
                 check_len("failure class", class.len() as u64, limits::LABEL_BYTES_MAX)?;
                 for (what, text) in [

@@ -195,7 +195,7 @@ impl Task {
         let files = self.files();
         let exit = self.dir.join("exit");
         let at = self.at(&files, &exit);
-        let running = reattach(&job, &at, &handle);
+        let running = reattach(&job, &at, &handle, self);
         self.follow(running, &files, stop).await;
         // A stop killed the group through the executor's guard only in this life.
         let _ = apollo11_shell::shell::kill(&handle).await;

@@ -1,6 +1,7 @@
 //! Failure classes and retry by class, with real shell steps: an author's class retried on
 //! its own policy, a failure that repeats itself stopped, a command not found never retried,
-//! and the class shown by `status` and `events`.
+//! the class shown by `status` and `events`, and the delay a step or a compensation's try
+//! asks for.
 
 use crate::harness::Cli;
 
@@ -245,4 +246,54 @@ fi
     );
     let failed = failures(&cli, "r1");
     assert_eq!(failed[0]["note"], "retry after 200 ms, as the step asked");
+}
+
+#[test]
+fn a_compensations_try_asks_for_the_next_ones_delay_in_its_retry_after_file() {
+    let cli = Cli::new();
+    let toml = r#"
+[workflow]
+name = "undo"
+on_failure = "rollback"
+
+[[steps]]
+name = "a"
+idempotency = "keyed"
+run = "true"
+retry = { max_attempts = 3, backoff = "fixed", initial = "10ms", max = "5s" }
+compensate = '''
+if [ ! -e undo-tried ]; then
+  touch undo-tried
+  echo 2 > "$APOLLO11_RETRY_AFTER_FILE"
+  echo "bucket locked" >&2
+  exit 1
+fi
+'''
+
+[[steps]]
+name = "b"
+idempotency = "natural"
+depends_on = ["a"]
+run = "exit 5"
+non_retryable_exit_codes = [5]
+"#;
+    let (_, status) = run(&cli, toml, "c1");
+    assert_eq!(status["state"], "rolled_back", "{status}");
+    let events = cli.events_json("c1");
+    let of_a = |kind: &str| -> Vec<&serde_json::Value> {
+        (events.iter())
+            .filter(|e| e["step"] == "a" && e["kind"] == kind)
+            .collect()
+    };
+    let failed = of_a("compensation_failed");
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert_eq!(failed[0]["note"], "retry after 2000 ms, as the step asked");
+    assert_eq!(failed[0]["class"], "exit:1");
+    let tries = of_a("compensating");
+    let at = |e: &serde_json::Value| e["at_ms"].as_u64().unwrap();
+    let waited = at(tries[1]) - at(failed[0]);
+    assert!(
+        waited >= 1_800,
+        "the second try {waited} ms after the first failed"
+    );
 }

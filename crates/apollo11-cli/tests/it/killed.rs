@@ -1,7 +1,7 @@
 //! `apollo11` killed with SIGKILL while a step runs: the crash spends none of the step's
 //! attempts, so `resume` runs it again rather than rolling the run back; a step whose
 //! attempts are cut short three times in a row pauses the run, naming the step, until a
-//! person resumes it.
+//! person resumes it; the cgroup such a try was left in is removed by `resume`.
 
 use crate::harness::{wait_for, Cli};
 use nix::sys::signal::{kill, Signal};
@@ -112,4 +112,40 @@ fn a_step_killed_with_the_engine_three_times_pauses_the_run_until_a_person_resum
     resume(&cli, 0);
     assert_eq!(cli.status_json("r")["steps"]["slow"]["attempt"], 4);
     assert_eq!(seen(&cli), ["book", "slow 1", "slow 2", "slow 3", "slow 4"]);
+}
+
+#[test]
+fn resume_removes_the_cgroup_a_try_killed_with_its_engine_left_behind() {
+    if !crate::limits::cgroups() {
+        return;
+    }
+    let cli = Cli::new();
+    let toml = r#"[workflow]
+name = "held"
+[[steps]]
+name = "held"
+idempotency = "natural"
+limits = { memory = "256MiB" }
+run = '''
+echo $$ > held.new && mv held.new held.pid
+if [ "$APOLLO11_ATTEMPT" -eq 1 ]; then sleep 30; fi
+'''
+"#;
+    let wf = cli.workflow("wf.toml", toml);
+    kill_9_once(
+        &cli,
+        &["run", wf.to_str().unwrap(), "--run-id", "r"],
+        "held.pid",
+    );
+    let pid = std::fs::read_to_string(cli.file("held.pid")).unwrap();
+    let cgroup = crate::workers::cgroup_of(pid.trim());
+    assert!(
+        !crate::workers::cgroups_named(&cgroup).is_empty(),
+        "the killed engine left its try's cgroup {cgroup}"
+    );
+    resume(&cli, 0);
+    assert_eq!(
+        crate::workers::cgroups_named(&cgroup),
+        Vec::<std::path::PathBuf>::new()
+    );
 }

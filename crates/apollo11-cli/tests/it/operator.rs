@@ -80,7 +80,7 @@ fn a_compensation_out_of_tries_is_in_events_status_and_plan() {
     assert_eq!(cli.status_json("u")["state"], "rolled_back");
     let events = cli.run(&["events", "u"]).stdout;
     assert!(
-        events.contains("compensation_failed(1): exited with code 3"),
+        events.contains("compensation_failed(1): [exit:3] exited with code 3"),
         "{events}"
     );
 }

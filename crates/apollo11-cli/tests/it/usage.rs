@@ -1,6 +1,7 @@
 //! What each try used, with real processes: peak memory, CPU and wall time under a cgroup,
-//! CPU and wall time without one, recorded in `attempt_usage` events and shown by `status` and `events`; and a step killed
-//! as `oom` retried with twice the memory, the limit it ran with recorded.
+//! CPU and wall time without one, recorded in `attempt_usage` events and shown by `status` and `events`, a try
+//! stopped by its timeout measured up to the kill; and a step killed as `oom` retried with
+//! twice the memory, the limit it ran with recorded.
 
 use crate::harness::Cli;
 use crate::limits::cgroups;
@@ -86,6 +87,62 @@ run = "sleep 0.3"
     assert_eq!(kinds, ["started", "placed", "attempt_usage", "succeeded"]);
     let lines = cli.run(&["events", "u1"]).stdout;
     assert!(lines.contains("attempt_usage(1): wall "), "{lines}");
+}
+
+#[test]
+fn a_try_stopped_by_its_timeout_records_what_it_used_up_to_the_kill() {
+    let cli = Cli::new();
+    let spin = "while :; do :; done";
+    let mut steps = format!(
+        r#"
+[[steps]]
+name = "nap"
+idempotency = "natural"
+timeout = "1s"
+run = "sleep 5"
+
+[[steps]]
+name = "spin"
+idempotency = "natural"
+timeout = "1s"
+run = "{spin}"
+"#
+    );
+    let held = cgroups();
+    if held {
+        steps += &format!(
+            "\n[[steps]]\nname = \"spin_held\"\nidempotency = \"natural\"\ntimeout = \"1s\"\nlimits = {{ processes = 64 }}\nrun = \"{spin}\"\n"
+        );
+    }
+    let wf = cli.workflow("wf.toml", &format!("{HEAD}{steps}"));
+    cli.run_within(60, &["run", wf.to_str().unwrap(), "--run-id", "t1"]);
+    let status = cli.status_json("t1");
+    let nap = &used(&status, "nap")[0];
+    assert_eq!(nap["isolation"], "none", "{nap}");
+    let wall = figure(nap, "wall_ms");
+    assert!((700..3_000).contains(&wall), "about the 1 s timeout: {nap}");
+    let spin = &used(&status, "spin")[0];
+    assert!(figure(spin, "cpu_user_ms") > 0, "{spin}");
+    if held {
+        let spin = &used(&status, "spin_held")[0];
+        assert_eq!(spin["isolation"], "cgroup", "{spin}");
+        assert!(figure(spin, "cpu_user_ms") > 0, "{spin}");
+    }
+    let kinds: Vec<String> = (cli.events_json("t1").iter())
+        .filter(|e| e["step"] == "nap")
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["kind"].as_str().unwrap_or(""),
+                e["class"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["started ", "placed ", "attempt_usage ", "failed timeout"],
+        "the usage goes with the failure"
+    );
 }
 
 #[test]

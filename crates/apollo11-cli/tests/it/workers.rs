@@ -1,7 +1,7 @@
 //! Steps placed on `apollo11 worker` processes: labels choose the worker, logs and outputs
 //! come back, a worker killed mid-step loses its try (retried elsewhere, or for a
 //! `compensate` step, the run paused), a server killed mid-step adopts the try on restart
-//! and records it once, the worker token opens the worker routes only, and a try no worker
+//! and records it once, a worker restarted mid-step finds its try's cgroup again, the worker token opens the worker routes only, and a try no worker
 //! has taken says what it waits for in `status` and the run view.
 
 use crate::harness::{api, serving_address, wait_until, Cli, TOKEN, WORKER_TOKEN};
@@ -297,6 +297,82 @@ fn a_worker_restarted_mid_step_takes_its_try_up_again_and_reports_it_once() {
             .is_none(),
         "its folder is gone once reported"
     );
+}
+
+/// A step held by a cgroup (its memory limited) on a worker.
+const HELD: &str = r#"
+[workflow]
+name = "placed"
+
+[[steps]]
+name = "mem"
+idempotency = "natural"
+on = { role = "mem" }
+limits = { memory = "256MiB" }
+run = "python3 -c 'import time; b = bytearray(64 << 20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep(3)'"
+"#;
+
+/// The name of the cgroup the process `pid` is in under the `apollo11` parent, once it is.
+pub(crate) fn cgroup_of(pid: &str) -> String {
+    let mut name = String::new();
+    wait_until("the try in its cgroup", || {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        name = (text.lines())
+            .find_map(|l| l.rsplit(':').next()?.strip_prefix("/apollo11/"))
+            .unwrap_or_default()
+            .to_owned();
+        !name.is_empty()
+    });
+    name
+}
+
+/// The folders named `name` under the `apollo11` parent of any cgroup controller.
+pub(crate) fn cgroups_named(name: &str) -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let controllers = std::fs::read_dir(root)
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path()));
+    (controllers.chain([root.to_path_buf()]))
+        .map(|c| c.join("apollo11").join(name))
+        .filter(|d| d.exists())
+        .collect()
+}
+
+#[test]
+fn a_worker_restarted_mid_step_finds_its_try_s_cgroup_again_measures_and_removes_it() {
+    if !crate::limits::cgroups() {
+        return;
+    }
+    let mut s = Setup::with(HELD);
+    s.worker("w1", "role=mem");
+    s.start("m1");
+    s.placed_on("m1", "mem");
+    let handle: Value =
+        serde_json::from_str(s.step("m1", "mem")["placed"]["handle"].as_str().unwrap()).unwrap();
+    let cgroup = cgroup_of(&handle["group"]["pgid"].to_string());
+    s.kill_worker("w1");
+    s.worker("w1", "role=mem");
+    wait_until("the run succeeded", || {
+        state_of(&s.run("m1")) == "succeeded"
+    });
+    let mem = s.step("m1", "mem");
+    assert_eq!(mem["attempt"], 1, "taken up again: {mem}");
+    let used = &mem["usage"][0];
+    assert_eq!(used["isolation"], "cgroup", "{mem}");
+    assert!(
+        used["peak_memory_bytes"].as_u64() >= Some(64 << 20),
+        "{used}"
+    );
+    assert_eq!(
+        used["memory_limit_bytes"].as_u64(),
+        Some(256 << 20),
+        "{used}"
+    );
+    assert!(
+        used["wall_ms"].as_u64() >= Some(3_000),
+        "from its start: {used}"
+    );
+    assert_eq!(cgroups_named(&cgroup), Vec::<std::path::PathBuf>::new());
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Retry by failure class: each class's policy, classes never retried, the same failure
-//! repeated, and the note a `Failed` event carries.
+//! repeated, and the note a `Failed` event carries; the delay a step (or a compensation's
+//! try) asks for.
 
 use crate::decide::decide_at;
 use crate::{pinned, spec};
@@ -8,7 +9,8 @@ use apollo11_core::{
     RetryPolicy, StepName, WorkflowSpec,
 };
 use apollo11_machine::{
-    fold, note_for, pause_cause, Command, History, PauseCause, Policy, RunStatus,
+    compensation_note_for, fold, note_for, pause_cause, Command, History, PauseCause, Policy,
+    RunStatus,
 };
 
 /// One step `a`, pausing on failure, retried up to `max_attempts` after 1 s, fixed.
@@ -238,5 +240,77 @@ fn a_step_may_ask_for_its_next_attempts_delay_within_the_policys_max() {
     assert_eq!(
         note,
         "retry after 1000 ms, as the step asked, the most its policy allows"
+    );
+}
+
+#[test]
+fn a_compensations_try_may_ask_for_the_next_ones_delay_within_the_policys_max() {
+    let mut w = spec(
+        OnFailure::Rollback,
+        &[("a", &[], I::Keyed, true), ("b", &["a"], I::Natural, false)],
+    );
+    w.steps[0].retry = RetryPolicy {
+        max_attempts: 2,
+        backoff: Backoff::Fixed,
+        initial_ms: 1_000,
+        max_ms: 5_000,
+        ..RetryPolicy::default()
+    };
+    let asking = |ms| AttemptFailure {
+        retry_after_ms: Some(ms),
+        ..AttemptFailure::new(FailureClass::Exit(1), "busy", true)
+    };
+    let compensating = History::new("r")
+        .created("test", pinned(&w))
+        .started("a")
+        .succeeded("a", "x")
+        .started("b")
+        .failed("b", "no", false)
+        .compensating("a")
+        .at(5_000);
+    let again = [Command::Compensate {
+        step: StepName::from("a"),
+        attempt: 1,
+    }];
+    let h = compensating
+        .clone()
+        .compensation_failed_with("a", asking(2_000));
+    assert_eq!(
+        decide_at(&w, &h, 5_500, &[]),
+        [Command::WakeAt { ms: 7_000 }]
+    );
+    assert_eq!(decide_at(&w, &h, 7_000, &[]), again);
+    let h = compensating
+        .clone()
+        .compensation_failed_with("a", asking(99_000));
+    assert_eq!(
+        decide_at(&w, &h, 5_500, &[]),
+        [Command::WakeAt { ms: 10_000 }],
+        "at most the policy's max, 5 s"
+    );
+    let h = compensating.clone().compensation_failed("a", "busy", true);
+    assert_eq!(
+        decide_at(&w, &h, 5_500, &[]),
+        [Command::WakeAt { ms: 6_000 }],
+        "an older event asks nothing: the backoff, 1 s"
+    );
+    let before = fold(h.run_id(), compensating.events());
+    let (a, retry) = (before.step("a"), &w.steps[0].retry);
+    assert_eq!(
+        compensation_note_for(a, &asking(2_000), retry),
+        "retry after 2000 ms, as the step asked"
+    );
+    assert_eq!(
+        compensation_note_for(a, &asking(99_000), retry),
+        "retry after 5000 ms, as the step asked, the most its policy allows"
+    );
+    let last = compensating
+        .compensation_failed("a", "busy", true)
+        .compensating("a");
+    let last = fold(last.run_id(), last.events());
+    assert_eq!(
+        compensation_note_for(last.step("a"), &asking(2_000), retry),
+        "",
+        "no try follows the last one"
     );
 }

@@ -1,8 +1,10 @@
 //! The tries a driver executes: at most one per step, each with what stops it.
 
+use crate::step::Meter;
 use crate::tries::Try;
 use apollo11_core::StepName;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, Id};
 
@@ -11,6 +13,7 @@ struct Execution {
     tried: Try,
     cancel: watch::Sender<bool>,
     abort: AbortHandle,
+    meter: Arc<Meter>,
 }
 
 /// The run's tries at work in this driver, by step.
@@ -20,13 +23,21 @@ pub(super) struct Running {
 }
 
 impl Running {
-    /// Records `tried` as executed by the task `abort` stops, cancelled through `cancel`.
-    pub fn insert(&mut self, tried: Try, cancel: watch::Sender<bool>, abort: AbortHandle) {
+    /// Records `tried` as executed by the task `abort` stops, cancelled through `cancel`,
+    /// recording what it used in `meter`.
+    pub fn insert(
+        &mut self,
+        tried: Try,
+        cancel: watch::Sender<bool>,
+        abort: AbortHandle,
+        meter: Arc<Meter>,
+    ) {
         let step = tried.step.clone();
         let execution = Execution {
             tried,
             cancel,
             abort,
+            meter,
         };
         self.by_step.insert(step, execution);
     }
@@ -69,6 +80,18 @@ impl Running {
     /// Forgets the step's try, which ended.
     pub fn remove(&mut self, step: &StepName) {
         self.by_step.remove(step);
+    }
+
+    /// Cancels `tried`, when it is the try at work for its step and its step promised to
+    /// measure it once stopped, and answers where it records that; it is not forgotten (the
+    /// driver stops it once its end is durable).
+    pub fn cancel_measured(&self, tried: &Try) -> Option<Arc<Meter>> {
+        let execution = (self.by_step.get(&tried.step)).filter(|e| e.tried == *tried)?;
+        if !execution.meter.promised() {
+            return None;
+        }
+        let _ = execution.cancel.send(true);
+        Some(execution.meter.clone())
     }
 
     /// Cancels and aborts the step's try, if one is at work.

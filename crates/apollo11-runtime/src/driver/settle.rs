@@ -6,7 +6,9 @@
 //! the failure of a try it does not watch end (one a dead engine left running, one past its
 //! timeout, an interrupted compensation try), it first asks the step to settle it: stop what
 //! may still run there and salvage its last marker, which the failure carries to the next
-//! attempt. A place the step cannot reach fails the try with no marker and pauses the run,
+//! attempt; a try past its timeout whose step measures it even then
+//! (`StepContext::measures_when_stopped`) is stopped first, and what it used goes just
+//! before its failure. A place the step cannot reach fails the try with no marker and pauses the run,
 //! with the place in the reason, for a person to make sure the old try stopped before
 //! anything runs the step again or compensates it.
 
@@ -16,6 +18,11 @@ use crate::step::{Leftover, PlaceRequest, Settled};
 use crate::{EngineError, Try};
 use apollo11_core::{EventKind, Payload};
 use apollo11_store::NewEvent;
+use std::time::Duration;
+
+/// How long the driver waits for what a try it stops used, once its step promised to
+/// measure it then: stopping and measuring a process takes milliseconds.
+const MEASURE_WITHIN: Duration = Duration::from_secs(5);
 
 impl<S: Store> Driver<S> {
     /// Appends `Placed` for a try that is still the step's current one and tells the step
@@ -63,9 +70,10 @@ impl<S: Store> Driver<S> {
     }
 
     /// The events that end a try the driver did not see end (`failed`, an event `decide`
-    /// made: `Interrupted`, or `Failed` past its timeout, for `tried`): that event with the marker the step salvaged, or, when the step
-    /// cannot reach the try, a `RunPaused` naming the place followed by the event with no
-    /// marker.
+    /// made: `Interrupted`, or `Failed` past its timeout, for `tried`): that event with the
+    /// marker the step salvaged, or, when the step cannot reach the try, a `RunPaused`
+    /// naming the place followed by the event with no marker. A try this driver executes
+    /// whose step measures it once stopped has its `AttemptUsage` just before that event.
     pub(super) async fn settled_failure(
         &mut self,
         tried: &Try,
@@ -77,6 +85,7 @@ impl<S: Store> Driver<S> {
             kind,
         } = tried.clone();
         let compensation = kind.is_compensation();
+        let used = self.stopped_usage(tried).await;
         let code = self.code(&step);
         let place = self.state().step(step.as_str()).place.as_deref().cloned();
         let leftover = Leftover {
@@ -93,7 +102,8 @@ impl<S: Store> Driver<S> {
                     Some(bytes) => self.offload_patiently(Payload::inline(bytes)).await?,
                     None => Payload::Empty,
                 };
-                Ok(vec![self.event(&step, failed, attempt, payload)])
+                let end = self.event(&step, failed, attempt, payload);
+                Ok(used.into_iter().chain([end]).collect())
             }
             Settled::Unreachable { reason } => {
                 let what = if compensation { "compensation of " } else { "" };
@@ -103,11 +113,20 @@ impl<S: Store> Driver<S> {
                 let pause = self.pause_event(&format!(
                     "the {what}attempt {attempt} of step `{step}` may still run{at}: {reason}; make sure it stopped, then resume the run"
                 ));
-                Ok(vec![
-                    pause,
-                    self.event(&step, failed, attempt, Payload::Empty),
-                ])
+                let end = self.event(&step, failed, attempt, Payload::Empty);
+                Ok([pause].into_iter().chain(used).chain([end]).collect())
             }
         }
+    }
+
+    /// The `AttemptUsage` of `tried` when this driver executes it and its step promised to
+    /// measure it once stopped: the try is cancelled (it stops its work) and its record
+    /// waited for, at most [`MEASURE_WITHIN`]; `None` otherwise.
+    async fn stopped_usage(&self, tried: &Try) -> Option<NewEvent> {
+        let meter = self.running.cancel_measured(tried)?;
+        let usage = tokio::time::timeout(MEASURE_WITHIN, meter.recorded())
+            .await
+            .ok()?;
+        Some(self.usage_event(&tried.step, tried.attempt, usage))
     }
 }

@@ -50,11 +50,11 @@ pub enum EventDetail {
         /// False when trying again cannot help.
         retryable: bool,
         /// The failure's class (`exit:1`, `timeout`, an author's `transient`); none for a
-        /// compensation's failure.
+        /// compensation's failure logged before they had one.
         #[serde(skip_serializing_if = "Option::is_none")]
         class: Option<String>,
         /// Why no attempt follows, when the retry policy stopped there (`the same failure
-        /// repeated`); omitted when empty.
+        /// repeated`), or the delay the next one gets as the step asked; omitted when empty.
         #[serde(skip_serializing_if = "String::is_empty")]
         note: String,
     },
@@ -192,6 +192,12 @@ impl From<&EventKind> for EventDetail {
                 retryable: *retryable,
                 class: None,
                 note: String::new(),
+            },
+            EventKind::CompensationTryFailed(f) => EventDetail::Failure {
+                error: f.error.clone(),
+                retryable: f.retryable,
+                class: Some(f.class.name()),
+                note: f.note.clone(),
             },
             EventKind::ManualOverride { to, by, reason } => EventDetail::Override {
                 to: *to,

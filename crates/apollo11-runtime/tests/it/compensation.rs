@@ -3,7 +3,7 @@
 
 use crate::engine::{ok, run_to_end, Fixture};
 use crate::scripted::{kinds, open, timeline, Act, Undo};
-use apollo11_core::EventKind;
+use apollo11_core::{AttemptFailure, EventKind, FailureClass};
 use apollo11_runtime::{
     Backoff, Idempotency as I, OnFailure, OverrideTarget, RetryPolicy, RunId, RunStatus,
 };
@@ -41,9 +41,9 @@ async fn a_compensation_failing_twice_then_succeeding_shows_both_failures_as_eve
     let wf = Arc::new(undo_a(&f));
     assert_eq!(run_to_end(&engine, &wf, "r").await, RunStatus::RolledBack);
     let events = compensation_events(&f.store, "r", "a").await;
-    let failed = |n: u32| EventKind::CompensationFailed {
-        error: format!("undo {n} failed"),
-        retryable: true,
+    let failed = |n: u32| {
+        let error = format!("undo {n} failed");
+        EventKind::CompensationTryFailed(AttemptFailure::new(FailureClass::Error, error, true))
     };
     let got: Vec<&EventKind> = events.iter().map(|(k, _)| k).collect();
     assert_eq!(
@@ -104,14 +104,18 @@ async fn a_panicking_compensation_is_retried_at_the_backoff_rate_not_hot() {
         .filter(|(k, _)| *k == EventKind::Compensating)
         .count();
     assert_eq!(appended, tries, "every try is an event");
+    let mut failures = 0;
     for pair in events.windows(2) {
-        if let (EventKind::CompensationFailed { error, retryable }, EventKind::Compensating) =
-            (&pair[0].0, &pair[1].0)
+        if let (Some(failed), EventKind::Compensating) =
+            (pair[0].0.compensation_failure(), &pair[1].0)
         {
-            assert!(error.contains("panicked") && *retryable, "{error}");
+            failures += 1;
+            let (error, retryable) = (&failed.error, failed.retryable);
+            assert!(error.contains("panicked") && retryable, "{error}");
             assert_eq!(pair[1].1 - pair[0].1, 50, "the next try waits the backoff");
         }
     }
+    assert_eq!(failures, tries - 1, "each try but the last failed");
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,12 +1,13 @@
 //! What a try used: recorded by its step, appended as `attempt_usage` just before its
-//! outcome, shown per try by the inspector; and the memory limit an `oom` retry runs with,
+//! outcome (a try stopped by its timeout: when its step measures it then), shown per try by
+//! the inspector; and the memory limit an `oom` retry runs with,
 //! grown from the limit the log recorded.
 
 use crate::scripted::{kinds, open};
 use apollo11_core::{ClassRetry, FailureClass};
 use apollo11_runtime::{
     Idempotency, Inspector, OnFailure, Output, RetryPolicy, RunId, RunStatus, Step, StepBuilder,
-    StepContext, StepError, Usage, Workflow,
+    StepContext, StepError, Timeout, Usage, Workflow,
 };
 use apollo11_store::MemStore;
 use async_trait::async_trait;
@@ -94,4 +95,66 @@ async fn each_try_records_its_usage_before_its_outcome_and_an_oom_retry_gets_twi
     let limits: Vec<_> = used.iter().map(|u| u.usage.memory_limit_bytes).collect();
     assert_eq!(limits, [Some(256 * MIB), Some(512 * MIB), Some(1024 * MIB)]);
     assert_eq!((used[2].attempt, used[2].compensation), (3, false));
+}
+
+/// A step that promises to measure its try once stopped, when `promises`: it works until
+/// cancelled, then records a wall time of 1 s; else it works until dropped.
+struct Stoppable {
+    promises: bool,
+}
+
+#[async_trait]
+impl Step for Stoppable {
+    async fn run(&self, ctx: &StepContext) -> Result<Output, StepError> {
+        if !self.promises {
+            std::future::pending::<()>().await;
+        }
+        ctx.measures_when_stopped();
+        ctx.cancel.clone().cancelled().await;
+        ctx.used(Usage {
+            isolation: "none".into(),
+            wall_ms: 1_000,
+            ..Usage::default()
+        });
+        Err(StepError::retryable("stopped"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_try_stopped_by_its_timeout_records_its_usage_with_its_failure_when_its_step_measures_it()
+{
+    let store = Arc::new(MemStore::new());
+    let engine = open(&store).await;
+    let once = RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    };
+    let step = |name, promises| {
+        StepBuilder::new(name, Stoppable { promises })
+            .idempotency(Idempotency::Natural)
+            .retry(once.clone())
+            .timeout(Timeout::Fixed(1_000))
+    };
+    let workflow = Workflow::builder("stopped")
+        .on_failure(OnFailure::Pause)
+        .step(step("measured", true))
+        .step(step("dropped", false))
+        .build()
+        .unwrap();
+    let handle = engine
+        .start(&Arc::new(workflow), RunId::from("r"))
+        .await
+        .unwrap();
+    assert_eq!(handle.outcome().await.unwrap(), RunStatus::Paused);
+    assert_eq!(
+        kinds(&store, "r", "measured").await,
+        ["started", "attempt_usage", "failed"]
+    );
+    assert_eq!(kinds(&store, "r", "dropped").await, ["started", "failed"]);
+    let view = Inspector::new(store.clone())
+        .status(&RunId::from("r"), None)
+        .await
+        .unwrap();
+    let measured = view.steps.iter().find(|s| s.name == "measured").unwrap();
+    assert_eq!(measured.usage[0].usage.wall_ms, 1_000);
 }

@@ -1,22 +1,21 @@
 //! A try's cgroup: made under an `apollo11` parent, its `sh` moved in while it waits at its
 //! gate (so nothing of the step runs outside it), read for the kernel's OOM kills and for
 //! what the try used (peak memory, CPU time) once it ends, and removed after (what still
-//! runs in it killed first).
+//! runs in it killed first). Its name is derived from the try and the folder its executor
+//! keeps tries in ([`name_of`]), so that a later life of the executor (a worker restarted,
+//! an engine resuming a run) finds it again.
 //!
 //! cgroup v1 (one folder per controller: `memory`, `cpu`, `pids` under /sys/fs/cgroup) and
 //! v2 (a unified /sys/fs/cgroup), written by hand: a handful of files, no crate needed.
 
 use super::limits::Limits;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 const ROOT: &str = "/sys/fs/cgroup";
 const PARENT: &str = "apollo11";
 /// The CFS period a cpu share is a quota of, in microseconds.
 const CPU_PERIOD_US: u64 = 100_000;
-
-static TRIES: AtomicU64 = AtomicU64::new(0);
 
 /// The cgroup of one try: a folder per controller (v1) or one folder (v2).
 pub struct Cgroup {
@@ -45,17 +44,58 @@ pub fn available() -> bool {
         .all(|p| std::fs::create_dir_all(p).is_ok() && writable(p))
 }
 
+/// The name of the cgroup of a try (`run`, `step`, `attempt`, of its compensation or
+/// not) run from `base` (the data dir, a worker's work dir): the same in every life of its
+/// executor, so that one restarted finds it again ([`Cgroup::find`]), and another for each
+/// try, as no two executors share a base and a try runs once at a time.
+pub fn name_of(base: &Path, run: &str, step: &str, attempt: u32, compensation: bool) -> String {
+    let attempt = attempt.to_string();
+    let kind: &[u8] = if compensation { b"c" } else { b"r" };
+    let parts = [
+        base.as_os_str().as_encoded_bytes(),
+        run.as_bytes(),
+        step.as_bytes(),
+        attempt.as_bytes(),
+        kind,
+    ];
+    // Each part followed by a NUL, which none holds: no two tries give the same bytes.
+    let key: Vec<&[u8]> = parts.iter().flat_map(|p| [*p, &b"\0"[..]]).collect();
+    format!("try-{:016x}", apollo11_core::fnv1a(&key))
+}
+
+/// The folders a cgroup named `name` has (or would have) in each controller a try's cgroup
+/// may join.
+fn folders(name: &str) -> Vec<PathBuf> {
+    if v2() {
+        return vec![Path::new(ROOT).join(PARENT).join(name)];
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for controller in ["memory", "cpu", "pids", "cpuacct"] {
+        let root = std::fs::canonicalize(Path::new(ROOT).join(controller));
+        let dir = root.map(|r| r.join(PARENT).join(name)).ok();
+        if let Some(dir) = dir.filter(|d| !dirs.contains(d)) {
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
 impl Cgroup {
-    /// Makes a try's cgroup holding `limits` (a pids cgroup alone when none of them needs a
-    /// controller).
-    pub fn create(limits: &Limits) -> std::io::Result<Cgroup> {
-        let name = format!(
-            "try-{}-{}",
-            std::process::id(),
-            TRIES.fetch_add(1, Ordering::Relaxed)
-        );
+    /// The cgroup named `name` an earlier life of this executor made, in the controllers
+    /// where it is still there; `None` when it is nowhere. Read and removed as one made
+    /// here.
+    pub fn find(name: &str) -> Option<Cgroup> {
+        let dirs: Vec<PathBuf> = (folders(name).into_iter()).filter(|d| d.is_dir()).collect();
+        (!dirs.is_empty()).then(|| Cgroup { dirs, v2: v2() })
+    }
+
+    /// Makes the cgroup `name` ([`name_of`]) holding `limits` (a pids cgroup alone when
+    /// none of them needs a controller). One of that name an earlier life of the executor
+    /// left behind (it died before removing it) goes first, with what still runs in it.
+    pub fn create(name: &str, limits: &Limits) -> std::io::Result<Cgroup> {
+        drop(Cgroup::find(name));
         if v2() {
-            return create_v2(&name, limits);
+            return create_v2(name, limits);
         }
         let mut files: Vec<(&str, String, String)> = Vec::new();
         if let Some(bytes) = limits.memory {
@@ -80,7 +120,7 @@ impl Cgroup {
             v2: false,
         };
         for (controller, file, value) in files {
-            let dir = cgroup.folder(controller, &name)?;
+            let dir = cgroup.folder(controller, name)?;
             std::fs::write(dir.join(file), value)?;
         }
         // What the try used is read from these two: a kernel without one, or a parent that
@@ -88,13 +128,13 @@ impl Cgroup {
         for controller in ["memory", "cpuacct"] {
             let parent = Path::new(ROOT).join(controller).join(PARENT);
             if std::fs::create_dir_all(parent).is_ok() {
-                cgroup.folder(controller, &name)?;
+                cgroup.folder(controller, name)?;
             }
         }
         if let Some(bytes) = limits.memory {
             // Memory and swap together, so a try over its memory is killed rather than
             // swapped out; a kernel without swap accounting has no such file.
-            let dir = Path::new(ROOT).join("memory").join(PARENT).join(&name);
+            let dir = Path::new(ROOT).join("memory").join(PARENT).join(name);
             let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), bytes.to_string());
         }
         Ok(cgroup)

@@ -42,6 +42,16 @@ pub trait Placing: Send + Sync {
 
     /// Keeps what the try used, once its process ended, for its outcome.
     fn used(&self, usage: Usage);
+
+    /// Told once the try's process runs (its gate open); it measures what the try used
+    /// even when [`Placing::stopped`] ends it.
+    fn running(&self) {}
+
+    /// Completes when the try is to be stopped before its end (the engine's timeout): its
+    /// process group is then killed, measured, and the try fails. The default: never.
+    async fn stopped(&self) {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Kills a process group when dropped, unless the process finished first.
@@ -157,7 +167,7 @@ async fn wait(
     at: &Files<'_>,
     placing: &dyn Placing,
 ) -> Result<Output, StepError> {
-    let (held, cgroup) = isolate(job)?;
+    let (held, cgroup) = isolate(job, at)?;
     let mut child = cmd.spawn().map_err(|e| {
         let what = format!("starting `sh -c {}` in {}", job.command, job.dir.display());
         io(&what, e).with_class(FailureClass::Spawn)
@@ -180,26 +190,64 @@ async fn wait(
         .write_all(b"go\n")
         .map_err(|e| io("opening the step's gate", e))?;
     let began = std::time::Instant::now();
-    // Without a cgroup, its CPU time is read once it ends, before it is reaped.
-    let cpu = match cgroup {
-        Some(_) => None,
-        None => super::exited::cpu_ms(pid).await,
-    };
-    let status = child
-        .wait()
-        .await
-        .map_err(|e| io("waiting for the step", e))?;
-    guard.0 = None;
+    placing.running();
+    let (cpu, status) = run_to_end(&mut child, pid, cgroup.is_none(), placing).await;
+    let status = status.map_err(|e| io("waiting for the step", e))?;
+    if status.is_some() {
+        guard.0 = None;
+    }
     placing.used(usage(job, held, cgroup.as_ref(), cpu, began.elapsed()));
+    let Some(status) = status else {
+        return Err(StepError::retryable("stopped by the engine before its end"));
+    };
     let ended = match (status.code(), status.signal()) {
         (Some(code), _) => Ended::Exit(code),
         (None, Some(signal)) => Ended::Signal(signal),
         (None, None) => Ended::Killed,
     };
-    let result = finished(job, at, ended);
+    oom_classed(finished(job, at, ended), cgroup.as_ref(), job)
+}
+
+/// `result`, a failure classed `oom` when the try's cgroup counted an OOM kill.
+fn oom_classed(
+    result: Result<Output, StepError>,
+    cgroup: Option<&Cgroup>,
+    job: &Job,
+) -> Result<Output, StepError> {
     match cgroup {
         Some(cgroup) if cgroup.oom_killed() => result.map_err(|e| out_of_memory(e, job)),
         _ => result,
+    }
+}
+
+/// What the try's `sh` (`pid`, its group's leader) came to: its exit status, or `None` when
+/// `placing` stopped it first (its group then killed, and waited for); and, `measured` (no
+/// cgroup counts it), the CPU time it showed when it ended, before it was reaped.
+async fn run_to_end(
+    child: &mut tokio::process::Child,
+    pid: u32,
+    measured: bool,
+    placing: &dyn Placing,
+) -> (
+    Option<(u64, u64)>,
+    std::io::Result<Option<std::process::ExitStatus>>,
+) {
+    let end = async {
+        let cpu = match measured {
+            true => super::exited::cpu_ms(pid).await,
+            false => None,
+        };
+        (cpu, child.wait().await)
+    };
+    tokio::pin!(end);
+    tokio::select! {
+        biased;
+        (cpu, status) = &mut end => (cpu, status.map(Some)),
+        () = placing.stopped() => {
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            let (cpu, status) = end.await;
+            (cpu, status.map(|_| None))
+        }
     }
 }
 
@@ -210,17 +258,31 @@ async fn wait(
 ///
 /// A limit nothing here can hold (fatal: the step must not run unlimited), a cgroup that
 /// could not be made.
-fn isolate(job: &Job) -> Result<(Held, Option<Cgroup>), StepError> {
+fn isolate(job: &Job, at: &Files<'_>) -> Result<(Held, Option<Cgroup>), StepError> {
     let held = job
         .held()
         .map_err(|m| StepError::fatal(m).with_class(FailureClass::Spawn))?;
     let cgroup = match held {
-        Held::Cgroup => {
-            Some(Cgroup::create(&job.limits).map_err(|e| io("making the step's cgroup", e))?)
-        }
+        Held::Cgroup => Some(
+            Cgroup::create(&cgroup_name(job, at), &job.limits)
+                .map_err(|e| io("making the step's cgroup", e))?,
+        ),
         Held::None | Held::Rlimit => None,
     };
     Ok((held, cgroup))
+}
+
+/// The name of the cgroup of `job`'s try run from `at`: the same in a later life of its
+/// executor.
+fn cgroup_name(job: &Job, at: &Files<'_>) -> String {
+    let Job {
+        run_id,
+        step,
+        attempt,
+        compensation,
+        ..
+    } = job;
+    super::cgroup::name_of(at.base, run_id, step, *attempt, *compensation)
 }
 
 /// What a try of `job` whose limits were `held` used in `wall`: its cgroup's counters when
@@ -349,25 +411,40 @@ fn retry_after_ms(path: &Path) -> Option<u64> {
 
 /// Watches the process group `handle` (as [`Placing::placed`] got it) of a try that an
 /// earlier life of its executor started with [`Files::exit`] set, until it ends; then its
-/// result, its exit status read from that file (none there: it was killed).
+/// result, its exit status read from that file (none there: it was killed). Its cgroup,
+/// found again by its name, is read for what it used (kept with `placing`, its wall time
+/// counted from its process's start) and for an OOM kill, then removed.
 ///
 /// # Errors
 ///
 /// As [`execute`]; a handle that names no process group.
-pub async fn reattach(job: &Job, at: &Files<'_>, handle: &str) -> Result<Output, StepError> {
+pub async fn reattach(
+    job: &Job,
+    at: &Files<'_>,
+    handle: &str,
+    placing: &dyn Placing,
+) -> Result<Output, StepError> {
     let group: group::Group = serde_json::from_str(handle).map_err(|e| {
         StepError::lost(format!(
             "the handle `{handle}` names no process group ({e})"
         ))
     })?;
+    let cgroup = Cgroup::find(&cgroup_name(job, at));
+    let held = match cgroup {
+        Some(_) => Held::Cgroup,
+        None => job.held().unwrap_or(Held::None),
+    };
     while group.runs() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    let wall = group.started_ago().unwrap_or_default();
+    placing.used(usage(job, held, cgroup.as_ref(), None, wall));
     let code = at
         .exit
         .and_then(|path| std::fs::read_to_string(path).ok())
         .and_then(|text| text.trim().parse().ok());
-    finished(job, at, code.map_or(Ended::Killed, Ended::Exit))
+    let ended = code.map_or(Ended::Killed, Ended::Exit);
+    oom_classed(finished(job, at, ended), cgroup.as_ref(), job)
 }
 
 /// Kills the process group `handle` names and waits until none of it runs.

@@ -95,6 +95,15 @@ impl Group {
             .collect()
     }
 
+    /// How long ago its leader started: the time since boot less its start time.
+    pub fn started_ago(&self) -> Option<Duration> {
+        let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+        let since_boot: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+        let ticks = rustix::param::clock_ticks_per_second().max(1) as f64;
+        let ago = since_boot - self.start as f64 / ticks;
+        Some(Duration::from_secs_f64(ago.max(0.0)))
+    }
+
     /// Whether anything of the group still runs.
     pub fn runs(&self) -> bool {
         !self.is_gone().unwrap_or(true) && !self.live_members().is_empty()
