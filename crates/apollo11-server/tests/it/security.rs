@@ -489,14 +489,17 @@ async fn answers_name_the_run_step_or_file_but_no_path_of_the_server() {
         }
         answer.message()
     };
-    // A file where the run's step folders go: the run cannot have its folders.
+    // A file where the run's folder goes: the run cannot have it.
     std::fs::create_dir_all(data.join("logs")).unwrap();
     std::fs::write(data.join("logs/blocked"), "").unwrap();
     let body = json!({"workflow": "quick", "run_id": "blocked"});
     let answer = server.client.post("/api/v1/runs", &body).await.unwrap();
     assert_error(&answer, 400, "invalid");
     let message = private(&answer);
-    assert!(message.contains("run `blocked`, step `a`"), "{message}");
+    assert!(
+        message.contains("run `blocked`: cannot create its folder"),
+        "{message}"
+    );
     std::fs::write(
         workflows.join("bad.toml"),
         "[workflow]\nname = \"bad\"\n[[steps]]\nname = \"x\"\nrun = 3\n",
