@@ -4,6 +4,7 @@
 
 mod database;
 mod order;
+mod visibility;
 mod tls;
 mod tls_server;
 
