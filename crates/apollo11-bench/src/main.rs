@@ -17,6 +17,7 @@ mod lifecycle;
 mod limits;
 mod open_loop;
 mod pg_append;
+mod pg_baselines;
 mod pg_scheduler;
 mod recovery;
 mod replay;

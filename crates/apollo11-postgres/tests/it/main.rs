@@ -3,6 +3,7 @@
 //! indexes). Each test has a scratch schema of its own, dropped at its end.
 
 mod database;
+mod ids;
 mod order;
 mod visibility;
 mod tls;
