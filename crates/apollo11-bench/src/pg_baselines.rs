@@ -94,7 +94,9 @@ pub async fn insert_commits_per_s(url: &str, seconds: u64) -> Result<f64> {
         ))
         .await?;
     let insert = client
-        .prepare(&format!("INSERT INTO {table} (id, payload) VALUES ($1, $2)"))
+        .prepare(&format!(
+            "INSERT INTO {table} (id, payload) VALUES ($1, $2)"
+        ))
         .await?;
     let payload = vec![b'p'; 200];
     let (started, mut commits) = (Instant::now(), 0i64);

@@ -382,8 +382,14 @@ mod tests {
             0,
             apollo11_core::Payload::Empty,
         );
-        let ids = store.append(&"s".into(), Seq(1), vec![created]).await.unwrap();
-        assert_eq!(store.read_from(ids[0], 1).await.unwrap()[0].event_id, ids[0]);
+        let ids = store
+            .append(&"s".into(), Seq(1), vec![created])
+            .await
+            .unwrap();
+        assert_eq!(
+            store.read_from(ids[0], 1).await.unwrap()[0].event_id,
+            ids[0]
+        );
         // The lock is gone: another session takes the row at once.
         let (other, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
             .await

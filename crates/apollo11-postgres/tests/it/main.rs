@@ -5,9 +5,9 @@
 mod database;
 mod ids;
 mod order;
-mod visibility;
 mod tls;
 mod tls_server;
+mod visibility;
 
 use apollo11_postgres::{test_url, PgStore};
 use std::sync::Arc;

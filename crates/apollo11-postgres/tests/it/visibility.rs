@@ -58,12 +58,22 @@ async fn readers_tailing_by_id_see_every_committed_event_once_while_writers_are_
         failed += appender.await.unwrap();
     }
     let killed = killer.await.unwrap();
-    assert!(killed > 0 && failed > 0, "killed {killed} sessions, failing {failed} appends");
+    assert!(
+        killed > 0 && failed > 0,
+        "killed {killed} sessions, failing {failed} appends"
+    );
     let committed = committed(&url, &schema).await;
     for reader in readers {
         let seen = reader.await.unwrap();
-        assert_eq!(seen.len(), committed.len(), "a reader missed or repeated events");
-        assert!(seen == committed, "a reader saw other events than were committed");
+        assert_eq!(
+            seen.len(),
+            committed.len(),
+            "a reader missed or repeated events"
+        );
+        assert!(
+            seen == committed,
+            "a reader saw other events than were committed"
+        );
     }
     each_runs_ids_follow_its_seqs(&url, &schema).await;
 }
@@ -159,5 +169,8 @@ async fn each_runs_ids_follow_its_seqs(url: &str, schema: &str) {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(unordered, 0, "events whose id is below their seq's predecessor's");
+    assert_eq!(
+        unordered, 0,
+        "events whose id is below their seq's predecessor's"
+    );
 }
