@@ -7,7 +7,7 @@ use crate::database::created;
 use apollo11_core::{EventId, RunId, Seq};
 use apollo11_postgres::{terminate_sessions, test_url, PgOptions, PgStore};
 use apollo11_store::EventStore;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,9 +38,9 @@ async fn readers_tailing_by_id_see_every_committed_event_once_while_writers_are_
         };
         instances.push(Arc::new(PgStore::open(options).await.unwrap()));
     }
-    let done = Arc::new(AtomicBool::new(false));
+    let (done, last) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
     let readers: Vec<_> = (0..READERS)
-        .map(|_| tokio::spawn(tail(instances[0].clone(), done.clone())))
+        .map(|_| tokio::spawn(tail(instances[0].clone(), last.clone())))
         .collect();
     let mut appenders = Vec::new();
     for (i, store) in instances.iter().enumerate() {
@@ -62,9 +62,14 @@ async fn readers_tailing_by_id_see_every_committed_event_once_while_writers_are_
         killed > 0 && failed > 0,
         "killed {killed} sessions, failing {failed} appends"
     );
+    // Every append has returned: what the table holds now is all that was committed.
     let committed = committed(&url, &schema).await;
+    last.store(committed.last().unwrap().0, Ordering::Relaxed);
     for reader in readers {
-        let seen = reader.await.unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(60), reader)
+            .await
+            .expect("a reader never reached the last event committed")
+            .unwrap();
         assert_eq!(
             seen.len(),
             committed.len(),
@@ -97,29 +102,30 @@ async fn append(store: Arc<PgStore>, run: RunId, done: Arc<AtomicBool>) -> usize
     failed
 }
 
-/// Tails the log by id until `done` and then caught up: every id read, in order, each page
-/// checked to start above the last id passed.
-async fn tail(store: Arc<PgStore>, done: Arc<AtomicBool>) -> Vec<EventId> {
+/// Tails the log by id until it has passed `last` (0 until known): every id read, in
+/// order, each page checked to start above the last id passed.
+async fn tail(store: Arc<PgStore>, last: Arc<AtomicU64>) -> Vec<EventId> {
     let mut seen: Vec<EventId> = Vec::new();
-    let mut quiet_after_done = 0;
-    while quiet_after_done < 3 {
-        let last = seen.last().copied().unwrap_or(EventId(0));
-        let Ok(page) = store.read_from(EventId(last.0 + 1), 500).await else {
+    loop {
+        let passed = seen.last().copied().unwrap_or(EventId(0));
+        let target = last.load(Ordering::Relaxed);
+        if target != 0 && passed.0 >= target {
+            return seen;
+        }
+        let Ok(page) = store.read_from(EventId(passed.0 + 1), 500).await else {
             continue;
         };
-        if page.is_empty() && done.load(Ordering::Relaxed) {
-            quiet_after_done += 1;
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        if page.is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let ids: Vec<EventId> = page.iter().map(|e| e.event_id).collect();
         assert!(
-            ids.first().is_none_or(|first| *first > last),
-            "read from {last:?} gave {ids:?}"
+            ids.first().is_none_or(|first| *first > passed),
+            "read from {passed:?} gave {ids:?}"
         );
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "out of order: {ids:?}");
         seen.extend(ids);
     }
-    seen
 }
 
 /// Ends the sessions named `victim` every few milliseconds until `done`: how many ended.
