@@ -38,7 +38,10 @@ async fn readers_tailing_by_id_see_every_committed_event_once_while_writers_are_
         };
         instances.push(Arc::new(PgStore::open(options).await.unwrap()));
     }
-    let (done, last) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let (done, last) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
     let readers: Vec<_> = (0..READERS)
         .map(|_| tokio::spawn(tail(instances[0].clone(), last.clone())))
         .collect();
