@@ -180,6 +180,8 @@ const PG_APPEND: &[&str] = &[
     "insert_per_tx_events_per_s",
     "insert_per_tx_p99_us",
     "ratio_to_insert_per_tx",
+    "copy_events_per_s",
+    "ratio_to_copy",
     "file_log_events_per_s",
     "ratio_to_file_log",
 ];
@@ -194,6 +196,8 @@ const PG_SCHEDULER: &[&str] = &[
     "peer_steps_per_s",
     "ratio_1_to_peer",
     "ratio_3_to_peer",
+    "insert_commits_per_s",
+    "ratio_1_to_insert_commits",
 ];
 
 const SERVER: &[&str] = &[

@@ -16,6 +16,7 @@ mod lifecycle;
 mod limits;
 mod open_loop;
 mod pg_append;
+mod pg_baselines;
 mod pg_scheduler;
 mod recovery;
 mod replay;

@@ -1,18 +1,20 @@
 //! Durable append on PostgreSQL: 1, 16 and 256 concurrent appenders of 200-byte events
-//! through `PgStore` (grouped by its writer task), against two baselines in the same run:
+//! through `PgStore` (grouped by its writer task), against three baselines in the same run:
 //! one plain `INSERT` per transaction (each appender commits its own event on a pooled
-//! connection, the way an application without batching writes), and the file log. The
+//! connection, the way an application without batching writes), COPY of the same rows into
+//! a table like `events` (`pg_baselines`: the bulk-load ceiling), and the file log. The
 //! database is `APOLLO11_BENCH_PG_URL` (else `APOLLO11_TEST_PG_URL`); each measure runs in
 //! a scratch schema dropped afterwards.
 
 use crate::append::{drive, event, log_appender, Append};
 use crate::catalog::Scenario;
+use crate::pg_baselines::copy_events_per_s;
 use crate::report::{quantile_us, Report};
 use crate::Setup;
 use anyhow::{Context, Result};
 use apollo11_core::{RunId, Seq};
 use apollo11_log::Options;
-use apollo11_postgres::PgStore;
+use apollo11_postgres::{PgOptions, PgStore};
 use apollo11_store::EventStore;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::json;
@@ -42,9 +44,17 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         return Ok(report);
     };
     report.header();
+    let copy = copy_events_per_s(&url, seconds).await?;
     for appenders in [1u64, 16, 256] {
-        let store = Arc::new(PgStore::open_scratch(&url).await?);
+        // The scratch store holds the schema; the one measured has the default options.
+        let scratch = PgStore::open_scratch(&url).await?;
+        let options = PgOptions {
+            schema: scratch.schema().to_owned(),
+            ..PgOptions::new(&url)
+        };
+        let store = Arc::new(PgStore::open(options).await?);
         let (rate, latencies) = drive(appenders, seconds, store_appender(store)).await?;
+        drop(scratch);
         let (baseline, base_latencies) = {
             let table = BaselineTable::create(&url).await?;
             drive(appenders, seconds, table.appender()).await?
@@ -63,6 +73,8 @@ pub async fn run(setup: &Setup) -> Result<Report> {
                 json!(baseline),
                 json!(quantile_us(&base_latencies, 0.99)),
                 json!(rate / baseline),
+                json!(copy),
+                json!(rate / copy),
                 json!(file_log),
                 json!(rate / file_log),
             ],

@@ -2,10 +2,13 @@
 //! instances sharing one schema, each an engine of its own in this process with its own
 //! `PgStore` (pool, writer task, change feed) and its own leases, as `apollo11 serve
 //! --store postgres://…` opens one. Run `r` is started by instance `r % n`. Against the
-//! duroxide peer measured in the same run. The database is found as in `pg_append`.
+//! duroxide peer measured in the same run, and a loop of one-row INSERT commits
+//! (`pg_baselines`: a chain's ceiling at one commit a step). The database is found as in
+//! `pg_append`.
 
 use crate::catalog::Scenario;
 use crate::pg_append::{database_url, no_database};
+use crate::pg_baselines::insert_commits_per_s;
 use crate::report::Report;
 use crate::scheduler::{close, peer_figures, peer_note, shapes, timed, Shape};
 use crate::Setup;
@@ -34,6 +37,7 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         return Ok(report);
     };
     report.header();
+    let commits = insert_commits_per_s(&url, if setup.quick { 1 } else { 5 }).await?;
     for shape in shapes(ours, peer)? {
         let mut rates = Vec::new();
         for n in INSTANCES {
@@ -54,6 +58,8 @@ pub async fn run(setup: &Setup) -> Result<Report> {
                 json!(peer.map(|p| p.1)),
                 to_peer(one),
                 to_peer(three),
+                json!(commits),
+                json!(one / commits),
             ],
         );
     }

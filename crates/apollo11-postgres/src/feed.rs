@@ -9,6 +9,7 @@ use crate::sql::Sql;
 use apollo11_core::{limits, EventId};
 use apollo11_store::feed::{Published, POLL_INTERVAL_MS};
 use deadpool_postgres::Pool;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
@@ -22,6 +23,11 @@ const PAGE_EVENTS: u32 = 1_000;
 /// How long the task waits for a notification before reading anyway (one lost in a
 /// reconnection is found this late).
 const QUIET_CHECK: Duration = Duration::from_secs(1);
+
+/// How soon the task reads again when events were announced that it could not read yet
+/// (an older transaction of the cluster still running); doubled at each read that finds
+/// them still held back, up to [`QUIET_CHECK`].
+const HELD_CHECK: Duration = Duration::from_millis(5);
 
 /// What subscribers share with the task.
 #[derive(Debug)]
@@ -64,13 +70,24 @@ pub fn spawn(pool: Pool, sql: Arc<Sql>, connect: Connect) -> (Arc<Feed>, JoinHan
 async fn run(feed: Arc<Feed>, pool: Pool, sql: Arc<Sql>, connect: Connect) {
     let mut listener = None;
     let (mut listening, mut reading) = (Streak::new(LISTEN), Streak::new(READ));
+    let heard = Arc::new(AtomicU64::new(0));
+    let mut held = HELD_CHECK;
     loop {
         if listener.is_none() {
-            listener = listening.settle(listen(&connect, &sql.channel).await);
+            listener = listening.settle(listen(&connect, &sql.channel, &heard).await);
         }
+        // Announced but not read yet: committed while an older transaction still ran.
+        let quiet = if heard.load(Ordering::Relaxed) > feed.lock().0 {
+            let wait = held;
+            held = (held * 2).min(QUIET_CHECK);
+            wait
+        } else {
+            held = HELD_CHECK;
+            QUIET_CHECK
+        };
         match &mut listener {
             Some((_, notified)) => {
-                if let Ok(None) = tokio::time::timeout(QUIET_CHECK, notified.recv()).await {
+                if let Ok(None) = tokio::time::timeout(quiet, notified.recv()).await {
                     listening.failed("the listening connection ended");
                     listener = None;
                 }
@@ -143,17 +160,21 @@ impl Streak {
 }
 
 /// A connection LISTENing on `channel`, and where its notifications arrive (closed when the
-/// connection ends). Notifications that arrive while one waits are merged into it.
+/// connection ends). Notifications that arrive while one waits are merged into it; the
+/// highest id announced goes into `heard`.
 async fn listen(
     (config, tls): &Connect,
     channel: &str,
+    heard: &Arc<AtomicU64>,
 ) -> Result<(tokio_postgres::Client, mpsc::Receiver<()>), tokio_postgres::Error> {
     let (client, mut connection) = config.connect(tls.clone()).await?;
     let (tell, notified) = mpsc::channel(1);
+    let heard = heard.clone();
     tokio::spawn(async move {
         while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
             match message {
-                Ok(AsyncMessage::Notification(_)) => {
+                Ok(AsyncMessage::Notification(n)) => {
+                    heard.fetch_max(n.payload().parse().unwrap_or(0), Ordering::Relaxed);
                     if let Err(mpsc::error::TrySendError::Closed(())) = tell.try_send(()) {
                         break;
                     }

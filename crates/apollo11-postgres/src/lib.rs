@@ -2,6 +2,7 @@
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 mod binds;
+mod commit;
 mod error;
 mod feed;
 mod lease;

@@ -3,6 +3,7 @@
 //! lock, so any number of instances may open a new or old database at once.
 
 use crate::error::pg;
+use crate::sql::{ID_SHIFT, XACT};
 use apollo11_store::StoreError;
 use tokio_postgres::Client;
 
@@ -74,6 +75,16 @@ CREATE TABLE {s}.controls (
     value bytea NOT NULL
 );
 "#,
+    // Event ids made of the writing transaction's id (`sql::ID_SHIFT`, 14 here): the
+    // counter goes, and `base` puts every new id above every id it gave.
+    r#"
+CREATE TABLE {s}.event_id_base (base bigint NOT NULL);
+INSERT INTO {s}.event_id_base
+    SELECT greatest(0, greatest(last, (SELECT coalesce(max(event_id), 0) FROM {s}.events)) + 1
+        - (pg_current_xact_id()::text::bigint << 14))
+    FROM {s}.event_ids;
+DROP TABLE {s}.event_ids;
+"#,
 ];
 
 /// The version this build writes: the number of migrations.
@@ -123,7 +134,22 @@ pub async fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError
             .await
             .map_err(|e| pg(&doing, e))?;
     }
+    tx.batch_execute(&raise_base(&quoted))
+        .await
+        .map_err(|e| pg(&format!("{doing}: checking the event id base"), e))?;
     tx.commit().await.map_err(|e| pg(&doing, e))
+}
+
+/// Raises the base of event ids when an event visible has an id no transaction begun yet
+/// could have given: the transaction ids went back (the database restored into another
+/// cluster). New ids then start above the highest one. Otherwise it changes nothing, so it
+/// never moves the ids of other instances' transactions in flight.
+fn raise_base(s: &str) -> String {
+    format!(
+        "UPDATE {s}.event_id_base SET base = m.top + 1 - ({XACT} << {ID_SHIFT}) \
+         FROM (SELECT max(event_id) AS top FROM {s}.events) AS m \
+         WHERE m.top >= base + (pg_snapshot_xmax(pg_current_snapshot())::text::bigint << {ID_SHIFT})"
+    )
 }
 
 /// `schema` (checked by [`check_schema`]) as an SQL identifier.

@@ -116,24 +116,32 @@ pub struct Sql {
     /// The runs of `$1` as they are: `(run_id, last_seq, epoch)`; after [`Sql::lock_runs`],
     /// as they stay until the transaction ends.
     pub run_states: String,
-    /// Writes a batch's events in one statement, with [`WriteEvents`]: takes `$count` ids
-    /// from `event_ids`, inserts the rows of [`UNNEST_EVENTS`] (the `n`th gets the `n`th
-    /// id), moves each run of `$runs` on to its last seq `$last_seqs` and the id of its last
-    /// row `$positions` if it is still at seq `$was` and, where `$epochs` is not null, at
-    /// that epoch (else the statement fails with [`RUNS_MOVED`] and writes nothing), and
-    /// tells the change feeds of every instance on channel `$channel` that events up to the
-    /// batch's last id were committed: returns the id before the batch's first. The row of
-    /// `event_ids` is taken here, the transaction's last statement, and stays locked to the
-    /// commit, so batches commit in the order of their ids and a reader never sees a later
-    /// id before an earlier.
+    /// Writes a batch's events in one statement, with [`WriteEvents`]: the `n`th row of
+    /// [`UNNEST_EVENTS`] gets id `before + n`, where `before` is the id base plus the
+    /// transaction's id shifted by [`ID_SHIFT`] (so ids order by transaction id, see
+    /// [`Sql::read_from`]); inserts the rows, moves each run of `$runs` on to its last seq
+    /// `$last_seqs` and the id of its last row `$positions` if it is still at seq `$was`,
+    /// where `$epochs` is not null at that epoch, and its last event's id is below the
+    /// batch's (else the statement fails with [`RUNS_MOVED`] and writes nothing), and tells
+    /// the change feeds of every instance on channel `$channel` that events up to the
+    /// batch's last id were committed: returns `before` and the transaction's id.
+    ///
+    /// The last check keeps each run's ids in its seq order: a transaction that took its id
+    /// before another, and waited for that other's lock on a run, would otherwise write the
+    /// run's next seq under a smaller id.
     pub write_events: String,
     /// A run's events from a seq: by the `(run_id, seq)` index.
     pub read_run: String,
-    /// Events from an id: by the primary key.
+    /// Events from an id, below the ids still unsettled: by the primary key. Every
+    /// transaction whose id is below the snapshot's `xmin` has ended, committed or not, so
+    /// no event can appear below that bound later; a reader tailing by id never skips one.
     pub read_from: String,
+    /// The transaction id below which all have ended, as the statement sees it: a batch's
+    /// events are visible to [`Sql::read_from`] once it is above the batch's transaction.
+    pub settled: String,
     /// Runs that have events.
     pub list_runs: String,
-    /// The last event id given.
+    /// The last event id visible to [`Sql::read_from`] (0 before the first).
     pub last_event_id: String,
     /// Saves a snapshot and drops all but the newest few.
     pub save_snapshot: String,
@@ -175,6 +183,18 @@ pub struct Sql {
     schema: String,
 }
 
+/// How far the writing transaction's id is shifted to make its events' ids: a batch has
+/// fewer than `1 << ID_SHIFT` events ([`BATCH_EVENTS_MAX`](crate::BATCH_EVENTS_MAX)); the
+/// 49 bits left of a `bigint` last 2^49 transactions of the cluster.
+pub const ID_SHIFT: u32 = 14;
+
+/// The current transaction's id (one is assigned if it has none), as a `bigint`.
+pub const XACT: &str = "pg_current_xact_id()::text::bigint";
+
+/// The oldest transaction id still running as the statement's snapshot sees it (or the
+/// next to be given, when none runs), as a `bigint`.
+const SETTLED: &str = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
+
 /// A lease's columns as a [`Lease`](apollo11_store::Lease) is built from: epoch, owner,
 /// expiry in ms since the Unix epoch.
 const LEASE_COLUMNS: &str =
@@ -196,6 +216,8 @@ impl Sql {
     pub fn new(schema: &str) -> Sql {
         let s = quote(schema);
         let ttl = "now() + $ttl_ms::bigint * interval '1 millisecond'";
+        // The first id a transaction still running could give: the bound of what is read.
+        let visible = format!("(SELECT base + ({SETTLED} << {ID_SHIFT}) FROM {s}.event_id_base)");
         Sql {
             lock_runs: format!(
                 "INSERT INTO {s}.runs (run_id) SELECT unnest($1::text[]) ORDER BY 1 \
@@ -206,8 +228,8 @@ impl Sql {
             ),
             write_events: numbered(
                 &format!(
-                    "WITH ids AS (UPDATE {s}.event_ids SET last = last + $count \
-                       RETURNING last - $count AS before), \
+                    "WITH ids AS (SELECT base + ({XACT} << {ID_SHIFT}) AS before, \
+                       {XACT} AS xact FROM {s}.event_id_base), \
                      inserted AS (INSERT INTO {s}.events ({EVENT_COLUMNS}) \
                        SELECT ids.before + u.n, u.run_id, u.seq, u.step, u.kind, u.attempt, \
                          u.at_ms, u.instance, u.payload, u.blob_sha256, u.blob_bytes \
@@ -219,8 +241,9 @@ impl Sql {
                          AS e(run_id, seq, n, was, epoch) \
                        WHERE r.run_id = e.run_id AND r.last_seq = e.was \
                          AND (e.epoch IS NULL OR r.epoch = e.epoch) \
+                         AND r.last_event_id <= ids.before \
                        RETURNING 1) \
-                     SELECT before, pg_notify($channel, (before + $count)::text), \
+                     SELECT before, xact, pg_notify($channel, (before + $count)::text), \
                        {s}.runs_moved((SELECT count(*) FROM moved), cardinality($runs::text[])) \
                      FROM ids"
                 ),
@@ -230,12 +253,16 @@ impl Sql {
                 "SELECT {EVENT_COLUMNS} FROM {s}.events WHERE run_id = $1 AND seq >= $2 ORDER BY seq"
             ),
             read_from: format!(
-                "SELECT {EVENT_COLUMNS} FROM {s}.events WHERE event_id >= $1 ORDER BY event_id LIMIT $2"
+                "SELECT {EVENT_COLUMNS} FROM {s}.events WHERE event_id >= $1 \
+                 AND event_id < {visible} ORDER BY event_id LIMIT $2"
             ),
+            settled: format!("SELECT {SETTLED}"),
             list_runs: format!(
                 "SELECT run_id, last_seq, last_event_id FROM {s}.runs WHERE last_seq > 0 ORDER BY run_id"
             ),
-            last_event_id: format!("SELECT last FROM {s}.event_ids"),
+            last_event_id: format!(
+                "SELECT coalesce(max(event_id), 0) FROM {s}.events WHERE event_id < {visible}"
+            ),
             save_snapshot: format!("INSERT INTO {s}.snapshots (watermark, state) VALUES ($1, $2)"),
             trim_snapshots: format!(
                 "DELETE FROM {s}.snapshots WHERE id < (SELECT max(id) FROM {s}.snapshots) - $1"
@@ -360,7 +387,7 @@ mod tests {
         assert_eq!(WriteEvents::NAMES.len(), 17);
         assert_eq!(WriteEvents::NAMES[10..12], ["count", "runs"]);
         assert!(
-            sql.write_events.contains("last = last + $11"),
+            sql.write_events.contains("(before + $11)"),
             "{}",
             sql.write_events
         );

@@ -29,7 +29,8 @@ pub struct PgOptions {
     pub url: String,
     /// The schema holding the tables (created if missing): [`DEFAULT_SCHEMA`] unless told.
     pub schema: String,
-    /// Connections in the pool: the writer takes one per batch, each read one.
+    /// Connections in the pool: the writer takes one per batch and has up to half of them
+    /// in flight at once, each read takes one.
     pub pool_size: usize,
     /// What the store's connections are called in `pg_stat_activity`.
     pub application_name: String,
@@ -96,8 +97,9 @@ impl PgStore {
             })?;
         config.application_name(&options.application_name);
         // A client frozen inside a transaction (SIGSTOP, a VM paused, swapping) would hold
-        // the row of `event_ids` and every append of every instance would wait for it: the
-        // server ends such a session instead, and its transaction writes nothing.
+        // its runs' rows, and its transaction id would hold every reader of every instance
+        // below it: the server ends such a session instead, and its transaction writes
+        // nothing.
         let options_text = format!(
             "{} -c idle_in_transaction_session_timeout={}",
             config.get_options().unwrap_or_default(),
@@ -112,7 +114,8 @@ impl PgStore {
         migrate(&mut client, &options.schema).await?;
         drop(client);
         let sql = Arc::new(Sql::new(&options.schema));
-        let writer = writer::spawn(pool.clone(), sql.clone());
+        let side_by_side = options.pool_size / 2;
+        let writer = writer::spawn(pool.clone(), sql.clone(), side_by_side);
         let (feed, feed_task) = feed::spawn(pool.clone(), sql.clone(), (config, tls.connector));
         Ok(PgStore {
             pool,
@@ -358,13 +361,35 @@ mod tests {
         let Some(url) = crate::test_url() else { return };
         let store = PgStore::open_scratch(&url).await.unwrap();
         let mut client = store.pool.get().await.unwrap();
-        // What a frozen writer leaves: the row every append needs, locked, and no commit.
+        // What a frozen writer leaves: a run's row locked, a transaction id that holds
+        // every reader below it, and no commit.
         let tx = client.transaction().await.unwrap();
-        let lock = format!("UPDATE \"{}\".event_ids SET last = last", store.schema());
+        let lock = format!(
+            "INSERT INTO \"{}\".runs (run_id) VALUES ('r') \
+             ON CONFLICT (run_id) DO UPDATE SET last_seq = 0",
+            store.schema()
+        );
         tx.execute(&lock, &[]).await.unwrap();
         tokio::time::sleep(IDLE_IN_TRANSACTION_TIMEOUT + Duration::from_millis(500)).await;
         let e = tx.commit().await.unwrap_err();
         assert!(e.is_closed() || e.to_string().contains("idle"), "{e}");
+        // Readers are held no more: an append is visible as soon as it is answered.
+        let created = apollo11_store::conformance::event(
+            None,
+            apollo11_core::EventKind::RunCreated {
+                workflow: "wf".into(),
+            },
+            0,
+            apollo11_core::Payload::Empty,
+        );
+        let ids = store
+            .append(&"s".into(), Seq(1), vec![created])
+            .await
+            .unwrap();
+        assert_eq!(
+            store.read_from(ids[0], 1).await.unwrap()[0].event_id,
+            ids[0]
+        );
         // The lock is gone: another session takes the row at once.
         let (other, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
             .await

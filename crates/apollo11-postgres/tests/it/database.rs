@@ -36,7 +36,7 @@ async fn instances_opening_one_schema_at_once_migrate_it_once() {
     client
         .batch_execute(&format!(
             "DROP TABLE \"{schema}\".schema_version, \"{schema}\".events, \"{schema}\".runs, \
-             \"{schema}\".event_ids, \"{schema}\".snapshots, \"{schema}\".blobs, \"{schema}\".instances, \
+             \"{schema}\".event_id_base, \"{schema}\".snapshots, \"{schema}\".blobs, \"{schema}\".instances, \
              \"{schema}\".controls"
         ))
         .await

@@ -3,9 +3,11 @@
 //! indexes). Each test has a scratch schema of its own, dropped at its end.
 
 mod database;
+mod ids;
 mod order;
 mod tls;
 mod tls_server;
+mod visibility;
 
 use apollo11_postgres::{test_url, PgStore};
 use std::sync::Arc;

@@ -1,5 +1,6 @@
-//! Batches of many appenders commit in the order of their ids: a subscriber sees every
-//! acknowledged event once, in id order, and each run's ids grow with its seqs.
+//! Batches of many appenders commit side by side: a subscriber sees every acknowledged
+//! event once, in id order, and each run's ids grow with its seqs, also when another
+//! instance writes a run while a batch with an older transaction id waits for it.
 
 use crate::database::created;
 use apollo11_core::{EventId, RunId, Seq};
@@ -54,4 +55,90 @@ async fn a_subscriber_sees_every_event_of_concurrent_batches_once_in_id_order() 
             .collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "run {i}: {ids:?}");
     }
+}
+
+/// A batch whose transaction took its id, then waited for a lock while another instance
+/// appended to one of its runs, must not write that run's next seq under its smaller id.
+/// On one thread, so that the three appends of instance `b` are queued before its writer
+/// runs, and go in one batch.
+#[tokio::test]
+async fn a_run_written_by_a_later_transaction_meanwhile_gets_its_next_seq_at_a_higher_id() {
+    let Some(url) = apollo11_postgres::test_url() else {
+        return;
+    };
+    let a = apollo11_postgres::PgStore::open_scratch(&url)
+        .await
+        .unwrap();
+    let b_name = format!("{}_b", a.schema());
+    let b = Arc::new(
+        apollo11_postgres::PgStore::open(apollo11_postgres::PgOptions {
+            schema: a.schema().to_owned(),
+            application_name: b_name.clone(),
+            ..apollo11_postgres::PgOptions::new(url.clone())
+        })
+        .await
+        .unwrap(),
+    );
+    let (m, r) = (RunId::from("m"), RunId::from("r"));
+    a.append(&m, Seq(1), vec![created()]).await.unwrap();
+    a.append(&r, Seq(1), vec![created()]).await.unwrap();
+    // Another session holds run `m`: b's batch takes its id with run `0` and waits there.
+    let (holder, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let hold = format!(
+        "BEGIN; SELECT 1 FROM \"{}\".runs WHERE run_id = 'm' FOR UPDATE",
+        a.schema()
+    );
+    holder.batch_execute(&hold).await.unwrap();
+    let batch = tokio::spawn({
+        let b = b.clone();
+        async move {
+            let (zero, m, r) = (RunId::from("0"), RunId::from("m"), RunId::from("r"));
+            let (zero, m, r) = tokio::join!(
+                b.append(&zero, Seq(1), vec![created()]),
+                b.append(&m, Seq(2), vec![created()]),
+                // After a's append below.
+                b.append(&r, Seq(3), vec![created()]),
+            );
+            (zero.unwrap(), m.unwrap(), r.unwrap())
+        }
+    });
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
+    while holder
+        .query_one(waiting, &[&b_name])
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+        == 0
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A later transaction moves run `r` on while b's waits. Its answer waits for b's
+    // transaction, older, to end: the holder lets go once the move is committed.
+    let a = Arc::new(a);
+    let moved = tokio::spawn({
+        let (a, r) = (a.clone(), r.clone());
+        async move { a.append(&r, Seq(2), vec![created()]).await.unwrap() }
+    });
+    let at = format!(
+        "SELECT last_seq FROM \"{}\".runs WHERE run_id = 'r'",
+        a.schema()
+    );
+    while holder.query_one(&at, &[]).await.unwrap().get::<_, i64>(0) < 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let ended = async { (moved.await.unwrap(), batch.await.unwrap()) };
+    tokio::time::timeout(Duration::from_secs(10), ended)
+        .await
+        .expect("the appends never ended");
+    let ids: Vec<EventId> = (a.read_run(&r, Seq(1)).await.unwrap())
+        .iter()
+        .map(|e| e.event_id)
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "run r: {ids:?}");
 }
