@@ -82,7 +82,7 @@ async fn run_example(dir: &Path, name: &str, runs: u32, segment_bytes: u64) -> R
     let workflow = Arc::new(shell::workflow(&spec, &data)?);
     for r in 0..runs {
         let run = format!("{name}-{r:03}");
-        run_folder(&data, &run).map_err(anyhow::Error::msg)?;
+        run_folder(&data, &run, &spec).map_err(anyhow::Error::msg)?;
         let status = engine.start(&workflow, RunId(run)).await?.outcome().await?;
         ensure!(
             status == RunStatus::Succeeded,

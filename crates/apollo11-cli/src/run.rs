@@ -55,7 +55,7 @@ pub async fn start(
     );
     let handle = match run_id {
         Some(id) => {
-            run_folder(dir, &id).map_err(|e| Exit::fail(2, e))?;
+            run_folder(dir, &id, &spec).map_err(|e| Exit::fail(2, e))?;
             engine
                 .start(&workflow, RunId(id))
                 .await
@@ -83,7 +83,7 @@ async fn start_with_default_id<S: apollo11_runtime::Store>(
     let mut n = 1;
     loop {
         let id = default_run_id(&spec.name, now_ms, n);
-        run_folder(dir, &id).map_err(|e| Exit::fail(2, e))?;
+        run_folder(dir, &id, spec).map_err(|e| Exit::fail(2, e))?;
         match engine.start(workflow, RunId(id)).await {
             Err(EngineError::RunExists { .. }) if n < DEFAULT_ID_TRIES => n += 1,
             other => return other.map_err(engine_exit),

@@ -84,7 +84,7 @@ pub async fn start(
         Some(id) => {
             check_name(NameKind::Run, &id)
                 .map_err(|e| ApiError::Invalid(format!("run_id: {e}")))?;
-            run_folder_answered(&state.data_dir, &id)?;
+            run_folder_answered(&state.data_dir, &id, &spec)?;
             match (
                 state.engine.start(&workflow, RunId(id.clone())).await,
                 &request,
@@ -101,7 +101,7 @@ pub async fn start(
             let mut n = 1;
             loop {
                 let id = default_run_id(name, now_ms, n);
-                run_folder_answered(&state.data_dir, &id)?;
+                run_folder_answered(&state.data_dir, &id, &spec)?;
                 match state.engine.start(&workflow, RunId(id)).await {
                     Err(EngineError::RunExists { .. }) if n < DEFAULT_ID_TRIES => n += 1,
                     other => break other?,
@@ -254,49 +254,76 @@ pub fn run_id_of(workflow: &str, tail: &str) -> String {
 }
 
 /// Creates the folder of a run's files before its first event, so a data dir that cannot be
-/// written, or a run id the file system refuses, is an error now rather than a run that
-/// cannot start its steps. A step's own folder is made by its first try.
-pub fn run_folder(data_dir: &Path, run_id: &str) -> Result<(), String> {
-    create_run_folder(data_dir, run_id).map_err(|e| e.to_string())
+/// written, a run id the file system refuses, or a step whose folder's path would be too
+/// long is an error now rather than a run that cannot start its steps. A step's own folder
+/// is made by its first try: a run whose steps are skipped makes none.
+pub fn run_folder(data_dir: &Path, run_id: &str, spec: &WorkflowSpec) -> Result<(), String> {
+    create_run_folder(data_dir, run_id, spec).map_err(|e| e.to_string())
 }
 
 /// [`run_folder`] for an API answer: the folder's path goes to the server's log only.
-fn run_folder_answered(data_dir: &Path, run_id: &str) -> Result<(), ApiError> {
-    create_run_folder(data_dir, run_id).map_err(|e| {
+fn run_folder_answered(data_dir: &Path, run_id: &str, spec: &WorkflowSpec) -> Result<(), ApiError> {
+    create_run_folder(data_dir, run_id, spec).map_err(|e| {
         tracing::warn!(error = %e, "run not started");
         ApiError::Invalid(format!(
-            "run `{run_id}`: cannot create its folder in the data dir: {}",
+            "{}: cannot create its folder in the data dir: {}",
+            e.whose(),
             e.source
         ))
     })
 }
 
-/// A run folder that could not be created.
+/// The longest path the kernel takes, in bytes (Linux's `PATH_MAX` less its NUL).
+const PATH_BYTES_MAX: usize = 4_095;
+
+/// A run's folder, or a step's, that could not be created.
 struct FolderError {
     run_id: String,
+    step: Option<String>,
     folder: std::path::PathBuf,
     source: std::io::Error,
 }
 
-impl std::fmt::Display for FolderError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "run `{}`: cannot create {}: {}",
-            self.run_id,
-            self.folder.display(),
-            self.source
-        )
+impl FolderError {
+    fn whose(&self) -> String {
+        match &self.step {
+            Some(step) => format!("run `{}`, step `{step}`", self.run_id),
+            None => format!("run `{}`", self.run_id),
+        }
     }
 }
 
-fn create_run_folder(data_dir: &Path, run_id: &str) -> Result<(), FolderError> {
-    let folder = files::run_dir(data_dir, run_id);
-    files::create_private_dir(&folder).map_err(|source| FolderError {
+impl std::fmt::Display for FolderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (whose, folder) = (self.whose(), self.folder.display());
+        write!(f, "{whose}: cannot create {folder}: {}", self.source)
+    }
+}
+
+fn create_run_folder(
+    data_dir: &Path,
+    run_id: &str,
+    spec: &WorkflowSpec,
+) -> Result<(), FolderError> {
+    let refused = |step: Option<&str>, folder, source| FolderError {
         run_id: run_id.to_owned(),
+        step: step.map(str::to_owned),
         folder,
         source,
-    })
+    };
+    let folder = files::run_dir(data_dir, run_id);
+    files::create_private_dir(&folder).map_err(|e| refused(None, folder, e))?;
+    for step in &spec.steps {
+        let folder = files::step_dir(data_dir, run_id, &step.name);
+        if folder.as_os_str().len() > PATH_BYTES_MAX {
+            let too_long = std::io::Error::new(
+                std::io::ErrorKind::InvalidFilename,
+                format!("its path is longer than {PATH_BYTES_MAX} bytes"),
+            );
+            return Err(refused(Some(&step.name), folder, too_long));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ pub async fn alone(dir: &Path, workload: &Workload) -> Result<f64> {
         let started = Instant::now();
         let mut handles = Vec::new();
         for r in 0..runs {
-            run_folder(&data, &run_id(r)).map_err(anyhow::Error::msg)?;
+            run_folder(&data, &run_id(r), &spec).map_err(anyhow::Error::msg)?;
             handles.push(engine.start(&wf, RunId(run_id(r))).await?);
         }
         for h in handles {
