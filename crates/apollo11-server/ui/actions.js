@@ -62,6 +62,12 @@ export function overrideStep(runId, step, choices) {
  * holds (prefilled with `{"approved": true}` to approve); the server refuses it (409) when
  * the step is not waiting.
  */
+export function signalStep(runId, step) {
+  const help = 'Ends the step\'s wait: its data becomes the step\'s output for the steps after it; kept in the log with who and why.';
+  return ask({ title: `Signal step ${step}`, help, target: false, data: true }, (fields) =>
+    api(`/api/v1/runs/${seg(runId)}/steps/${seg(step)}/signal`, { method: 'POST', body: fields }));
+}
+
 /** Pauses or resumes (`name`) schedule `s`; resolves to its pause state, or null if cancelled. */
 export function scheduleAction(s, name) {
   const help = name === 'pause'
@@ -69,12 +75,6 @@ export function scheduleAction(s, name) {
     : 'The schedule fires again; what came due while it was paused starts as its catch_up says.';
   return ask({ title: `${name === 'pause' ? 'Pause' : 'Resume'} schedule ${s.workflow}/${s.name}`, help, target: false }, (fields) =>
     api(`/api/v1/schedules/${seg(s.workflow)}/${seg(s.name)}/${name}`, { method: 'POST', body: fields }));
-}
-
-export function signalStep(runId, step) {
-  const help = 'Ends the step\'s wait: its data becomes the step\'s output for the steps after it; kept in the log with who and why.';
-  return ask({ title: `Signal step ${step}`, help, target: false, data: true }, (fields) =>
-    api(`/api/v1/runs/${seg(runId)}/steps/${seg(step)}/signal`, { method: 'POST', body: fields }));
 }
 
 /** The data field of a signal, read as JSON: `{data}` (none when empty), or `{error}`. */

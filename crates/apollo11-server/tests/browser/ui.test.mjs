@@ -16,7 +16,9 @@
 // in the timeline; a rerun refused in its dialog while a step of its set works; the failure
 // classes of a `classes` run (`exit:3`, `spawn`) and why their retries stopped; the
 // schedules page listing `ticks`'s two schedules, a 10-second range of one previewed and
-// backfilled from its dialog, the runs then in its history. Screenshots
+// backfilled from its dialog, the runs then in its history; `ticks`'s `daily` paused from its
+// row's button and the operators' dialog (who and why then in its row and the API), then
+// resumed. Screenshots
 // of each page go to APOLLO11_UI_SHOTS (default target/ui-screenshots).
 //
 //   node ui.test.mjs http://127.0.0.1:PORT
@@ -121,10 +123,10 @@ function watchPosts() {
 }
 
 /**
- * Appends an action through its dialog, its submit clicked twice: one request all the same
- * (a second one could append the event twice); returns the event id the page says it appended.
+ * Sends an action through its dialog, its submit clicked twice: one request all the same (a
+ * second one could append the event twice); returns once the dialog closed on the answer.
  */
-async function act(button, reason, to) {
+async function submitTwice(button, reason, to) {
   await button.click();
   const dialog = page.locator('#action-dialog');
   if (to) await dialog.locator('select[name=to]').selectOption(to);
@@ -141,10 +143,17 @@ async function act(button, reason, to) {
   await dialog.locator('[data-submit]').click();
   await dialog.locator('[data-submit]').click({ force: true });
   await page.waitForFunction(() => !document.querySelector('#action-dialog').open);
+  await page.unroute(ACTIONS, slow);
+  const sent = posts.stop();
+  assert.equal(sent.length, 1, `one request for a submit clicked twice: ${sent}`);
+  return sent[0];
+}
+
+/** Appends a run action through its dialog (`submitTwice`); returns the event id the page says it appended. */
+async function act(button, reason, to) {
+  await submitTwice(button, reason, to);
   const outcome = page.locator('[data-outcome]');
   await page.waitForFunction(() => /Appended event #\d+/.test(document.querySelector('[data-outcome]').textContent));
-  await page.unroute(ACTIONS, slow);
-  assert.equal(posts.stop().length, 1, 'one request for a submit clicked twice');
   return Number(await outcome.getAttribute('data-event-id'));
 }
 
@@ -833,5 +842,35 @@ test('the schedules page lists each schedule with its next fires, and backfills 
   assert.ok(await wide() <= 0, `the schedules page at 375 px is ${await wide()} px too wide`);
   await shot('schedules-375');
   await page.setViewportSize({ width: 1400, height: 1000 });
+  assert.deepEqual(page.errors, []);
+});
+
+test('a schedule paused from its row, who and why shown, then resumed', async () => {
+  await visit(page, server, '#/schedules');
+  const daily = page.locator('table.schedules tr[data-schedule="ticks/daily"]');
+  const state = daily.locator('[data-state]');
+  const pauseState = async () => (await call(server, '/api/v1/schedules')).body.schedules
+    .find((s) => s.workflow === 'ticks' && s.name === 'daily');
+  await daily.waitFor();
+  assert.equal(await state.textContent(), 'enabled');
+  assert.equal((await pauseState()).paused, false);
+  const reason = `maintenance window ${suffix}`;
+  const pauseUrl = await submitTwice(daily.locator('[data-schedule-pause]'), reason);
+  assert.equal(pauseUrl, `${server.base}/api/v1/schedules/ticks/daily/pause`);
+  await state.locator('[data-paused]').waitFor();
+  assert.equal(await state.locator('[data-paused]').textContent(), `paused by ${BY}: ${reason}`);
+  assert.equal(await daily.locator('[data-schedule-pause]').count(), 0, 'no pause button on a paused schedule');
+  const paused = await pauseState();
+  assert.equal(paused.paused, true);
+  assert.deepEqual([paused.pause.by, paused.pause.reason], [BY, reason]);
+  await shot('schedules-paused');
+
+  const resumeUrl = await submitTwice(daily.locator('[data-schedule-resume]'), 'maintenance over');
+  assert.equal(resumeUrl, `${server.base}/api/v1/schedules/ticks/daily/resume`);
+  await daily.locator('[data-schedule-pause]').waitFor();
+  assert.equal(await state.textContent(), 'enabled');
+  const resumed = await pauseState();
+  assert.equal(resumed.paused, false);
+  assert.deepEqual([resumed.pause.by, resumed.pause.reason], [BY, 'maintenance over']);
   assert.deepEqual(page.errors, []);
 });
