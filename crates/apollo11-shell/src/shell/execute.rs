@@ -205,7 +205,13 @@ async fn wait(
         (None, Some(signal)) => Ended::Signal(signal),
         (None, None) => Ended::Killed,
     };
-    oom_classed(finished(job, at, ended), cgroup.as_ref(), job)
+    let result = oom_classed(finished(job, at, ended), cgroup.as_ref(), job);
+    if let Some(cgroup) = cgroup {
+        // Read already: removed off the try's path (dropped unrun at shutdown, it is
+        // removed all the same).
+        tokio::task::spawn_blocking(move || drop(cgroup));
+    }
+    result
 }
 
 /// `result`, a failure classed `oom` when the try's cgroup counted an OOM kill.
@@ -444,7 +450,13 @@ pub async fn reattach(
         .and_then(|path| std::fs::read_to_string(path).ok())
         .and_then(|text| text.trim().parse().ok());
     let ended = code.map_or(Ended::Killed, Ended::Exit);
-    oom_classed(finished(job, at, ended), cgroup.as_ref(), job)
+    let result = oom_classed(finished(job, at, ended), cgroup.as_ref(), job);
+    if let Some(cgroup) = cgroup {
+        // Read already: removed off the try's path (dropped unrun at shutdown, it is
+        // removed all the same).
+        tokio::task::spawn_blocking(move || drop(cgroup));
+    }
+    result
 }
 
 /// Kills the process group `handle` names and waits until none of it runs.
