@@ -73,7 +73,8 @@ export function scheduleAction(s, name) {
   const help = name === 'pause'
     ? 'The schedule fires nothing until resumed, on every server sharing the store; kept with who and why.'
     : 'The schedule fires again; what came due while it was paused starts as its catch_up says.';
-  return ask({ title: `${name === 'pause' ? 'Pause' : 'Resume'} schedule ${s.workflow}/${s.name}`, help, target: false }, (fields) =>
+  const verb = name === 'pause' ? 'Pause' : 'Resume';
+  return ask({ title: `${verb} schedule ${s.workflow}/${s.name}`, help, target: false, submit: verb }, (fields) =>
     api(`/api/v1/schedules/${seg(s.workflow)}/${seg(s.name)}/${name}`, { method: 'POST', body: fields }));
 }
 
@@ -116,9 +117,10 @@ export async function rerunStep(runId, step, downstream) {
 
 /**
  * Opens the dialog; `send(fields)` on submit: its answer closes it, its error stays shown.
- * With `refused` (the server already said no, in `help`), its submit button is disabled.
+ * With `refused` (the server already said no, in `help`), its submit button is disabled;
+ * `submit` names that button (an action that appends no event: a schedule's pause).
  */
-function ask({ title, help, target, choices, refused = false, data = false }, send) {
+function ask({ title, help, target, choices, refused = false, data = false, submit: label = 'Append the event' }, send) {
   const dialog = document.getElementById('action-dialog');
   const form = dialog.querySelector('form');
   form.reset();
@@ -135,6 +137,7 @@ function ask({ title, help, target, choices, refused = false, data = false }, se
   form.elements.by.value = localStorage.getItem(BY_KEY) ?? '';
   const ok = dialog.querySelector('[data-submit]');
   ok.disabled = refused;
+  ok.textContent = label;
   return new Promise((resolve) => {
     const submit = async (e) => {
       e.preventDefault();

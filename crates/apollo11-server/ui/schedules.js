@@ -47,7 +47,9 @@ function row(s) {
   return el('tr', { 'data-schedule': key(s) },
     el('td', { class: 'name' }, `${s.workflow} / ${s.name}`),
     el('td', {}, el('code', {}, s.cron), el('div', { class: 'muted' }, s.zone)),
-    el('td', { 'data-next': true }, fireTime(s.next_fires[0], s.zone)),
+    el('td', { 'data-next': true }, s.paused
+      ? el('span', { class: 'muted' }, 'none while paused')
+      : fireTime(s.next_fires[0], s.zone)),
     el('td', { 'data-last': true }, lastFire(s)),
     el('td', { 'data-state': true }, scheduleState(s)),
     el('td', {}, actions(s)));

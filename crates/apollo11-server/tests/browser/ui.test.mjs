@@ -860,6 +860,9 @@ test('a schedule paused from its row, who and why shown, then resumed', async ()
   await state.locator('[data-paused]').waitFor();
   assert.equal(await state.locator('[data-paused]').textContent(), `paused by ${BY}: ${reason}`);
   assert.equal(await daily.locator('[data-schedule-pause]').count(), 0, 'no pause button on a paused schedule');
+  assert.equal(await daily.locator('[data-next]').innerText(), 'none while paused');
+  // Nothing is appended to a run: the dialog's button says what it does.
+  assert.equal(await page.locator('#action-dialog [data-submit]').textContent(), 'Pause');
   const paused = await pauseState();
   assert.equal(paused.paused, true);
   assert.deepEqual([paused.pause.by, paused.pause.reason], [BY, reason]);
@@ -869,6 +872,8 @@ test('a schedule paused from its row, who and why shown, then resumed', async ()
   assert.equal(resumeUrl, `${server.base}/api/v1/schedules/ticks/daily/resume`);
   await daily.locator('[data-schedule-pause]').waitFor();
   assert.equal(await state.textContent(), 'enabled');
+  assert.match(await daily.locator('[data-next]').innerText(), /^\d{4}-\d\d-\d\d 04:30:00 Europe\/Paris\n/);
+  assert.equal(await page.locator('#action-dialog [data-submit]').textContent(), 'Resume');
   const resumed = await pauseState();
   assert.equal(resumed.paused, false);
   assert.deepEqual([resumed.pause.by, resumed.pause.reason], [BY, 'maintenance over']);
