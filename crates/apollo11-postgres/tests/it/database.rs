@@ -18,7 +18,8 @@ pub(crate) fn created() -> apollo11_store::NewEvent {
     )
 }
 
-async fn admin(url: &str) -> tokio_postgres::Client {
+/// A connection of its own to the test database, for what the store does not do.
+pub(crate) async fn admin(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .unwrap();

@@ -2,21 +2,13 @@
 //! keeps its events' ids, and one whose transaction ids went back (restored into a new
 //! cluster) has its ids' base raised when opened.
 
-use crate::database::created;
+use crate::database::{admin, created};
 use apollo11_core::{EventId, RunId, Seq};
 use apollo11_postgres::{test_url, PgOptions, PgStore};
 use apollo11_store::EventStore;
 
 /// An id far above any this cluster's transactions give now.
 const HIGH: i64 = 1 << 45;
-
-async fn admin(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-}
 
 /// The scratch store with run `old`'s one event moved to id `id`, as another database
 /// would have given it.

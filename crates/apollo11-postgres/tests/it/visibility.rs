@@ -3,7 +3,7 @@
 //! tailing by id must each see every committed event exactly once, in id order, nothing
 //! ever appearing below an id a reader has passed.
 
-use crate::database::created;
+use crate::database::{admin, created};
 use apollo11_core::{EventId, RunId, Seq};
 use apollo11_postgres::{terminate_sessions, test_url, PgOptions, PgStore};
 use apollo11_store::EventStore;
@@ -141,17 +141,9 @@ async fn kill(url: String, victim: String, done: Arc<AtomicBool>) -> u64 {
     killed
 }
 
-async fn client(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-}
-
 /// Every event id in the table, in order.
 async fn committed(url: &str, schema: &str) -> Vec<EventId> {
-    let rows = client(url)
+    let rows = admin(url)
         .await
         .query(
             &format!("SELECT event_id FROM \"{schema}\".events ORDER BY event_id"),
@@ -165,7 +157,7 @@ async fn committed(url: &str, schema: &str) -> Vec<EventId> {
 }
 
 async fn each_runs_ids_follow_its_seqs(url: &str, schema: &str) {
-    let unordered: i64 = client(url)
+    let unordered: i64 = admin(url)
         .await
         .query_one(
             &format!(
