@@ -26,7 +26,7 @@ const PEER: &str = "bench-peers/duroxide";
 struct Args {
     #[command(flatten)]
     flags: Flags,
-    /// Build and run nothing: hold the figures in <out> against the goals of BENCHMARKS.md
+    /// Build and run nothing: hold the figures in the --out folder against the goals of BENCHMARKS.md
     /// (of the scenarios named, else all); exit 1 if one is missed.
     #[arg(long, conflicts_with_all = ["quick", "metrics", "dir"])]
     check: bool,

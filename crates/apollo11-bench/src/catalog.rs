@@ -93,7 +93,7 @@ pub struct Flags {
     /// Where `<scenario>.json` goes [default: target/bench].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Where data files go, on the disk under test [default: <out>/data].
+    /// Where data files go, on the disk under test [default: the --out folder's data/].
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Scenarios to run, in this order [default: all].
