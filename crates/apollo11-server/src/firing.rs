@@ -330,27 +330,20 @@ async fn start(
         (schedule_attribute(), schedule.name.clone()),
         (fire_time_attribute(), fire.utc_text()),
     ]);
-    let (state, name) = (state.clone(), schedule.name.clone());
-    let started = tokio::spawn(async move {
+    let (state, task_id) = (state.clone(), id.clone());
+    let started = drive::detached(async move {
         let asked = Start {
             name: &workflow,
-            run_id: Some(id.clone()),
+            run_id: Some(task_id),
             digest: None,
             params: &params,
             request: None,
             attributes,
         };
-        let started = drive::start(&state, asked).await;
-        (started, workflow, id)
+        drive::start(&state, asked).await
     })
     .await;
-    let (started, workflow, id) = match started {
-        Ok(done) => done,
-        Err(e) => {
-            tracing::warn!(schedule = %name, error = %e, "fire not started yet; retrying");
-            return Fired::Later;
-        }
-    };
+    let (workflow, name) = (&registered.spec.name, &schedule.name);
     match started {
         Ok((run, Some(rested))) => {
             tracing::info!(workflow, schedule = %name, run = %run, "schedule fired");
