@@ -24,6 +24,8 @@ const TAKEOVER_SLACK: Duration = Duration::from_secs(2);
 const KILL_RUNS: usize = 300;
 const STOP_RUNS: usize = 100;
 const CUT_RUNS: usize = 100;
+/// How many times a strike may find its victim with no run left before giving up.
+const STRIKES: usize = 10;
 
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     match args {
@@ -126,12 +128,17 @@ fn stop_past_the_ttl(cluster: &mut Cluster) -> Result<()> {
     let (mut taken, mut stale, mut late) = (0, 0, Vec::new());
     for run in &stolen {
         let events = cluster.events(run)?;
-        // A run with no event after the stop had ended before it.
+        // A run with no event after the stop had ended before it (its last events were
+        // not yet visible to the listing).
         let Some(next) = events.iter().position(|e| at_ms(e) > stopped_ms) else {
             continue;
         };
         if instance(&events[next]) == victim || at_ms(&events[next]) > continued_ms {
-            late.push(run.as_str());
+            let by = instance(&events[next]);
+            let after = at_ms(&events[next]).saturating_sub(stopped_ms);
+            late.push(format!(
+                "{run}: next event by {by} {after} ms after the stop"
+            ));
             continue;
         }
         taken += 1;
@@ -143,9 +150,11 @@ fn stop_past_the_ttl(cluster: &mut Cluster) -> Result<()> {
     let rejections = cluster.metric(&victim, "apollo11_stale_epoch_rejections_total")?;
     let lost = cluster.log_lines(&victim, "lease lost; the run's driver stops")?;
     println!(
-        "SIGSTOP of {victim} for {} ms ({} of its runs running): {taken} taken over, {stale} of its appends accepted after a takeover; it logged {lost} leases lost (renewals refused or run out) and counted {rejections} stale-epoch append rejections",
+        "SIGSTOP of {victim} for {} ms ({} of its runs running): {taken} taken over, {} not taken over before the SIGCONT ({}), {stale} of its appends accepted after a takeover; it logged {lost} leases lost (renewals refused or run out) and counted {rejections} stale-epoch append rejections",
         (TTL + TAKEOVER_SLACK).as_millis(),
-        stolen.len()
+        stolen.len(),
+        late.len(),
+        late.join(", ")
     );
     ensure!(
         taken > 0,
@@ -168,7 +177,9 @@ struct Strike {
 }
 
 /// Starts `count` runs named `prefix…`, waits for 1/`part` of their steps, and sends
-/// `signal` to the instance driving most of them.
+/// `signal` to the instance driving most of them. Its orphans are read after the signal: a
+/// run it finished between the listing and the signal is none. A stopped instance left
+/// with none is continued and struck again a moment later.
 fn strike(
     cluster: &mut Cluster,
     prefix: &str,
@@ -177,17 +188,25 @@ fn strike(
     signal: &str,
 ) -> Result<Strike> {
     let runs = cluster.start_runs(prefix, count)?;
-    let rows = cluster.wait_for_steps(count * STEPS / part)?;
-    let victim = busiest(&rows)?;
-    let orphans = driven_by(&rows, &victim);
-    let at_ms = ms_now();
-    cluster.signal(&victim, signal)?;
-    Ok(Strike {
-        runs,
-        victim,
-        orphans,
-        at_ms,
-    })
+    let mut rows = cluster.wait_for_steps(count * STEPS / part)?;
+    for _ in 0..STRIKES {
+        let victim = busiest(&rows)?;
+        let at_ms = ms_now();
+        cluster.signal(&victim, signal)?;
+        let orphans = driven_by(&cluster.rows()?, &victim);
+        if !orphans.is_empty() || signal != "STOP" {
+            return Ok(Strike {
+                runs,
+                victim,
+                orphans,
+                at_ms,
+            });
+        }
+        cluster.signal(&victim, "CONT")?;
+        std::thread::sleep(Duration::from_millis(100));
+        rows = cluster.rows()?;
+    }
+    bail!("{STRIKES} times the instance struck with SIG{signal} had finished its runs already")
 }
 
 /// The instance holding the most leases of running runs.
