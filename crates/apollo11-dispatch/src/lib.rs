@@ -328,13 +328,15 @@ impl Dispatcher {
     }
 
     /// Stops the try `token` on `worker` (whether or not this dispatcher knew it) and waits
-    /// until the worker's heartbeat no longer holds it.
+    /// until the worker's heartbeat no longer holds it. Answers the outcome the worker
+    /// reported for the try once it had killed it, if it did (refused: it is not the try's
+    /// result, but it says what the try used).
     ///
     /// # Errors
     ///
     /// Why it may still run: the worker is not connected, or was lost or stayed silent past
     /// the heartbeat timeout while it was waited for.
-    pub async fn stop(&self, worker: &str, token: &str) -> Result<(), String> {
+    pub async fn stop(&self, worker: &str, token: &str) -> Result<Option<Vec<u8>>, String> {
         self.0.lock().stop(worker, token);
         let deadline = Instant::now() + self.0.config.heartbeat_timeout;
         loop {

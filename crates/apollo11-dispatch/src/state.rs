@@ -13,6 +13,8 @@ use tokio::time::Instant;
 
 /// How many decided tokens are remembered, to answer a repeated report the same way.
 const DECIDED_MAX: usize = 100_000;
+/// How many outcomes of killed tries are kept for their stop ([`State::stopped`]).
+const KILLED_KEPT_MAX: usize = 1_000;
 
 /// Whether a taken result is durable in the engine's log: true once it is; its sender
 /// dropped when it never will be.
@@ -36,6 +38,10 @@ impl Decision {
         }
     }
 }
+
+/// A stopped try gone from its worker, with the outcome the worker reported for it once it
+/// had killed it (if it did); or why it may still run.
+pub(crate) type Stopped = Result<Option<Vec<u8>>, String>;
 
 /// Why a worker's report is not taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,6 +100,11 @@ pub(crate) struct State {
     pub withdrawn: BTreeMap<String, BTreeSet<String>>,
     /// Tokens a worker holds that nobody adopted yet, since when.
     pub orphans: HashMap<String, (String, Instant)>,
+    /// The outcomes workers reported for tries the engine had withdrawn from them, once
+    /// they had killed them (what each used), refused but kept for [`State::stopped`],
+    /// oldest first, at most `KILLED_KEPT_MAX`.
+    killed: HashMap<String, Vec<u8>>,
+    killed_order: VecDeque<String>,
     /// Tokens whose result was taken, and tokens decided without one, oldest first, at
     /// most `DECIDED_MAX`.
     pub decided: HashMap<String, Decision>,
@@ -121,6 +132,8 @@ impl State {
             queue: VecDeque::new(),
             withdrawn: BTreeMap::new(),
             orphans: HashMap::new(),
+            killed: HashMap::new(),
+            killed_order: VecDeque::new(),
             decided: HashMap::new(),
             decided_order: VecDeque::new(),
             given: HashMap::new(),
@@ -374,7 +387,14 @@ impl State {
                 Decision::Finished(_) => Err(Refusal::Decided(
                     "the try already reported its end".to_owned(),
                 )),
-                Decision::Refused(why) => Err(Refusal::Decided(why.clone())),
+                Decision::Refused(why) => {
+                    let why = why.clone();
+                    let withdrawn = (self.withdrawn.get(worker)).is_some_and(|w| w.contains(token));
+                    if let (TaskEvent::Finished { outcome, .. }, true) = (event, withdrawn) {
+                        self.keep_killed(token, outcome);
+                    }
+                    Err(Refusal::Decided(why))
+                }
             };
         }
         let Some(task) = self.tasks.get(token) else {
@@ -439,16 +459,29 @@ impl State {
         );
     }
 
-    /// Whether `worker` let go of `token`: `Some(Ok)` once its heartbeat no longer holds it,
-    /// `Some(Err)` when the worker is not connected, `None` while it still holds it.
-    pub fn stopped(&self, worker: &str, token: &str) -> Option<Result<(), String>> {
+    /// Whether `worker` let go of `token`, which [`State::stop`] stopped: `Some(Ok)` once
+    /// its heartbeat no longer holds it, with the outcome it reported for it once it had
+    /// killed it, if it did; `Some(Err)` when the worker is not connected; `None` while it
+    /// still holds it.
+    pub fn stopped(&mut self, worker: &str, token: &str) -> Option<Stopped> {
         if !self.workers.get(worker).is_some_and(|w| w.heard) {
             return Some(Err(format!(
                 "worker `{worker}` is not connected: the try may still run there"
             )));
         }
         let held = (self.withdrawn.get(worker)).is_some_and(|w| w.contains(token));
-        (!held).then_some(Ok(()))
+        (!held).then(|| Ok(self.killed.remove(token)))
+    }
+
+    fn keep_killed(&mut self, token: &str, outcome: Vec<u8>) {
+        if self.killed.insert(token.to_owned(), outcome).is_none() {
+            self.killed_order.push_back(token.to_owned());
+        }
+        while self.killed_order.len() > KILLED_KEPT_MAX {
+            if let Some(old) = self.killed_order.pop_front() {
+                self.killed.remove(&old);
+            }
+        }
     }
 
     fn decide(&mut self, token: &str, decision: Decision) {

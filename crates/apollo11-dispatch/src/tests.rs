@@ -292,8 +292,13 @@ async fn stopping_a_try_waits_for_the_worker_to_let_it_go() {
         vec![token.clone()]
     );
     assert!(!stop.is_finished(), "the worker still holds it");
+    // It killed the try and reports it: refused, but what it says is kept for the stop.
+    assert!(matches!(
+        d.finish("w", &token, b"killed".to_vec()).await,
+        Err(Refusal::Decided(_))
+    ));
     assert!(d.heartbeat(&w, &[]).is_empty());
-    assert_eq!(stop.await.unwrap(), Ok(()));
+    assert_eq!(stop.await.unwrap(), Ok(Some(b"killed".to_vec())));
     assert!(matches!(
         d.finish("w", &token, Vec::new()).await,
         Err(Refusal::Decided(_))

@@ -41,7 +41,10 @@ pub trait Step: Send + Sync + 'static {
     /// is stopped when the engine drops it.
     async fn settle(&self, leftover: &Leftover) -> Settled {
         let _ = leftover;
-        Settled::Stopped { marker: None }
+        Settled::Stopped {
+            marker: None,
+            used: None,
+        }
     }
 
     /// Whether the step can watch the try a dead engine left at `leftover.place` to its end
@@ -74,6 +77,8 @@ pub struct Leftover {
     pub kind: TryKind,
     /// Where it runs, if it recorded that before the engine lost it.
     pub place: Option<Place>,
+    /// When it started, as its run's log says (ms since the Unix epoch).
+    pub started_ms: u64,
 }
 
 /// What [`Step::settle`] found.
@@ -84,6 +89,9 @@ pub enum Settled {
     Stopped {
         /// The marker (for a `checkpoint` step, where to resume from).
         marker: Option<Vec<u8>>,
+        /// What the try used, when what held it still knows (a cgroup a dead engine left):
+        /// recorded as its `AttemptUsage`.
+        used: Option<Usage>,
     },
     /// The try may still run where it cannot be stopped from here (another host, a
     /// service that does not answer): the engine records the failure with no marker and

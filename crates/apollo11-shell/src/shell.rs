@@ -253,10 +253,11 @@ impl Step for ShellStep {
         self.compensate.is_some()
     }
 
-    /// Stops the try's process group if it may still run (on a worker, through it), removes
-    /// the cgroup a dead engine left of it, and takes its output file as the marker for the
-    /// next attempt.
+    /// Stops the try's process group if it may still run (on a worker, through it), reads
+    /// what it used from the cgroup a dead engine left of it and removes that, and takes its
+    /// output file as the marker for the next attempt.
     async fn settle(&self, leftover: &Leftover) -> Settled {
+        let mut used = None;
         if let Some(place) = &leftover.place {
             if RemoteHandle::of(place).is_some() {
                 return match &self.workers {
@@ -270,11 +271,11 @@ impl Step for ShellStep {
             if let Err(reason) = group::stop(&place.host, &place.handle).await {
                 return Settled::Unreachable { reason };
             }
-            // A dead engine left its cgroup behind: it goes with the try.
+            // A dead engine left its cgroup behind: it tells what the try used, then goes.
             let compensation = leftover.kind.is_compensation();
             let (run, step) = (leftover.run_id.as_str(), leftover.step.as_str());
             let name = cgroup::name_of(&self.data_dir, run, step, leftover.attempt, compensation);
-            drop(cgroup::Cgroup::find(&name));
+            used = cgroup::Cgroup::find(&name).map(|c| c.usage(leftover.started_ms));
         }
         let files = self.files(
             leftover.run_id.as_str(),
@@ -285,7 +286,7 @@ impl Step for ShellStep {
         inputs::remove(&files);
         // An output over the limit, or one that cannot be read, is no marker.
         let marker = read_output(&files.output, apollo11_core::limits::STEP_OUTPUT_BYTES_MAX).ok();
-        Settled::Stopped { marker }
+        Settled::Stopped { marker, used }
     }
 
     fn can_adopt(&self, leftover: &Leftover) -> bool {

@@ -183,7 +183,10 @@ pub async fn settle(post: &Post, leftover: &Leftover) -> Settled {
         _ => Err("no dispatcher knows its worker".to_owned()),
     };
     match stopped {
-        Ok(()) => Settled::Stopped { marker: None },
+        Ok(_) => Settled::Stopped {
+            marker: None,
+            used: None,
+        },
         Err(reason) => Settled::Unreachable { reason },
     }
 }

@@ -120,7 +120,10 @@ impl Step for SimStep {
     async fn settle(&self, leftover: &Leftover) -> Settled {
         match &self.remote {
             Some(post) if remote::on_worker(leftover) => remote::settle(post, leftover).await,
-            _ => Settled::Stopped { marker: None },
+            _ => Settled::Stopped {
+                marker: None,
+                used: None,
+            },
         }
     }
 

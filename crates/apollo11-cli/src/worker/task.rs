@@ -1,7 +1,8 @@
 //! One try on a worker: its files in `WORK_DIR/tries/TOKEN/`, its process run by the shell
 //! executor behind the gate (opened once the server says its place is durable), its log
 //! sent in chunks as it grows, its result reported until the server takes it (200) or
-//! refuses it (409: decided without it); a stop from the server kills its process group.
+//! refuses it (409: decided without it); a stop from the server kills its process group,
+//! and what the try used up to then goes to the server with its (refused) result.
 
 use super::{backoff, call, Worker};
 use apollo11_runtime::Output;
@@ -23,6 +24,9 @@ use tokio::sync::{watch, OwnedSemaphorePermit};
 const LOG_EVERY: Duration = Duration::from_millis(250);
 /// How long a result the server does not know yet is offered again before it is dropped.
 const REPORT_FOR: Duration = Duration::from_secs(600);
+/// How long a stopped try may take to die and be measured before the worker lets it go
+/// unmeasured.
+const MEASURE_WITHIN: Duration = Duration::from_secs(5);
 
 /// What a try keeps in its folder: the server that gave it and the offer (written before
 /// it starts), and the process group's handle (written once the server recorded the place,
@@ -125,6 +129,7 @@ fn spawn(
             client,
             token: token.clone(),
             usage: std::sync::Mutex::default(),
+            stop: stop.clone(),
         });
         work(task.clone(), stop).await;
         let _ = std::fs::remove_dir_all(&task.dir);
@@ -141,6 +146,8 @@ struct Task {
     dir: PathBuf,
     /// What its process used, once it ended, for the result.
     usage: std::sync::Mutex<Option<Usage>>,
+    /// Says when the server stops the try.
+    stop: watch::Receiver<bool>,
 }
 
 impl Task {
@@ -210,7 +217,9 @@ impl Task {
         }
     }
 
-    /// Sends the log while `running` runs, then its result, unless a stop comes first.
+    /// Sends the log while `running` runs, then its result. A stop ends `running` (the
+    /// executor kills the process group and measures it): its result then goes once,
+    /// refused, for what it used.
     async fn follow(
         &self,
         running: impl std::future::Future<Output = Result<Output, StepError>>,
@@ -222,7 +231,7 @@ impl Task {
         let result = loop {
             tokio::select! {
                 result = &mut running => break Some(result),
-                () = stopped(&mut stop) => break None,
+                () = stopped(&mut stop) => break tokio::time::timeout(MEASURE_WITHIN, &mut running).await.ok(),
                 () = tokio::time::sleep(LOG_EVERY) => sent = self.send_log(&files.log, sent).await,
             }
         };
@@ -311,6 +320,10 @@ impl Placing for Task {
         if let Ok(mut slot) = self.usage.lock() {
             *slot = Some(usage);
         }
+    }
+
+    async fn stopped(&self) {
+        stopped(&mut self.stop.clone()).await;
     }
 }
 

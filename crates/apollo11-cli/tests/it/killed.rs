@@ -1,7 +1,8 @@
 //! `apollo11` killed with SIGKILL while a step runs: the crash spends none of the step's
 //! attempts, so `resume` runs it again rather than rolling the run back; a step whose
 //! attempts are cut short three times in a row pauses the run, naming the step, until a
-//! person resumes it; the cgroup such a try was left in is removed by `resume`.
+//! person resumes it; the cgroup such a try was left in is read for what it used and removed
+//! by `resume`.
 
 use crate::harness::{wait_for, Cli};
 use nix::sys::signal::{kill, Signal};
@@ -115,7 +116,7 @@ fn a_step_killed_with_the_engine_three_times_pauses_the_run_until_a_person_resum
 }
 
 #[test]
-fn resume_removes_the_cgroup_a_try_killed_with_its_engine_left_behind() {
+fn resume_reads_what_a_try_killed_with_its_engine_used_from_its_cgroup_then_removes_it() {
     if !crate::limits::cgroups() {
         return;
     }
@@ -127,6 +128,9 @@ name = "held"
 idempotency = "natural"
 limits = { memory = "256MiB" }
 run = '''
+if [ "$APOLLO11_ATTEMPT" -eq 1 ]; then
+  i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done
+fi
 echo $$ > held.new && mv held.new held.pid
 if [ "$APOLLO11_ATTEMPT" -eq 1 ]; then sleep 30; fi
 '''
@@ -148,4 +152,19 @@ if [ "$APOLLO11_ATTEMPT" -eq 1 ]; then sleep 30; fi
         crate::workers::cgroups_named(&cgroup),
         Vec::<std::path::PathBuf>::new()
     );
+    let status = cli.status_json("r");
+    let first = &status["steps"]["held"]["usage"][0];
+    assert_eq!(first["attempt"], 1, "{status}");
+    assert_eq!(first["isolation"], "cgroup", "{first}");
+    assert_eq!(first["memory_limit_bytes"], 256 << 20, "{first}");
+    assert!(
+        first["cpu_user_ms"].as_u64() > Some(0),
+        "it counted: {first}"
+    );
+    assert!(first["peak_memory_bytes"].as_u64() > Some(0), "{first}");
+    let kinds: Vec<String> = (cli.events_json("r").iter())
+        .filter(|e| e["step"] == "held" && e["attempt"] == 1)
+        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(kinds, ["started", "placed", "attempt_usage", "interrupted"]);
 }

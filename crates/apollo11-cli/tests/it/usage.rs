@@ -1,7 +1,7 @@
 //! What each try used, with real processes: peak memory, CPU and wall time under a cgroup,
 //! CPU and wall time without one, recorded in `attempt_usage` events and shown by `status` and `events`, a try
-//! stopped by its timeout measured up to the kill; and a step killed as `oom` retried with
-//! twice the memory, the limit it ran with recorded.
+//! stopped by its timeout measured up to the kill, on the engine's machine or on a worker;
+//! and a step killed as `oom` retried with twice the memory, the limit it ran with recorded.
 
 use crate::harness::Cli;
 use crate::limits::cgroups;
@@ -143,6 +143,64 @@ run = "{spin}"
         ["started ", "placed ", "attempt_usage ", "failed timeout"],
         "the usage goes with the failure"
     );
+}
+
+#[test]
+fn a_try_on_a_worker_stopped_by_its_timeout_records_what_it_used_up_to_the_kill() {
+    // Under a cgroup its CPU time is counted; without one, a killed try's is unknown (the
+    // worker's gate never waits for the command it ran).
+    let held = cgroups();
+    let limits = if held {
+        "limits = { processes = 64 }"
+    } else {
+        ""
+    };
+    let workflow = format!(
+        r#"
+[workflow]
+name = "placed"
+on_failure = "pause"
+
+[[steps]]
+name = "spin"
+idempotency = "natural"
+timeout = "1s"
+retry = {{ max_attempts = 1 }}
+on = {{ role = "spin" }}
+{limits}
+run = "while :; do :; done"
+"#
+    );
+    let mut s = crate::workers::Setup::with(&workflow);
+    s.worker("w1", "role=spin");
+    s.start("t1");
+    let spin = || {
+        (s.cli.events_json("t1").into_iter())
+            .filter(|e| e["step"] == "spin")
+            .map(|e| {
+                let kind = e["kind"].as_str().unwrap_or_default();
+                format!("{kind} {}", e["class"].as_str().unwrap_or_default())
+            })
+            .collect::<Vec<String>>()
+    };
+    crate::harness::wait_until("the try timed out", || {
+        spin().iter().any(|k| k.starts_with("failed"))
+    });
+    assert_eq!(
+        spin(),
+        ["started ", "placed ", "attempt_usage ", "failed timeout"],
+        "the worker's measure goes with the failure"
+    );
+    let used = &s.run("t1")["steps"]["spin"]["usage"][0];
+    let wall = figure(used, "wall_ms");
+    assert!(
+        (700..5_000).contains(&wall),
+        "about the 1 s timeout: {used}"
+    );
+    match held {
+        true => assert!(figure(used, "cpu_user_ms") > 0, "{used}"),
+        false => assert!(used["cpu_user_ms"].is_null(), "{used}"),
+    }
 }
 
 #[test]

@@ -5,7 +5,6 @@
 
 use super::Driver;
 use crate::engine::Store;
-use crate::step::Leftover;
 use crate::{EngineError, Try, TryKind};
 use apollo11_machine::StepStatus;
 
@@ -20,19 +19,10 @@ impl<S: Store> Driver<S> {
                 StepStatus::Compensating => TryKind::Compensation,
                 _ => continue,
             };
-            let Some(place) = s.place.as_deref() else {
-                continue;
-            };
-            if self.running.has(name) {
+            if s.place.is_none() || self.running.has(name) {
                 continue;
             }
-            let leftover = Leftover {
-                run_id: self.run_id().clone(),
-                step: name.clone(),
-                attempt: s.attempt,
-                kind,
-                place: Some(place.clone()),
-            };
+            let leftover = self.leftover(name, s.attempt, kind);
             if self.code(name).can_adopt(&leftover) {
                 adopted.push((Try::of(name, s.attempt, kind), leftover));
             }

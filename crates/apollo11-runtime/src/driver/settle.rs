@@ -8,15 +8,16 @@
 //! may still run there and salvage its last marker, which the failure carries to the next
 //! attempt; a try past its timeout whose step measures it even then
 //! (`StepContext::measures_when_stopped`) is stopped first, and what it used goes just
-//! before its failure. A place the step cannot reach fails the try with no marker and pauses the run,
+//! before its failure, as does what a settled try used when its step still knows (the
+//! cgroup a dead engine left). A place the step cannot reach fails the try with no marker and pauses the run,
 //! with the place in the reason, for a person to make sure the old try stopped before
 //! anything runs the step again or compensates it.
 
 use super::Driver;
 use crate::engine::Store;
 use crate::step::{Leftover, PlaceRequest, Settled};
-use crate::{EngineError, Try};
-use apollo11_core::{EventKind, Payload};
+use crate::{EngineError, Try, TryKind};
+use apollo11_core::{EventKind, Payload, StepName};
 use apollo11_store::NewEvent;
 use std::time::Duration;
 
@@ -85,23 +86,18 @@ impl<S: Store> Driver<S> {
             kind,
         } = tried.clone();
         let compensation = kind.is_compensation();
-        let used = self.stopped_usage(tried).await;
+        let measured = self.stopped_usage(tried).await;
         let code = self.code(&step);
-        let place = self.state().step(step.as_str()).place.as_deref().cloned();
-        let leftover = Leftover {
-            run_id: self.run_id().clone(),
-            step: step.clone(),
-            attempt,
-            kind,
-            place: place.clone(),
-        };
+        let leftover = self.leftover(&step, attempt, kind);
+        let place = leftover.place.clone();
         match code.settle(&leftover).await {
-            Settled::Stopped { marker } => {
+            Settled::Stopped { marker, used } => {
                 let marker = marker.filter(|m| !compensation && !m.is_empty());
                 let payload = match marker {
                     Some(bytes) => self.offload_patiently(Payload::inline(bytes)).await?,
                     None => Payload::Empty,
                 };
+                let used = measured.or_else(|| Some(self.usage_event(&step, attempt, used?)));
                 let end = self.event(&step, failed, attempt, payload);
                 Ok(used.into_iter().chain([end]).collect())
             }
@@ -114,8 +110,26 @@ impl<S: Store> Driver<S> {
                     "the {what}attempt {attempt} of step `{step}` may still run{at}: {reason}; make sure it stopped, then resume the run"
                 ));
                 let end = self.event(&step, failed, attempt, Payload::Empty);
-                Ok([pause].into_iter().chain(used).chain([end]).collect())
+                Ok([pause].into_iter().chain(measured).chain([end]).collect())
             }
+        }
+    }
+
+    /// The try `attempt` of `step` of kind `kind` as the log shows it: where it runs (if it
+    /// said) and when it started.
+    pub(super) fn leftover(&self, step: &StepName, attempt: u32, kind: TryKind) -> Leftover {
+        let s = self.state().step(step.as_str());
+        let started_ms = match kind {
+            TryKind::Run => s.started_ms.unwrap_or(s.since_ms),
+            TryKind::Compensation => s.since_ms,
+        };
+        Leftover {
+            run_id: self.run_id().clone(),
+            step: step.clone(),
+            attempt,
+            kind,
+            place: s.place.as_deref().cloned(),
+            started_ms,
         }
     }
 

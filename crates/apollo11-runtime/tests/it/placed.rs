@@ -4,7 +4,7 @@
 //! reach pauses the run instead of running the step again.
 
 use crate::scripted::{kinds, open};
-use apollo11_core::{EventKind, Payload, Seq};
+use apollo11_core::{EventKind, Payload, Seq, Usage};
 use apollo11_runtime::{
     Idempotency, Leftover, OnFailure, Output, Place, RetryPolicy, RunId, RunStatus, Settled, Step,
     StepBuilder, StepContext, StepError, Timeout, TryKind, Workflow, PLACE_REQUESTS_MAX,
@@ -90,7 +90,14 @@ async fn crash_then_resume(answer: Settled) -> (Arc<MemStore>, Arc<Mutex<Seen>>,
     let run = RunId::from("r");
     {
         let first = open(&store).await;
-        let code = remote(&store, &seen, Settled::Stopped { marker: None });
+        let code = remote(
+            &store,
+            &seen,
+            Settled::Stopped {
+                marker: None,
+                used: None,
+            },
+        );
         let wf = Arc::new(workflow(code, Timeout::None));
         let handle = first.start(&wf, run.clone()).await.unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -130,6 +137,7 @@ fn the_place() -> Option<Place> {
 async fn an_interrupted_try_is_settled_with_its_place_and_its_marker_reaches_the_next_attempt() {
     let marker = Settled::Stopped {
         marker: Some(MARKER.to_vec()),
+        used: None,
     };
     let (store, seen, status) = crash_then_resume(marker).await;
     assert_eq!(status, RunStatus::Succeeded);
@@ -142,6 +150,33 @@ async fn an_interrupted_try_is_settled_with_its_place_and_its_marker_reaches_the
     assert_eq!((leftover.attempt, leftover.kind), (1, TryKind::Run));
     assert_eq!(leftover.place, the_place());
     assert_eq!(seen.previous, [Some(MARKER.to_vec())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_a_settled_try_used_is_recorded_just_before_its_interruption() {
+    let used = Usage {
+        isolation: "cgroup".into(),
+        wall_ms: 1_000,
+        cpu_user_ms: Some(700),
+        cpu_system_ms: Some(20),
+        peak_memory_bytes: Some(64 << 20),
+        memory_limit_bytes: Some(256 << 20),
+    };
+    let answer = Settled::Stopped {
+        marker: None,
+        used: Some(used.clone()),
+    };
+    let (store, seen, status) = crash_then_resume(answer).await;
+    assert_eq!(status, RunStatus::Succeeded);
+    let events = store.read_run(&RunId::from("r"), Seq(1)).await.unwrap();
+    let ended = (events.iter())
+        .position(|e| e.kind == EventKind::Interrupted)
+        .expect("attempt 1 was interrupted");
+    assert_eq!(events[ended - 1].kind, EventKind::AttemptUsage(used));
+    assert_eq!(events[ended - 1].attempt, 1);
+    let leftover = &seen.lock().unwrap().settled[0];
+    let started = events.iter().find(|e| e.kind == EventKind::Started);
+    assert_eq!(Some(leftover.started_ms), started.map(|e| e.at_ms));
 }
 
 #[tokio::test(start_paused = true)]
@@ -175,7 +210,14 @@ async fn an_unreachable_try_pauses_the_run_naming_its_place_and_nothing_reruns_u
     // A person made sure it stopped and resumes: attempt 2 runs, with no marker.
     let engine = open(&store).await;
     let wf = Arc::new(workflow(
-        remote(&store, &seen, Settled::Stopped { marker: None }),
+        remote(
+            &store,
+            &seen,
+            Settled::Stopped {
+                marker: None,
+                used: None,
+            },
+        ),
         Timeout::None,
     ));
     engine.unpause(&run, "op", "job-1 is gone").await.unwrap();
@@ -197,6 +239,7 @@ async fn a_timed_out_try_is_settled_before_its_failure_and_its_marker_reaches_th
     let engine = open(&store).await;
     let marker = Settled::Stopped {
         marker: Some(MARKER.to_vec()),
+        used: None,
     };
     let wf = Arc::new(workflow(remote(&store, &seen, marker), Timeout::Fixed(500)));
     let handle = engine.start(&wf, RunId::from("r")).await.unwrap();

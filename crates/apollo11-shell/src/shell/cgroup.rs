@@ -1,5 +1,5 @@
-//! A try's cgroup: made under an `apollo11` parent, its `sh` moved in while it waits at its
-//! gate (so nothing of the step runs outside it), read for the kernel's OOM kills and for
+//! A try's cgroup: made under an `apollo11` parent, its `sh` moving itself in before it waits
+//! at its gate (so nothing of the step runs outside it), read for the kernel's OOM kills and for
 //! what the try used (peak memory, CPU time) once it ends, and removed after (what still
 //! runs in it killed first). Its name is derived from the try and the folder its executor
 //! keeps tries in ([`name_of`]), so that a later life of the executor (a worker restarted,
@@ -9,6 +9,7 @@
 //! v2 (a unified /sys/fs/cgroup), written by hand: a handful of files, no crate needed.
 
 use super::limits::Limits;
+use apollo11_core::Usage;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -185,12 +186,42 @@ impl Cgroup {
         }
     }
 
-    /// Moves the process `pid` into it.
-    pub fn join(&self, pid: u32) -> std::io::Result<()> {
-        for dir in &self.dirs {
-            std::fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+    /// What the try it held used from `started_ms` (ms since the Unix epoch) to now, as
+    /// its counters say: for a try a dead engine left, found again ([`Cgroup::find`]).
+    pub fn usage(&self, started_ms: u64) -> Usage {
+        let used = self.used();
+        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let now_ms = since_epoch.map_or(0, |d| d.as_millis() as u64);
+        Usage {
+            isolation: "cgroup".to_owned(),
+            wall_ms: now_ms.saturating_sub(started_ms),
+            cpu_user_ms: used.cpu_user_ms,
+            cpu_system_ms: used.cpu_system_ms,
+            peak_memory_bytes: used.peak_memory_bytes,
+            memory_limit_bytes: self.memory_limit(),
         }
-        Ok(())
+    }
+
+    /// Its memory limit in bytes (`memory.limit_in_bytes` on v1, `memory.max` on v2);
+    /// `None` when it has none.
+    fn memory_limit(&self) -> Option<u64> {
+        let file = if self.v2 {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        };
+        let text = (self.dirs.iter()).find_map(|d| std::fs::read_to_string(d.join(file)).ok())?;
+        // No limit reads `max` (v2) or a page-rounded `i64::MAX` (v1).
+        text.trim().parse::<u64>().ok().filter(|&b| b < 1 << 62)
+    }
+
+    /// The files a process writes `0` to, itself, to move into it: its `tasks` in each
+    /// controller on v1, where a thread that moves itself takes no lock of the whole
+    /// hierarchy (a process moved by pid through `cgroup.procs` waits for an RCU grace
+    /// period, about 10 ms an attempt); its `cgroup.procs` on v2.
+    pub fn entries(&self) -> Vec<PathBuf> {
+        let file = if self.v2 { "cgroup.procs" } else { "tasks" };
+        self.dirs.iter().map(|d| d.join(file)).collect()
     }
 
     /// Whether the kernel's OOM killer killed a process of it: the `oom_kill` count of

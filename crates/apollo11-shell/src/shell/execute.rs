@@ -23,15 +23,23 @@ use std::process::Stdio;
 /// start a process with one variable over 128 KiB; the `*_FILE` variable always works.
 pub const ENV_PAYLOAD_BYTES_MAX: usize = 32 * 1024;
 
-/// What `sh -c GATE sh COMMAND` runs: wait for `go` on stdin (sent once the place is
-/// durable; end of file if the one that started it died), then become `sh -c COMMAND` with
-/// stdin empty.
-const GATE: &str = r#"IFS= read -r go && [ "$go" = go ] || exit 125; exec sh -c "$1" </dev/null"#;
+/// What `sh -c GATE sh COMMAND EXIT ENTRY…` runs: move itself into the try's cgroup,
+/// writing `0` to each `ENTRY` ([`Cgroup::entries`]; none without a cgroup), then wait for
+/// `go` on stdin (sent once the place is durable; end of file if the one that started it
+/// died), then become `sh -c COMMAND` with stdin empty. `EXIT` is empty here.
+const GATE: &str = concat!(
+    r#"c=$1; shift 2; for e; do echo 0 > "$e" || exit 125; done; "#,
+    r#"IFS= read -r go && [ "$go" = go ] || exit 125; exec sh -c "$c" </dev/null"#
+);
 
-/// [`GATE`], the command's exit status also written to the file `$2` once it ends: what a
-/// worker restarted while the try ran reads, since it is no longer the process's parent.
+/// [`GATE`], the command's exit status also written to the file `EXIT` once it ends: what
+/// a worker restarted while the try ran reads, since it is no longer the process's parent.
 /// (A command killed by a signal exits its `sh` with 128 + the signal's number.)
-const GATE_RECORDED: &str = r#"IFS= read -r go && [ "$go" = go ] || exit 125; sh -c "$1" </dev/null; s=$?; printf %s "$s" > "$2"; exit "$s""#;
+const GATE_RECORDED: &str = concat!(
+    r#"c=$1; x=$2; shift 2; for e; do echo 0 > "$e" || exit 125; done; "#,
+    r#"IFS= read -r go && [ "$go" = go ] || exit 125; sh -c "$c" </dev/null; s=$?; "#,
+    r#"printf %s "$s" > "$x"; exit "$s""#
+);
 
 /// Records where a try's process runs before it may act: the engine appends `Placed`, a
 /// worker asks its server to.
@@ -127,7 +135,7 @@ pub async fn execute(
         Some(exit) => cmd
             .args(["-c", GATE_RECORDED, "sh", &job.command])
             .arg(exit),
-        None => cmd.args(["-c", GATE, "sh", &job.command]),
+        None => cmd.args(["-c", GATE, "sh", &job.command, ""]),
     };
     cmd.current_dir(&job.dir)
         .stdin(Stdio::piped())
@@ -168,6 +176,7 @@ async fn wait(
     placing: &dyn Placing,
 ) -> Result<Output, StepError> {
     let (held, cgroup) = isolate(job, at)?;
+    cmd.args(cgroup.iter().flat_map(Cgroup::entries));
     let mut child = cmd.spawn().map_err(|e| {
         let what = format!("starting `sh -c {}` in {}", job.command, job.dir.display());
         io(&what, e).with_class(FailureClass::Spawn)
@@ -176,7 +185,7 @@ async fn wait(
     let pid = child
         .id()
         .ok_or_else(|| StepError::retryable("the step's sh ended at once"))?;
-    hold(pid, job, held, cgroup.as_ref())?;
+    hold(pid, job, held)?;
     let group = group::Group::led_by(pid).map_err(|e| io("finding the step's process group", e))?;
     let host = group::host().map_err(|e| io("reading this host's name", e))?;
     // Nothing runs before its place is durable: the gate opens after this.
@@ -186,12 +195,23 @@ async fn wait(
     let gate = gate
         .into_owned_fd()
         .map_err(|e| io("opening the step's gate", e))?;
-    std::fs::File::from(gate)
-        .write_all(b"go\n")
-        .map_err(|e| io("opening the step's gate", e))?;
+    std::fs::File::from(gate).write_all(b"go\n").map_err(|e| {
+        // Its `sh` ended before the gate: a cgroup it could not move into (its log says).
+        let what = match cgroup {
+            Some(_) => "opening the step's gate (its sh ended first: see the step's log)",
+            None => "opening the step's gate",
+        };
+        io(what, e)
+    })?;
     let began = std::time::Instant::now();
     placing.running();
-    let (cpu, status) = run_to_end(&mut child, pid, cgroup.is_none(), placing).await;
+    // Unless its gate execs the command (no exit file), the gate's `sh` counts the command's
+    // CPU only once it has waited for it, which a killed group never does.
+    let counted = Counted {
+        ended: cgroup.is_none(),
+        killed: cgroup.is_none() && at.exit.is_none(),
+    };
+    let (cpu, status) = run_to_end(&mut child, pid, counted, placing).await;
     let status = status.map_err(|e| io("waiting for the step", e))?;
     if status.is_some() {
         guard.0 = None;
@@ -226,20 +246,29 @@ fn oom_classed(
     }
 }
 
+/// Whether the CPU time a try's `sh` shows when it ends is the try's: when it ends on its
+/// own, and when its group is killed.
+#[derive(Clone, Copy)]
+struct Counted {
+    ended: bool,
+    killed: bool,
+}
+
 /// What the try's `sh` (`pid`, its group's leader) came to: its exit status, or `None` when
-/// `placing` stopped it first (its group then killed, and waited for); and, `measured` (no
-/// cgroup counts it), the CPU time it showed when it ended, before it was reaped.
+/// `placing` stopped it first (its group then killed, and waited for); and, where `counted`
+/// says it is the try's (no cgroup counts it), the CPU time it showed when it ended, before
+/// it was reaped.
 async fn run_to_end(
     child: &mut tokio::process::Child,
     pid: u32,
-    measured: bool,
+    counted: Counted,
     placing: &dyn Placing,
 ) -> (
     Option<(u64, u64)>,
     std::io::Result<Option<std::process::ExitStatus>>,
 ) {
     let end = async {
-        let cpu = match measured {
+        let cpu = match counted.ended {
             true => super::exited::cpu_ms(pid).await,
             false => None,
         };
@@ -252,7 +281,7 @@ async fn run_to_end(
         () = placing.stopped() => {
             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
             let (cpu, status) = end.await;
-            (cpu, status.map(|_| None))
+            (cpu.filter(|_| counted.killed), status.map(|_| None))
         }
     }
 }
@@ -312,14 +341,9 @@ fn usage(
     }
 }
 
-/// Puts `job`'s limits on its `sh` (`pid`), still at its gate: into `cgroup`, and its
-/// rlimits, which what it starts inherits.
-fn hold(pid: u32, job: &Job, held: Held, cgroup: Option<&Cgroup>) -> Result<(), StepError> {
-    if let Some(cgroup) = cgroup {
-        cgroup
-            .join(pid)
-            .map_err(|e| io("moving the step into its cgroup", e))?;
-    }
+/// Puts `job`'s rlimits on its `sh` (`pid`), still at its gate (it moves itself into its
+/// cgroup): what it starts inherits them.
+fn hold(pid: u32, job: &Job, held: Held) -> Result<(), StepError> {
     limits::set_rlimits(pid, &job.limits, held).map_err(|e| io("setting the step's rlimits", e))
 }
 
@@ -419,7 +443,8 @@ fn retry_after_ms(path: &Path) -> Option<u64> {
 /// earlier life of its executor started with [`Files::exit`] set, until it ends; then its
 /// result, its exit status read from that file (none there: it was killed). Its cgroup,
 /// found again by its name, is read for what it used (kept with `placing`, its wall time
-/// counted from its process's start) and for an OOM kill, then removed.
+/// counted from its process's start) and for an OOM kill, then removed. [`Placing::stopped`]
+/// kills the group, which is then measured the same.
 ///
 /// # Errors
 ///
@@ -440,8 +465,17 @@ pub async fn reattach(
         Some(_) => Held::Cgroup,
         None => job.held().unwrap_or(Held::None),
     };
+    let stop = placing.stopped();
+    tokio::pin!(stop);
+    let mut stopping = false;
     while group.runs() {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            () = &mut stop, if !stopping => {
+                stopping = true;
+                let _ = kill(handle).await;
+            }
+        }
     }
     let wall = group.started_ago().unwrap_or_default();
     placing.used(usage(job, held, cgroup.as_ref(), None, wall));

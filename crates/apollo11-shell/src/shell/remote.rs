@@ -173,7 +173,8 @@ pub async fn adopt(
 }
 
 /// Stops a try on a worker the engine is about to record as failed, and waits until the
-/// worker says it is gone: unreachable when the worker does not answer.
+/// worker says it is gone, with what it used when the worker measured it as it killed it:
+/// unreachable when the worker does not answer.
 pub async fn settle(dispatcher: &Dispatcher, place: &Place) -> Settled {
     let Some(handle) = RemoteHandle::of(place) else {
         return Settled::Unreachable {
@@ -181,7 +182,12 @@ pub async fn settle(dispatcher: &Dispatcher, place: &Place) -> Settled {
         };
     };
     match dispatcher.stop(&handle.worker, &handle.token).await {
-        Ok(()) => Settled::Stopped { marker: None },
+        Ok(outcome) => Settled::Stopped {
+            marker: None,
+            used: (outcome.as_deref())
+                .and_then(|bytes| serde_json::from_slice::<Outcome>(bytes).ok())
+                .and_then(|outcome| outcome.usage),
+        },
         Err(reason) => Settled::Unreachable { reason },
     }
 }
