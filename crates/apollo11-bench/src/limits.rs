@@ -1,11 +1,12 @@
 //! What a cgroup per try costs: the shell executor running no-op tries (`true`) one after
 //! another, each in a cgroup of its own (made, joined at the gate, its counters read, removed)
 //! against no isolation, p50 and p99 per try and what the cgroup adds; then the engine
-//! driving a run of parallel no-op shell steps with limits on against off, steps/s.
+//! driving runs of parallel no-op shell steps with limits on against off, steps/s (medians
+//! of alternated pairs, and the median of their ratios).
 //! Needs a writable cgroup (root); noted and skipped where none can be made.
 
 use crate::catalog::Scenario;
-use crate::report::{quantile_us, Report};
+use crate::report::{median, quantile_us, Report};
 use crate::scheduler::close;
 use crate::Setup;
 use anyhow::{anyhow, Result};
@@ -21,6 +22,8 @@ use std::time::{Duration, Instant};
 
 /// The memory limit of a try with limits: enough for `true`, and a cgroup in every mode.
 const MEMORY: u64 = 256 << 20;
+/// Engine runs each way, alternated.
+const PAIRS: usize = 3;
 
 /// Records nothing; keeps what each try used, to check how its limits were held.
 #[derive(Default)]
@@ -144,11 +147,24 @@ fn job(dir: &Path, attempt: u32, limits: Limits) -> Job {
     }
 }
 
-/// One run of `steps` parallel no-op shell steps through the engine, limits off then on.
+/// Runs of `steps` parallel no-op shell steps through the engine, limits off then on, in
+/// [`PAIRS`] alternated pairs (a drift of the machine weighs on both): the median of each
+/// way, and the median of the pairs' ratios.
 async fn scheduler(setup: &Setup, report: &mut Report, steps: usize) -> Result<()> {
-    let off = steps_per_s(setup, steps, false).await?;
-    let on = steps_per_s(setup, steps, true).await?;
-    for (isolation, rate) in [("none", off), ("cgroup", on)] {
+    let (mut offs, mut ons, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..PAIRS {
+        let off = steps_per_s(setup, steps, false).await?;
+        let on = steps_per_s(setup, steps, true).await?;
+        offs.push(off);
+        ons.push(on);
+        ratios.push(on / off);
+    }
+    let ratio = median(&mut ratios);
+    let rows = [
+        ("none", median(&mut offs), 1.0),
+        ("cgroup", median(&mut ons), ratio),
+    ];
+    for (isolation, rate, ratio) in rows {
         report.row(
             &format!("steps_{isolation}"),
             vec![
@@ -160,7 +176,7 @@ async fn scheduler(setup: &Setup, report: &mut Report, steps: usize) -> Result<(
                 json!(null),
                 json!(null),
                 json!(rate.round()),
-                json!((rate / off * 100.0).round() / 100.0),
+                json!((ratio * 100.0).round() / 100.0),
             ],
         );
     }

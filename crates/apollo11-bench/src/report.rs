@@ -215,6 +215,12 @@ pub fn peak_resident_bytes() -> Result<u64> {
     Ok(kib * 1024)
 }
 
+/// The median of `values` (the upper one of an even count; NaN for none), sorting them.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ pub mod host;
 mod http;
 
 use crate::catalog::Scenario;
-use crate::report::{quantile_us, Report};
+use crate::report::{median, quantile_us, Report};
 use crate::Setup;
 use anyhow::Result;
 use apollo11_server::ServerConfig;
@@ -249,9 +249,4 @@ async fn driven(
         ),
     );
     Ok(())
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
