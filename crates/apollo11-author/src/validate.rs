@@ -4,7 +4,7 @@
 
 use crate::{check_value, secret_var, AuthorError, Condition, Ref, Template};
 use apollo11_core::{ItemSource, ParamKind, StepSpec, WorkflowSpec};
-use apollo11_dag::{Dag, NodeId};
+use apollo11_dag::Dag;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A template a front end keeps in a step (its command, an environment value, its folder),
@@ -94,34 +94,18 @@ fn distinct_secret_vars(declared: &WorkflowSpec) -> Result<(), AuthorError> {
 struct Checker<'s> {
     spec: &'s WorkflowSpec,
     dag: &'s Dag,
-    /// Each step's dependencies, direct or not.
-    upstream: Vec<BTreeSet<usize>>,
     /// The steps that are some declaration's gate.
     gates: BTreeSet<&'s str>,
 }
 
 impl<'s> Checker<'s> {
     fn new(spec: &'s WorkflowSpec, dag: &'s Dag) -> Checker<'s> {
-        let mut upstream = vec![BTreeSet::new(); spec.steps.len()];
-        for &node in dag.topological_order() {
-            let mut all = BTreeSet::new();
-            for d in dag.dependencies(node) {
-                all.insert(d.index());
-                all.extend(upstream[d.index()].iter().copied());
-            }
-            upstream[node.index()] = all;
-        }
         let gates = spec
             .steps
             .iter()
             .filter_map(|s| s.for_each.as_ref()?.gate.as_deref())
             .collect();
-        Checker {
-            spec,
-            dag,
-            upstream,
-            gates,
-        }
+        Checker { spec, dag, gates }
     }
 
     /// The declared kind of the parameter `reference` reads; `None` for any other reference.
@@ -159,7 +143,7 @@ impl<'s> Checker<'s> {
         let Some(me) = self.dag.node(&step.name) else {
             return false;
         };
-        declaration.is_some_and(|NodeId(t)| self.upstream[me.index()].contains(&(t as usize)))
+        declaration.is_some_and(|target| self.dag.depends_on(me, target))
     }
 
     /// Whether `name` is a declaration that becomes one step per item.

@@ -104,6 +104,30 @@ impl Dag {
             .collect()
     }
 
+    /// Whether `node` depends on `dependency`, directly or transitively: a walk up from
+    /// `node` that never climbs below `dependency`'s rank, so that a query costs the steps
+    /// between them, not the graph's closure.
+    ///
+    /// # Panics
+    ///
+    /// When either is not a step of this graph.
+    pub fn depends_on(&self, node: NodeId, dependency: NodeId) -> bool {
+        let floor = self.rank(dependency);
+        let mut seen = vec![false; self.len()];
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            for &d in &self.deps[n.index()] {
+                if d == dependency {
+                    return true;
+                }
+                if self.rank(d) > floor && !std::mem::replace(&mut seen[d.index()], true) {
+                    stack.push(d);
+                }
+            }
+        }
+        false
+    }
+
     /// Every step that depends on `node` directly or transitively (not `node` itself), in
     /// topological order.
     ///

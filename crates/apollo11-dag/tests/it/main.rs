@@ -187,6 +187,16 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1_000, ..ProptestConfig::default() })]
 
     #[test]
+    fn depends_on_is_the_downstream_closure_read_the_other_way(edges in arb_dag_edges(40)) {
+        let d = build(&edges).unwrap();
+        for a in d.nodes() {
+            for b in d.nodes() {
+                prop_assert_eq!(d.depends_on(a, b), depends_transitively(&d, a, b));
+            }
+        }
+    }
+
+    #[test]
     fn topological_order_respects_every_edge(edges in arb_dag_edges(40)) {
         let d = build(&edges).unwrap();
         let order = d.topological_order();
