@@ -313,7 +313,7 @@ impl Drop for FileLog {
         // Closing the queue lets the writer finish what is queued and exit.
         match self.writing.take() {
             Some(Writing::Inline(inline)) => {
-                let inline = (*inline).into_inner().unwrap_or_else(|p| p.into_inner());
+                let mut inline = (*inline).into_inner().unwrap_or_else(|p| p.into_inner());
                 inline.writer.index_on_close();
             }
             Some(Writing::Thread(queue)) => {

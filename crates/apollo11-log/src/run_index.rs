@@ -27,6 +27,35 @@ pub struct SegmentIndex {
     pub cold: bool,
 }
 
+/// A segment's [`Scanned`] built a stretch of events at a time
+/// ([`Index::scan_more`]).
+pub struct Scanning {
+    /// What it holds so far.
+    pub scanned: Scanned,
+    /// Per run slot: the run's position in `scanned.runs` (`u32::MAX` until seen).
+    local: Vec<u32>,
+    /// Per run in `scanned.runs`: the seq of its next event in the segment.
+    next_seq: Vec<u32>,
+}
+
+impl Scanning {
+    /// Nothing of `segment` yet; the scan will end at `end`.
+    pub fn new(segment: &SegmentIndex, end: u64) -> Scanning {
+        Scanning {
+            scanned: Scanned {
+                base: segment.base,
+                covers_to: segment.sparse.as_ref().map(|s| s.covers_to),
+                events: Vec::with_capacity(segment.offsets.len()),
+                runs: Vec::new(),
+                end,
+                stop: None,
+            },
+            local: Vec::new(),
+            next_seq: Vec::new(),
+        }
+    }
+}
+
 impl SegmentIndex {
     /// An empty segment's index.
     pub fn new(base: u64, name: String, file: Arc<dyn FsFile>) -> SegmentIndex {
@@ -146,34 +175,45 @@ impl Index {
 
     /// What segment `position` holds, as a scan of it ending at `end` would find it.
     pub fn scanned(&self, position: usize, end: u64) -> Scanned {
+        let mut scanning = Scanning::new(&self.segments[position], end);
+        self.scan_more(position, &mut scanning, usize::MAX);
+        scanning.scanned
+    }
+
+    /// Adds up to `count` more of segment `position`'s events to `scanning`; true once it
+    /// holds them all.
+    ///
+    /// A run's events in a segment are a stretch of its ids in order, so only its first one
+    /// there is searched for; the rest count on from it. Runs are found by slot in a table,
+    /// not hashed: a sealed segment holds hundreds of thousands of events.
+    pub fn scan_more(&self, position: usize, scanning: &mut Scanning, count: usize) -> bool {
         let segment = &self.segments[position];
-        let mut local: HashMap<u32, u32> = HashMap::new();
-        let mut runs = Vec::new();
-        let events = (segment.offsets.iter().zip(&segment.slots).enumerate())
-            .map(|(i, (&offset, &slot))| {
-                let run = *local.entry(slot).or_insert_with(|| {
-                    runs.push(self.run_ids[slot as usize].to_string());
-                    runs.len() as u32 - 1
-                });
-                let ids = &self.run_events[slot as usize];
-                let id = segment.id_at(i);
-                let seq = ids.partition_point(|&x| x < id) as u32 + 1;
-                Indexed {
-                    id,
-                    offset,
-                    seq,
-                    run,
-                }
-            })
-            .collect();
-        Scanned {
-            base: segment.base,
-            covers_to: segment.sparse.as_ref().map(|s| s.covers_to),
-            events,
-            runs,
-            end,
-            stop: None,
+        let from = scanning.scanned.events.len();
+        let to = from.saturating_add(count).min(segment.offsets.len());
+        for i in from..to {
+            let (id, slot) = (segment.id_at(i), segment.slots[i] as usize);
+            if slot >= scanning.local.len() {
+                scanning.local.resize(slot + 1, u32::MAX);
+            }
+            let run = &mut scanning.local[slot];
+            if *run == u32::MAX {
+                *run = scanning.scanned.runs.len() as u32;
+                scanning.scanned.runs.push(self.run_ids[slot].to_string());
+                let ids = &self.run_events[slot];
+                scanning
+                    .next_seq
+                    .push(ids.partition_point(|&x| x < id) as u32 + 1);
+            }
+            let seq = &mut scanning.next_seq[*run as usize];
+            scanning.scanned.events.push(Indexed {
+                id,
+                offset: segment.offsets[i],
+                seq: *seq,
+                run: *run,
+            });
+            *seq += 1;
         }
+        to == segment.offsets.len()
     }
 
     /// The run of `segment`'s event `p`.

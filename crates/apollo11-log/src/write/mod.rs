@@ -6,6 +6,7 @@
 mod error;
 pub(crate) mod pipeline;
 pub(crate) mod queue;
+mod sealing;
 pub(crate) mod syncer;
 pub(crate) mod writer;
 

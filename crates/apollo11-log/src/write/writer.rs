@@ -14,7 +14,7 @@ use crate::format::record::{append_commit, append_record, KIND_EVENT};
 use crate::format::segment::{file_name, header, HEADER_BYTES};
 use crate::metrics;
 use crate::run_index::{Index, SegmentIndex};
-use crate::write::WriteError;
+use crate::write::{sealing, WriteError};
 use crate::{Durability, Options};
 use apollo11_core::{limits, Event, EventId, RunId, Seq};
 use apollo11_store::feed::Published;
@@ -152,6 +152,8 @@ pub struct Writer {
     seqs: HashMap<RunId, (u32, u64)>,
     /// The index's generation when the writer last forgot the runs a `gc` moved.
     generation: u64,
+    /// The thread saving the last sealed segment's index file, if one is.
+    saving: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Writer {
@@ -182,6 +184,7 @@ impl Writer {
             batches: 0,
             seqs: HashMap::new(),
             generation: 0,
+            saving: None,
         }
     }
 
@@ -223,7 +226,8 @@ impl Writer {
 
     /// At a clean close: syncs the last segment and saves its index file, so the next open
     /// reads no segment at all.
-    pub fn index_on_close(&self) {
+    pub fn index_on_close(&mut self) {
+        self.finish_saving();
         // A poisoned store syncs nothing more: its files are for recovery to judge.
         if self.shared.check_poison().is_err() || self.tail.file.sync_data().is_err() {
             return;
@@ -238,6 +242,14 @@ impl Writer {
             &last,
             index_file::Kind::Closed,
         );
+    }
+
+    /// Waits for the thread saving a sealed segment's index file, if one is.
+    fn finish_saving(&mut self) {
+        if let Some(saving) = self.saving.take() {
+            // A panic there only leaves the file unsaved: the next open scans the segment.
+            let _ = saving.join();
+        }
     }
 
     fn path_of(&self, tail: &Tail) -> PathBuf {
@@ -466,21 +478,26 @@ impl Writer {
             },
         );
         let mut index = self.shared.index.write().unwrap_or_else(|p| p.into_inner());
-        let sealed = index.scanned(index.segments.len() - 1, old.write_at);
-        let old_path = self.path_of(&old);
-        index_file::save(
-            self.fs.as_ref(),
-            &old_path,
-            old.file.as_ref(),
-            &sealed,
-            index_file::Kind::Sealed,
-        );
+        let last = index
+            .segments
+            .last()
+            .expect("the log has a segment to seal");
+        let (old_base, events) = (last.base, last.offsets.len());
         index
             .segments
             .push(SegmentIndex::new(base, self.tail.name.clone(), file));
-        if let Some(sealed) = &self.sealed {
-            sealed.sealed();
-        }
+        drop(index);
+        let sealed = sealing::Sealed {
+            base: old_base,
+            path: self.path_of(&old),
+            name: old.name,
+            file: old.file,
+            end: old.write_at,
+            events,
+        };
+        self.finish_saving();
+        let (fs, shared) = (self.fs.clone(), self.shared.clone());
+        self.saving = sealing::save(fs, shared, sealed, self.sealed.clone());
         Ok(())
     }
 }
