@@ -48,6 +48,9 @@ pub fn save(
     let inline = sealed.events <= INLINE_EVENTS_MAX;
     let stretch = if inline { usize::MAX } else { STRETCH_EVENTS };
     let work = move || {
+        if !inline {
+            yield_to_appends();
+        }
         if let Some(scanning) = scan(&shared, &sealed, stretch) {
             let kind = index_file::Kind::Sealed;
             let file = sealed.file.as_ref();
@@ -66,6 +69,13 @@ pub fn save(
         .spawn(work);
     // Without a thread the next open scans the segment instead: the file is best effort.
     spawned.ok()
+}
+
+/// Lowers the calling thread to the lowest CPU priority (nice 19; on Linux each thread has its
+/// own): on a machine of few cores the file's few tens of milliseconds of work otherwise
+/// crowd out the threads appends go through. Best effort.
+fn yield_to_appends() {
+    let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
 }
 
 /// `sealed`'s events as the index has them, `stretch` at a time; `None` once the segment is
