@@ -2,17 +2,20 @@
 //! instance, NOTIFYs it with its last id), reads what is new in id order and pushes it into a
 //! bounded broadcast channel; a subscriber that falls the channel's length behind is told so.
 //! Without a listening connection (lost, or not yet made) the task polls, and reconnects.
+//! With nobody subscribed the task reads nothing: the first subscriber moves the mark on to
+//! the last visible event itself, so an engine nobody watches pays no read per commit.
 
 use crate::metrics;
 use crate::read::{last_event_id, read_from};
 use crate::sql::Sql;
 use apollo11_core::{limits, EventId};
 use apollo11_store::feed::{Published, POLL_INTERVAL_MS};
+use apollo11_store::StoreError;
 use deadpool_postgres::Pool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -34,7 +37,10 @@ const HELD_CHECK: Duration = Duration::from_millis(5);
 pub struct Feed {
     live: broadcast::Sender<Published>,
     /// The last event pushed: a subscription reads the store up to it and is pushed the rest.
+    /// While nobody is subscribed it stays where it was.
     published: Mutex<EventId>,
+    /// Wakes the task when a subscriber arrives, to push what it heard meanwhile.
+    subscribed: Notify,
 }
 
 impl Feed {
@@ -42,13 +48,32 @@ impl Feed {
         Feed {
             live: broadcast::channel(limits::CHANGE_FEED_EVENTS_MAX as usize).0,
             published: Mutex::new(EventId(0)),
+            subscribed: Notify::new(),
         }
     }
 
-    /// A receiver of what is pushed from now on, and the last event pushed before it.
-    pub fn subscribe(&self) -> (EventId, broadcast::Receiver<Published>) {
-        let published = self.lock();
-        (*published, self.live.subscribe())
+    /// A receiver of what is pushed from now on, and the last event pushed before it. The
+    /// first subscriber moves the mark on to the last visible event (the task left it
+    /// behind while nobody was subscribed), so it reads that much of the store itself
+    /// rather than being pushed it all.
+    pub async fn subscribe(
+        &self,
+        pool: &Pool,
+        sql: &Sql,
+    ) -> Result<(EventId, broadcast::Receiver<Published>), StoreError> {
+        let last = match self.live.receiver_count() {
+            0 => Some(last_event_id(pool, sql).await?),
+            _ => None,
+        };
+        let mut published = self.lock();
+        if let (Some(last), 0) = (last, self.live.receiver_count()) {
+            // The task pushes nothing while nobody is subscribed, and reads from the mark
+            // on once someone is: events after `last` are pushed.
+            *published = last.max(*published);
+        }
+        let live = self.live.subscribe();
+        self.subscribed.notify_one();
+        Ok((*published, live))
     }
 
     fn lock(&self) -> MutexGuard<'_, EventId> {
@@ -76,8 +101,10 @@ async fn run(feed: Arc<Feed>, pool: Pool, sql: Arc<Sql>, connect: Connect) {
         if listener.is_none() {
             listener = listening.settle(listen(&connect, &sql.channel, &heard).await);
         }
-        // Announced but not read yet: committed while an older transaction still ran.
-        let quiet = if heard.load(Ordering::Relaxed) > feed.lock().0 {
+        // Announced but not read yet: committed while an older transaction still ran, or
+        // while nobody was subscribed (then the next notification or subscriber wakes it).
+        let behind = heard.load(Ordering::Relaxed) > feed.lock().0;
+        let quiet = if behind && feed.live.receiver_count() > 0 {
             let wait = held;
             held = (held * 2).min(QUIET_CHECK);
             wait
@@ -86,12 +113,15 @@ async fn run(feed: Arc<Feed>, pool: Pool, sql: Arc<Sql>, connect: Connect) {
             QUIET_CHECK
         };
         match &mut listener {
-            Some((_, notified)) => {
-                if let Ok(None) = tokio::time::timeout(quiet, notified.recv()).await {
-                    listening.failed("the listening connection ended");
-                    listener = None;
+            Some((_, notified)) => tokio::select! {
+                heard = tokio::time::timeout(quiet, notified.recv()) => {
+                    if let Ok(None) = heard {
+                        listening.failed("the listening connection ended");
+                        listener = None;
+                    }
                 }
-            }
+                () = feed.subscribed.notified() => {}
+            },
             None => tokio::time::sleep(Duration::from_millis(POLL_INTERVAL_MS)).await,
         }
         // A failed read is tried again on the next round; subscribers only wait.
@@ -191,21 +221,13 @@ async fn listen(
     Ok((client, notified))
 }
 
-/// Pushes every event after the last published, in id order.
-async fn publish(feed: &Feed, pool: &Pool, sql: &Sql) -> Result<(), apollo11_store::StoreError> {
+/// Pushes every event after the last published, in id order; nothing while nobody is
+/// subscribed (the first subscriber moves the mark on, [`Feed::subscribe`]).
+async fn publish(feed: &Feed, pool: &Pool, sql: &Sql) -> Result<(), StoreError> {
     loop {
         let from = EventId(feed.lock().0 + 1);
         if feed.live.receiver_count() == 0 {
-            // Nobody to push to: move the mark on without reading, unless someone
-            // subscribed meanwhile (under the lock, so either it sees the new mark or the
-            // mark stays and it is pushed from there).
-            let last = last_event_id(pool, sql).await?;
-            let mut published = feed.lock();
-            if feed.live.receiver_count() == 0 {
-                *published = last.max(*published);
-                return Ok(());
-            }
-            continue;
+            return Ok(());
         }
         let page = read_from(pool, sql, from, PAGE_EVENTS).await?;
         let full = page.len() == PAGE_EVENTS as usize;

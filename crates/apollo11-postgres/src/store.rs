@@ -205,7 +205,7 @@ impl EventStore for PgStore {
     }
 
     async fn subscribe<'s>(&'s self, after: EventId) -> Result<Subscription<'s>, StoreError> {
-        let (visible, live) = self.feed.subscribe();
+        let (visible, live) = self.feed.subscribe(&self.pool, &self.sql).await?;
         Ok(Subscription::pushed(self, after, visible, live))
     }
 

@@ -4,7 +4,7 @@
 
 use crate::database::created;
 use apollo11_core::{EventId, RunId, Seq};
-use apollo11_store::{Change, EventStore};
+use apollo11_store::{Change, EventStore, Subscription};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,11 +32,7 @@ async fn a_subscriber_sees_every_event_of_concurrent_batches_once_in_id_order() 
     }
     let mut seen = Vec::new();
     while seen.len() < acknowledged.len() {
-        let next = tokio::time::timeout(Duration::from_secs(5), feed.next()).await;
-        match next.expect("the feed stopped short").unwrap() {
-            Change::Event(e) => seen.push(e.event_id),
-            other => panic!("{other:?}"),
-        }
+        seen.push(next_event(&mut feed).await);
     }
     assert!(
         seen.windows(2).all(|w| w[0] < w[1]),
@@ -141,4 +137,70 @@ async fn a_run_written_by_a_later_transaction_meanwhile_gets_its_next_seq_at_a_h
         .collect();
     assert_eq!(ids.len(), 3);
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "run r: {ids:?}");
+}
+
+/// The feed reads nothing while nobody is subscribed, and each first subscriber moves its
+/// mark on: subscribers that come and go while another instance writes, each starting where
+/// the one before stopped, see the log once, in order, with nothing missed in the gaps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_that_come_and_go_while_nobody_watches_miss_nothing() {
+    let Some(url) = apollo11_postgres::test_url() else {
+        return;
+    };
+    let writer = Arc::new(
+        apollo11_postgres::PgStore::open_scratch(&url)
+            .await
+            .unwrap(),
+    );
+    let watcher = apollo11_postgres::PgStore::open(apollo11_postgres::PgOptions {
+        schema: writer.schema().to_owned(),
+        ..apollo11_postgres::PgOptions::new(url.clone())
+    })
+    .await
+    .unwrap();
+    let appending = tokio::spawn({
+        let writer = writer.clone();
+        async move {
+            let run = RunId::from("busy");
+            for seq in 1..=600 {
+                writer
+                    .append(&run, Seq(seq), vec![created()])
+                    .await
+                    .unwrap();
+            }
+        }
+    });
+    let mut seen: Vec<EventId> = Vec::new();
+    for round in 0..40u64 {
+        let after = seen.last().copied().unwrap_or(EventId(0));
+        let mut feed = watcher.subscribe(after).await.unwrap();
+        for _ in 0..(round % 7 + 1) {
+            seen.push(next_event(&mut feed).await);
+        }
+        drop(feed);
+        // Nobody subscribed for a while: the writer goes on.
+        tokio::time::sleep(Duration::from_millis(round % 5 * 3)).await;
+    }
+    appending.await.unwrap();
+    let mut feed = watcher.subscribe(*seen.last().unwrap()).await.unwrap();
+    while seen.len() < 600 {
+        seen.push(next_event(&mut feed).await);
+    }
+    let all: Vec<EventId> = (writer.read_run(&RunId::from("busy"), Seq(1)).await.unwrap())
+        .iter()
+        .map(|e| e.event_id)
+        .collect();
+    assert_eq!(
+        seen, all,
+        "every event once, in order, across the subscriptions"
+    );
+}
+
+/// The id of the feed's next event, which must come within 5 s.
+async fn next_event(feed: &mut Subscription<'_>) -> EventId {
+    let next = tokio::time::timeout(Duration::from_secs(5), feed.next()).await;
+    match next.expect("the feed stopped short").unwrap() {
+        Change::Event(e) => e.event_id,
+        other => panic!("{other:?}"),
+    }
 }
