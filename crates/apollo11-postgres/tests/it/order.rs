@@ -101,15 +101,19 @@ async fn a_run_written_by_a_later_transaction_meanwhile_gets_its_next_seq_at_a_h
             (zero.unwrap(), m.unwrap(), r.unwrap())
         }
     });
+    // Inside its transaction the holder sees activity as of its first look unless it
+    // clears that snapshot before each.
     let waiting = "SELECT count(*) FROM pg_stat_activity \
                    WHERE application_name = $1 AND wait_event_type = 'Lock'";
-    while holder
-        .query_one(waiting, &[&b_name])
-        .await
-        .unwrap()
-        .get::<_, i64>(0)
-        == 0
-    {
+    loop {
+        holder
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .await
+            .unwrap();
+        let row = holder.query_one(waiting, &[&b_name]).await.unwrap();
+        if row.get::<_, i64>(0) > 0 {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // A later transaction moves run `r` on while b's waits. Its answer waits for b's
@@ -203,4 +207,71 @@ async fn next_event(feed: &mut Subscription<'_>) -> EventId {
         Change::Event(e) => e.event_id,
         other => panic!("{other:?}"),
     }
+}
+
+/// A write that does not lock its runs first can deadlock with another session: the
+/// store's write holds run `x`'s row and waits for the key of its new event, (x, 2), which
+/// another session inserted and holds while it asks for `x`'s row. The server ends the
+/// store's write (its deadlock check comes first here), which then goes the way of the
+/// ordered write and succeeds once the other session lets go: the append never fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_ended_by_a_deadlock_is_written_again_in_order() {
+    let Some(url) = apollo11_postgres::test_url() else {
+        return;
+    };
+    // The store's sessions check for deadlocks after 20 ms, the other after the default 1 s.
+    let quick = format!(
+        "{url}{}options=-c%20deadlock_timeout%3D20",
+        if url.contains('?') { '&' } else { '?' }
+    );
+    let store = Arc::new(
+        apollo11_postgres::PgStore::open_scratch(&quick)
+            .await
+            .unwrap(),
+    );
+    let x = RunId::from("x");
+    store.append(&x, Seq(1), vec![created()]).await.unwrap();
+    let connect = || async {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+    };
+    let (holder, watcher) = (connect().await, connect().await);
+    let schema = store.schema().to_owned();
+    let same_key = format!(
+        "BEGIN; INSERT INTO \"{schema}\".events \
+         (event_id, run_id, seq, kind, attempt, at_ms, instance) \
+         VALUES (-1, 'x', 2, '{{}}', 1, 0, 'holder')"
+    );
+    holder.batch_execute(&same_key).await.unwrap();
+    let append = tokio::spawn({
+        let (store, x) = (store.clone(), x.clone());
+        async move { store.append(&x, Seq(2), vec![created()]).await }
+    });
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
+    while watcher
+        .query_one(waiting, &[&schema])
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+        == 0
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The store's write holds x's row and waits for the holder's key: asking for the row
+    // closes the cycle.
+    let row = format!("SELECT 1 FROM \"{schema}\".runs WHERE run_id = 'x' FOR UPDATE");
+    holder.batch_execute(&row).await.unwrap();
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let ids = tokio::time::timeout(Duration::from_secs(10), append)
+        .await
+        .expect("the append never ended")
+        .unwrap()
+        .expect("a write ended by a deadlock is written again");
+    let events = store.read_run(&x, Seq(1)).await.unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[1].event_id, ids[0]);
 }
