@@ -74,12 +74,14 @@ impl PgStore {
 }
 
 impl PgStore {
-    /// What the death of its process does to the store on the client's side: its pool is
-    /// closed at once, so nothing more reaches the database (every later read fails, and so
-    /// does an append still queued for the writer). A transaction in flight keeps its
-    /// connection until its next statement: [`terminate_sessions`] ends it.
+    /// What the death of its process does to the store on the client's side: its pools,
+    /// the readers' and the writer's, are closed at once, so nothing more reaches the
+    /// database (every later read fails, and so does an append still queued for the
+    /// writer). A transaction in flight keeps its connection until its next statement:
+    /// [`terminate_sessions`] ends it.
     pub fn halt(&self) {
         self.pool.close();
+        self.writer_pool.close();
     }
 }
 

@@ -65,6 +65,9 @@ impl PgOptions {
 #[derive(Debug)]
 pub struct PgStore {
     pub(crate) pool: Pool,
+    /// The writer's own connections, closed with the rest by `halt`.
+    #[cfg(feature = "testing")]
+    pub(crate) writer_pool: Pool,
     pub(crate) sql: Arc<Sql>,
     writer: mpsc::Sender<Request>,
     feed: Arc<Feed>,
@@ -126,10 +129,12 @@ impl PgStore {
         migrate(&mut client, &options.schema).await?;
         drop(client);
         let sql = Arc::new(Sql::new(&options.schema));
-        let writer = writer::spawn(writer_pool, sql.clone(), side_by_side);
+        let writer = writer::spawn(writer_pool.clone(), sql.clone(), side_by_side);
         let (feed, feed_task) = feed::spawn(pool.clone(), sql.clone(), (config, tls.connector));
         Ok(PgStore {
             pool,
+            #[cfg(feature = "testing")]
+            writer_pool,
             sql,
             writer,
             feed,
