@@ -27,6 +27,31 @@ pub(crate) async fn admin(url: &str) -> tokio_postgres::Client {
     client
 }
 
+/// Returns once a session named `application_name` waits for a lock, as `client` sees it
+/// (its activity snapshot cleared before each look, which inside a transaction would stay
+/// as it was at the first).
+pub(crate) async fn until_waiting_on_a_lock(
+    client: &tokio_postgres::Client,
+    application_name: &str,
+) {
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
+    loop {
+        client
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .await
+            .unwrap();
+        let row = client
+            .query_one(waiting, &[&application_name])
+            .await
+            .unwrap();
+        if row.get::<_, i64>(0) > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_opening_one_schema_at_once_migrate_it_once() {
     let Some(url) = test_url() else { return };
@@ -158,16 +183,7 @@ async fn an_append_whose_connection_the_server_kills_is_unavailable_and_its_retr
         })
     };
     let killer = admin(&url).await;
-    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'";
-    while killer
-        .query_one(waiting, &[&schema])
-        .await
-        .unwrap()
-        .get::<_, i64>(0)
-        == 0
-    {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_waiting_on_a_lock(&killer, &schema).await;
     killer
         .execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",

@@ -2,7 +2,7 @@
 //! event once, in id order, and each run's ids grow with its seqs, also when another
 //! instance writes a run while a batch with an older transaction id waits for it.
 
-use crate::database::created;
+use crate::database::{admin, created, until_waiting_on_a_lock};
 use apollo11_core::{EventId, RunId, Seq};
 use apollo11_store::{Change, EventStore, Subscription};
 use std::collections::BTreeSet;
@@ -79,10 +79,7 @@ async fn a_run_written_by_a_later_transaction_meanwhile_gets_its_next_seq_at_a_h
     a.append(&m, Seq(1), vec![created()]).await.unwrap();
     a.append(&r, Seq(1), vec![created()]).await.unwrap();
     // Another session holds run `m`: b's batch takes its id with run `0` and waits there.
-    let (holder, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let holder = admin(&url).await;
     let hold = format!(
         "BEGIN; SELECT 1 FROM \"{}\".runs WHERE run_id = 'm' FOR UPDATE",
         a.schema()
@@ -101,21 +98,7 @@ async fn a_run_written_by_a_later_transaction_meanwhile_gets_its_next_seq_at_a_h
             (zero.unwrap(), m.unwrap(), r.unwrap())
         }
     });
-    // Inside its transaction the holder sees activity as of its first look unless it
-    // clears that snapshot before each.
-    let waiting = "SELECT count(*) FROM pg_stat_activity \
-                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
-    loop {
-        holder
-            .batch_execute("SELECT pg_stat_clear_snapshot()")
-            .await
-            .unwrap();
-        let row = holder.query_one(waiting, &[&b_name]).await.unwrap();
-        if row.get::<_, i64>(0) > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_waiting_on_a_lock(&holder, &b_name).await;
     // A later transaction moves run `r` on while b's waits. Its answer waits for b's
     // transaction, older, to end: the holder lets go once the move is committed.
     let a = Arc::new(a);
@@ -231,14 +214,7 @@ async fn a_write_ended_by_a_deadlock_is_written_again_in_order() {
     );
     let x = RunId::from("x");
     store.append(&x, Seq(1), vec![created()]).await.unwrap();
-    let connect = || async {
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
-        client
-    };
-    let (holder, watcher) = (connect().await, connect().await);
+    let holder = admin(&url).await;
     let schema = store.schema().to_owned();
     let same_key = format!(
         "BEGIN; INSERT INTO \"{schema}\".events \
@@ -250,17 +226,7 @@ async fn a_write_ended_by_a_deadlock_is_written_again_in_order() {
         let (store, x) = (store.clone(), x.clone());
         async move { store.append(&x, Seq(2), vec![created()]).await }
     });
-    let waiting = "SELECT count(*) FROM pg_stat_activity \
-                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
-    while watcher
-        .query_one(waiting, &[&schema])
-        .await
-        .unwrap()
-        .get::<_, i64>(0)
-        == 0
-    {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_waiting_on_a_lock(&holder, &schema).await;
     // The store's write holds x's row and waits for the holder's key: asking for the row
     // closes the cycle.
     let row = format!("SELECT 1 FROM \"{schema}\".runs WHERE run_id = 'x' FOR UPDATE");
