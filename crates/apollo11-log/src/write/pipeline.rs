@@ -1,11 +1,14 @@
 //! The writer thread: it gathers what is queued into a batch and writes it while the sync
 //! thread syncs the batch before, and completes (publishes and acknowledges) each batch once
-//! a sync that covers it has returned. It writes a batch only while at most one other is
-//! unsynced, so a crash can tear the last two batches at most (recovery relies on it, see
-//! docs/log-format.md). It rolls to a new segment only once every batch written is synced.
-//! Any failure, its own or a sync's, poisons the store and fails every append not yet
-//! acknowledged: those of the batch a failed sync covered, of the batch written after it,
-//! of the batch being gathered, and every one queued or pushed later.
+//! a sync that covers it has returned. A batch written with nothing queued behind it, nothing
+//! unsynced before it, and every appender the last sync answered back in it (a lone
+//! appender's, say) is synced on this thread: nothing is left to overlap with its sync, which
+//! is spared the hand-off to the sync thread and back. It writes a batch only while at
+//! most one other is unsynced, so a crash can tear the last two batches at most (recovery
+//! relies on it, see docs/log-format.md). It rolls to a new segment only once every batch
+//! written is synced. Any failure, its own or a sync's, poisons the store and fails every
+//! append not yet acknowledged: those of the batch a failed sync covered, of the batch
+//! written after it, of the batch being gathered, and every one queued or pushed later.
 
 use crate::write::queue::Queue;
 use crate::write::syncer::{Syncs, Target};
@@ -32,6 +35,9 @@ struct Pipeline {
     gathered: Vec<Accepted>,
     /// Batches written, oldest first, waiting for a sync that covers them.
     unsynced: VecDeque<Batch>,
+    /// The appends the last completed batches answered: appenders that may be about to append
+    /// again, whose next batch the sync thread should take while more of them come.
+    answered: usize,
     buf: Vec<u8>,
 }
 
@@ -63,6 +69,7 @@ pub fn run(writer: Writer, queue: Arc<Queue>) {
         pending: VecDeque::new(),
         gathered: Vec::new(),
         unsynced: VecDeque::new(),
+        answered: 0,
         buf: Vec::with_capacity(1 << 20),
     };
     let outcome = loop {
@@ -124,22 +131,28 @@ impl Pipeline {
             return Ok(());
         }
         self.writer.close_batch(&self.gathered, &mut self.buf);
+        let appends = self.gathered.len();
         if self.writer.needs_roll(self.buf.len()) {
             self.drain()?;
             self.writer.roll(self.writer.first_id(&self.gathered))?;
         }
         let at = self.writer.write(&self.buf)?;
         let batch = self.writer.batch(at, std::mem::take(&mut self.gathered));
-        match &self.syncs {
-            Some((syncs, _)) => {
-                syncs.written(&Target {
-                    name: self.writer.tail.name.clone(),
-                    file: self.writer.tail.file.clone(),
-                });
-                self.unsynced.push_back(batch);
-            }
-            None => self.writer.complete(batch),
+        let Some((syncs, _)) = &self.syncs else {
+            self.writer.complete(batch);
+            return Ok(());
+        };
+        let alone = self.unsynced.is_empty() && self.pending.is_empty() && self.queue.is_empty();
+        let target = Target {
+            name: self.writer.tail.name.clone(),
+            file: self.writer.tail.file.clone(),
+        };
+        self.unsynced.push_back(batch);
+        if alone && appends >= self.answered {
+            syncs.sync_here(&target)?;
+            return self.complete_synced();
         }
+        syncs.written(&target);
         Ok(())
     }
 
@@ -149,12 +162,16 @@ impl Pipeline {
             return Ok(());
         };
         let progress = syncs.progress();
+        let mut answered = 0;
         while let Some(batch) = self.unsynced.pop_front() {
             if batch.number > progress.synced {
                 self.unsynced.push_front(batch);
                 break;
             }
-            self.writer.complete(batch);
+            answered += self.writer.complete(batch);
+        }
+        if answered > 0 {
+            self.answered = answered;
         }
         progress.failed.map_or(Ok(()), Err)
     }

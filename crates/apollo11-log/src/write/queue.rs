@@ -95,6 +95,11 @@ impl Queue {
         state.closed.is_some()
     }
 
+    /// Whether no request is queued.
+    pub fn is_empty(&self) -> bool {
+        self.state().requests.is_empty()
+    }
+
     /// Gives back the room of `n` requests the writer has put into a batch.
     pub fn release(&self, n: usize) {
         if n > 0 {

@@ -418,15 +418,17 @@ impl Writer {
     }
 
     /// Makes a batch a sync covered visible to readers and subscribers, then answers its
-    /// appenders.
-    pub fn complete(&mut self, mut batch: Batch) {
+    /// appenders; how many it answered.
+    pub fn complete(&mut self, mut batch: Batch) -> usize {
         self.make_visible(&mut batch);
         if self.seqs.len() > SEQS_KEPT_MAX {
             // The index holds the seqs of every batch up to this one.
             self.seqs.retain(|_, &mut (_, n)| n > batch.number);
         }
         metrics::batch_durable(batch.events);
+        let answered = batch.accepted.len();
         acknowledge(batch.accepted);
+        answered
     }
 
     /// Makes a durable batch visible to readers and subscribers.

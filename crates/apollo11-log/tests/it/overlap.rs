@@ -1,17 +1,20 @@
-//! The writer writes the next batch while the previous one is being synced. Here a gate in
-//! front of `SimFs` holds a segment's sync (before its data reaches the disk, or after, with
-//! the writer not yet told) while the next batch is written; then: a power loss at that
-//! moment, for many seeds, must leave a log that opens (I5), is a prefix of what was written
-//! (I2) and holds everything acknowledged (I1), with nothing acknowledged before its sync
-//! returned; a sync error there must fail both batches and stop the store, with no sync
+//! When more is queued as a batch is written, the sync thread syncs it while the writer writes
+//! the next. Here a gate in front of `SimFs` holds a batch's write until the next batch is
+//! queued, then holds its sync (before its data reaches the disk, or after, with the writer
+//! not yet told) while the next batch is written, once the sync has started; then: a power
+//! loss at that moment, for many seeds, must leave a log that opens (I5), is a prefix of what
+//! was written (I2) and holds everything acknowledged (I1), with nothing acknowledged before
+//! its sync returned; a sync error there must fail both batches and stop the store, with no sync
 //! retried.
 
 use crate::common::{created, sized, HookedFs};
 use apollo11_core::{EventId, RunId, Seq};
 use apollo11_log::{FileLog, FsFile, Options, SimFs};
 use apollo11_store::{EventStore, StoreError};
+use std::future::Future;
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 /// What the gate does to the segment sync it holds.
@@ -31,10 +34,15 @@ struct GateState {
     /// segment writes done, since the gate was armed.
     started: u32,
     syncs: u32,
+    /// The thread of each segment sync started, by number.
+    threads: Vec<String>,
     writes: u32,
     /// The sync held (by number since armed) and how.
     hold: Option<(u32, Hold)>,
     released: bool,
+    /// Whether the first segment write since armed waits, once done, for `written`.
+    hold_write: bool,
+    written: bool,
 }
 
 /// Counts and holds the data syncs and writes of segment files.
@@ -49,12 +57,19 @@ impl Gate {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts counting from zero, holding sync `n` as `hold`.
+    /// Starts counting from zero, holding the first write until [`Gate::let_write_return`]
+    /// and sync `n` as `hold`.
     fn arm(&self, n: u32, hold: Hold) {
         *self.state() = GateState {
             hold: Some((n, hold)),
+            hold_write: true,
             ..GateState::default()
         };
+    }
+
+    fn let_write_return(&self) {
+        self.state().written = true;
+        self.changed.notify_all();
     }
 
     fn release(&self) {
@@ -76,6 +91,8 @@ impl Gate {
     /// Numbers a segment sync; how the gate holds it.
     fn number(&self) -> (u32, Option<Hold>) {
         let mut state = self.state();
+        let thread = std::thread::current().name().unwrap_or_default().to_owned();
+        state.threads.push(thread);
         state.started += 1;
         let number = state.started - 1;
         let hold = (state.hold).filter(|&(held, _)| held == number);
@@ -111,8 +128,20 @@ impl FsFile for GatedFile {
         self.inner.read_exact_at(buf, offset)
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let gate = &self.gate;
+        let (number, held) = {
+            let state = gate.state();
+            (state.writes, state.hold_write)
+        };
+        if held && number == 1 {
+            // The next batch's data is not in the file when the held sync starts.
+            gate.wait_for("batch N's sync", 30, |s| s.syncs == 1);
+        }
         self.inner.write_all_at(buf, offset)?;
-        self.gate.count(true);
+        gate.count(true);
+        if held && number == 0 {
+            gate.wait_for("the test to let the write return", 30, |s| s.written);
+        }
         Ok(())
     }
     fn sync_data(&self) -> io::Result<()> {
@@ -179,8 +208,20 @@ fn spawn_append(log: &Arc<FileLog>, run: &str) -> Appending {
     tokio::spawn(async move { log.append(&run, Seq(1), vec![sized("s", 300)]).await })
 }
 
-/// Holds the next segment sync as `hold` with batch N (run `b`) in it, and writes batch N+1
-/// (run `c`) meanwhile; returns both appends, neither answered.
+/// An append of run `run`, queued for the writer when this returns.
+fn queued_append(log: &Arc<FileLog>, run: &str) -> Appending {
+    let (log, run) = (log.clone(), RunId::from(run));
+    let mut append = Box::pin(async move { log.append(&run, Seq(1), vec![sized("s", 300)]).await });
+    // The first poll queues the request (there is room), then waits for its answer.
+    let polled = append
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()));
+    assert!(polled.is_pending(), "{polled:?}");
+    tokio::spawn(append)
+}
+
+/// Holds the next segment sync as `hold` with batch N (run `b`) in it, batch N+1 (run `c`)
+/// queued as N was written, and writes N+1 meanwhile; returns both appends, neither answered.
 async fn batch_written_during_a_held_sync(
     log: &Arc<FileLog>,
     gate: &Gate,
@@ -188,9 +229,12 @@ async fn batch_written_during_a_held_sync(
 ) -> (Appending, Appending) {
     gate.arm(0, hold);
     let n = spawn_append(log, "b");
+    gate.wait_for("batch N's write", 30, |s| s.writes == 1);
+    let next = queued_append(log, "c");
+    gate.let_write_return();
     gate.wait_for("batch N's sync", 30, |s| s.syncs == 1);
-    let next = spawn_append(log, "c");
     gate.wait_for("batch N+1's write", 30, |s| s.writes == 2);
+    assert_eq!(gate.state().threads, ["apollo11-log-sync"]);
     // Time for a writer that acknowledged early to do it.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(
@@ -290,5 +334,23 @@ async fn a_sync_error_while_the_next_batch_is_written_fails_both_and_stops_the_s
     drop(log);
     for seed in 0..50 {
         runs_after_power_loss(&sim, seed, &["a"]).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_with_nothing_queued_behind_it_is_synced_by_the_writer_itself() {
+    let sim = Arc::new(SimFs::new());
+    let (log, gate) = log_with_one_event(&sim).await;
+    let threads = gate.state().threads.clone();
+    assert_eq!(
+        threads.last().map(String::as_str),
+        Some("apollo11-log-writer")
+    );
+    spawn_append(&log, "b").await.unwrap().unwrap();
+    let state = gate.state();
+    assert_eq!(state.threads[threads.len()..], ["apollo11-log-writer"]);
+    drop(state);
+    for seed in 0..20 {
+        runs_after_power_loss(&sim, seed, &["a", "b"]).await;
     }
 }
