@@ -64,7 +64,7 @@ impl Args {
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let args = Args::parse(args)?;
     require_schemathesis()?;
-    crate::build_loaded(root, &["-p", "apollo11-cli"])?;
+    crate::build_loaded(root)?;
     let target = crate::tidy::target_dir(root)?;
     let scratch = Scratch::new("api-fuzz")?;
     let apollo11 = target.join("debug/apollo11");

@@ -98,10 +98,7 @@ impl Place {
 }
 
 pub fn run(root: &Path, args: Args) -> Result<()> {
-    crate::build_loaded(
-        root,
-        &["-p", "apollo11-runtime", "--example", "crash_child"],
-    )?;
+    crate::build_loaded(root)?;
     let target = crate::tidy::target_dir(root)?;
     let child_bin = target.join("debug/examples/crash_child");
     let dir = args

@@ -52,7 +52,7 @@ pub fn ms_now() -> u64 {
 impl Cluster {
     /// Builds `apollo11`, picks a fresh schema and writes the workflow folder.
     pub fn new(root: &Path, url: &str, ttl: Duration) -> Result<Cluster> {
-        crate::build_loaded(root, &["-p", "apollo11-cli"])?;
+        crate::build_loaded(root)?;
         let target = crate::tidy::target_dir(root)?;
         let schema = format!(
             "failover_{:x}",

@@ -163,17 +163,17 @@ fn ci() -> Result<()> {
     failover::run(&root, &[])
 }
 
-/// The profile of the binaries xtask runs under load (the crash child, the simulator, the
-/// servers of the browser, API and failover tests, the soak's): `test`, our crates optimized
-/// a little as the tests build them (Cargo.toml), not `dev`'s quick builds for `cargo run`.
-/// Its binaries land in `target/debug/` like `dev`'s.
-const LOADED: &str = "test";
-
-/// `cargo build` of `what` (`-p PACKAGE`, maybe `--example NAME`) in the [`LOADED`] profile.
-fn build_loaded(root: &std::path::Path, what: &[&str]) -> Result<()> {
-    let mut args = vec!["build", "--quiet", "--locked", "--profile", LOADED];
-    args.extend_from_slice(what);
-    cargo_in(Some(root), &args)
+/// Builds the binaries xtask runs under load (the crash child, the simulator, the servers of
+/// the browser, API, failover and soak tests) as `cargo test` builds them: the `test`
+/// profile, our crates optimized a little (Cargo.toml), and the features the tests unify.
+/// After the tests this builds nothing; a build of one package alone would resolve other
+/// features (the test-only ones add items, never behavior) and build most of the workspace
+/// again. The binaries land in `target/debug/`.
+fn build_loaded(root: &std::path::Path) -> Result<()> {
+    cargo_in(
+        Some(root),
+        &["test", "--workspace", "--locked", "--no-run", "--quiet"],
+    )
 }
 
 fn cargo(args: &[&str]) -> Result<()> {

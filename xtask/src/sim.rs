@@ -14,20 +14,32 @@ pub const CI_SEEDS: &str = "500";
 /// shared machine (docs/testing.md), so about 40 s.
 pub const CI_PG_SEEDS: &str = "40";
 
-/// Builds the simulator (release with `--release`, else the profile of [`crate::LOADED`]) and runs it with the other arguments.
+/// Builds the simulator (release with `--release`, else as the tests build it: see
+/// [`crate::build_loaded`]) and runs it with the other arguments.
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let release = args.iter().any(|a| a == "--release");
     let passed = args.iter().filter(|a| *a != "--release");
-    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    command
+    let target = crate::tidy::target_dir(root)?;
+    let program = if release {
+        let build = [
+            "build",
+            "--quiet",
+            "--locked",
+            "--release",
+            "-p",
+            "apollo11-sim",
+        ];
+        crate::cargo_in(Some(root), &build)?;
+        target.join("release/apollo11-sim")
+    } else {
+        crate::build_loaded(root)?;
+        target.join("debug/apollo11-sim")
+    };
+    let status = Command::new(&program)
         .current_dir(root)
-        .args(["run", "--quiet", "--locked", "-p", "apollo11-sim"]);
-    command.args(["--profile", if release { "release" } else { crate::LOADED }]);
-    let status = command
-        .arg("--")
         .args(passed)
         .status()
-        .context("running cargo run -p apollo11-sim")?;
+        .with_context(|| format!("running {}", program.display()))?;
     if !status.success() {
         bail!("the simulation failed ({status}): the seed, its shortest history and how to replay it are above");
     }

@@ -73,7 +73,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     if args.release {
         crate::cargo(&["build", "-p", "apollo11-cli", "--locked", "--release"])?;
     } else {
-        crate::build_loaded(root, &["-p", "apollo11-cli"])?;
+        crate::build_loaded(root)?;
     }
     let out = crate::tidy::target_dir(root)?.join("soak");
     let unix = SystemTime::now()

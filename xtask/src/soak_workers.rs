@@ -225,7 +225,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let args = Args::parse(args)?;
     // The server says when it adopts a try (at info); the figures count those lines.
     std::env::set_var("RUST_LOG", "warn,apollo11_runtime=info");
-    crate::build_loaded(root, &["-p", "apollo11-cli"])?;
+    crate::build_loaded(root)?;
     let apollo11 = crate::tidy::target_dir(root)?.join("debug/apollo11");
     let scratch = Scratch::new("soak-workers")?;
     let dir = scratch.0.clone();

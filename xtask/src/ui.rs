@@ -29,7 +29,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         [flag] if flag == "--paint" => "paint.mjs",
         _ => bail!("usage: cargo xtask ui [--paint]"),
     };
-    crate::build_loaded(root, &["-p", "apollo11-cli"])?;
+    crate::build_loaded(root)?;
     let browser = root.join(BROWSER);
     command(
         Command::new("npm")
