@@ -34,7 +34,7 @@ pub enum Scenario {
     Lifecycle,
     /// 10,000 steps made by for_each (static, run time); baseline: the graph written out by hand.
     ForEach,
-    /// Steps placed on `apollo11 worker`s, dispatch latency, memory; baseline: in the server's process.
+    /// Steps placed on `apollo11 worker`s, latency, memory; baselines: in-process, the processes alone.
     Workers,
     /// 1,000 schedules firing: fire lag, CPU; baseline: the same server with schedules disabled.
     Schedules,
@@ -277,6 +277,7 @@ const FOR_EACH: &[&str] = &[
 ];
 
 const WORKERS_ROWS: &[&str] = &[
+    "processes",
     "in_process",
     "on_workers",
     "latency_p50",

@@ -1,7 +1,9 @@
 //! Steps on workers: a server in this process and real `apollo11 worker` processes
 //! (`APOLLO11_BIN`, built in release by `cargo xtask bench`).
 //! - Dispatch throughput: runs of no-op shell steps (`true`) through the server, placed on 4
-//!   workers of 8 slots, side by side with the same steps in the server's process.
+//!   workers of 8 slots, side by side with the same steps in the server's process, and with
+//!   the bound both share: the same tries' processes and files alone, run by the executor
+//!   32 at a time with no engine, log or server around them.
 //! - Dispatch latency: one-step runs started at a steady 100 a second; from each step's
 //!   `started` (the try is ready) to its `placed` (its process started on the worker, behind
 //!   its gate), as the server stamped both.
@@ -14,9 +16,13 @@ use crate::report::{quantile_us, resident_bytes, Report};
 use crate::server::host::Hosted;
 use crate::Setup;
 use anyhow::{ensure, Context, Result};
+use apollo11_core::Usage;
 use apollo11_dispatch::{Config, Dispatcher, Labels, TryRef};
+use apollo11_runtime::StepError;
 use apollo11_server::client::Client;
 use apollo11_server::ServerConfig;
+use apollo11_shell::files::step_files;
+use apollo11_shell::shell::{execute, Files, Job, Placing};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -29,16 +35,29 @@ pub async fn run(setup: &Setup) -> Result<Report> {
     let mut report = Report::new(Scenario::Workers);
     report.header();
     let (runs, items) = if setup.quick { (4, 250) } else { (10, 1_000) };
+    let steps = runs * items;
+    let bound = processes(setup, steps).await?;
     let local = throughput(setup, runs, items, false).await?;
     let placed = throughput(setup, runs, items, true).await?;
-    let steps = runs * items;
+    report.row(
+        "processes",
+        vec![
+            json!(format!(
+                "{steps} no-op tries' processes and files alone, {} at a time",
+                WORKERS as u32 * SLOTS
+            )),
+            json!(bound),
+            json!("steps/s"),
+            json!("(the bound)"),
+        ],
+    );
     report.row(
         "in_process",
         vec![
             json!(format!("{steps} no-op steps in the server's process")),
             json!(local),
             json!("steps/s"),
-            json!(""),
+            json!(format!("{:.2} of the bound", local / bound)),
         ],
     );
     report.row(
@@ -49,7 +68,11 @@ pub async fn run(setup: &Setup) -> Result<Report> {
             )),
             json!(placed),
             json!("steps/s"),
-            json!(format!("{:.2}× in-process", placed / local)),
+            json!(format!(
+                "{:.2}× in-process, {:.2} of the bound",
+                placed / local,
+                placed / bound
+            )),
         ],
     );
     let seconds = if setup.quick { 3 } else { 10 };
@@ -95,6 +118,72 @@ pub async fn run(setup: &Setup) -> Result<Report> {
         ],
     );
     Ok(report)
+}
+
+/// Steps per second of `n` tries of a no-op shell step run by the executor alone, as many
+/// at a time as the workers have slots: each try's folder and files, its gated process
+/// group, its exit and output read; no event appended, no HTTP exchanged.
+async fn processes(setup: &Setup, n: usize) -> Result<f64> {
+    let dir = setup.dir.join("workers-processes");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let dir = std::path::absolute(dir)?;
+    let at_once = (WORKERS as u32 * SLOTS) as usize;
+    let began = Instant::now();
+    let mut running = tokio::task::JoinSet::new();
+    for i in 0..n {
+        if running.len() == at_once {
+            running.join_next().await.expect("tries run")??;
+        }
+        running.spawn(noop_try(dir.clone(), format!("noop[i{i}]")));
+    }
+    while let Some(done) = running.join_next().await {
+        done??;
+    }
+    Ok(n as f64 / began.elapsed().as_secs_f64())
+}
+
+/// One try of `true` in `dir`, its files under `dir`, placed nowhere.
+async fn noop_try(dir: std::path::PathBuf, step: String) -> Result<()> {
+    let job = Job {
+        run_id: "p".into(),
+        step: step.clone(),
+        attempt: 1,
+        compensation: false,
+        command: "true".into(),
+        env: Vec::new(),
+        pass: None,
+        dir: dir.clone(),
+        inputs: Default::default(),
+        params: Default::default(),
+        payload: None,
+        non_retryable: Vec::new(),
+        classes: Vec::new(),
+        limits: Default::default(),
+    };
+    let files = step_files(&dir, "p", &step, 1, false);
+    let at = Files {
+        files: &files,
+        base: &dir,
+        base_words: "the bench's folder",
+        exit: None,
+    };
+    execute(&job, &at, &Nowhere)
+        .await
+        .map_err(|e| anyhow::anyhow!("{step}: {}", e.message))?;
+    Ok(())
+}
+
+/// Places a try nowhere: nothing is recorded before its gate opens.
+struct Nowhere;
+
+#[async_trait::async_trait]
+impl Placing for Nowhere {
+    async fn placed(&self, _host: &str, _handle: &str) -> Result<(), StepError> {
+        Ok(())
+    }
+
+    fn used(&self, _usage: Usage) {}
 }
 
 /// A folder of workflow files with `text` as `NAME.toml`, and the data dir beside it.

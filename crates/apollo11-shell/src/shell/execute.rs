@@ -26,19 +26,33 @@ pub const ENV_PAYLOAD_BYTES_MAX: usize = 32 * 1024;
 /// What `sh -c GATE sh COMMAND EXIT ENTRY…` runs: move itself into the try's cgroup,
 /// writing `0` to each `ENTRY` ([`Cgroup::entries`]; none without a cgroup), then wait for
 /// `go` on stdin (sent once the place is durable; end of file if the one that started it
-/// died), then become `sh -c COMMAND` with stdin empty. `EXIT` is empty here.
+/// died), then run `COMMAND` itself, as `sh -c COMMAND` would: stdin empty, no positional
+/// parameters, its own variables unset (named so that no variable of the step's is
+/// touched). `EXIT` is empty here.
+///
+/// The command is `eval`ed by the gate's shell rather than handed to a second `sh` by
+/// `exec`: one program started a try instead of two. The process tree is the same (dash
+/// forks a command's programs either way); a message of the shell's own names `eval`
+/// (`sh: 1: eval: foo: not found`).
 const GATE: &str = concat!(
-    r#"c=$1; shift 2; for e; do echo 0 > "$e" || exit 125; done; "#,
-    r#"IFS= read -r go && [ "$go" = go ] || exit 125; exec sh -c "$c" </dev/null"#
+    r#"__apollo11_c=$1; shift 2; "#,
+    r#"for __apollo11_e; do echo 0 > "$__apollo11_e" || exit 125; done; "#,
+    r#"IFS= read -r __apollo11_go && [ "$__apollo11_go" = go ] || exit 125; "#,
+    r#"exec </dev/null; "#,
+    r#"eval "unset __apollo11_c __apollo11_e __apollo11_go; set --; $__apollo11_c""#
 );
 
-/// [`GATE`], the command's exit status also written to the file `EXIT` once it ends: what
-/// a worker restarted while the try ran reads, since it is no longer the process's parent.
-/// (A command killed by a signal exits its `sh` with 128 + the signal's number.)
+/// [`GATE`], the command run in a subshell and its exit status written to the file `EXIT`
+/// once it ends: what a worker restarted while the try ran reads, since it is no longer the
+/// process's parent. (A command killed by a signal exits its subshell with 128 + the
+/// signal's number.)
 const GATE_RECORDED: &str = concat!(
-    r#"c=$1; x=$2; shift 2; for e; do echo 0 > "$e" || exit 125; done; "#,
-    r#"IFS= read -r go && [ "$go" = go ] || exit 125; sh -c "$c" </dev/null; s=$?; "#,
-    r#"printf %s "$s" > "$x"; exit "$s""#
+    r#"__apollo11_c=$1; __apollo11_x=$2; shift 2; "#,
+    r#"for __apollo11_e; do echo 0 > "$__apollo11_e" || exit 125; done; "#,
+    r#"IFS= read -r __apollo11_go && [ "$__apollo11_go" = go ] || exit 125; "#,
+    r#"(eval "unset __apollo11_c __apollo11_x __apollo11_e __apollo11_go; set --; "#,
+    r#"$__apollo11_c") </dev/null; __apollo11_s=$?; "#,
+    r#"printf %s "$__apollo11_s" > "$__apollo11_x"; exit "$__apollo11_s""#
 );
 
 /// Records where a try's process runs before it may act: the engine appends `Placed`, a
@@ -205,8 +219,8 @@ async fn wait(
     })?;
     let began = std::time::Instant::now();
     placing.running();
-    // Unless its gate execs the command (no exit file), the gate's `sh` counts the command's
-    // CPU only once it has waited for it, which a killed group never does.
+    // Unless its gate runs the command itself (no exit file), the gate's `sh` counts the
+    // command's CPU only once it has waited for it, which a killed group never does.
     let counted = Counted {
         ended: cgroup.is_none(),
         killed: cgroup.is_none() && at.exit.is_none(),

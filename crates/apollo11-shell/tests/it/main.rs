@@ -2,6 +2,7 @@
 
 mod attempt;
 mod compat;
+mod gate;
 mod positions;
 mod render;
 mod schedules;
