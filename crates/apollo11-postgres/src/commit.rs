@@ -75,8 +75,9 @@ pub async fn write(
 /// Writes `appends` planned against `runs` as the writer last saw them, in one round trip:
 /// the write as a transaction of its own, and the first check that the batch is visible.
 /// The runs are not locked first (that cost a lone appender a sixth of its time, and a
-/// fifth at 256): the write locks them as it moves them on, in no set order, so a batch of
-/// another instance locking two of its runs the other way round may deadlock with it. The
+/// fifth at 256): the write locks them as it moves them on, named in the runs' order but
+/// locked in the order the server's plan takes them, so a batch of another instance
+/// locking two of its runs the other way round may deadlock with it. The
 /// server then ends one of the two (after its `deadlock_timeout`, 1 s by default) and that
 /// batch goes the way of the locked, ordered write: nothing of it was written.
 async fn planned(

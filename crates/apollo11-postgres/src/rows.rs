@@ -5,7 +5,7 @@
 use crate::error::corrupted;
 use apollo11_core::{BlobRef, Event, EventId, Payload, RunId, Seq, StepName};
 use apollo11_store::{NewEvent, StoreError};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use tokio_postgres::Row;
 
 /// The columns of `events`, in the order reads select them and inserts fill them.
@@ -67,9 +67,10 @@ impl EventColumns {
     }
 
     /// Each run's last seq among the rows and the position (from 1) of its row: `(runs,
-    /// seqs, positions)`, for moving the runs on.
+    /// seqs, positions)`, for moving the runs on, in the runs' order: every batch that moves
+    /// the same runs on names them in the same order.
     pub fn run_ends(&self) -> (Vec<&str>, Vec<i64>, Vec<i64>) {
-        let mut ends: HashMap<&str, (i64, i64)> = HashMap::new();
+        let mut ends: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
         for (n, (run, seq)) in (1..).zip(self.runs.iter().zip(&self.seqs)) {
             ends.insert(run, (*seq, n));
         }
@@ -134,5 +135,34 @@ pub fn check_text(events: &[NewEvent]) -> Result<(), StoreError> {
             reason: format!("event {} of the append contains a NUL byte", i + 1),
         }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apollo11_core::EventKind;
+
+    fn event() -> NewEvent {
+        NewEvent {
+            step: None,
+            kind: EventKind::Started,
+            attempt: 0,
+            at_ms: 0,
+            instance: "i".into(),
+            payload: Payload::Empty,
+        }
+    }
+
+    #[test]
+    fn run_ends_name_each_run_once_in_order_with_its_last_row() {
+        let mut columns = EventColumns::default();
+        for (run, seq) in [("b", 4), ("a", 7), ("c", 1), ("b", 5), ("a", 8)] {
+            columns.push(&RunId::from(run), Seq(seq), event());
+        }
+        let (runs, seqs, positions) = columns.run_ends();
+        assert_eq!(runs, ["a", "b", "c"]);
+        assert_eq!(seqs, [8, 5, 1]);
+        assert_eq!(positions, [5, 4, 3]);
     }
 }
