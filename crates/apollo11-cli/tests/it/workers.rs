@@ -1,8 +1,9 @@
 //! Steps placed on `apollo11 worker` processes: labels choose the worker, logs and outputs
 //! come back, a worker killed mid-step loses its try (retried elsewhere, or for a
 //! `compensate` step, the run paused), a server killed mid-step adopts the try on restart
-//! and records it once, a worker restarted mid-step finds its try's cgroup again, the worker token opens the worker routes only, and a try no worker
-//! has taken says what it waits for in `status` and the run view.
+//! and records it once, a worker restarted mid-step finds its try's cgroup again and kills a
+//! try it took up again once the server stops it, the worker token opens the worker routes
+//! only, and a try no worker has taken says what it waits for in `status` and the run view.
 
 use crate::harness::{api, serving_address, wait_until, Cli, TOKEN, WORKER_TOKEN};
 use serde_json::{json, Value};
@@ -297,6 +298,61 @@ fn a_worker_restarted_mid_step_takes_its_try_up_again_and_reports_it_once() {
             .is_none(),
         "its folder is gone once reported"
     );
+}
+
+/// A step that outlives its timeout, on a worker.
+const SLOW: &str = r#"
+[workflow]
+name = "placed"
+
+[[steps]]
+name = "slow"
+run = "echo started; sleep 60"
+idempotency = "natural"
+timeout = "5s"
+retry = { max_attempts = 1 }
+on = { role = "db" }
+"#;
+
+/// How many processes of the group `pgid` still run (zombies left out: an orphan's may wait
+/// for its reaper).
+fn running_in_group(pgid: i64) -> usize {
+    let entries = std::fs::read_dir("/proc").unwrap().filter_map(Result::ok);
+    entries
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| {
+            // The command name (field 2) may hold anything: fields count after its `)`.
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            let fields: Vec<&str> = after.split_whitespace().collect();
+            fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
+        })
+        .count()
+}
+
+#[test]
+fn a_try_taken_up_by_a_restarted_worker_is_killed_there_once_the_server_stops_it() {
+    let mut s = Setup::with(SLOW);
+    s.worker("w1", "role=db");
+    s.start("r1");
+    s.placed_on("r1", "slow");
+    let handle = s.step("r1", "slow")["placed"]["handle"].clone();
+    let handle: Value = serde_json::from_str(handle.as_str().unwrap()).unwrap();
+    let pgid = handle["group"]["pgid"].as_i64().unwrap();
+    s.kill_worker("w1");
+    assert!(running_in_group(pgid) > 0, "the try outlives its worker");
+    s.worker("w1", "role=db");
+    wait_until("the step failed", || {
+        state_of(&s.step("r1", "slow")) == "failed"
+    });
+    let slow = s.step("r1", "slow");
+    assert_eq!(slow["error_class"], "timeout", "{slow}");
+    assert_eq!(slow["attempt"], 1, "taken up again, not lost: {slow}");
+    wait_until("the try's processes killed by the worker", || {
+        running_in_group(pgid) == 0
+    });
+    wait_until("its folder gone", || {
+        std::fs::read_dir(s.cli.file("work-w1/tries")).map_or(true, |mut d| d.next().is_none())
+    });
 }
 
 /// A step held by a cgroup (its memory limited) on a worker.
