@@ -8,7 +8,7 @@
 //! cgroup v1 (one folder per controller: `memory`, `cpu`, `pids` under /sys/fs/cgroup) and
 //! v2 (a unified /sys/fs/cgroup), written by hand: a handful of files, no crate needed.
 
-use super::limits::Limits;
+use super::limits::{Held, Limits};
 use apollo11_core::Usage;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -193,7 +193,7 @@ impl Cgroup {
         let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
         let now_ms = since_epoch.map_or(0, |d| d.as_millis() as u64);
         Usage {
-            isolation: "cgroup".to_owned(),
+            isolation: Held::Cgroup.word().to_owned(),
             wall_ms: now_ms.saturating_sub(started_ms),
             cpu_user_ms: used.cpu_user_ms,
             cpu_system_ms: used.cpu_system_ms,
