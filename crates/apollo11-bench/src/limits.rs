@@ -6,39 +6,22 @@
 //! Needs a writable cgroup (root); noted and skipped where none can be made.
 
 use crate::catalog::Scenario;
+use crate::noop_try::{self, Nowhere};
 use crate::report::{median, quantile_us, Report};
 use crate::scheduler::close;
 use crate::Setup;
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use apollo11_log::{FileLog, Options};
-use apollo11_runtime::{Engine, EngineConfig, RunId, RunStatus, StepError, Usage};
-use apollo11_shell::files::step_files;
-use apollo11_shell::shell::{check_limits, execute, Files, Job, Limits, Placing};
-use async_trait::async_trait;
+use apollo11_runtime::{Engine, EngineConfig, RunId, RunStatus};
+use apollo11_shell::shell::{check_limits, Limits};
 use serde_json::json;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The memory limit of a try with limits: enough for `true`, and a cgroup in every mode.
 const MEMORY: u64 = 256 << 20;
 /// Engine runs each way, alternated.
 const PAIRS: usize = 3;
-
-/// Records nothing; keeps what each try used, to check how its limits were held.
-#[derive(Default)]
-struct Nowhere(Mutex<Vec<Usage>>);
-
-#[async_trait]
-impl Placing for Nowhere {
-    async fn placed(&self, _: &str, _: &str) -> Result<(), StepError> {
-        Ok(())
-    }
-
-    fn used(&self, usage: Usage) {
-        self.0.lock().expect("not poisoned").push(usage);
-    }
-}
 
 pub async fn run(setup: &Setup) -> Result<Report> {
     let mut report = Report::new(Scenario::Limits);
@@ -104,18 +87,8 @@ async fn latencies(
     let placing = Nowhere::default();
     let mut took = Vec::with_capacity(tries);
     for attempt in 1..=tries as u32 {
-        let job = job(&dir, attempt, limits.clone());
-        let files = step_files(&dir, "bench", "noop", attempt, false);
-        let at = Files {
-            files: &files,
-            base: &dir,
-            base_words: "the bench dir",
-            exit: None,
-        };
         let started = Instant::now();
-        execute(&job, &at, &placing)
-            .await
-            .map_err(|e| anyhow!("a no-op try failed: {}", e.message))?;
+        noop_try::run(&dir, "noop", attempt, limits.clone(), &placing).await?;
         took.push(started.elapsed());
     }
     let used = placing.0.lock().expect("not poisoned");
@@ -126,25 +99,6 @@ async fn latencies(
     std::fs::remove_dir_all(&dir)?;
     took.sort();
     Ok(took)
-}
-
-fn job(dir: &Path, attempt: u32, limits: Limits) -> Job {
-    Job {
-        run_id: "bench".into(),
-        step: "noop".into(),
-        attempt,
-        compensation: false,
-        command: "true".into(),
-        env: Vec::new(),
-        pass: None,
-        dir: dir.to_path_buf(),
-        inputs: Default::default(),
-        params: Default::default(),
-        payload: None,
-        non_retryable: Vec::new(),
-        classes: Vec::new(),
-        limits,
-    }
 }
 
 /// Runs of `steps` parallel no-op shell steps through the engine, limits off then on, in

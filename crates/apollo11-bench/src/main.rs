@@ -14,6 +14,7 @@ mod for_each;
 mod gc;
 mod lifecycle;
 mod limits;
+mod noop_try;
 mod open_loop;
 mod pg_append;
 mod pg_baselines;

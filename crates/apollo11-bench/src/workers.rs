@@ -12,17 +12,15 @@
 //!   waiting for labels no worker has).
 
 use crate::catalog::Scenario;
+use crate::noop_try::{self, Nowhere};
 use crate::report::{quantile_us, resident_bytes, Report};
 use crate::server::host::Hosted;
 use crate::Setup;
 use anyhow::{ensure, Context, Result};
-use apollo11_core::Usage;
 use apollo11_dispatch::{Config, Dispatcher, Labels, TryRef};
-use apollo11_runtime::StepError;
 use apollo11_server::client::Client;
 use apollo11_server::ServerConfig;
-use apollo11_shell::files::step_files;
-use apollo11_shell::shell::{execute, Files, Job, Placing};
+use apollo11_shell::shell::Limits;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -135,55 +133,16 @@ async fn processes(setup: &Setup, n: usize) -> Result<f64> {
         if running.len() == at_once {
             running.join_next().await.expect("tries run")??;
         }
-        running.spawn(noop_try(dir.clone(), format!("noop[i{i}]")));
+        let dir = dir.clone();
+        running.spawn(async move {
+            let step = format!("noop[i{i}]");
+            noop_try::run(&dir, &step, 1, Limits::default(), &Nowhere::default()).await
+        });
     }
     while let Some(done) = running.join_next().await {
         done??;
     }
     Ok(n as f64 / began.elapsed().as_secs_f64())
-}
-
-/// One try of `true` in `dir`, its files under `dir`, placed nowhere.
-async fn noop_try(dir: std::path::PathBuf, step: String) -> Result<()> {
-    let job = Job {
-        run_id: "p".into(),
-        step: step.clone(),
-        attempt: 1,
-        compensation: false,
-        command: "true".into(),
-        env: Vec::new(),
-        pass: None,
-        dir: dir.clone(),
-        inputs: Default::default(),
-        params: Default::default(),
-        payload: None,
-        non_retryable: Vec::new(),
-        classes: Vec::new(),
-        limits: Default::default(),
-    };
-    let files = step_files(&dir, "p", &step, 1, false);
-    let at = Files {
-        files: &files,
-        base: &dir,
-        base_words: "the bench's folder",
-        exit: None,
-    };
-    execute(&job, &at, &Nowhere)
-        .await
-        .map_err(|e| anyhow::anyhow!("{step}: {}", e.message))?;
-    Ok(())
-}
-
-/// Places a try nowhere: nothing is recorded before its gate opens.
-struct Nowhere;
-
-#[async_trait::async_trait]
-impl Placing for Nowhere {
-    async fn placed(&self, _host: &str, _handle: &str) -> Result<(), StepError> {
-        Ok(())
-    }
-
-    fn used(&self, _usage: Usage) {}
 }
 
 /// A folder of workflow files with `text` as `NAME.toml`, and the data dir beside it.

@@ -32,20 +32,13 @@ async fn run(
         run_id: "r".into(),
         step: "s".into(),
         attempt: 1,
-        compensation: false,
         command: command.into(),
         env: env
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect(),
-        pass: None,
         dir: dir.to_owned(),
-        inputs: Default::default(),
-        params: Default::default(),
-        payload: None,
-        non_retryable: Vec::new(),
-        classes: Vec::new(),
-        limits: Default::default(),
+        ..Job::default()
     };
     let data = dir.join("data");
     let files = step_files(&data, "r", "s", 1, false);
