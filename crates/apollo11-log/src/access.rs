@@ -90,13 +90,20 @@ impl EventStore for FileLog {
             cause: (self.files.shared.poison.get())
                 .map_or_else(|| "the writer stopped".into(), |c| c.to_string()),
         };
-        match writing {
-            Writing::Thread(queue) => queue.push(request).await?,
-            Writing::Inline(inline) => inline
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .commit(request),
-        }
+        // Counted among the appends in flight until answered.
+        let _appending = match writing {
+            Writing::Thread(lane) => {
+                let appending = lane.appending();
+                if let Some(request) = lane.commit_alone(request) {
+                    lane.queue().push(request).await?;
+                }
+                Some(appending)
+            }
+            Writing::Inline(inline) => {
+                (inline.lock().unwrap_or_else(|p| p.into_inner())).commit(request);
+                None
+            }
+        };
         answer.await.map_err(|_| stopped())?
     }
 

@@ -8,7 +8,7 @@ use crate::cold::Compactor;
 use crate::file_system::{Fs, FsLock, RealFs};
 use crate::open::Recovery;
 use crate::run_index::Index;
-use crate::write::queue::Queue;
+use crate::write::pipeline::Lane;
 use crate::write::writer::{AppendRequest, Shared, Writer};
 use crate::write::WriteError;
 use crate::{Collected, Compressed, LockHolder, Options};
@@ -38,8 +38,8 @@ pub struct FileLog {
 
 /// How appends reach the writer.
 pub(crate) enum Writing {
-    /// Queued for the writer thread, which groups them.
-    Thread(Arc<Queue>),
+    /// Queued for the writer thread, which groups them, or written by a lone appender itself.
+    Thread(Arc<Lane>),
     /// Committed on the appender's task, one at a time ([`Options::deterministic`]).
     Inline(Box<Mutex<Inline>>),
 }
@@ -316,9 +316,9 @@ impl Drop for FileLog {
                 let mut inline = (*inline).into_inner().unwrap_or_else(|p| p.into_inner());
                 inline.writer.index_on_close();
             }
-            Some(Writing::Thread(queue)) => {
-                queue.close(StoreError::unavailable("the log is closed"))
-            }
+            Some(Writing::Thread(lane)) => lane
+                .queue()
+                .close(StoreError::unavailable("the log is closed")),
             None => {}
         }
         if let Some(handle) = self.writer.take() {

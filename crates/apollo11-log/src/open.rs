@@ -10,6 +10,7 @@ use crate::file_system::{Fs, FsLock, Mode};
 use crate::format::segment::{file_name, HEADER_BYTES};
 use crate::load::{load, Inspected, Verdict};
 use crate::run_index::Index;
+use crate::write::pipeline::Lane;
 use crate::write::queue::Queue;
 use crate::write::writer::{create_segment, preallocation, Shared, Tail, Writer};
 use crate::{snapshot, LockHolder, Options};
@@ -93,13 +94,15 @@ pub(crate) fn open_writing(
         let inline = Inline::new(writer);
         (Writing::Inline(Box::new(Mutex::new(inline))), None)
     } else {
-        let queue = Arc::new(Queue::new());
-        let taking = queue.clone();
+        let lane = Lane::new(writer, Arc::new(Queue::new()))
+            .map_err(|e| StoreError::io("starting the log's sync thread", e))?;
+        let lane = Arc::new(lane);
+        let taking = lane.clone();
         let handle = std::thread::Builder::new()
             .name("apollo11-log-writer".into())
-            .spawn(move || crate::write::pipeline::run(writer, taking))
+            .spawn(move || crate::write::pipeline::run(taking))
             .map_err(|e| StoreError::io("starting the log writer thread", e))?;
-        (Writing::Thread(queue), Some(handle))
+        (Writing::Thread(lane), Some(handle))
     };
     crate::metrics::opened(started.elapsed().as_secs_f64());
     Ok(FileLog {

@@ -27,12 +27,6 @@ pub enum WriteError {
         /// The OS error.
         source: Arc<io::Error>,
     },
-    /// The log's sync thread could not start.
-    #[error("starting the log's sync thread: {source}")]
-    SyncThread {
-        /// The OS error.
-        source: Arc<io::Error>,
-    },
     /// The writer panicked: a bug, which stops the store like an IO failure.
     #[error("the log writer panicked: {message}")]
     Panicked {

@@ -2,8 +2,10 @@
 //! thread syncs the batch before, and completes (publishes and acknowledges) each batch once
 //! a sync that covers it has returned. A batch written with nothing queued behind it, nothing
 //! unsynced before it, and every appender the last sync answered back in it (a lone
-//! appender's, say) is synced on this thread: nothing is left to overlap with its sync, which
-//! is spared the hand-off to the sync thread and back. It writes a batch only while at
+//! appender's, say) is synced by the thread that wrote it: nothing is left to overlap with
+//! its sync, which is spared the hand-off to the sync thread and back. An appender that finds
+//! the pipeline so idle writes and syncs its append itself ([`Lane::commit_alone`]), sparing
+//! the hand-off to this thread and back too. It writes a batch only while at
 //! most one other is unsynced, so a crash can tear the last two batches at most (recovery
 //! relies on it, see docs/log-format.md). It rolls to a new segment only once every batch
 //! written is synced. Any failure, its own or a sync's, poisons the store and fails every
@@ -17,13 +19,32 @@ use crate::write::WriteError;
 use crate::Durability;
 use apollo11_store::StoreError;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 /// Batches written and not yet synced, at most, when a new one is written.
 const UNSYNCED_MAX: usize = 1;
 
-/// The writer thread's state.
+/// The writer's state, shared by the writer thread and the appenders: the thread holds it
+/// for a turn, an appender only when it finds it free and idle.
+pub struct Lane {
+    queue: Arc<Queue>,
+    pipeline: Mutex<Pipeline>,
+    /// Appends made and not yet answered.
+    appending: AtomicUsize,
+}
+
+/// One append in flight, counted by its lane until dropped.
+pub struct Appending<'a>(&'a AtomicUsize);
+
+impl Drop for Appending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The writer's state.
 struct Pipeline {
     writer: Writer,
     queue: Arc<Queue>,
@@ -41,47 +62,113 @@ struct Pipeline {
     buf: Vec<u8>,
 }
 
+/// What the writer thread does after a turn.
+enum Turn {
+    /// Turns again at once.
+    Again,
+    /// Sleeps until woken: by a push (when it may write), a sync's end, or the queue's close.
+    Sleep,
+    /// Stops: the queue is closed and everything is answered.
+    Stop,
+}
+
+impl Lane {
+    /// The writer's state around `writer`, with its sync thread started (in fsync
+    /// durability); requests reach it through `queue` or [`Lane::commit_alone`].
+    ///
+    /// # Errors
+    ///
+    /// The operating system's, when the sync thread cannot start.
+    pub fn new(writer: Writer, queue: Arc<Queue>) -> std::io::Result<Lane> {
+        let syncs = match writer.options.durability {
+            Durability::Fsync => {
+                let waking = queue.clone();
+                Some(Syncs::start(move || waking.wake())?)
+            }
+            Durability::Buffered => None,
+        };
+        let pipeline = Pipeline {
+            writer,
+            queue: queue.clone(),
+            syncs,
+            pending: VecDeque::new(),
+            gathered: Vec::new(),
+            unsynced: VecDeque::new(),
+            answered: 0,
+            buf: Vec::with_capacity(1 << 20),
+        };
+        Ok(Lane {
+            queue,
+            pipeline: Mutex::new(pipeline),
+            appending: AtomicUsize::new(0),
+        })
+    }
+
+    /// Where appenders queue their requests for the writer thread.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// Counts an append in flight until the value returned is dropped: hold it until the
+    /// append is answered.
+    pub fn appending(&self) -> Appending<'_> {
+        self.appending.fetch_add(1, Ordering::SeqCst);
+        Appending(&self.appending)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pipeline> {
+        self.pipeline.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes and syncs `request` on the calling thread, answering it (a failure too, which
+    /// poisons the store), when it is the only append in flight (counted by
+    /// [`Lane::appending`], which the caller holds), the writer thread is not at work and
+    /// nothing else waits: nothing queued, gathered or unsynced, and no more than one
+    /// appender answered by the last sync. A lone appender (a chain of steps) would
+    /// otherwise wait for two thread wake-ups around its sync, each of tens of µs on a
+    /// virtual machine. Else hands `request` back, to be queued. The caller is blocked for
+    /// one write and one sync; one appender at a time at most, since the others find the
+    /// writer's state held.
+    pub fn commit_alone(&self, request: AppendRequest) -> Option<AppendRequest> {
+        if self.appending.load(Ordering::SeqCst) > 1 {
+            return Some(request);
+        }
+        let Ok(mut pipeline) = self.pipeline.try_lock() else {
+            return Some(request);
+        };
+        if !pipeline.idle() {
+            return Some(request);
+        }
+        pipeline.pending.push_back(request);
+        if let Err(cause) = guarded(|| pipeline.write_next()) {
+            pipeline.fail_all(cause);
+        }
+        None
+    }
+}
+
 /// Runs the writer until the queue is closed and everything queued is answered, or until a
 /// failure poisons the store; then stops the sync thread and, after a clean run, indexes
 /// the last segment.
-pub fn run(writer: Writer, queue: Arc<Queue>) {
-    queue.attach();
-    let syncs = match writer.options.durability {
-        Durability::Fsync => {
-            let waking = queue.clone();
-            match Syncs::start(move || waking.wake()) {
-                Ok(started) => Some(started),
-                Err(e) => {
-                    let source = Arc::new(e);
-                    let error = writer.shared.stop(WriteError::SyncThread { source });
-                    queue.close(error.clone());
-                    fail_requests(&queue, &mut VecDeque::new(), &error);
-                    return;
-                }
+pub fn run(lane: Arc<Lane>) {
+    lane.queue.attach();
+    loop {
+        let mut pipeline = lane.lock();
+        match guarded(|| pipeline.turn()) {
+            Ok(Turn::Again) => continue,
+            // A wake-up sent since the turn's checks makes this return at once.
+            Ok(Turn::Sleep) => {
+                drop(pipeline);
+                std::thread::park();
+            }
+            Ok(Turn::Stop) => break,
+            Err(cause) => {
+                pipeline.fail_all(cause);
+                break;
             }
         }
-        Durability::Buffered => None,
-    };
-    let mut pipeline = Pipeline {
-        writer,
-        queue,
-        syncs,
-        pending: VecDeque::new(),
-        gathered: Vec::new(),
-        unsynced: VecDeque::new(),
-        answered: 0,
-        buf: Vec::with_capacity(1 << 20),
-    };
-    let outcome = loop {
-        match guarded(|| pipeline.turn()) {
-            Ok(true) => continue,
-            Ok(false) => break Ok(()),
-            Err(cause) => break Err(cause),
-        }
-    };
-    if let Err(cause) = outcome {
-        pipeline.fail_all(cause);
     }
+    let mut pipeline = lane.lock();
     if let Some((syncs, handle)) = pipeline.syncs.take() {
         syncs.close();
         let _ = handle.join();
@@ -99,8 +186,8 @@ fn fail_requests(queue: &Queue, pending: &mut VecDeque<AppendRequest>, error: &S
 
 impl Pipeline {
     /// One turn: completes the batches synced, writes a batch when requests wait and it
-    /// may, or else sleeps until woken. `false` once closed with nothing left.
-    fn turn(&mut self) -> Result<bool, WriteError> {
+    /// may, or else says to sleep until woken.
+    fn turn(&mut self) -> Result<Turn, WriteError> {
         self.complete_synced()?;
         let may_write = self.unsynced.len() <= UNSYNCED_MAX;
         if may_write && self.pending.is_empty() {
@@ -111,15 +198,22 @@ impl Pipeline {
         let closed = self.queue.take(&mut self.pending);
         if may_write && !self.pending.is_empty() {
             self.write_next()?;
-            return Ok(true);
+            return Ok(Turn::Again);
         }
         if closed && self.pending.is_empty() && self.unsynced.is_empty() {
-            return Ok(false);
+            return Ok(Turn::Stop);
         }
-        // Woken by a push (when it may write), a sync's end, or the queue's close; a wake-up
-        // sent since the checks above makes this return at once.
-        std::thread::park();
-        Ok(true)
+        Ok(Turn::Sleep)
+    }
+
+    /// Whether a lone append may be written and synced at once by whoever holds the state:
+    /// nothing waits or is in flight, and the last sync answered one appender at most.
+    fn idle(&self) -> bool {
+        self.pending.is_empty()
+            && self.gathered.is_empty()
+            && self.unsynced.is_empty()
+            && self.answered <= 1
+            && self.queue.is_idle()
     }
 
     /// Gathers a batch from the requests pending and writes it; rolls first, once every
@@ -176,7 +270,8 @@ impl Pipeline {
         progress.failed.map_or(Ok(()), Err)
     }
 
-    /// Waits until every batch written is synced, and completes them.
+    /// Waits until every batch written is synced, and completes them. Only the writer
+    /// thread ever waits here: an appender writes only when nothing is unsynced.
     fn drain(&mut self) -> Result<(), WriteError> {
         loop {
             self.complete_synced()?;

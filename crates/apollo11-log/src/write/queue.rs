@@ -100,6 +100,12 @@ impl Queue {
         self.state().requests.is_empty()
     }
 
+    /// Whether no request is queued and the queue is open: an append may go past it.
+    pub fn is_idle(&self) -> bool {
+        let state = self.state();
+        state.requests.is_empty() && state.closed.is_none()
+    }
+
     /// Gives back the room of `n` requests the writer has put into a batch.
     pub fn release(&self, n: usize) {
         if n > 0 {

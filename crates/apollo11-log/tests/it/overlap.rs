@@ -338,18 +338,38 @@ async fn a_sync_error_while_the_next_batch_is_written_fails_both_and_stops_the_s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_with_nothing_queued_behind_it_is_synced_by_the_writer_itself() {
+async fn a_lone_append_is_written_and_synced_by_its_appender() {
     let sim = Arc::new(SimFs::new());
     let (log, gate) = log_with_one_event(&sim).await;
     let threads = gate.state().threads.clone();
-    assert_eq!(
-        threads.last().map(String::as_str),
-        Some("apollo11-log-writer")
-    );
+    let this = std::thread::current().name().map(str::to_owned);
+    assert_eq!(threads.last(), this.as_ref());
     spawn_append(&log, "b").await.unwrap().unwrap();
     let later = gate.state().threads.split_off(threads.len());
-    assert_eq!(later, ["apollo11-log-writer"]);
+    assert_eq!(later, ["tokio-rt-worker"]);
     for seed in 0..20 {
         runs_after_power_loss(&sim, seed, &["a", "b"]).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_queued_while_an_appender_syncs_its_own_is_synced_by_the_writer_itself() {
+    let sim = Arc::new(SimFs::new());
+    let (log, gate) = log_with_one_event(&sim).await;
+    gate.arm(0, Hold::Before);
+    let b = spawn_append(&log, "b");
+    gate.wait_for("b's write", 30, |s| s.writes == 1);
+    gate.let_write_return();
+    gate.wait_for("b's sync", 30, |s| s.syncs == 1);
+    let c = queued_append(&log, "c");
+    gate.release();
+    b.await.unwrap().unwrap();
+    c.await.unwrap().unwrap();
+    assert_eq!(
+        gate.state().threads,
+        ["tokio-rt-worker", "apollo11-log-writer"]
+    );
+    for seed in 0..20 {
+        runs_after_power_loss(&sim, seed, &["a", "b", "c"]).await;
     }
 }
