@@ -102,6 +102,7 @@ pub(crate) fn open_writing(
             .name("apollo11-log-writer".into())
             .spawn(move || crate::write::pipeline::run(taking))
             .map_err(|e| StoreError::io("starting the log writer thread", e))?;
+        lane.queue().attach(handle.thread().clone());
         (Writing::Thread(lane), Some(handle))
     };
     crate::metrics::opened(started.elapsed().as_secs_f64());

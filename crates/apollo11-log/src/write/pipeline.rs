@@ -151,7 +151,9 @@ impl Lane {
 /// failure poisons the store; then stops the sync thread and, after a clean run, indexes
 /// the last segment.
 pub fn run(lane: Arc<Lane>) {
-    lane.queue.attach();
+    // Asleep until a push, a sync's end or the close wakes it (the queue starts wanting):
+    // until then a lone appender finds the writer's state free.
+    std::thread::park();
     loop {
         let mut pipeline = lane.lock();
         match guarded(|| pipeline.turn()) {

@@ -21,7 +21,8 @@ pub struct Queue {
     room: Semaphore,
     /// The writer's thread, once it runs.
     writer: OnceLock<Thread>,
-    /// Set by the writer before it sleeps for want of requests: the next push wakes it.
+    /// Set by the writer before it sleeps for want of requests (and at first, when it starts
+    /// asleep): the next push wakes it.
     wanted: AtomicBool,
 }
 
@@ -41,7 +42,8 @@ impl Queue {
             }),
             room: Semaphore::new(limits::QUEUE_DEPTH_MAX as usize),
             writer: OnceLock::new(),
-            wanted: AtomicBool::new(false),
+            // The writer starts asleep, woken by the first push.
+            wanted: AtomicBool::new(true),
         }
     }
 
@@ -70,9 +72,9 @@ impl Queue {
         Ok(())
     }
 
-    /// Called by the writer thread before it first waits: the thread pushes wake.
-    pub fn attach(&self) {
-        let _ = self.writer.set(std::thread::current());
+    /// Names the writer thread, the one pushes wake: call it before any push.
+    pub fn attach(&self, writer: Thread) {
+        let _ = self.writer.set(writer);
     }
 
     /// Wakes the writer (for a reason of its own: a sync ended, the queue closed).
