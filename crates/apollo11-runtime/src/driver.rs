@@ -6,6 +6,7 @@
 mod adopt;
 mod condition;
 mod expand;
+mod first_poll;
 mod gauges;
 mod inputs;
 mod recorded;
@@ -24,6 +25,7 @@ use apollo11_core::{
 use apollo11_machine::{Command, FailReason, Now, RunMachine, RunState, RunStatus};
 use apollo11_store::{resolve, NewEvent, StoreError};
 use expand::{learn_auto, load};
+use first_poll::{poll_once, Polled};
 use gauges::{step_pending, Counted};
 use inputs::Prepared;
 use recorded::Hooks;
@@ -110,6 +112,8 @@ pub(crate) struct Driver<S: Store> {
     held: Option<Held>,
     /// Whether the tries a dead engine left at work were looked at for adoption.
     adopted: bool,
+    /// Tries that finished within their first poll, their outcomes not yet looked at.
+    finished: Vec<Done>,
 }
 
 impl<S: Store> Driver<S> {
@@ -163,6 +167,7 @@ impl<S: Store> Driver<S> {
             counted,
             held,
             adopted: false,
+            finished: Vec::new(),
         })
     }
 
@@ -213,6 +218,9 @@ impl<S: Store> Driver<S> {
         {
             let mut failures = 0u32;
             loop {
+                // A chain of tries that finish at once never makes the driver wait: it
+                // gives its worker thread back to others now and then all the same.
+                tokio::task::consume_budget().await;
                 match self.turn().await {
                     Ok(Some(status)) => {
                         tracing::info!(status = %status, "run finished");
@@ -607,7 +615,9 @@ impl<S: Store> Driver<S> {
     }
 
     /// Executes `tried`: runs the step's code (or its compensation), or, for a try a dead
-    /// engine left at work (`adopt`), watches it to its end.
+    /// engine left at work (`adopt`), watches it to its end. The code runs here, on the
+    /// driver's task, until it first waits, and on in a task of its own from there
+    /// (`first_poll.rs`).
     fn launch(&mut self, tried: Try, prepared: Prepared, adopt: Option<Leftover>) {
         let code = self.code(&tried.step);
         let secrets: Vec<_> = (self.spec.params.iter())
@@ -668,12 +678,26 @@ impl<S: Store> Driver<S> {
                 usage: ctx.usage.usage(),
             }
         };
-        let abort = self.tasks.spawn(work.instrument(span));
+        let abort = match poll_once(Box::pin(work.instrument(span))) {
+            Polled::Waits(work) => Some(self.tasks.spawn(work)),
+            Polled::Done(done) => {
+                self.finished.push(done);
+                None
+            }
+            Polled::Panicked(message) => {
+                self.finished.push(panicked(tried.clone(), &message));
+                None
+            }
+        };
         self.running.insert(tried, cancel_tx, abort, meter);
     }
 
     /// Waits for an attempt to finish, the wake-up time, or an override.
     async fn wait(&mut self, wake: Option<u64>) -> Result<(), EngineError> {
+        if !self.finished.is_empty() {
+            let finished = std::mem::take(&mut self.finished);
+            return self.record(finished).await;
+        }
         let clock = self.shared.clock;
         let sleep = async move {
             match wake {
@@ -688,10 +712,11 @@ impl<S: Store> Driver<S> {
             biased;
             Some(request) = self.place_requests.recv() => self.place(request).await?,
             Some(first) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
-                let mut finished = vec![first];
+                let mut joined = vec![first];
                 while let Some(more) = self.tasks.try_join_next_with_id() {
-                    finished.push(more);
+                    joined.push(more);
                 }
+                let finished = self.joined(joined);
                 self.record(finished).await?;
             }
             () = self.notify.notified() => self.stale = true,
@@ -700,21 +725,26 @@ impl<S: Store> Driver<S> {
         Ok(())
     }
 
-    /// Appends the outcome of finished work that is still current.
-    async fn record(
-        &mut self,
-        finished: Vec<Result<(Id, Done), JoinError>>,
-    ) -> Result<(), EngineError> {
+    /// What the tasks that ended came back with: a panic is a retryable failure (`decide`
+    /// retries it after the step's backoff, like any other failed attempt or try); a stale
+    /// try's is dropped, and an aborted task has nothing to say.
+    fn joined(&self, joined: Vec<Result<(Id, Done), JoinError>>) -> Vec<Done> {
         let mut done = Vec::new();
-        for result in finished {
+        for result in joined {
             match result {
                 Ok((_, d)) => done.push(d),
                 Err(e) if e.is_cancelled() => {}
-                // A panic is a retryable failure: `decide` retries it after the step's
-                // backoff, like any other failed attempt or try. A stale try's is dropped.
-                Err(e) => done.extend(self.running.of_task(e.id()).map(|t| panicked(t, &e))),
+                Err(e) => {
+                    let tried = self.running.of_task(e.id());
+                    done.extend(tried.map(|t| panicked(t, &e.to_string())));
+                }
             }
         }
+        done
+    }
+
+    /// Appends the outcome of finished work that is still current.
+    async fn record(&mut self, done: Vec<Done>) -> Result<(), EngineError> {
         for mut d in done {
             let tried = d.tried();
             let mine = self.running.is_mine(&tried);
@@ -852,8 +882,8 @@ impl<S: Store> Driver<S> {
     }
 }
 
-/// What a try whose task panicked came back with.
-fn panicked(tried: Try, panic: &JoinError) -> Done {
+/// What a try that panicked came back with.
+fn panicked(tried: Try, panic: &str) -> Done {
     let outcome = match tried.kind {
         TryKind::Run => Outcome::Ran(Err(StepError::retryable(format!("step panicked: {panic}")))),
         TryKind::Compensation => Outcome::Compensation(Err(StepError::retryable(format!(

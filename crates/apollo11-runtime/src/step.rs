@@ -15,6 +15,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// `run` must be safe to call again for the same run and step, as its idempotency class
 /// promises: the engine reruns steps that were interrupted by a crash. A step with a
 /// compensation overrides `compensate` and returns true from `has_compensation`.
+///
+/// A try's code (`run`, `compensate`, `adopt`) runs on its run's driver until it first
+/// waits (an `.await` on something not ready yet), and on in a task of its own from there:
+/// a step that finishes without waiting costs no task. As in any async code, long
+/// computation or blocking calls belong in `tokio::task::spawn_blocking`; before a try's
+/// first wait they would also hold up its run's driver (`tokio::task::yield_now().await`
+/// first moves the rest of the try into its own task).
 #[async_trait]
 pub trait Step: Send + Sync + 'static {
     /// Does the step's work.

@@ -182,6 +182,9 @@ impl ShellStep {
         ctx: &StepContext,
         compensation: bool,
     ) -> Result<Output, StepError> {
+        // A try's first poll runs on its run's driver, until the try first waits: the files
+        // and the process start in the try's own task instead, beside the driver's work.
+        tokio::task::yield_now().await;
         for (kind, name) in [
             (NameKind::Run, ctx.run_id.as_str()),
             (NameKind::Step, ctx.step.as_str()),

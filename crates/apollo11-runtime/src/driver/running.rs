@@ -12,7 +12,7 @@ use tokio::task::{AbortHandle, Id};
 struct Execution {
     tried: Try,
     cancel: watch::Sender<bool>,
-    abort: AbortHandle,
+    abort: Option<AbortHandle>,
     meter: Arc<Meter>,
 }
 
@@ -29,7 +29,7 @@ impl Running {
         &mut self,
         tried: Try,
         cancel: watch::Sender<bool>,
-        abort: AbortHandle,
+        abort: Option<AbortHandle>,
         meter: Arc<Meter>,
     ) {
         let step = tried.step.clone();
@@ -53,7 +53,7 @@ impl Running {
     pub fn of_task(&self, id: Id) -> Option<Try> {
         let mut executions = self.by_step.values();
         executions
-            .find(|e| e.abort.id() == id)
+            .find(|e| e.abort.as_ref().is_some_and(|a| a.id() == id))
             .map(|e| e.tried.clone())
     }
 
@@ -98,7 +98,9 @@ impl Running {
     pub fn stop(&mut self, step: &StepName) {
         if let Some(execution) = self.by_step.remove(step) {
             let _ = execution.cancel.send(true);
-            execution.abort.abort();
+            if let Some(abort) = execution.abort {
+                abort.abort();
+            }
         }
     }
 }

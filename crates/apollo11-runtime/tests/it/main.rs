@@ -5,6 +5,7 @@ mod authoring;
 mod compensation;
 mod engine;
 mod expand;
+mod first_poll;
 mod flaky;
 mod gc;
 mod inspect;
