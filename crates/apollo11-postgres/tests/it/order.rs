@@ -197,14 +197,17 @@ async fn next_event(feed: &mut Subscription<'_>) -> EventId {
 /// another session inserted and holds while it asks for `x`'s row. The server ends the
 /// store's write (its deadlock check comes first here), which then goes the way of the
 /// ordered write and succeeds once the other session lets go: the append never fails.
+///
+/// PostgreSQL checks a wait for a deadlock once, `deadlock_timeout` after the wait began:
+/// the store's check must come after the other session closes the cycle (a quarter of a
+/// second leaves room for a loaded machine) and before that session's own (ten seconds).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_ended_by_a_deadlock_is_written_again_in_order() {
     let Some(url) = apollo11_postgres::test_url() else {
         return;
     };
-    // The store's sessions check for deadlocks after 20 ms, the other after the default 1 s.
     let quick = format!(
-        "{url}{}options=-c%20deadlock_timeout%3D20",
+        "{url}{}options=-c%20deadlock_timeout%3D250",
         if url.contains('?') { '&' } else { '?' }
     );
     let store = Arc::new(
@@ -215,6 +218,10 @@ async fn a_write_ended_by_a_deadlock_is_written_again_in_order() {
     let x = RunId::from("x");
     store.append(&x, Seq(1), vec![created()]).await.unwrap();
     let holder = admin(&url).await;
+    holder
+        .batch_execute("SET deadlock_timeout = '10s'")
+        .await
+        .unwrap();
     let schema = store.schema().to_owned();
     let same_key = format!(
         "BEGIN; INSERT INTO \"{schema}\".events \
