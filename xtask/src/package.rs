@@ -23,6 +23,7 @@ const LIBRARIES: &[&str] = &[
     "apollo11-postgres",
     "apollo11-runtime",
     "apollo11-dispatch",
+    "apollo11-client",
     "apollo11-schedule",
     "apollo11-shell",
     "apollo11-prometheus",

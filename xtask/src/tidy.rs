@@ -27,6 +27,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("apollo11-prometheus", &[]),
     // The queue between an engine and its workers: names no engine crate.
     ("apollo11-dispatch", &[]),
+    // The HTTP client of a server's API: names no engine crate.
+    ("apollo11-client", &[]),
     // Schedules: cron in a time zone, fire times, catch-up. Pure; names no engine crate.
     ("apollo11-schedule", &[]),
     (
@@ -66,6 +68,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-runtime",
             "apollo11-shell",
             "apollo11-prometheus",
+            "apollo11-client",
         ],
     ),
     (
@@ -85,6 +88,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "apollo11-server",
             "apollo11-shell",
             "apollo11-prometheus",
+            "apollo11-client",
         ],
     ),
     ("apollo11-bench", &["*"]),

@@ -15,7 +15,7 @@ use crate::Setup;
 use anyhow::{ensure, Result};
 use apollo11_log::{FileLog, Options};
 use apollo11_runtime::{Engine, EngineConfig, RunId, RunStatus};
-use apollo11_server::run_folder;
+use apollo11_shell::run_folder;
 use apollo11_shell::{definition, shell};
 use serde_json::json;
 use std::path::Path;
@@ -82,7 +82,7 @@ async fn run_example(dir: &Path, name: &str, runs: u32, segment_bytes: u64) -> R
     let workflow = Arc::new(shell::workflow(&spec, &data)?);
     for r in 0..runs {
         let run = format!("{name}-{r:03}");
-        run_folder(&data, &run, &spec).map_err(anyhow::Error::msg)?;
+        run_folder::create(&data, &run, &spec).map_err(|e| anyhow::Error::msg(e.to_string()))?;
         let status = engine.start(&workflow, RunId(run)).await?.outcome().await?;
         ensure!(
             status == RunStatus::Succeeded,

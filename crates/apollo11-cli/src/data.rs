@@ -2,9 +2,9 @@
 //! what the user asked wrong, 3 for damaged data, 4 for a data dir another writer holds (or
 //! a `gc` swap in progress that a read-only command met).
 
+use crate::shared::Shared;
 use crate::Exit;
 use apollo11_log::{FileLog, Options};
-use apollo11_postgres::{PgOptions, PgStore};
 use apollo11_runtime::{Engine, EngineConfig, EngineError, Leasing};
 use apollo11_store::{DynStore, StoreError};
 use std::path::Path;
@@ -67,7 +67,7 @@ pub struct DataDir {
     /// `--compress-after`.
     pub compress_after: Option<usize>,
     /// `--store` and `--store-schema`: a PostgreSQL database shared by instances.
-    pub shared: Option<PgOptions>,
+    pub shared: Option<Shared>,
 }
 
 /// How long a lease of this process lasts unrenewed (`run`, `resume` and `serve` with
@@ -85,7 +85,9 @@ impl DataDir {
     ) -> Result<DataDir, Exit> {
         let path = std::path::absolute(path)
             .map_err(|e| Exit::fail(2, format!("--data-dir {}: {e}", path.display())))?;
-        let shared = store.map(|url| shared_options(url, schema)).transpose()?;
+        let shared = store
+            .map(|url| crate::shared::options(url, schema))
+            .transpose()?;
         Ok(DataDir {
             path,
             segment_bytes,
@@ -116,11 +118,7 @@ impl DataDir {
         let Some(options) = &self.shared else {
             return Ok(None);
         };
-        let store = PgStore::open(options.clone()).await.map_err(|e| match e {
-            StoreError::Invalid { .. } => Exit::fail(2, format!("--store: {e}")),
-            other => Exit::fail(4, format!("--store: {other}")),
-        })?;
-        Ok(Some(DynStore::leased(Arc::new(store))))
+        crate::shared::open(options).await.map(Some)
     }
 
     /// The store readers use: the shared one, or the data dir's log read-only.
@@ -141,22 +139,6 @@ impl DataDir {
         }
         Ok(())
     }
-}
-
-fn shared_options(url: &str, schema: &str) -> Result<PgOptions, Exit> {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(Exit::fail(
-            2,
-            "--store: a postgres:// or postgresql:// url is expected (without --store, the data dir's file log is used)",
-        ));
-    }
-    // Connections are named after the schema in `pg_stat_activity`: one database can hold
-    // several deployments, and an operator can tell (or cut) one's connections.
-    Ok(PgOptions {
-        schema: schema.to_owned(),
-        application_name: schema.to_owned(),
-        ..PgOptions::new(url)
-    })
 }
 
 /// An engine on `store`, under its leases when it is shared.

@@ -6,6 +6,7 @@
 mod bundle;
 mod data;
 mod definition;
+mod flags;
 mod gc;
 mod inspect;
 mod operate;
@@ -15,7 +16,9 @@ mod render;
 mod run;
 mod schedules;
 mod scrub;
+#[cfg(feature = "server")]
 mod serve;
+mod shared;
 mod signal;
 mod traces;
 mod watch;
@@ -71,7 +74,12 @@ struct Cli {
     )]
     isolation: apollo11_shell::shell::Isolation,
     /// The database schema of --store.
-    #[arg(long, global = true, env = "APOLLO11_STORE_SCHEMA", default_value = apollo11_postgres::DEFAULT_SCHEMA)]
+    #[arg(
+        long,
+        global = true,
+        env = "APOLLO11_STORE_SCHEMA",
+        default_value = "apollo11"
+    )]
     store_schema: String,
     #[command(subcommand)]
     command: Command,
@@ -263,6 +271,7 @@ enum Command {
     },
     /// Serve the HTTP API and web UI on the data dir, driving runs of the workflows in
     /// --workflows; resumes interrupted runs at start. Ctrl-C stops.
+    #[cfg(feature = "server")]
     Serve {
         /// The address to listen on; other than loopback only with --token-file.
         #[arg(long, default_value = apollo11_server::DEFAULT_LISTEN)]
@@ -276,7 +285,7 @@ enum Command {
         lease_ttl: std::time::Duration,
         /// Archive, every DURATION (`1h`, `30m`), the finished runs the data dir's
         /// `[retention]` policy lets go, as `gc` does, on this server's own writer.
-        #[arg(long, value_name = "DURATION", value_parser = serve::parse_gc_every)]
+        #[arg(long, value_name = "DURATION", value_parser = flags::at_least_a_second)]
         gc_every: Option<std::time::Duration>,
         /// Answer requests whose Host is NAME (or NAME:PORT), beside the listen address
         /// (and localhost on loopback): the name a proxy or DNS gives this server. Repeatable.
@@ -290,7 +299,7 @@ enum Command {
         /// How long a connection may take to send a request's head, or sit idle between
         /// requests, before it is closed.
         #[arg(long, value_name = "DURATION", default_value = "10s",
-              value_parser = serve::parse_header_timeout)]
+              value_parser = flags::at_least_a_second)]
         header_timeout: std::time::Duration,
         /// The listen backlog: connections the kernel queues before the server accepts them.
         #[arg(long, value_name = "N", default_value_t = apollo11_server::DEFAULT_BACKLOG)]
@@ -300,7 +309,7 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         worker_token_file: Option<PathBuf>,
         /// A worker silent this long is lost with its tries (class `worker_lost`).
-        #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = serve::parse_heartbeat_timeout)]
+        #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = flags::at_least_a_second)]
         heartbeat_timeout: std::time::Duration,
     },
     /// Run the steps servers place on this machine: connects out to each --server, takes
@@ -322,7 +331,7 @@ enum Command {
         #[arg(long, value_name = "DIR", default_value = ".apollo11-worker")]
         work_dir: PathBuf,
         /// How often it heartbeats (keep it well under the servers' --heartbeat-timeout).
-        #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = serve::parse_heartbeat_timeout)]
+        #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = flags::at_least_a_second)]
         heartbeat_every: std::time::Duration,
     },
     /// List the workers a server hears from, and the tries waiting for one.
@@ -432,7 +441,7 @@ impl Exit {
 
 /// jemalloc, whose background thread hands memory back after a burst (configured at build
 /// time: `.cargo/config.toml`).
-#[cfg(not(target_env = "msvc"))]
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -447,7 +456,7 @@ fn main() {
     };
     traces::init();
     apollo11_shell::shell::set_isolation(cli.isolation);
-    let runtime = apollo11_server::runtime().expect("a tokio runtime");
+    let runtime = apollo11_runtime::tokio_runtime().expect("a tokio runtime");
     let exit = runtime.block_on(dispatch(cli));
     // Dropping the runtime drops every task, which kills the process groups of steps that an
     // interrupt left running.
@@ -510,12 +519,13 @@ fn check_args(command: &Command) -> Result<(), Exit> {
         | Command::Repair { .. }
         | Command::Compact { .. }
         | Command::Gc { .. }
-        | Command::Serve { .. }
         | Command::Worker { .. }
         | Command::Workers { .. }
         | Command::Schedules { .. }
         | Command::Schedule { .. }
         | Command::Backfill { .. } => Ok(()),
+        #[cfg(feature = "server")]
+        Command::Serve { .. } => Ok(()),
     }
 }
 
@@ -729,6 +739,7 @@ async fn dispatch(cli: Cli) -> Exit {
         | Command::Backfill { .. } => {
             unreachable!("handled before the data dir is opened")
         }
+        #[cfg(feature = "server")]
         Command::Serve {
             listen,
             workflows,

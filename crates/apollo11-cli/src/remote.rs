@@ -4,9 +4,9 @@
 
 use crate::data::{damaged, open_writer, DataDir};
 use crate::{out, Exit};
+use apollo11_client::{segment, Answer, Client};
 use apollo11_core::WorkflowSpec;
 use apollo11_log::LockHolder;
-use apollo11_server::client::{segment, Answer, Client};
 use apollo11_store::DynStore;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -37,7 +37,7 @@ pub async fn open_or_reach(dir: &DataDir, token_file: Option<&Path>) -> Result<W
         return Err(refused);
     };
     let token = token_file
-        .map(crate::serve::read_token)
+        .map(crate::flags::read_token)
         .transpose()
         .map_err(|e| Exit::fail(2, e))?;
     Ok(Writer::Server(Remote {

@@ -6,7 +6,7 @@ use crate::remote::{open_or_reach, Remote, Writer};
 use crate::{out, render, watch, Exit};
 use apollo11_core::WorkflowSpec;
 use apollo11_runtime::{Engine, EngineError, Inspector, RunHandle, RunId, RunStatus};
-use apollo11_server::{default_run_id, run_folder};
+use apollo11_shell::run_folder::{self, default_run_id};
 use apollo11_shell::shell;
 use serde_json::json;
 use std::path::Path;
@@ -55,7 +55,7 @@ pub async fn start(
     );
     let handle = match run_id {
         Some(id) => {
-            run_folder(dir, &id, &spec).map_err(|e| Exit::fail(2, e))?;
+            run_folder::create(dir, &id, &spec).map_err(|e| Exit::fail(2, e.to_string()))?;
             engine
                 .start(&workflow, RunId(id))
                 .await
@@ -83,7 +83,7 @@ async fn start_with_default_id<S: apollo11_runtime::Store>(
     let mut n = 1;
     loop {
         let id = default_run_id(&spec.name, now_ms, n);
-        run_folder(dir, &id, spec).map_err(|e| Exit::fail(2, e))?;
+        run_folder::create(dir, &id, spec).map_err(|e| Exit::fail(2, e.to_string()))?;
         match engine.start(workflow, RunId(id)).await {
             Err(EngineError::RunExists { .. }) if n < DEFAULT_ID_TRIES => n += 1,
             other => return other.map_err(engine_exit),

@@ -3,6 +3,7 @@
 //! `serve` (or `resume`) picks them up.
 
 use crate::data::{check_layout, store_exit, DataDir};
+use crate::flags::read_token;
 use crate::{out, run::Interrupts, Exit};
 use apollo11_server::{ConnLimits, GcSchedule, ServeError, Server, ServerConfig};
 use std::net::SocketAddr;
@@ -26,29 +27,6 @@ pub struct ServeOptions {
     pub worker_token_file: Option<PathBuf>,
     /// A worker silent this long is lost.
     pub heartbeat_timeout: Duration,
-}
-
-/// Shortest token accepted.
-const TOKEN_CHARS_MIN: usize = 16;
-
-/// Reads a token file: its first line, at least [`TOKEN_CHARS_MIN`] characters.
-pub(crate) fn read_token(path: &std::path::Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
-    let token = text.lines().next().unwrap_or_default().trim().to_owned();
-    if token.chars().count() < TOKEN_CHARS_MIN {
-        return Err(format!(
-            "--token-file {}: the token (its first line) must have at least {TOKEN_CHARS_MIN} characters",
-            path.display()
-        ));
-    }
-    if token.chars().any(|c| c.is_control() || c == ' ') {
-        return Err(format!(
-            "--token-file {}: the token holds a space or a control character",
-            path.display()
-        ));
-    }
-    Ok(token)
 }
 
 pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
@@ -104,12 +82,13 @@ pub async fn serve(dir: &DataDir, options: ServeOptions) -> Result<Exit, Exit> {
         apollo11_server::metrics::install()
             .map_err(|e| Exit::fail(1, format!("cannot record metrics: {e}")))?,
     );
+    #[cfg(feature = "postgres")]
     apollo11_postgres::metrics::describe();
     let server = Server::bind(config).await.map_err(serve_exit)?;
     let events = match &dir.shared {
         Some(shared) => format!(
             "the database's schema {} (step files in {})",
-            shared.schema,
+            crate::shared::schema(shared),
             dir.path.display()
         ),
         None => dir.path.display().to_string(),
@@ -151,38 +130,14 @@ pub fn parse_lease_ttl(text: &str) -> Result<Duration, String> {
     Ok(ttl)
 }
 
-/// `--gc-every`: a humantime duration of a second or more.
-pub fn parse_gc_every(text: &str) -> Result<Duration, String> {
-    at_least_a_second(text)
-}
-
-/// `--header-timeout`: a humantime duration of a second or more.
-pub fn parse_header_timeout(text: &str) -> Result<Duration, String> {
-    at_least_a_second(text)
-}
-
-/// `--heartbeat-timeout`, `--heartbeat-every`: 1 s at least.
-pub fn parse_heartbeat_timeout(text: &str) -> Result<Duration, String> {
-    at_least_a_second(text)
-}
-
-fn at_least_a_second(text: &str) -> Result<Duration, String> {
-    let every = humantime::parse_duration(text).map_err(|e| format!("`{text}`: {e}"))?;
-    if every < Duration::from_secs(1) {
-        return Err(format!("`{text}`: 1s at least"));
-    }
-    Ok(every)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn gc_every_takes_a_humantime_duration_of_a_second_or_more() {
-        assert_eq!(parse_gc_every("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_gc_every("1s"), Ok(Duration::from_secs(1)));
-        assert!(parse_gc_every("500ms").unwrap_err().contains("1s at least"));
-        assert!(parse_gc_every("soon").is_err());
+    fn a_lease_ttl_is_held_to_the_range_the_engine_accepts() {
+        assert_eq!(parse_lease_ttl("10s"), Ok(Duration::from_secs(10)));
+        assert!(parse_lease_ttl("1ms").unwrap_err().contains("is allowed"));
+        assert!(parse_lease_ttl("soon").is_err());
     }
 }

@@ -9,8 +9,8 @@
 mod task;
 
 use crate::{run::Interrupts, Exit};
+use apollo11_client::{Answer, Client};
 use apollo11_dispatch::{Hello, Labels};
-use apollo11_server::client::{Answer, Client};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -63,7 +63,7 @@ pub async fn run(options: WorkerOptions) -> Result<Exit, Exit> {
     let token = options
         .token_file
         .as_deref()
-        .map(crate::serve::read_token)
+        .map(crate::flags::read_token)
         .transpose()
         .map_err(|e| Exit::fail(2, e))?;
     let clients = (options.servers.iter())
@@ -130,7 +130,7 @@ pub async fn fetch(
     body: Option<&serde_json::Value>,
 ) -> Result<serde_json::Value, Exit> {
     let token = token_file
-        .map(crate::serve::read_token)
+        .map(crate::flags::read_token)
         .transpose()
         .map_err(|e| Exit::fail(2, e))?;
     let client = Client::new(address(server)?, token);

@@ -6,10 +6,11 @@ use crate::idempotent;
 use crate::server::{AppState, Backend};
 use crate::ApiError;
 use apollo11_author::AuthorError;
-use apollo11_core::{check_name, limits, NameKind, Value, WorkflowSpec};
+use apollo11_core::{check_name, NameKind, Value, WorkflowSpec};
 use apollo11_runtime::inspect::RunFilter;
 use apollo11_runtime::{EngineError, RunHandle, RunId, RunStatus};
-use apollo11_shell::{files, shell};
+use apollo11_shell::run_folder::{self, default_run_id};
+use apollo11_shell::shell;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -228,42 +229,9 @@ fn watch(handle: RunHandle) -> Rested {
 /// How many suffixed ids a new run tries before giving up.
 const DEFAULT_ID_TRIES: u32 = 100;
 
-/// A run id that sorts by start time and says what ran: the workflow's name (cut so the id
-/// stays a valid name), the start time to the millisecond, and `-N` from the second try on.
-pub fn default_run_id(workflow: &str, now_ms: u64, n: u32) -> String {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now_ms);
-    let stamp = humantime::format_rfc3339_millis(at)
-        .to_string()
-        .replace(':', "");
-    let suffix = if n > 1 {
-        format!("-{n}")
-    } else {
-        String::new()
-    };
-    run_id_of(workflow, &format!("{stamp}{suffix}"))
-}
-
-/// `WORKFLOW-TAIL`, the workflow's name cut so that the id stays a valid name.
-pub fn run_id_of(workflow: &str, tail: &str) -> String {
-    let room = limits::NAME_BYTES_MAX as usize - tail.len() - 1;
-    let mut end = workflow.len().min(room);
-    while !workflow.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}-{tail}", &workflow[..end])
-}
-
-/// Creates the folder of a run's files before its first event, so a data dir that cannot be
-/// written, a run id the file system refuses, or a step whose folder's path would be too
-/// long is an error now rather than a run that cannot start its steps. A step's own folder
-/// is made by its first try: a run whose steps are skipped makes none.
-pub fn run_folder(data_dir: &Path, run_id: &str, spec: &WorkflowSpec) -> Result<(), String> {
-    create_run_folder(data_dir, run_id, spec).map_err(|e| e.to_string())
-}
-
-/// [`run_folder`] for an API answer: the folder's path goes to the server's log only.
+/// [`run_folder::create`] for an API answer: the folder's path goes to the server's log only.
 fn run_folder_answered(data_dir: &Path, run_id: &str, spec: &WorkflowSpec) -> Result<(), ApiError> {
-    create_run_folder(data_dir, run_id, spec).map_err(|e| {
+    run_folder::create(data_dir, run_id, spec).map_err(|e| {
         tracing::warn!(error = %e, "run not started");
         ApiError::Invalid(format!(
             "{}: cannot create its folder in the data dir: {}",
@@ -271,59 +239,6 @@ fn run_folder_answered(data_dir: &Path, run_id: &str, spec: &WorkflowSpec) -> Re
             e.source
         ))
     })
-}
-
-/// The longest path the kernel takes, in bytes (Linux's `PATH_MAX` less its NUL).
-const PATH_BYTES_MAX: usize = 4_095;
-
-/// A run's folder, or a step's, that could not be created.
-struct FolderError {
-    run_id: String,
-    step: Option<String>,
-    folder: std::path::PathBuf,
-    source: std::io::Error,
-}
-
-impl FolderError {
-    fn whose(&self) -> String {
-        match &self.step {
-            Some(step) => format!("run `{}`, step `{step}`", self.run_id),
-            None => format!("run `{}`", self.run_id),
-        }
-    }
-}
-
-impl std::fmt::Display for FolderError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (whose, folder) = (self.whose(), self.folder.display());
-        write!(f, "{whose}: cannot create {folder}: {}", self.source)
-    }
-}
-
-fn create_run_folder(
-    data_dir: &Path,
-    run_id: &str,
-    spec: &WorkflowSpec,
-) -> Result<(), FolderError> {
-    let refused = |step: Option<&str>, folder, source| FolderError {
-        run_id: run_id.to_owned(),
-        step: step.map(str::to_owned),
-        folder,
-        source,
-    };
-    let folder = files::run_dir(data_dir, run_id);
-    files::create_private_dir(&folder).map_err(|e| refused(None, folder, e))?;
-    for step in &spec.steps {
-        let folder = files::step_dir(data_dir, run_id, &step.name);
-        if folder.as_os_str().len() > PATH_BYTES_MAX {
-            let too_long = std::io::Error::new(
-                std::io::ErrorKind::InvalidFilename,
-                format!("its path is longer than {PATH_BYTES_MAX} bytes"),
-            );
-            return Err(refused(Some(&step.name), folder, too_long));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -335,18 +250,5 @@ mod tests {
         let delays: Vec<u64> = (1..=5).map(|n| retry_delay(n).as_millis() as u64).collect();
         assert_eq!(delays, [100, 200, 400, 800, 1_600]);
         assert!(retry_delay(u32::MAX) >= Duration::from_secs(60));
-    }
-
-    #[test]
-    fn default_ids_are_valid_names_and_differ_by_try() {
-        let longest = "é".repeat(100);
-        for name in ["five-stage", longest.as_str()] {
-            let first = default_run_id(name, 1_796_053_190_895, 1);
-            let second = default_run_id(name, 1_796_053_190_895, 2);
-            check_name(NameKind::Run, &first).unwrap();
-            check_name(NameKind::Run, &second).unwrap();
-            assert_ne!(first, second);
-            assert!(first.ends_with("T153950.895Z"), "{first}");
-        }
     }
 }

@@ -52,7 +52,7 @@ const RETRY_MS: u64 = 200;
 
 /// The run a fire of `schedule` of `workflow` starts.
 pub fn run_id(workflow: &str, schedule: &str, fire: &FireTime) -> String {
-    drive::run_id_of(workflow, &format!("{schedule}-{}", fire.stamp()))
+    apollo11_shell::run_folder::run_id_of(workflow, &format!("{schedule}-{}", fire.stamp()))
 }
 
 /// Where one schedule stands in this process.

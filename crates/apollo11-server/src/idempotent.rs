@@ -5,7 +5,6 @@
 //! retry of the same request under the key answers with the same run (200), another request
 //! under it is refused (409). A key holds as long as its run is kept (until `gc` drops it).
 
-use crate::drive;
 use crate::server::AppState;
 use crate::ApiError;
 use apollo11_runtime::RunId;
@@ -43,7 +42,7 @@ pub fn key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 /// The run a key names when the request names none: `WORKFLOW-key-HASH`.
 pub fn run_id(workflow: &str, key: &str) -> String {
     let digest = sha256_hex(format!("{workflow}\n{key}").as_bytes());
-    drive::run_id_of(workflow, &format!("key-{}", &digest[..16]))
+    apollo11_shell::run_folder::run_id_of(workflow, &format!("key-{}", &digest[..16]))
 }
 
 /// The digest of a request under `key`: what a retry must repeat.

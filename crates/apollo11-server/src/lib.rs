@@ -1,6 +1,6 @@
 //! `apollo11 serve`: the engine on a data dir behind the JSON API of `docs/http-api.md`, a
-//! live stream of each run's events, the web UI's files, and a small client of that API for
-//! the command line.
+//! live stream of each run's events, and the web UI's files (`apollo11-client` is the API's
+//! client).
 //!
 //! The server owns the engine and the data dir's writer lock (whose file records the
 //! server's address), starts runs of the workflows of its `--workflows` folder, drives the
@@ -9,7 +9,6 @@
 
 mod actions;
 mod auth;
-pub mod client;
 mod conns;
 mod drive;
 mod error;
@@ -35,15 +34,14 @@ mod workflows;
 pub use conns::{
     fd_reserve, ConnLimits, DEFAULT_BACKLOG, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
-pub use drive::{default_run_id, run_folder};
 pub use error::ApiError;
 pub use extract::{BODY_BYTES_MAX, START_BODY_BYTES_MAX};
 pub use gc::GcSchedule;
 pub use logs::LOG_BYTES_MAX;
 pub use router::{routes, Route};
-pub use server::{runtime, ServeError, Server, ServerConfig, BLOCKING_THREADS_MAX, DEFAULT_LISTEN};
+pub use server::{ServeError, Server, ServerConfig, DEFAULT_LISTEN};
 pub use stream::KEEP_ALIVE;
-pub use workers::{LOG_CHUNK_BYTES_MAX, TAKE_WAIT_MAX};
+pub use workers::TAKE_WAIT_MAX;
 
 /// The OpenAPI 3.1 document of the API, served at `/api/v1/openapi.json`.
 pub const OPENAPI: &str = include_str!("openapi.json");

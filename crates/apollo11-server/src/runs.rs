@@ -1,12 +1,12 @@
 //! The read routes (runs, one run now or at an event, its events, its plan, workflows) and
 //! the two that change the registry or start a run.
 
-use crate::client::segment;
 use crate::extract::{Body, RunPath, StepPath, START_BODY_BYTES_MAX};
 use crate::query::{Bounded, Flag, Query};
 use crate::server::AppState;
 use crate::workflows::{without_dir, Registry, WorkflowList};
 use crate::{drive, idempotent, ApiError};
+use apollo11_client::segment;
 use apollo11_core::EventId;
 use apollo11_runtime::inspect::{EventPage, Plan, RunFilter, RunRow, RunView};
 use apollo11_runtime::{RerunPlan, RunId, RunStatus};

@@ -9,6 +9,7 @@
 use crate::extract::Body;
 use crate::server::AppState;
 use crate::ApiError;
+use apollo11_client::LOG_CHUNK_BYTES_MAX;
 use apollo11_dispatch::{Hello, QueuedView, Refusal, WorkerView};
 use apollo11_shell::definition::is_label;
 use apollo11_shell::files;
@@ -28,8 +29,6 @@ use std::time::Duration;
 pub const TAKE_WAIT_MAX: Duration = Duration::from_secs(30);
 /// The most slots a worker may say it has.
 pub const SLOTS_MAX: u32 = 1024;
-/// The largest log chunk a worker sends, before base64.
-pub const LOG_CHUNK_BYTES_MAX: usize = 1024 * 1024;
 /// The largest step log a worker may fill on the server.
 pub const WORKER_LOG_BYTES_MAX: u64 = 1024 * 1024 * 1024;
 /// The largest result body: an output of `STEP_OUTPUT_BYTES_MAX` in base64, and room.

@@ -4,6 +4,7 @@
 pub mod classify;
 pub mod definition;
 pub mod files;
+pub mod run_folder;
 pub mod shell;
 
 pub use definition::{load, parse, DefinitionError};

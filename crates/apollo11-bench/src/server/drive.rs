@@ -9,10 +9,11 @@ use super::api::run_id;
 use super::host::{isolated, Hosted};
 use super::http::{Conn, Events};
 use anyhow::{bail, ensure, Context, Result};
+use apollo11_client::Client;
 use apollo11_log::{FileLog, Options};
 use apollo11_runtime::{Engine, EngineConfig, RunId, RunStatus};
-use apollo11_server::client::Client;
-use apollo11_server::{run_folder, ServerConfig};
+use apollo11_server::ServerConfig;
+use apollo11_shell::run_folder;
 use apollo11_shell::{definition, shell};
 use serde_json::json;
 use std::net::SocketAddr;
@@ -86,7 +87,8 @@ pub async fn alone(dir: &Path, workload: &Workload) -> Result<f64> {
         let started = Instant::now();
         let mut handles = Vec::new();
         for r in 0..runs {
-            run_folder(&data, &run_id(r), &spec).map_err(anyhow::Error::msg)?;
+            run_folder::create(&data, &run_id(r), &spec)
+                .map_err(|e| anyhow::Error::msg(e.to_string()))?;
             handles.push(engine.start(&wf, RunId(run_id(r))).await?);
         }
         for h in handles {

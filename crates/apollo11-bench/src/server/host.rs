@@ -1,5 +1,5 @@
 //! Where the system under test runs: on a tokio runtime of its own (`apollo11`'s own,
-//! `apollo11_server::runtime`), on a thread of its own, so the load generator's tasks never queue
+//! `apollo11_runtime::tokio_runtime`), on a thread of its own, so the load generator's tasks never queue
 //! behind its tasks or the other way round. The two still share the machine's cores.
 
 use anyhow::{anyhow, Context, Result};
@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use tokio::sync::oneshot;
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(apollo11_server::runtime()?)
+    Ok(apollo11_runtime::tokio_runtime()?)
 }
 
 /// Runs the future `make` returns on a runtime of its own and returns its result.

@@ -2,7 +2,7 @@
 //! keeps one), and a reader of a run's event stream that stamps each event's arrival.
 
 use anyhow::{ensure, Context, Result};
-use apollo11_server::client::{segment, Client, Stream};
+use apollo11_client::{segment, Client, Stream};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1::SendRequest;

@@ -5,9 +5,9 @@
 //! and what the try used up to then goes to the server with its (refused) result.
 
 use super::{backoff, call, Worker};
+use apollo11_client::Client;
 use apollo11_runtime::Output;
 use apollo11_runtime::{StepError, Usage};
-use apollo11_server::client::Client;
 use apollo11_shell::files::StepFiles;
 use apollo11_shell::shell::{execute, reattach, Files, Job, Outcome, Placing};
 use async_trait::async_trait;
@@ -245,7 +245,7 @@ impl Task {
     /// Sends what the log holds past `sent`, in chunks; answers how much is sent.
     async fn send_log(&self, log: &Path, mut sent: u64) -> u64 {
         loop {
-            let chunk = match read_from(log, sent, apollo11_server::LOG_CHUNK_BYTES_MAX) {
+            let chunk = match read_from(log, sent, apollo11_client::LOG_CHUNK_BYTES_MAX) {
                 Ok(chunk) if !chunk.is_empty() => chunk,
                 _ => return sent,
             };

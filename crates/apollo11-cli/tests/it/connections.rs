@@ -219,7 +219,7 @@ fn a_burst_of_reads_starts_no_more_threads_than_the_blocking_pool_holds() {
     // The allocator's purging threads (jemalloc starts up to one a core, when first needed)
     // may start during the burst too.
     let purgers = std::thread::available_parallelism().map_or(1, usize::from);
-    let bound = before + apollo11_server::BLOCKING_THREADS_MAX + purgers;
+    let bound = before + apollo11_runtime::BLOCKING_THREADS_MAX + purgers;
     assert!(
         peak <= bound,
         "{peak} threads in the burst, {before} before"

@@ -244,8 +244,8 @@ pub fn api(
     token: &str,
     path: &str,
     body: Option<serde_json::Value>,
-) -> apollo11_server::client::Answer {
-    let client = apollo11_server::client::Client::new(address, Some(token.to_owned()));
+) -> apollo11_client::Answer {
+    let client = apollo11_client::Client::new(address, Some(token.to_owned()));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

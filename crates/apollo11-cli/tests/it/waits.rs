@@ -6,7 +6,7 @@
 
 use crate::harness::{wait_until, Cli};
 use crate::serve::{serve, state};
-use apollo11_server::client::Client;
+use apollo11_client::Client;
 use serde_json::{json, Value};
 use std::process::Child;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

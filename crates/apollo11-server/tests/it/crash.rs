@@ -4,7 +4,7 @@
 //! this test binary run again as a child process.
 
 use crate::harness::{wait_for, write_workflows};
-use apollo11_server::client::Client;
+use apollo11_client::Client;
 use apollo11_server::{Server, ServerConfig};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,7 @@
 //! A server on a fresh data dir and a fresh workflows folder, on a free loopback port, with
 //! a client of it.
 
-use apollo11_server::client::Client;
+use apollo11_client::Client;
 use apollo11_server::{Server, ServerConfig};
 use serde_json::Value;
 use std::path::Path;
@@ -213,7 +213,7 @@ impl TestServer {
     }
 
     /// `POST /api/v1/workflows/reload`.
-    pub async fn reload(&self) -> apollo11_server::client::Answer {
+    pub async fn reload(&self) -> apollo11_client::Answer {
         let empty = serde_json::json!({});
         let answer = self.client.post("/api/v1/workflows/reload", &empty);
         answer.await.unwrap()
@@ -278,7 +278,7 @@ pub fn kept(mut answer: Value) -> Value {
 }
 
 /// Asserts an answer is the error object with `status` and `code`.
-pub fn assert_error(answer: &apollo11_server::client::Answer, status: u16, code: &str) {
+pub fn assert_error(answer: &apollo11_client::Answer, status: u16, code: &str) {
     let body = answer.json();
     assert_eq!(answer.status, status, "{body} {:?}", answer.body);
     assert_eq!(body["error"]["code"], code, "{body}");

@@ -3,7 +3,7 @@
 //! malformed key is a 400 and starts nothing.
 
 use crate::harness::{assert_error, TestServer};
-use apollo11_server::client::Answer;
+use apollo11_client::Answer;
 use serde_json::{json, Value};
 
 async fn start_keyed(server: &TestServer, key: &str, body: &Value) -> Answer {

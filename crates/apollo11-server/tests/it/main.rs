@@ -3,7 +3,6 @@
 
 mod actions;
 mod archive;
-mod client;
 mod crash;
 mod dropped;
 mod gc;

@@ -3,8 +3,8 @@
 //! queue wait as a worker takes, loses and finishes tries.
 
 use crate::harness::{assert_error, TestServer};
+use apollo11_client::Client;
 use apollo11_prometheus::Prometheus;
-use apollo11_server::client::Client;
 use apollo11_server::metrics;
 use serde_json::{json, Value};
 use std::sync::OnceLock;

@@ -1,7 +1,7 @@
 //! Each route's success and error shapes.
 
 use crate::harness::{assert_error, TestServer, WORKFLOWS};
-use apollo11_server::client::Client;
+use apollo11_client::Client;
 use axum::http::Method;
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -381,13 +381,13 @@ async fn the_openapi_document_has_every_route_and_only_those() {
     server.stop().await;
 }
 
-async fn answer(client: &Client, method: &str, path: &str) -> apollo11_server::client::Answer {
+async fn answer(client: &Client, method: &str, path: &str) -> apollo11_client::Answer {
     let method: Method = method.parse().unwrap();
     let body = Bytes::from_static(b"{}");
     if method == Method::GET && path.ends_with("/stream") {
         // Headers only: the stream of an unknown run is a 404 at once.
         let stream = client.stream(path, &[]).await.unwrap();
-        return apollo11_server::client::Answer {
+        return apollo11_client::Answer {
             status: stream.status,
             headers: vec![],
             body: Bytes::new(),

@@ -3,7 +3,7 @@
 //! schema says `additionalProperties: false` has no other key.
 
 use crate::harness::TestServer;
-use apollo11_server::client::Answer;
+use apollo11_client::Answer;
 use serde_json::{json, Value};
 
 /// What in `value` (at `at`) breaks `schema`, whose `$ref`s resolve in `doc`.

@@ -3,7 +3,7 @@
 //! answers that name no file of the server.
 
 use crate::harness::{assert_error, TestServer};
-use apollo11_server::client::{Answer, Client};
+use apollo11_client::{Answer, Client};
 use apollo11_server::{ServeError, Server, ServerConfig};
 use axum::http::Method;
 use bytes::Bytes;
@@ -420,7 +420,7 @@ async fn names_and_operators_that_disguise_themselves_are_refused_naming_the_cha
             message.contains(code) && message.contains(&format!("at character {at}")),
             "{message}"
         );
-        let path = format!("/api/v1/runs/{}", apollo11_server::client::segment(run_id));
+        let path = format!("/api/v1/runs/{}", apollo11_client::segment(run_id));
         assert_error(&server.client.get(&path).await.unwrap(), 400, "invalid");
     }
     let before = held(&server).await;

@@ -1,7 +1,7 @@
 //! The live stream: open at once, resumable without gap or repeat.
 
 use crate::harness::{assert_error, TestServer};
-use apollo11_server::client::Stream;
+use apollo11_client::Stream;
 use serde_json::Value;
 use std::time::Duration;
 

@@ -1,6 +1,4 @@
-//! A small HTTP/1.1 client of the API (hyper over a tokio `TcpStream`): what the command
-//! line and workers use to reach a server, and what the tests use. Whole exchanges reuse
-//! idle connections (keep-alive); streams get a connection of their own.
+#![doc = include_str!("../README.md")]
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -12,6 +10,9 @@ use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
+
+/// The largest log chunk a worker sends, before base64.
+pub const LOG_CHUNK_BYTES_MAX: usize = 1024 * 1024;
 
 /// How long connecting and each answer may take.
 pub const TIMEOUT: Duration = Duration::from_secs(30);

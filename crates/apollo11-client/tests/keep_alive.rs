@@ -1,7 +1,7 @@
 //! The client's keep-alive: whole exchanges share a connection, a closed one is replaced,
 //! and a stream takes a connection of its own.
 
-use apollo11_server::client::Client;
+use apollo11_client::Client;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::server::conn::http1;
