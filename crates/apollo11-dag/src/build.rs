@@ -2,7 +2,8 @@
 //! deterministic topological order computed once here.
 
 use crate::{Dag, DagError, NodeId};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 impl Dag {
     /// Builds a graph from `(step, dependencies)` pairs in declaration order.
@@ -28,12 +29,17 @@ impl Dag {
                 max: max_nodes,
             });
         }
-        let mut index = BTreeMap::new();
+        let mut index = HashMap::with_capacity(steps.len());
         for (i, (name, _)) in steps.iter().enumerate() {
-            if index.insert(name.as_ref(), NodeId(i as u32)).is_some() {
-                return Err(DagError::DuplicateStep {
-                    step: name.as_ref().to_owned(),
-                });
+            match index.entry(name.as_ref().to_owned()) {
+                Entry::Occupied(_) => {
+                    return Err(DagError::DuplicateStep {
+                        step: name.as_ref().to_owned(),
+                    })
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(NodeId(i as u32));
+                }
             }
         }
         let names: Vec<String> = steps.iter().map(|(n, _)| n.as_ref().to_owned()).collect();
@@ -52,10 +58,6 @@ impl Dag {
         for (position, node) in topo.iter().enumerate() {
             rank[node.index()] = position as u32;
         }
-        let index = index
-            .into_iter()
-            .map(|(name, id)| (name.to_owned(), id))
-            .collect();
         Ok(Dag {
             names,
             index,
@@ -70,7 +72,7 @@ impl Dag {
 /// Maps dependency names to ids, sorted by name with repeats removed.
 fn resolve_dependencies<S: AsRef<str>, D: AsRef<str>>(
     steps: &[(S, Vec<D>)],
-    index: &BTreeMap<&str, NodeId>,
+    index: &HashMap<String, NodeId>,
     names: &[String],
 ) -> Result<Vec<Vec<NodeId>>, DagError> {
     steps
