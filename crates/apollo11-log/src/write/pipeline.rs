@@ -52,6 +52,8 @@ struct Pipeline {
     syncs: Option<(Arc<Syncs>, JoinHandle<()>)>,
     /// Requests taken from the queue, not yet in a batch.
     pending: VecDeque<AppendRequest>,
+    /// Batches covered by a returned sync, as last read (some may not be completed yet).
+    synced: u64,
     /// The appends of the batch being gathered and written.
     gathered: Vec<Accepted>,
     /// Batches written, oldest first, waiting for a sync that covers them.
@@ -82,8 +84,13 @@ impl Lane {
     pub fn new(writer: Writer, queue: Arc<Queue>) -> std::io::Result<Lane> {
         let syncs = match writer.options.durability {
             Durability::Fsync => {
-                let waking = queue.clone();
-                Some(Syncs::start(move || waking.wake())?)
+                let (waking, queued) = (queue.clone(), queue.clone());
+                let wait = writer.options.sync_waits_for_writer;
+                Some(Syncs::start(
+                    move || waking.wake(),
+                    move || !queued.is_empty(),
+                    wait,
+                )?)
             }
             Durability::Buffered => None,
         };
@@ -92,6 +99,7 @@ impl Lane {
             queue: queue.clone(),
             syncs,
             pending: VecDeque::new(),
+            synced: 0,
             gathered: Vec::new(),
             unsynced: VecDeque::new(),
             answered: 0,
@@ -187,25 +195,55 @@ fn fail_requests(queue: &Queue, pending: &mut VecDeque<AppendRequest>, error: &S
 }
 
 impl Pipeline {
-    /// One turn: completes the batches synced, writes a batch when requests wait and it
-    /// may, or else says to sleep until woken.
+    /// One turn: writes a batch when requests wait and it may, lets the next sync start
+    /// (it waits for this turn when appends waited as the last returned), then completes
+    /// the batches synced, or else says to sleep until woken. The write comes before the
+    /// completions, which would otherwise delay the sync that covers it.
     fn turn(&mut self) -> Result<Turn, WriteError> {
-        self.complete_synced()?;
-        let may_write = self.unsynced.len() <= UNSYNCED_MAX;
+        self.read_synced()?;
+        let may_write = self.unsynced_count() <= UNSYNCED_MAX;
         if may_write && self.pending.is_empty() {
             // Pushes from now on wake this thread: none is missed between the take below
             // and the park.
             self.queue.want();
         }
         let closed = self.queue.take(&mut self.pending);
-        if may_write && !self.pending.is_empty() {
+        let wrote = may_write && !self.pending.is_empty();
+        if wrote {
             self.write_next()?;
+        }
+        if let Some((syncs, _)) = &self.syncs {
+            syncs.go();
+            syncs.backlog(!wrote && !self.pending.is_empty());
+        }
+        self.complete_synced()?;
+        if wrote {
             return Ok(Turn::Again);
         }
         if closed && self.pending.is_empty() && self.unsynced.is_empty() {
             return Ok(Turn::Stop);
         }
         Ok(Turn::Sleep)
+    }
+
+    /// Reads how many batches returned syncs covered; fails, after completing those, if a
+    /// sync failed.
+    fn read_synced(&mut self) -> Result<(), WriteError> {
+        let Some((syncs, _)) = &self.syncs else {
+            return Ok(());
+        };
+        let progress = syncs.progress();
+        if progress.failed.is_some() {
+            return self.complete_synced();
+        }
+        self.synced = progress.synced;
+        Ok(())
+    }
+
+    /// Batches written and not covered by a returned sync, as last read.
+    fn unsynced_count(&self) -> usize {
+        let synced = self.synced;
+        self.unsynced.iter().filter(|b| b.number > synced).count()
     }
 
     /// Whether a lone append may be written and synced at once by whoever holds the state:
@@ -238,7 +276,7 @@ impl Pipeline {
             self.writer.complete(batch);
             return Ok(());
         };
-        let alone = self.unsynced.is_empty() && self.pending.is_empty() && self.queue.is_empty();
+        let alone = self.unsynced_count() == 0 && self.pending.is_empty() && self.queue.is_empty();
         let target = Target {
             name: self.writer.tail.name.clone(),
             file: self.writer.tail.file.clone(),
@@ -258,6 +296,7 @@ impl Pipeline {
             return Ok(());
         };
         let progress = syncs.progress();
+        self.synced = progress.synced;
         let mut answered = 0;
         while let Some(batch) = self.unsynced.pop_front() {
             if batch.number > progress.synced {
@@ -279,6 +318,9 @@ impl Pipeline {
             self.complete_synced()?;
             if self.unsynced.is_empty() {
                 return Ok(());
+            }
+            if let Some((syncs, _)) = &self.syncs {
+                syncs.go();
             }
             std::thread::park();
         }

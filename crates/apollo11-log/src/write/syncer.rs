@@ -1,5 +1,9 @@
 //! The sync thread of the pipelined writer: it syncs the segment while the writer thread
-//! writes the next batch. A sync covers every batch written before it started; the writer
+//! writes the next batch. A sync covers every batch written before it started. When a sync
+//! returns while appends wait to be written, the next one waits for the writer's turn (for
+//! `Options::sync_waits_for_writer` at most), so that it covers them too: started at once,
+//! it would cover only the batch written during the last, and those appends would wait for
+//! the sync after it (about 2.5 syncs from arrival to answer instead of 1.5). The writer
 //! acknowledges a batch only once a sync that covers it has returned, and it writes a batch
 //! only while at most one other is unsynced, so a crash leaves at most two batches torn
 //! (the one being synced and the next). A failed sync is never retried: it stops this
@@ -8,13 +12,19 @@
 use crate::file_system::FsFile;
 use crate::metrics;
 use crate::write::WriteError;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// What the writer and the sync thread share.
 pub struct Syncs {
     state: Mutex<State>,
     work: Condvar,
+    /// Set by the writer when it sleeps with requests taken and not yet written.
+    backlog: AtomicBool,
+    /// How long a sync waits for the writer's turn, at most (`Options::sync_waits_for_writer`).
+    wait: Duration,
 }
 
 /// The segment to sync, with its name for errors.
@@ -36,6 +46,9 @@ struct State {
     failed: Option<WriteError>,
     /// Set by the writer when it stops: the thread ends (after the sync under way).
     closing: bool,
+    /// Set when a sync returned with appends waiting to be written: the next sync waits
+    /// for the writer's turn (a write, or [`Syncs::go`]).
+    holding: bool,
 }
 
 /// What the writer learns from the sync thread.
@@ -49,32 +62,55 @@ impl Syncs {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts the sync thread; `wake` is called after each sync (and on a failure).
+    /// Starts the sync thread; `wake` is called after each sync (and on a failure),
+    /// `queued` says whether appends are queued for the writer, and a sync waits for the
+    /// writer's turn `wait` at most.
     ///
     /// # Errors
     ///
     /// The operating system's, when the thread cannot start.
     pub fn start(
         wake: impl Fn() + Send + 'static,
+        queued: impl Fn() -> bool + Send + 'static,
+        wait: Duration,
     ) -> std::io::Result<(Arc<Syncs>, JoinHandle<()>)> {
         let syncs = Arc::new(Syncs {
             state: Mutex::default(),
             work: Condvar::new(),
+            backlog: AtomicBool::new(false),
+            wait,
         });
         let running = syncs.clone();
         let handle = std::thread::Builder::new()
             .name("apollo11-log-sync".into())
-            .spawn(move || running.run(&wake))?;
+            .spawn(move || running.run(&wake, &queued))?;
         Ok((syncs, handle))
     }
 
-    /// Counts one more batch written to `target`, which the next sync will cover.
+    /// Counts one more batch written to `target`, which the next sync will cover, and lets
+    /// a sync held for the writer's turn start.
     pub fn written(&self, target: &Target) {
         let mut state = self.state();
         state.written += 1;
         state.target = Some(target.clone());
+        state.holding = false;
         drop(state);
         self.work.notify_one();
+    }
+
+    /// Lets a sync held for the writer's turn start: the writer had nothing to write, or
+    /// may not write before that sync returns.
+    pub fn go(&self) {
+        let mut state = self.state();
+        if std::mem::take(&mut state.holding) {
+            drop(state);
+            self.work.notify_one();
+        }
+    }
+
+    /// Says whether the writer sleeps with requests taken and not yet written.
+    pub fn backlog(&self, waiting: bool) {
+        self.backlog.store(waiting, Ordering::SeqCst);
     }
 
     /// How far the syncs got.
@@ -108,12 +144,16 @@ impl Syncs {
         Ok(())
     }
 
-    fn run(&self, wake: &dyn Fn()) {
+    fn run(&self, wake: &dyn Fn(), queued: &dyn Fn() -> bool) {
         while let Some((covers, target)) = self.next() {
             let outcome = crate::write::writer::guarded(|| sync(&target));
+            let waiting = !self.wait.is_zero() && (self.backlog.load(Ordering::SeqCst) || queued());
             let mut state = self.state();
             match outcome {
-                Ok(()) => state.synced = covers,
+                Ok(()) => {
+                    state.synced = covers;
+                    state.holding = waiting;
+                }
                 Err(cause) => state.failed = Some(cause),
             }
             drop(state);
@@ -131,9 +171,17 @@ impl Syncs {
             if state.failed.is_some() || state.closing {
                 return None;
             }
-            if state.written > state.synced {
+            if state.written > state.synced && !state.holding {
                 let target = state.target.clone().expect("a batch was written somewhere");
                 return Some((state.written, target));
+            }
+            if state.written > state.synced {
+                let (held, waited) = (self.work)
+                    .wait_timeout(state, self.wait)
+                    .unwrap_or_else(|p| p.into_inner());
+                state = held;
+                state.holding &= !waited.timed_out();
+                continue;
             }
             state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
         }

@@ -181,6 +181,11 @@ type Appending = tokio::task::JoinHandle<Result<Vec<EventId>, StoreError>>;
 
 /// A log on `sim` behind a gate, holding run `a`'s first event, acknowledged.
 async fn log_with_one_event(sim: &Arc<SimFs>) -> (Arc<FileLog>, Arc<Gate>) {
+    log_with_one_event_and(sim, Options::default()).await
+}
+
+/// [`log_with_one_event`] opened with `options`.
+async fn log_with_one_event_and(sim: &Arc<SimFs>, options: Options) -> (Arc<FileLog>, Arc<Gate>) {
     let gate = Arc::new(Gate::default());
     let gated = gate.clone();
     let fs = Arc::new(HookedFs {
@@ -196,7 +201,7 @@ async fn log_with_one_event(sim: &Arc<SimFs>) -> (Arc<FileLog>, Arc<Gate>) {
             }
         }),
     });
-    let log = Arc::new(FileLog::open_with(fs, "/d", Options::default()).unwrap());
+    let log = Arc::new(FileLog::open_with(fs, "/d", options).unwrap());
     log.append(&RunId::from("a"), Seq(1), vec![created()])
         .await
         .unwrap();
@@ -372,4 +377,31 @@ async fn an_append_queued_while_an_appender_syncs_its_own_is_synced_by_the_write
     for seed in 0..20 {
         runs_after_power_loss(&sim, seed, &["a", "b", "c"]).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_queued_during_a_sync_is_covered_by_the_next_sync_not_the_one_after() {
+    let sim = Arc::new(SimFs::new());
+    // However late a loaded machine schedules the writer, the sync waits for it.
+    let options = Options {
+        sync_waits_for_writer: Duration::from_secs(60),
+        ..Options::default()
+    };
+    let (log, gate) = log_with_one_event_and(&sim, options).await;
+    let (n, next) = batch_written_during_a_held_sync(&log, &gate, Hold::Before).await;
+    // Two batches unsynced: this one waits, queued, for batch N's sync to return.
+    let d = queued_append(&log, "d");
+    gate.release();
+    for append in [n, next, d] {
+        append.await.unwrap().unwrap();
+    }
+    // Batch N's sync, then one covering N+1 and the batch of `d` written after N returned.
+    let (syncs, threads) = {
+        let state = gate.state();
+        (state.started, state.threads.clone())
+    };
+    assert_eq!(syncs, 2, "syncs on {threads:?}");
+    let found = log.read_from(EventId(1), u32::MAX).await.unwrap();
+    let runs: Vec<String> = found.iter().map(|e| e.run_id.to_string()).collect();
+    assert_eq!(runs, ["a", "b", "c", "d"]);
 }
