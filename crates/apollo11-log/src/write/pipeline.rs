@@ -201,11 +201,21 @@ impl Pipeline {
     /// completions, which would otherwise delay the sync that covers it.
     fn turn(&mut self) -> Result<Turn, WriteError> {
         self.read_synced()?;
+        if self.unsynced_count() == 0 {
+            // No sync waits for this turn: acknowledge what is durable first, before a write
+            // that may be synced here, alone, and that counts the appenders answered.
+            self.complete_synced()?;
+        }
         let may_write = self.unsynced_count() <= UNSYNCED_MAX;
         if may_write && self.pending.is_empty() {
             // Pushes from now on wake this thread: none is missed between the take below
             // and the park.
             self.queue.want();
+        }
+        if let (false, Some((syncs, _))) = (may_write, &self.syncs) {
+            // Said before the take, which empties the queue the sync thread looks at first:
+            // a sync returning meanwhile sees the requests in one place or the other.
+            syncs.backlog(true);
         }
         let closed = self.queue.take(&mut self.pending);
         let wrote = may_write && !self.pending.is_empty();
@@ -213,7 +223,7 @@ impl Pipeline {
             self.write_next()?;
         }
         if let Some((syncs, _)) = &self.syncs {
-            syncs.go();
+            syncs.go(self.synced);
             syncs.backlog(!wrote && !self.pending.is_empty());
         }
         self.complete_synced()?;
@@ -276,7 +286,7 @@ impl Pipeline {
             self.writer.complete(batch);
             return Ok(());
         };
-        let alone = self.unsynced_count() == 0 && self.pending.is_empty() && self.queue.is_empty();
+        let alone = self.unsynced.is_empty() && self.pending.is_empty() && self.queue.is_empty();
         let target = Target {
             name: self.writer.tail.name.clone(),
             file: self.writer.tail.file.clone(),
@@ -320,14 +330,19 @@ impl Pipeline {
                 return Ok(());
             }
             if let Some((syncs, _)) = &self.syncs {
-                syncs.go();
+                syncs.go(self.synced);
             }
             std::thread::park();
         }
     }
 
-    /// Poisons the store with `cause` and answers every append not acknowledged with it.
+    /// Poisons the store with `cause` and answers every append not acknowledged with it,
+    /// once the batches a returned sync covered are acknowledged: they are durable (a write
+    /// may fail after a sync returned and before its batch was completed).
     fn fail_all(&mut self, cause: WriteError) {
+        // Its error, if any, is a sync's failure or a panic: the batches after the last good
+        // sync fail below, with `cause`.
+        let _ = guarded(|| self.complete_synced());
         let error = self.writer.shared.stop(cause);
         self.queue.close(error.clone());
         fail(std::mem::take(&mut self.gathered), &error);

@@ -47,7 +47,7 @@ struct State {
     /// Set by the writer when it stops: the thread ends (after the sync under way).
     closing: bool,
     /// Set when a sync returned with appends waiting to be written: the next sync waits
-    /// for the writer's turn (a write, or [`Syncs::go`]).
+    /// for the writer's turn (a write, or [`Syncs::go`] after the writer saw it return).
     holding: bool,
 }
 
@@ -98,11 +98,13 @@ impl Syncs {
         self.work.notify_one();
     }
 
-    /// Lets a sync held for the writer's turn start: the writer had nothing to write, or
-    /// may not write before that sync returns.
-    pub fn go(&self) {
+    /// Lets a sync held for the writer's turn start, when the writer, having seen `synced`
+    /// batches synced, had nothing to write. A hold set by a sync that returned after the
+    /// writer looked stays: that sync's wake-up gives the writer another turn.
+    pub fn go(&self, synced: u64) {
         let mut state = self.state();
-        if std::mem::take(&mut state.holding) {
+        if state.holding && state.synced <= synced {
+            state.holding = false;
             drop(state);
             self.work.notify_one();
         }
@@ -147,7 +149,8 @@ impl Syncs {
     fn run(&self, wake: &dyn Fn(), queued: &dyn Fn() -> bool) {
         while let Some((covers, target)) = self.next() {
             let outcome = crate::write::writer::guarded(|| sync(&target));
-            let waiting = !self.wait.is_zero() && (self.backlog.load(Ordering::SeqCst) || queued());
+            // The queue first: the writer says it has a backlog before it empties the queue.
+            let waiting = !self.wait.is_zero() && (queued() || self.backlog.load(Ordering::SeqCst));
             let mut state = self.state();
             match outcome {
                 Ok(()) => {

@@ -43,6 +43,8 @@ struct GateState {
     /// Whether the first segment write since armed waits, once done, for `written`.
     hold_write: bool,
     written: bool,
+    /// The segment write (by number since armed) that fails, if any.
+    fail_write: Option<u32>,
 }
 
 /// Counts and holds the data syncs and writes of segment files.
@@ -129,10 +131,15 @@ impl FsFile for GatedFile {
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let gate = &self.gate;
-        let (number, held) = {
+        let (number, held, fail) = {
             let state = gate.state();
-            (state.writes, state.hold_write)
+            (state.writes, state.hold_write, state.fail_write)
         };
+        if fail == Some(number) {
+            return Err(io::Error::other(format!(
+                "injected failure of segment write {number}"
+            )));
+        }
         if held && number == 1 {
             // The next batch's data is not in the file when the held sync starts.
             gate.wait_for("batch N's sync", 30, |s| s.syncs == 1);
@@ -206,6 +213,16 @@ async fn log_with_one_event_and(sim: &Arc<SimFs>, options: Options) -> (Arc<File
         .await
         .unwrap();
     (log, gate)
+}
+
+/// [`log_with_one_event`] whose syncs wait for the writer's turn however late a loaded
+/// machine schedules it.
+async fn log_waiting_for_the_writer(sim: &Arc<SimFs>) -> (Arc<FileLog>, Arc<Gate>) {
+    let options = Options {
+        sync_waits_for_writer: Duration::from_secs(60),
+        ..Options::default()
+    };
+    log_with_one_event_and(sim, options).await
 }
 
 fn spawn_append(log: &Arc<FileLog>, run: &str) -> Appending {
@@ -382,12 +399,7 @@ async fn an_append_queued_while_an_appender_syncs_its_own_is_synced_by_the_write
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_append_queued_during_a_sync_is_covered_by_the_next_sync_not_the_one_after() {
     let sim = Arc::new(SimFs::new());
-    // However late a loaded machine schedules the writer, the sync waits for it.
-    let options = Options {
-        sync_waits_for_writer: Duration::from_secs(60),
-        ..Options::default()
-    };
-    let (log, gate) = log_with_one_event_and(&sim, options).await;
+    let (log, gate) = log_waiting_for_the_writer(&sim).await;
     let (n, next) = batch_written_during_a_held_sync(&log, &gate, Hold::Before).await;
     // Two batches unsynced: this one waits, queued, for batch N's sync to return.
     let d = queued_append(&log, "d");
@@ -404,4 +416,28 @@ async fn an_append_queued_during_a_sync_is_covered_by_the_next_sync_not_the_one_
     let found = log.read_from(EventId(1), u32::MAX).await.unwrap();
     let runs: Vec<String> = found.iter().map(|e| e.run_id.to_string()).collect();
     assert_eq!(runs, ["a", "b", "c", "d"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_failing_after_a_sync_returned_fails_only_what_that_sync_did_not_cover() {
+    let sim = Arc::new(SimFs::new());
+    let (log, gate) = log_waiting_for_the_writer(&sim).await;
+    let (n, next) = batch_written_during_a_held_sync(&log, &gate, Hold::Before).await;
+    // The batch of `d`, written once N's sync returns and before N is acknowledged, fails.
+    gate.state().fail_write = Some(2);
+    let d = queued_append(&log, "d");
+    gate.release();
+    let synced = n.await.unwrap();
+    assert!(synced.is_ok(), "batch N was synced: {synced:?}");
+    for (name, append) in [("N+1", next), ("d", d)] {
+        let answer = append.await.unwrap();
+        assert!(
+            matches!(&answer, Err(StoreError::Poisoned { cause }) if cause.contains("injected")),
+            "{name}: {answer:?}"
+        );
+    }
+    drop(log);
+    for seed in 0..20 {
+        runs_after_power_loss(&sim, seed, &["a", "b"]).await;
+    }
 }
