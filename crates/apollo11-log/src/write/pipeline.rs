@@ -197,8 +197,9 @@ fn fail_requests(queue: &Queue, pending: &mut VecDeque<AppendRequest>, error: &S
 impl Pipeline {
     /// One turn: writes a batch when requests wait and it may, lets the next sync start
     /// (it waits for this turn when appends waited as the last returned), then completes
-    /// the batches synced, or else says to sleep until woken. The write comes before the
-    /// completions, which would otherwise delay the sync that covers it.
+    /// the batches synced, or else says to sleep until woken. While a sync waits for the
+    /// turn, the write comes before the completions, which would otherwise delay it; with
+    /// nothing unsynced, the completions come first.
     fn turn(&mut self) -> Result<Turn, WriteError> {
         self.read_synced()?;
         if self.unsynced_count() == 0 {

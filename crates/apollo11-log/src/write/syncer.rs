@@ -21,7 +21,8 @@ use std::time::Duration;
 pub struct Syncs {
     state: Mutex<State>,
     work: Condvar,
-    /// Set by the writer when it sleeps with requests taken and not yet written.
+    /// Set by the writer while it holds requests taken and not yet written (and just before
+    /// it takes them, when it may not write them yet).
     backlog: AtomicBool,
     /// How long a sync waits for the writer's turn, at most (`Options::sync_waits_for_writer`).
     wait: Duration,
@@ -110,7 +111,7 @@ impl Syncs {
         }
     }
 
-    /// Says whether the writer sleeps with requests taken and not yet written.
+    /// Says whether the writer holds requests taken (or about to be) and not yet written.
     pub fn backlog(&self, waiting: bool) {
         self.backlog.store(waiting, Ordering::SeqCst);
     }
